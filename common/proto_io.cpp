@@ -1,0 +1,159 @@
+#include "common/proto_io.hpp"
+
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/text_format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace pstrain {
+namespace {
+
+// Keeps the first parse error with its position.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!has_error_) {
+      has_error_ = true;
+      line_ = line + 1;
+      column_ = column + 1;
+      message_ = message;
+    }
+  }
+  void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  bool has_error() const { return has_error_; }
+  std::string Describe(const std::string& name) const {
+    return name + ":" + std::to_string(line_) + ":" + std::to_string(column_) + ": " + message_;
+  }
+
+ private:
+  bool has_error_ = false;
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+Status ParseWithParser(google::protobuf::TextFormat::Parser& parser, const std::string& text,
+                       const std::string& name, google::protobuf::Message* message) {
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, message)) {
+    if (errors.has_error()) return Status::Error(errors.Describe(name));
+    return Status::Error(name + ": not a valid " + message->GetTypeName() + " text file");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+Status ReadFileToString(const std::string& path, std::string* contents) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return Status::Error(path + ": read error");
+  *contents = buffer.str();
+  return Status::Ok();
+}
+
+Status ParseTextProto(const std::string& text, const std::string& name,
+                      google::protobuf::Message* message) {
+  google::protobuf::TextFormat::Parser parser;
+  return ParseWithParser(parser, text, name, message);
+}
+
+Status ReadTextProto(const std::string& path, google::protobuf::Message* message) {
+  std::string text;
+  PSTRAIN_RETURN_IF_ERROR(ReadFileToString(path, &text));
+  return ParseTextProto(text, path, message);
+}
+
+Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message* message,
+                              const std::string& repeated_field, std::vector<int>* lines) {
+  std::string text;
+  PSTRAIN_RETURN_IF_ERROR(ReadFileToString(path, &text));
+  google::protobuf::TextFormat::Parser parser;
+  google::protobuf::TextFormat::ParseInfoTree tree;
+  parser.WriteLocationsTo(&tree);
+  PSTRAIN_RETURN_IF_ERROR(ParseWithParser(parser, text, path, message));
+  lines->clear();
+  const auto* field = message->GetDescriptor()->FindFieldByName(repeated_field);
+  if (field == nullptr || !field->is_repeated()) return Status::Ok();
+  const int n = message->GetReflection()->FieldSize(*message, field);
+  for (int i = 0; i < n; ++i) lines->push_back(tree.GetLocation(field, i).line + 1);
+  return Status::Ok();
+}
+
+Status ReadBinaryProto(const std::string& path, google::protobuf::Message* message) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Status::Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  google::protobuf::io::FileInputStream raw(fd);
+  raw.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(INT_MAX);
+  if (!message->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
+    return Status::Error(path + ": not a valid binary " + message->GetTypeName() +
+                         " (truncated or corrupt)");
+  }
+  return Status::Ok();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Error(path + ": write failed (" + why + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Error(path + ": cannot flush to disk");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::Error(path + ": cannot rename into place (" + why + ")");
+  }
+  return Status::Ok();
+}
+
+Status WriteTextProto(const google::protobuf::Message& message, const std::string& path) {
+  std::string text;
+  if (!google::protobuf::TextFormat::PrintToString(message, &text)) {
+    return Status::Error(path + ": cannot format " + message.GetTypeName());
+  }
+  return WriteFileAtomically(path, text);
+}
+
+Status WriteBinaryProto(const google::protobuf::Message& message, const std::string& path) {
+  std::string bytes;
+  if (!message.SerializeToString(&bytes)) {
+    return Status::Error(path + ": cannot serialize " + message.GetTypeName());
+  }
+  return WriteFileAtomically(path, bytes);
+}
+
+}  // namespace pstrain

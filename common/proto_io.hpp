@@ -1,0 +1,38 @@
+// Reading and writing protobuf files: text (.prototxt) and binary
+// (.caffemodel, .solverstate, .binaryproto).
+//
+// Every read error names the file, and for text files the line and column.
+// Writes go to a temporary file in the same folder that is renamed into
+// place, so a crash never leaves a half-written file under the final name.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace google::protobuf {
+class Message;
+}
+
+namespace pstrain {
+
+Status ReadTextProto(const std::string& path, google::protobuf::Message* message);
+// Parses `text` as if it were the file `name` (for errors).
+Status ParseTextProto(const std::string& text, const std::string& name,
+                      google::protobuf::Message* message);
+// Also reports the 1-based line where each element of the repeated field
+// `repeated_field` (e.g. "layer") starts, for messages naming the place.
+Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message* message,
+                              const std::string& repeated_field, std::vector<int>* lines);
+Status ReadBinaryProto(const std::string& path, google::protobuf::Message* message);
+
+Status WriteTextProto(const google::protobuf::Message& message, const std::string& path);
+Status WriteBinaryProto(const google::protobuf::Message& message, const std::string& path);
+// Writes `contents` to `path` atomically (temporary file, fsync, rename).
+Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+Status ReadFileToString(const std::string& path, std::string* contents);
+bool FileExists(const std::string& path);
+
+}  // namespace pstrain

@@ -1,0 +1,85 @@
+// Test support shared by every layer suite:
+//  - LayerTest<EngineTag>: the typed fixture that runs a suite once per
+//    engine (reference, fast; GPU joins later) — see LayerEngines below.
+//  - GradientChecker: finite-difference check of Backward against Forward for
+//    every bottom and every param, with the objective sum(w * top) for fixed
+//    random w (so every top element's gradient path is exercised).
+//  - ExpectEnginesAgree: runs the same layer on the reference and fast paths
+//    from the same inputs and params and compares tops and all gradients.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/blob.hpp"
+#include "common/rng.hpp"
+#include "proto/caffe.pb.h"
+#include "worker/layer.hpp"
+
+namespace pstrain::testing {
+
+struct ReferenceEngine {
+  static constexpr Engine kEngine = Engine::kReference;
+  static constexpr const char* kName = "Reference";
+};
+struct FastEngine {
+  static constexpr Engine kEngine = Engine::kFast;
+  static constexpr const char* kName = "Fast";
+};
+using LayerEngines = ::testing::Types<ReferenceEngine, FastEngine>;
+
+// Owns bottom and top blobs for a layer test.
+class BlobSet {
+ public:
+  Blob* Add(const std::vector<int>& shape);
+  // Fills with values drawn from a gaussian(0, stddev) or uniform(lo, hi).
+  static void FillGaussian(Blob* blob, uint64_t seed, float stddev = 1.f);
+  static void FillUniform(Blob* blob, uint64_t seed, float lo, float hi);
+  BlobVec vec() const;
+  Blob* operator[](size_t i) const { return blobs_[i].get(); }
+  size_t size() const { return blobs_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Blob>> blobs_;
+};
+
+// Creates a layer through the registry (fails the test on error) and sets the engine.
+std::unique_ptr<Layer> MakeLayer(const std::string& prototxt_layer, Engine engine);
+// Parses a LayerParameter from text; fails the test on a parse error.
+caffe::LayerParameter ParseLayer(const std::string& text);
+
+struct GradientCheckOptions {
+  float step = 1e-2f;
+  float threshold = 1e-3f;
+  uint64_t seed = 1701;
+  // Elements whose input lies within kink_range of kink are skipped
+  // (non-differentiable points such as ReLU's 0).
+  float kink = 0.f;
+  float kink_range = -1.f;
+  // Bottoms to check; empty means every bottom the layer allows.
+  std::vector<int> bottoms;
+  bool check_params = true;
+};
+
+// REQUIRES: the layer is set up with (bottom, top). Fails the test with the
+// first mismatching element (blob, index, analytic, numeric).
+void CheckGradients(Layer& layer, const BlobVec& bottom, const BlobVec& top,
+                    const GradientCheckOptions& options = {});
+
+// Builds the layer twice (reference and fast), copies params from the first,
+// feeds the same bottoms, and compares top data, bottom diffs and param diffs.
+// `fill` fills the bottoms (called on each engine's copy with the same blobs).
+void ExpectEnginesAgree(const std::string& prototxt_layer,
+                        const std::vector<std::vector<int>>& bottom_shapes,
+                        const std::function<void(const BlobVec&)>& fill, float tolerance = 1e-4f,
+                        int num_tops = 1);
+
+// Element-wise |a-b| <= tol * max(1, |a|, |b|).
+void ExpectBlobsNear(const float* a, const float* b, int64_t n, float tol,
+                     const std::string& what);
+
+}  // namespace pstrain::testing

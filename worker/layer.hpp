@@ -1,0 +1,119 @@
+// Layer: the unit of computation of a net, Caffe's contract.
+//
+// A layer owns its learnable blobs (blobs()), reads bottom blobs and writes
+// top blobs. Life cycle, driven by Net:
+//   SetUp(bottom, top)     once: checks blob counts, LayerSetUp, Reshape
+//   Reshape(bottom, top)   whenever bottom shapes may have changed
+//   Forward(bottom, top)   returns the weighted loss of this layer's tops
+//   Backward(top, propagate_down, bottom)
+// Each layer has a plain reference path (simple loops, im2col + GEMM) and may
+// have a fast path (oneDNN); the engine chosen by set_engine() picks one. The
+// reference path is the definition the tests hold the fast path against.
+// User errors in parameters or shapes are returned as Status from
+// LayerSetUp/Reshape; Forward/Backward never fail on checked shapes.
+// One thread drives a layer at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/blob.hpp"
+#include "common/rng.hpp"
+#include "common/status.hpp"
+#include "proto/caffe.pb.h"
+
+namespace pstrain {
+
+using BlobVec = std::vector<Blob*>;
+
+enum class Engine { kReference, kFast };
+
+// Where the net runs: which worker of how many (for data sharding), which
+// iteration it starts at (resume), and the seed for fillers, dropout, mirrors.
+struct NetContext {
+  int rank = 0;
+  int world_size = 1;
+  int64_t start_iter = 0;
+  uint64_t seed = 1701;
+  Engine engine = Engine::kFast;
+};
+
+class Layer {
+ public:
+  explicit Layer(const caffe::LayerParameter& param);
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // Checks the blob counts, then LayerSetUp, Reshape and the loss weights.
+  // Errors are prefixed with nothing: the caller names the layer.
+  Status SetUp(const BlobVec& bottom, const BlobVec& top);
+  virtual Status LayerSetUp(const BlobVec& bottom, const BlobVec& top);
+  virtual Status Reshape(const BlobVec& bottom, const BlobVec& top) = 0;
+
+  // Runs the engine's forward path and returns sum over tops of
+  // loss_weight * sum(top) (only loss tops have non-zero weights).
+  float Forward(const BlobVec& bottom, const BlobVec& top);
+  void Backward(const BlobVec& top, const std::vector<bool>& propagate_down,
+                const BlobVec& bottom);
+
+  virtual const char* type() const = 0;
+  const caffe::LayerParameter& layer_param() const { return param_; }
+  const std::string& name() const { return param_.name(); }
+  caffe::Phase phase() const { return param_.phase(); }
+
+  std::vector<std::shared_ptr<Blob>>& blobs() { return blobs_; }
+  float loss(int top_index) const;
+  void set_loss(int top_index, float weight);
+  bool param_propagate_down(int param_id) const;
+  void set_param_propagate_down(int param_id, bool value);
+
+  void set_engine(Engine engine) { engine_ = engine; }
+  Engine engine() const { return engine_; }
+  // True when the layer has a fast path distinct from the reference path.
+  virtual bool HasFastPath() const { return false; }
+  void set_context(const NetContext& context) { context_ = context; }
+  const NetContext& context() const { return context_; }
+
+  // Blob-count rules (-1: no rule). Checked by SetUp with a clear message.
+  virtual int ExactNumBottomBlobs() const { return -1; }
+  virtual int MinBottomBlobs() const { return -1; }
+  virtual int MaxBottomBlobs() const { return -1; }
+  virtual int ExactNumTopBlobs() const { return -1; }
+  virtual int MinTopBlobs() const { return -1; }
+  virtual int MaxTopBlobs() const { return -1; }
+  virtual bool EqualNumBottomTopBlobs() const { return false; }
+  // When true, Net creates the minimum number of tops a prototxt leaves out.
+  virtual bool AutoTopBlobs() const { return false; }
+  // False for bottoms that cannot take a gradient (labels).
+  virtual bool AllowForceBackward(int /*bottom_index*/) const { return true; }
+  // Loss layers give their first top a default loss weight of 1.
+  virtual bool IsLoss() const { return false; }
+
+ protected:
+  virtual void ForwardReference(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                 const BlobVec& bottom) = 0;
+  virtual void ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+    ForwardReference(bottom, top);
+  }
+  virtual void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) {
+    BackwardReference(top, propagate_down, bottom);
+  }
+
+  caffe::LayerParameter param_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+  NetContext context_;
+
+ private:
+  Status CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const;
+  Status SetLossWeights(const BlobVec& top);
+
+  Engine engine_ = Engine::kFast;
+  std::vector<float> loss_;
+  std::vector<bool> param_propagate_down_;
+};
+
+}  // namespace pstrain
