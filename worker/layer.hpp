@@ -90,6 +90,10 @@ class Layer {
   virtual bool AllowForceBackward(int /*bottom_index*/) const { return true; }
   // Loss layers give their first top a default loss weight of 1.
   virtual bool IsLoss() const { return false; }
+  // Bad input met while running (a corrupt LMDB record, a label out of
+  // range): Forward cannot fail, so such a layer keeps the first error here
+  // and the net checks it after each forward. Ok for most layers.
+  virtual Status RuntimeStatus() const { return Status::Ok(); }
 
  protected:
   virtual void ForwardReference(const BlobVec& bottom, const BlobVec& top) = 0;

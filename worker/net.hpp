@@ -1,0 +1,126 @@
+// Net: a directed acyclic graph of layers built from a Caffe NetParameter.
+//
+// Building a net filters layers by phase/level/stage rules, upgrades older
+// formats, inserts split layers, creates every layer through the registry,
+// wires bottoms to tops (in-place where a top repeats its bottom), shares
+// parameters by ParamSpec name, and works out which layers need backward.
+// Every build error names the file, the line of the layer when known, the
+// layer and its type.
+//
+// Threading: a Net is driven by one thread at a time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/blob.hpp"
+#include "common/status.hpp"
+#include "proto/caffe.pb.h"
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+// One learnable parameter of the net, in the order Caffe's learnable_params
+// uses (layer order, then blob order; shared parameters once, at their owner).
+struct LearnableParam {
+  std::string layer;  // owning layer
+  int index = 0;      // blob index within that layer
+  std::string name;   // "<layer>/<index>" or the ParamSpec name
+  Blob* blob = nullptr;
+  float lr_mult = 1.f;
+  float decay_mult = 1.f;
+};
+
+struct NetOptions {
+  caffe::NetState state;        // phase TRAIN by default
+  NetContext context;           // rank, world size, seed, engine
+  std::string source = "<net>";  // file name for messages
+  std::vector<int> layer_lines;  // line of each layer in `source`, if known
+};
+
+class Net {
+ public:
+  // Builds from a parsed NetParameter (upgraded here if it is an older form).
+  static Result<std::unique_ptr<Net>> Create(const caffe::NetParameter& param,
+                                             const NetOptions& options);
+  // Reads a text prototxt (errors name file:line) and builds it.
+  static Result<std::unique_ptr<Net>> FromFile(const std::string& path, NetOptions options);
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  // Forward through every layer; returns the total weighted loss.
+  float Forward();
+  // Backward through the layers that need it (param diffs accumulate).
+  void Backward();
+  float ForwardBackward() {
+    float loss = Forward();
+    Backward();
+    return loss;
+  }
+  void ClearParamDiffs();
+  // The first run-time error any layer met (see Layer::RuntimeStatus), named.
+  Status RuntimeStatus() const;
+  // Re-runs every layer's Reshape (after an input shape changed).
+  Status Reshape();
+
+  // Copies learned blobs from `weights` into the layers of the same name
+  // (Caffe's CopyTrainedLayersFrom). Layers absent from `weights` keep their
+  // values; a shape mismatch is an error naming the layer and both shapes.
+  Status CopyTrainedLayersFrom(const caffe::NetParameter& weights, const std::string& source);
+  // Reads a binary .caffemodel (or a text NetParameter with blobs) and copies.
+  Status CopyTrainedLayersFromFile(const std::string& path);
+  // Makes this net's parameters share storage with `other`'s layers of the same
+  // name (test nets share the train net's weights). Shapes must match.
+  Status ShareTrainedLayersWith(const Net& other);
+  // The net with its learned blobs, as Caffe writes a .caffemodel.
+  void ToProto(caffe::NetParameter* out, bool write_diff = false) const;
+  Status WriteCaffemodel(const std::string& path) const;
+
+  const std::string& name() const { return name_; }
+  caffe::Phase phase() const { return phase_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<BlobVec>& bottom_vecs() const { return bottom_vecs_; }
+  const std::vector<BlobVec>& top_vecs() const { return top_vecs_; }
+  const std::vector<std::vector<bool>>& bottom_need_backward() const {
+    return bottom_need_backward_;
+  }
+  bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
+  const std::vector<LearnableParam>& learnable_params() const { return learnable_params_; }
+  // Blobs no layer consumes (loss, accuracy, probabilities), in creation order.
+  const std::vector<std::string>& output_blob_names() const { return output_names_; }
+  Blob* blob_by_name(const std::string& name) const;
+  Layer* layer_by_name(const std::string& name) const;
+  const caffe::NetParameter& param() const { return param_; }  // filtered, with splits
+
+ private:
+  Net() = default;
+  Status Init(const caffe::NetParameter& param, const NetOptions& options);
+  Status AppendLayer(int index, const NetOptions& options);
+  Status AppendParams(int layer_index);
+  void ComputeBackwardNeeds(bool force_backward);
+  std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
+
+  std::string name_;
+  caffe::Phase phase_ = caffe::TRAIN;
+  std::string source_;
+  std::vector<int> lines_;
+  caffe::NetParameter param_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Blob>> blobs_;
+  std::vector<std::string> blob_names_;
+  std::map<std::string, int> blob_index_;
+  std::vector<bool> blob_need_backward_;
+  std::vector<BlobVec> bottom_vecs_;
+  std::vector<BlobVec> top_vecs_;
+  std::vector<std::vector<int>> bottom_ids_;
+  std::vector<std::vector<int>> top_ids_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<bool> layer_need_backward_;
+  std::vector<LearnableParam> learnable_params_;
+  std::map<std::string, int> param_owner_;  // ParamSpec name -> learnable_params_ index
+  std::vector<std::string> output_names_;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,74 @@
+#include "worker/net_timer.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace pstrain {
+
+NetTime TimeNet(Net& net, int iterations) {
+  using Clock = std::chrono::steady_clock;
+  const auto& layers = net.layers();
+  const size_t n = layers.size();
+  std::vector<std::vector<bool>> propagate(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t b = 0; b < net.bottom_vecs()[i].size(); ++b) {
+      propagate[i].push_back(layers[i]->AllowForceBackward(static_cast<int>(b)));
+    }
+  }
+  const auto pass = [&](std::vector<double>* fwd, std::vector<double>* bwd) {
+    for (size_t i = 0; i < n; ++i) {
+      auto start = Clock::now();
+      layers[i]->Forward(net.bottom_vecs()[i], net.top_vecs()[i]);
+      if (fwd) (*fwd)[i] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    for (size_t k = n; k-- > 0;) {
+      auto start = Clock::now();
+      layers[k]->Backward(net.top_vecs()[k], propagate[k], net.bottom_vecs()[k]);
+      if (bwd) (*bwd)[k] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  };
+  pass(nullptr, nullptr);  // warm-up: allocations, primitive creation
+  std::vector<double> fwd(n, 0.0), bwd(n, 0.0), totals;
+  for (int it = 0; it < iterations; ++it) {
+    auto start = Clock::now();
+    pass(&fwd, &bwd);
+    totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  NetTime result;
+  result.iterations = iterations;
+  const double div = std::max(1, iterations);
+  for (size_t i = 0; i < n; ++i) {
+    result.layers.push_back({layers[i]->name(), layers[i]->type(), fwd[i] / div, bwd[i] / div});
+    result.forward_ms += fwd[i] / div;
+    result.backward_ms += bwd[i] / div;
+  }
+  double sum = 0;
+  for (double t : totals) sum += t;
+  result.total_ms = sum / div;
+  if (!totals.empty()) {
+    std::sort(totals.begin(), totals.end());
+    const size_t m = totals.size();
+    result.median_total_ms = m % 2 ? totals[m / 2] : (totals[m / 2 - 1] + totals[m / 2]) / 2;
+  }
+  return result;
+}
+
+void OverrideBatchSize(caffe::NetParameter* net, int batch) {
+  for (auto& layer : *net->mutable_layer()) {
+    if (layer.type() == "Input") {
+      for (auto& shape : *layer.mutable_input_param()->mutable_shape()) {
+        if (shape.dim_size() > 0) shape.set_dim(0, batch);
+      }
+    } else if (layer.type() == "DummyData") {
+      auto* p = layer.mutable_dummy_data_param();
+      for (auto& shape : *p->mutable_shape()) {
+        if (shape.dim_size() > 0) shape.set_dim(0, batch);
+      }
+      for (int i = 0; i < p->num_size(); ++i) p->set_num(i, batch);
+    } else if (layer.type() == "Data") {
+      layer.mutable_data_param()->set_batch_size(batch);
+    }
+  }
+}
+
+}  // namespace pstrain

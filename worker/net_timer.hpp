@@ -1,0 +1,36 @@
+// NetTimer: per-layer forward and backward times of a net, like `caffe time`.
+// One warm-up iteration is run and not counted; then `iterations` timed
+// forward+backward passes. Backward runs on every layer (as Caffe's timer
+// does), so nets without a loss (deploy nets) are timed too.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "worker/net.hpp"
+
+namespace pstrain {
+
+struct LayerTime {
+  std::string name;
+  std::string type;
+  double forward_ms = 0;   // mean over the timed iterations
+  double backward_ms = 0;
+};
+
+struct NetTime {
+  std::vector<LayerTime> layers;
+  double forward_ms = 0;         // mean per iteration
+  double backward_ms = 0;
+  double total_ms = 0;           // mean forward+backward per iteration
+  double median_total_ms = 0;    // median forward+backward per iteration
+  int iterations = 0;
+};
+
+NetTime TimeNet(Net& net, int iterations);
+
+// Sets the batch (first) dimension of every Input, DummyData and Data layer.
+// REQUIRES: `net` is in the current (upgraded) format.
+void OverrideBatchSize(caffe::NetParameter* net, int batch);
+
+}  // namespace pstrain

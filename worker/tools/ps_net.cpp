@@ -1,0 +1,278 @@
+// ps-net: single-process tools over the net engine, like Caffe's `caffe`
+// program.
+//   ps-net train --solver S.prototxt [--weights W.caffemodel] [--snapshot X.solverstate]
+//   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
+//   ps-net time  --model M.prototxt [--iterations N] [--batch B]
+// Every command prints readable lines, or with --json one JSON object a line.
+// Exit status: 0 done, 1 a failure (the message names the file/place), 2 bad
+// command-line arguments.
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/json_line.hpp"
+#include "common/math_cpu.hpp"
+#include "common/proto_io.hpp"
+#include "worker/net.hpp"
+#include "worker/net_timer.hpp"
+#include "worker/trainer.hpp"
+#include "worker/upgrade.hpp"
+
+namespace po = boost::program_options;
+using pstrain::JsonLine;
+using pstrain::Status;
+
+namespace {
+
+struct CommonFlags {
+  bool json = false;
+  int threads = 0;
+  std::string engine = "fast";
+};
+
+void AddCommon(po::options_description& desc, CommonFlags& flags) {
+  desc.add_options()("json", po::bool_switch(&flags.json), "print one JSON object a line")(
+      "threads", po::value<int>(&flags.threads)->default_value(0),
+      "CPU threads (0: all cores)")("engine", po::value<std::string>(&flags.engine)->default_value("fast"),
+                                    "layer engine: fast (oneDNN) or reference");
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "ps-net: %s\n", message.c_str());
+  return 1;
+}
+
+int Usage(const std::string& message, const po::options_description* desc = nullptr) {
+  std::fprintf(stderr, "ps-net: %s\n", message.c_str());
+  if (desc != nullptr) std::cerr << *desc;
+  std::fprintf(stderr, "usage: ps-net train|test|time [options] (ps-net COMMAND --help)\n");
+  return 2;
+}
+
+pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
+  if (name == "fast") return pstrain::Engine::kFast;
+  if (name == "reference") return pstrain::Engine::kReference;
+  return Status::Error("--engine must be 'fast' or 'reference', got '" + name + "'");
+}
+
+// Parses the flags of one command; returns 0 to go on, else an exit status.
+int ParseFlags(int argc, char** argv, po::options_description& desc, po::variables_map& vm,
+               const std::vector<std::string>& required) {
+  desc.add_options()("help,h", "show this help");
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return Usage(e.what(), &desc);
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return -1;
+  }
+  for (const auto& r : required) {
+    if (!vm.count(r) || vm[r].as<std::string>().empty()) return Usage("--" + r + " is required", &desc);
+  }
+  return 0;
+}
+
+void PrintEvent(const pstrain::TrainEvent& e, bool json) {
+  if (json) {
+    JsonLine line;
+    line.Add("event", e.kind).Add("iter", e.iter);
+    for (const auto& [k, v] : e.values) line.Add(k, v);
+    if (!e.text.empty()) line.Add("path", e.text);
+    std::printf("%s\n", line.str().c_str());
+  } else if (e.kind == "snapshot") {
+    std::printf("Snapshot at iteration %d: %s\n", e.iter, e.text.c_str());
+  } else {
+    std::printf("%s iteration %d:", e.kind == "test" ? "Test at" : "Iteration", e.iter);
+    for (const auto& [k, v] : e.values) std::printf(" %s = %.6g", k.c_str(), v);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+int Train(int argc, char** argv) {
+  CommonFlags common;
+  std::string solver, weights, snapshot;
+  po::options_description desc("ps-net train");
+  desc.add_options()("solver", po::value<std::string>(&solver), "solver prototxt")(
+      "weights", po::value<std::string>(&weights), "initial weights (.caffemodel)")(
+      "snapshot", po::value<std::string>(&snapshot), "resume from a .solverstate");
+  AddCommon(desc, common);
+  po::variables_map vm;
+  if (int rc = ParseFlags(argc, argv, desc, vm, {"solver"}); rc != 0) return rc < 0 ? 0 : rc;
+  if (!weights.empty() && !snapshot.empty()) return Usage("give --weights or --snapshot, not both");
+  auto engine = ParseEngine(common.engine);
+  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::SetCpuThreads(common.threads);
+
+  pstrain::TrainerOptions options;
+  options.engine = engine.value();
+  options.resume_from = snapshot;
+  options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json); };
+  auto trainer = pstrain::Trainer::FromFile(solver, options);
+  if (!trainer.ok()) return Fail(trainer.status().message());
+  if (!weights.empty()) {
+    Status s = trainer.value()->LoadWeights(weights);
+    if (!s.ok()) return Fail(s.message());
+  }
+  Status s = trainer.value()->Solve();
+  if (!s.ok()) return Fail(s.message());
+  return 0;
+}
+
+int Test(int argc, char** argv) {
+  CommonFlags common;
+  std::string model, weights;
+  int iterations = 50;
+  po::options_description desc("ps-net test");
+  desc.add_options()("model", po::value<std::string>(&model), "net prototxt (TEST phase)")(
+      "weights", po::value<std::string>(&weights), "trained weights (.caffemodel)")(
+      "iterations", po::value<int>(&iterations)->default_value(50), "test batches to run");
+  AddCommon(desc, common);
+  po::variables_map vm;
+  if (int rc = ParseFlags(argc, argv, desc, vm, {"model", "weights"}); rc != 0) {
+    return rc < 0 ? 0 : rc;
+  }
+  if (iterations < 1) return Usage("--iterations must be at least 1");
+  auto engine = ParseEngine(common.engine);
+  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::SetCpuThreads(common.threads);
+
+  pstrain::NetOptions options;
+  options.state.set_phase(caffe::TEST);
+  options.context.engine = engine.value();
+  auto net = pstrain::Net::FromFile(model, options);
+  if (!net.ok()) return Fail(net.status().message());
+  Status s = net.value()->CopyTrainedLayersFromFile(weights);
+  if (!s.ok()) return Fail(s.message());
+  std::map<std::string, double> sums;
+  std::vector<std::string> order;
+  double loss = 0;
+  for (int i = 0; i < iterations; ++i) {
+    loss += net.value()->Forward();
+    s = net.value()->RuntimeStatus();
+    if (!s.ok()) return Fail(s.message());
+    for (const auto& name : net.value()->output_blob_names()) {
+      const pstrain::Blob* blob = net.value()->blob_by_name(name);
+      for (int64_t k = 0; k < blob->count(); ++k) {
+        std::string key = name + (blob->count() > 1 ? "[" + std::to_string(k) + "]" : "");
+        if (!sums.count(key)) order.push_back(key);
+        sums[key] += blob->cpu_data()[k];
+      }
+    }
+  }
+  JsonLine line;
+  line.Add("event", "test").Add("iterations", iterations);
+  for (const auto& key : order) {
+    const double mean = sums[key] / iterations;
+    if (common.json) {
+      line.Add(key, mean);
+    } else {
+      std::printf("%s = %.6g\n", key.c_str(), mean);
+    }
+  }
+  if (common.json) {
+    line.Add("loss", loss / iterations);
+    std::printf("%s\n", line.str().c_str());
+  } else {
+    std::printf("Loss: %.6g\n", loss / iterations);
+  }
+  return 0;
+}
+
+int Time(int argc, char** argv) {
+  CommonFlags common;
+  std::string model, phase = "train";
+  int iterations = 50;
+  int batch = 0;
+  po::options_description desc("ps-net time");
+  desc.add_options()("model", po::value<std::string>(&model), "net prototxt")(
+      "iterations", po::value<int>(&iterations)->default_value(50), "timed iterations")(
+      "batch", po::value<int>(&batch)->default_value(0),
+      "batch size for Input/DummyData/Data layers (0: as in the file)")(
+      "phase", po::value<std::string>(&phase)->default_value("train"), "train or test");
+  AddCommon(desc, common);
+  po::variables_map vm;
+  if (int rc = ParseFlags(argc, argv, desc, vm, {"model"}); rc != 0) return rc < 0 ? 0 : rc;
+  if (iterations < 1) return Usage("--iterations must be at least 1");
+  if (batch < 0) return Usage("--batch must be >= 0");
+  if (phase != "train" && phase != "test") return Usage("--phase must be 'train' or 'test'");
+  auto engine = ParseEngine(common.engine);
+  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::SetCpuThreads(common.threads);
+
+  caffe::NetParameter param;
+  std::vector<int> lines;
+  Status s = pstrain::ReadTextProtoWithLines(model, &param, "layer", &lines);
+  if (!s.ok()) return Fail(s.message());
+  if (pstrain::NetNeedsUpgrade(param)) {
+    s = pstrain::UpgradeNet(&param, model);
+    if (!s.ok()) return Fail(s.message());
+    lines.clear();
+  }
+  if (batch > 0) pstrain::OverrideBatchSize(&param, batch);
+  pstrain::NetOptions options;
+  options.state.set_phase(phase == "train" ? caffe::TRAIN : caffe::TEST);
+  options.context.engine = engine.value();
+  options.source = model;
+  options.layer_lines = lines;
+  auto net = pstrain::Net::Create(param, options);
+  if (!net.ok()) return Fail(net.status().message());
+  const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations);
+  for (const auto& layer : t.layers) {
+    if (common.json) {
+      std::printf("%s\n", JsonLine()
+                              .Add("event", "layer_time")
+                              .Add("layer", layer.name)
+                              .Add("type", layer.type)
+                              .Add("forward_ms", layer.forward_ms)
+                              .Add("backward_ms", layer.backward_ms)
+                              .str()
+                              .c_str());
+    } else {
+      std::printf("%24s %-18s forward: %9.4f ms  backward: %9.4f ms\n", layer.name.c_str(),
+                  layer.type.c_str(), layer.forward_ms, layer.backward_ms);
+    }
+  }
+  if (common.json) {
+    std::printf("%s\n", JsonLine()
+                            .Add("event", "time")
+                            .Add("model", model)
+                            .Add("iterations", t.iterations)
+                            .Add("threads", pstrain::CpuThreads())
+                            .Add("engine", common.engine)
+                            .Add("forward_ms", t.forward_ms)
+                            .Add("backward_ms", t.backward_ms)
+                            .Add("total_ms", t.total_ms)
+                            .Add("median_total_ms", t.median_total_ms)
+                            .str()
+                            .c_str());
+  } else {
+    std::printf("Average Forward pass: %.4f ms\n", t.forward_ms);
+    std::printf("Average Backward pass: %.4f ms\n", t.backward_ms);
+    std::printf("Average Forward-Backward: %.4f ms (median %.4f ms, %d iterations, %d threads)\n",
+                t.total_ms, t.median_total_ms, t.iterations, pstrain::CpuThreads());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage("missing command");
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::printf("usage: ps-net train|test|time [options] (ps-net COMMAND --help)\n");
+    return 0;
+  }
+  if (command == "train") return Train(argc - 1, argv + 1);
+  if (command == "test") return Test(argc - 1, argv + 1);
+  if (command == "time") return Time(argc - 1, argv + 1);
+  return Usage("unknown command '" + command + "'");
+}
