@@ -37,6 +37,7 @@ class AccuracyLayer : public Layer {
 
   // Ok, or the first out-of-range label seen by the last Forward.
   const Status& last_error() const { return last_error_; }
+  Status RuntimeStatus() const override { return last_error_; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
