@@ -156,6 +156,7 @@ void LrnLayer::BuildDnnl(const Blob& bottom) {
 }
 
 void LrnLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0]->count() == 0) return;
   if (!dnnl_ || dnnl_->shape != bottom[0]->shape()) BuildDnnl(*bottom[0]);
   using dnnl::memory;
   memory src(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(bottom[0]->cpu_data()));
@@ -169,7 +170,7 @@ void LrnLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
 // REQUIRES: ForwardFast ran last on these blobs (the workspace is its own).
 void LrnLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) {
-  if (!propagate_down[0]) return;
+  if (!propagate_down[0] || bottom[0]->count() == 0) return;
   using dnnl::memory;
   memory src(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(bottom[0]->cpu_data()));
   memory diff_dst(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(top[0]->cpu_diff()));
