@@ -1,0 +1,235 @@
+#include "worker/layers/batch_norm_layer.hpp"
+
+#include <cmath>
+
+#include "common/dnnl_context.hpp"
+#include "common/math_cpu.hpp"
+#include "worker/layer_registry.hpp"
+
+namespace pstrain {
+
+struct BatchNormLayer::DnnlState {
+  std::vector<int> shape;
+  bool global = false;
+  dnnl::memory::desc data_desc;
+  dnnl::memory::desc stat_desc;
+  dnnl::batch_normalization_forward forward;
+  dnnl::batch_normalization_backward backward;
+};
+
+BatchNormLayer::BatchNormLayer(const caffe::LayerParameter& param) : Layer(param) {}
+BatchNormLayer::~BatchNormLayer() = default;
+
+Status BatchNormLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
+  const caffe::BatchNormParameter& p = layer_param().batch_norm_param();
+  use_global_stats_ = p.has_use_global_stats() ? p.use_global_stats() : phase() == caffe::TEST;
+  moving_average_fraction_ = p.moving_average_fraction();
+  eps_ = p.eps();
+  for (int i = 0; i < layer_param().param_size(); ++i) {
+    if (layer_param().param(i).lr_mult() != 0.f) {
+      return Status::Error(
+          "Cannot configure batch normalization statistics as "
+          "layer parameters (param " +
+          std::to_string(i) + " has lr_mult " + std::to_string(layer_param().param(i).lr_mult()) +
+          ")");
+    }
+  }
+  if (bottom[0]->num_axes() == 0) return Status::Error("BatchNorm needs a bottom with an axis");
+  channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
+  if (blobs_.empty()) {
+    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{channels_}));
+    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{channels_}));
+    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{1}));
+    for (auto& blob : blobs_) CpuSet(blob->count(), 0.f, blob->mutable_cpu_data());
+  }
+  for (int i = 0; i < 3; ++i) set_param_propagate_down(i, false);
+  return Status::Ok();
+}
+
+Status BatchNormLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const int channels = bottom[0]->num_axes() <= 1 ? 1 : bottom[0]->shape(1);
+  if (bottom[0]->num_axes() == 0 || channels != channels_) {
+    return Status::Error("bottom 0 has shape " + bottom[0]->shape_string() +
+                         "; BatchNorm was set up for " + std::to_string(channels_) + " channels");
+  }
+  num_ = bottom[0]->shape(0);
+  spatial_ = num_ == 0 || channels_ == 0 ? 0 : bottom[0]->count() / (num_ * channels_);
+  if (bottom[0] != top[0]) top[0]->ReshapeLike(*bottom[0]);
+  x_norm_.ReshapeLike(*bottom[0]);
+  mean_.Reshape({channels_});
+  variance_.Reshape({channels_});
+  std_.Reshape({channels_});
+  return Status::Ok();
+}
+
+void BatchNormLayer::LoadGlobalStats() {
+  const float s = blobs_[2]->cpu_data()[0];
+  const float factor = s == 0.f ? 0.f : 1.f / s;
+  CpuScaleCopy(channels_, factor, blobs_[0]->cpu_data(), mean_.mutable_cpu_data());
+  CpuScaleCopy(channels_, factor, blobs_[1]->cpu_data(), variance_.mutable_cpu_data());
+}
+
+void BatchNormLayer::UpdateRunningStats() {
+  const float maf = moving_average_fraction_;
+  float* s = blobs_[2]->mutable_cpu_data();
+  s[0] = s[0] * maf + 1.f;
+  CpuAxpby(channels_, 1.f, mean_.cpu_data(), maf, blobs_[0]->mutable_cpu_data());
+  const int64_t m = static_cast<int64_t>(num_) * spatial_;
+  const float correction = m > 1 ? static_cast<float>(m) / static_cast<float>(m - 1) : 1.f;
+  CpuAxpby(channels_, correction, variance_.cpu_data(), maf, blobs_[1]->mutable_cpu_data());
+}
+
+void BatchNormLayer::ComputeStd() {
+  const float* var = variance_.cpu_data();
+  float* sd = std_.mutable_cpu_data();
+  for (int c = 0; c < channels_; ++c) sd[c] = std::sqrt(var[c] + eps_);
+}
+
+void BatchNormLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
+  const float* x = bottom[0]->cpu_data();
+  // y may alias x: each element is read before it is written.
+  float* y = top[0]->mutable_cpu_data();
+  float* mean = mean_.mutable_cpu_data();
+  float* var = variance_.mutable_cpu_data();
+  if (use_global_stats_) {
+    LoadGlobalStats();
+  } else {
+    const double m = static_cast<double>(num_) * static_cast<double>(spatial_);
+    for (int c = 0; c < channels_; ++c) {
+      double sum = 0, sum_sq = 0;
+      for (int n = 0; n < num_; ++n) {
+        const float* xc = x + (static_cast<int64_t>(n) * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) sum += xc[i];
+      }
+      const double mu = m > 0 ? sum / m : 0.0;
+      for (int n = 0; n < num_; ++n) {
+        const float* xc = x + (static_cast<int64_t>(n) * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) sum_sq += (xc[i] - mu) * (xc[i] - mu);
+      }
+      mean[c] = static_cast<float>(mu);
+      var[c] = static_cast<float>(m > 0 ? sum_sq / m : 0.0);
+    }
+    UpdateRunningStats();
+  }
+  ComputeStd();
+  const float* sd = std_.cpu_data();
+  for (int n = 0; n < num_; ++n) {
+    for (int c = 0; c < channels_; ++c) {
+      const int64_t offset = (static_cast<int64_t>(n) * channels_ + c) * spatial_;
+      for (int64_t i = 0; i < spatial_; ++i) y[offset + i] = (x[offset + i] - mean[c]) / sd[c];
+    }
+  }
+  CpuCopy(top[0]->count(), y, x_norm_.mutable_cpu_data());
+}
+
+// Batch statistics: dx = (dy - mean(dy) - mean(dy * y) * y) / std, means over
+// N and spatial per channel, y the normalised output. Global: dx = dy / std.
+void BatchNormLayer::BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                       const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const float* dy = top[0]->cpu_diff();
+  float* dx = bottom[0]->mutable_cpu_diff();  // may alias dy
+  const float* y = x_norm_.cpu_data();
+  const float* sd = std_.cpu_data();
+  const double m = static_cast<double>(num_) * static_cast<double>(spatial_);
+  for (int c = 0; c < channels_; ++c) {
+    float mean_dy = 0.f, mean_dy_y = 0.f;
+    if (!use_global_stats_ && m > 0) {
+      double sum = 0, sum_y = 0;
+      for (int n = 0; n < num_; ++n) {
+        const int64_t offset = (static_cast<int64_t>(n) * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) {
+          sum += dy[offset + i];
+          sum_y += static_cast<double>(dy[offset + i]) * y[offset + i];
+        }
+      }
+      mean_dy = static_cast<float>(sum / m);
+      mean_dy_y = static_cast<float>(sum_y / m);
+    }
+    for (int n = 0; n < num_; ++n) {
+      const int64_t offset = (static_cast<int64_t>(n) * channels_ + c) * spatial_;
+      for (int64_t i = 0; i < spatial_; ++i) {
+        dx[offset + i] = (dy[offset + i] - mean_dy - mean_dy_y * y[offset + i]) / sd[c];
+      }
+    }
+  }
+}
+
+void BatchNormLayer::BuildDnnl(const Blob& bottom) {
+  using dnnl::memory;
+  auto state = std::make_unique<DnnlState>();
+  state->shape = bottom.shape();
+  state->global = use_global_stats_;
+  state->data_desc = memory::desc({num_, channels_, spatial_, 1}, memory::data_type::f32,
+                                  memory::format_tag::nchw);
+  state->stat_desc = memory::desc({channels_}, memory::data_type::f32, memory::format_tag::a);
+  const auto flags = use_global_stats_ ? dnnl::normalization_flags::use_global_stats
+                                       : dnnl::normalization_flags::none;
+  dnnl::batch_normalization_forward::desc forward_desc(dnnl::prop_kind::forward_training,
+                                                       state->data_desc, eps_, flags);
+  dnnl::batch_normalization_forward::primitive_desc forward_pd(forward_desc, DnnlEngine());
+  state->forward = dnnl::batch_normalization_forward(forward_pd);
+  dnnl::batch_normalization_backward::desc backward_desc(
+      dnnl::prop_kind::backward_data, state->data_desc, state->data_desc, eps_, flags);
+  dnnl::batch_normalization_backward::primitive_desc backward_pd(backward_desc, DnnlEngine(),
+                                                                 forward_pd);
+  state->backward = dnnl::batch_normalization_backward(backward_pd);
+  dnnl_ = std::move(state);
+}
+
+void BatchNormLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0]->count() == 0) return ForwardReference(bottom, top);
+  if (!dnnl_ || dnnl_->shape != bottom[0]->shape() || dnnl_->global != use_global_stats_) {
+    BuildDnnl(*bottom[0]);
+  }
+  using dnnl::memory;
+  const float* x = bottom[0]->cpu_data();
+  if (bottom[0] == top[0]) {  // keep the input for Backward
+    CpuCopy(bottom[0]->count(), x, x_norm_.mutable_cpu_data());
+    x = x_norm_.cpu_data();
+  }
+  if (use_global_stats_) LoadGlobalStats();
+  memory src(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(x));
+  memory dst(dnnl_->data_desc, DnnlEngine(), top[0]->mutable_cpu_data());
+  memory mean(dnnl_->stat_desc, DnnlEngine(), mean_.mutable_cpu_data());
+  memory variance(dnnl_->stat_desc, DnnlEngine(), variance_.mutable_cpu_data());
+  dnnl_->forward.execute(DnnlStream(), {{DNNL_ARG_SRC, src},
+                                        {DNNL_ARG_DST, dst},
+                                        {DNNL_ARG_MEAN, mean},
+                                        {DNNL_ARG_VARIANCE, variance}});
+  DnnlStream().wait();
+  // oneDNN's variance output is the biased one, as UpdateRunningStats expects.
+  if (!use_global_stats_) UpdateRunningStats();
+  ComputeStd();
+}
+
+// REQUIRES: ForwardFast ran last on these blobs (mean_, variance_ and the
+// saved input are its).
+void BatchNormLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                  const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  if (bottom[0]->count() == 0) return;
+  using dnnl::memory;
+  const bool in_place = bottom[0] == top[0];
+  const float* x = in_place ? x_norm_.cpu_data() : bottom[0]->cpu_data();
+  const float* dy = top[0]->cpu_diff();
+  if (in_place) {
+    CpuCopy(top[0]->count(), dy, x_norm_.mutable_cpu_diff());
+    dy = x_norm_.cpu_diff();
+  }
+  memory src(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(x));
+  memory diff_dst(dnnl_->data_desc, DnnlEngine(), const_cast<float*>(dy));
+  memory diff_src(dnnl_->data_desc, DnnlEngine(), bottom[0]->mutable_cpu_diff());
+  memory mean(dnnl_->stat_desc, DnnlEngine(), mean_.mutable_cpu_data());
+  memory variance(dnnl_->stat_desc, DnnlEngine(), variance_.mutable_cpu_data());
+  dnnl_->backward.execute(DnnlStream(), {{DNNL_ARG_SRC, src},
+                                         {DNNL_ARG_DIFF_DST, diff_dst},
+                                         {DNNL_ARG_DIFF_SRC, diff_src},
+                                         {DNNL_ARG_MEAN, mean},
+                                         {DNNL_ARG_VARIANCE, variance}});
+  DnnlStream().wait();
+}
+
+PSTRAIN_REGISTER_LAYER("BatchNorm", BatchNormLayer);
+
+}  // namespace pstrain

@@ -1,0 +1,58 @@
+// LRN: Caffe's local response normalisation of an N x C x H x W blob.
+//
+//   ACROSS_CHANNELS: top = x * (k + alpha/n * sum of x^2 over n neighbouring channels)^-beta
+//   WITHIN_CHANNEL:  top = x * (1 + alpha/n^2 * sum of x^2 over an n x n window)^-beta
+// Windows are centred and clipped at the borders (out-of-range terms count as
+// zero, the divisor stays n or n^2). WITHIN_CHANNEL ignores k, as Caffe's
+// pooling-and-power implementation does. local_size n must be odd.
+// The fast path runs oneDNN's lrn primitives (whose conventions match these).
+// Not in-place: Backward reads both bottom data and top data.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+class LrnLayer : public Layer {
+ public:
+  explicit LrnLayer(const caffe::LayerParameter& param);
+  ~LrnLayer() override;
+
+  Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "LRN"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  bool HasFastPath() const override { return true; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  struct DnnlState;  // oneDNN primitives for the current shape
+
+  // out = sum of `in` over each element's window (per sample for ACROSS,
+  // per plane for WITHIN). REQUIRES: in != out; both shaped like the bottom.
+  void WindowSum(const float* in, float* out) const;
+  void BuildDnnl(const Blob& bottom);
+
+  int size_ = 5;
+  float alpha_ = 1.f;  // alpha divided by n (ACROSS) or n^2 (WITHIN)
+  float beta_ = 0.75f;
+  float k_ = 1.f;
+  bool across_ = true;
+  int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
+  Blob scale_;    // k + alpha * window sum of squares, kept for Backward
+  Blob scratch_;  // squares (Forward) or top_diff * top / scale (Backward)
+  std::unique_ptr<DnnlState> dnnl_;
+};
+
+}  // namespace pstrain
