@@ -133,9 +133,9 @@ TEST(InnerProductLayerTest, ForwardAndBackwardByHand) {
     top.Add({});
     const float x[6] = {1, 2, 3, 4, 5, 6};
     std::copy(x, x + 6, bottom[0]->mutable_cpu_data());
-    auto layer = MakeLayer(IpLayer(std::string("num_output: 2 transpose: ") +
-                                   (transpose ? "true" : "false")),
-                           Engine::kReference);
+    auto layer = MakeLayer(
+        IpLayer(std::string("num_output: 2 transpose: ") + (transpose ? "true" : "false")),
+        Engine::kReference);
     ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
     SetHandParams(*layer, transpose);
     layer->Forward(bottom.vec(), top.vec());
@@ -169,9 +169,9 @@ TEST(InnerProductLayerTest, SingleRowUsesTheSameMaths) {
     top.Add({});
     const float x[3] = {4, 5, 6};
     std::copy(x, x + 3, bottom[0]->mutable_cpu_data());
-    auto layer = MakeLayer(IpLayer(std::string("num_output: 2 transpose: ") +
-                                   (transpose ? "true" : "false")),
-                           Engine::kReference);
+    auto layer = MakeLayer(
+        IpLayer(std::string("num_output: 2 transpose: ") + (transpose ? "true" : "false")),
+        Engine::kReference);
     ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
     SetHandParams(*layer, transpose);
     layer->Forward(bottom.vec(), top.vec());
@@ -191,9 +191,10 @@ TEST(InnerProductLayerTest, Gradients) {
       bottom.Add(shape);
       top.Add({});
       BlobSet::FillGaussian(bottom[0], 5);
-      std::string extra = v + " " + (v.find("bias_term") == std::string::npos
-                                         ? kGaussian
-                                         : "weight_filler { type: 'gaussian' std: 1 }");
+      std::string extra =
+          v + " " +
+          (v.find("bias_term") == std::string::npos ? kGaussian
+                                                    : "weight_filler { type: 'gaussian' std: 1 }");
       auto layer = MakeLayer(IpLayer(extra), Engine::kReference);
       ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
       CheckGradients(*layer, bottom.vec(), top.vec());
