@@ -1,0 +1,38 @@
+// Eltwise: element-wise PROD, SUM (with one coeff per bottom) or MAX of two
+// or more bottoms of the same shape, Caffe's semantics.
+//
+// MAX keeps the index of the winning bottom per element for Backward (ties
+// between bottoms 0 and 1 go to 1; later bottoms must be strictly larger).
+// PROD's gradient with stable_prod_grad (default) is the product of the other
+// bottoms; without it, top / bottom (undefined where a bottom is 0).
+#pragma once
+
+#include <vector>
+
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+class EltwiseLayer : public Layer {
+ public:
+  explicit EltwiseLayer(const caffe::LayerParameter& param) : Layer(param) {}
+
+  Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Eltwise"; }
+  int MinBottomBlobs() const override { return 2; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+
+ private:
+  caffe::EltwiseParameter::EltwiseOp op_ = caffe::EltwiseParameter::SUM;
+  std::vector<float> coeffs_;
+  bool stable_prod_grad_ = true;
+  std::vector<int> max_index_;  // MAX: winning bottom per element
+};
+
+}  // namespace pstrain

@@ -1,0 +1,37 @@
+#include "worker/layers/relu_layer.hpp"
+
+#include "worker/layer_registry.hpp"
+
+namespace pstrain {
+
+Status ReLULayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
+  return Status::Ok();
+}
+
+void ReLULayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
+  const float slope = param_.relu_param().negative_slope();
+  const float* x = bottom[0]->cpu_data();
+  float* y = top[0]->mutable_cpu_data();
+  const int64_t n = bottom[0]->count();
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = x[i] > 0.f ? x[i] : slope * x[i];
+  }
+}
+
+void ReLULayer::BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                  const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const float slope = param_.relu_param().negative_slope();
+  const float* x = bottom[0]->cpu_data();
+  const float* dy = top[0]->cpu_diff();
+  float* dx = bottom[0]->mutable_cpu_diff();
+  const int64_t n = bottom[0]->count();
+  for (int64_t i = 0; i < n; ++i) {
+    dx[i] = x[i] > 0.f ? dy[i] : slope * dy[i];
+  }
+}
+
+PSTRAIN_REGISTER_LAYER("ReLU", ReLULayer);
+
+}  // namespace pstrain

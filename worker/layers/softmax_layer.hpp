@@ -1,0 +1,35 @@
+// Softmax along `axis` (default 1), Caffe's semantics: for every position of
+// the other axes, y_c = exp(x_c - max x) / sum_c' exp(x_c' - max x).
+// Backward uses only the top data and diff: dx = (dy - <dy, y>) * y. May run
+// in place.
+#pragma once
+
+#include <vector>
+
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+class SoftmaxLayer : public Layer {
+ public:
+  explicit SoftmaxLayer(const caffe::LayerParameter& param) : Layer(param) {}
+
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "Softmax"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+
+ private:
+  int axis_ = 1;                // canonical
+  int channels_ = 0;            // size of axis_
+  int64_t outer_size_ = 0;      // product of the axes before axis_
+  int64_t inner_size_ = 0;      // product of the axes after axis_
+  std::vector<float> scratch_;  // inner_size_ floats: running max, sum or dot
+};
+
+}  // namespace pstrain

@@ -1,0 +1,27 @@
+// TanH: y = tanh(x). Backward uses only the top data and diff:
+// dx = dy * (1 - y^2).
+// One bottom, one top of the same shape; may run in place (top == bottom).
+#pragma once
+
+#include <vector>
+
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+class TanHLayer : public Layer {
+ public:
+  explicit TanHLayer(const caffe::LayerParameter& param) : Layer(param) {}
+
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+  const char* type() const override { return "TanH"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+};
+
+}  // namespace pstrain
