@@ -1,6 +1,8 @@
 // Data layer: batches, sharding (W workers of B == one worker of W*B), wrap-
 // around, start_iter, rewind, deterministic transforms, and errors at setup
 // and in the prefetch thread.
+#include "worker/layers/data_layer.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,7 +10,6 @@
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "worker/layer_registry.hpp"
-#include "worker/layers/data_layer.hpp"
 
 namespace pstrain {
 namespace {
@@ -164,7 +165,7 @@ TEST(DataLayerTest, StartIterRewindAndSeek) {
   EXPECT_EQ(run->data()->next_batch(), 3);
   EXPECT_EQ(run->NextLabels(), Range({14, 15}));  // (3*2 + 1) * 2
   EXPECT_EQ(run->NextLabels(), Range({18, 19}));
-  EXPECT_EQ(run->NextLabels(), Range({2, 3}));    // (5*2 + 1) * 2 = 22 mod 20
+  EXPECT_EQ(run->NextLabels(), Range({2, 3}));  // (5*2 + 1) * 2 = 22 mod 20
   run->data()->Rewind();
   EXPECT_EQ(run->data()->next_batch(), 0);
   EXPECT_EQ(run->NextLabels(), Range({2, 3}));
@@ -263,8 +264,9 @@ TEST(DataLayerTest, BadRecordInThePrefetchThread) {
   ASSERT_TRUE(shaped->setup.ok());
   shaped->NextLabels();
   EXPECT_EQ(shaped->data()->status().message(),
-            dir / "db2" + ": record 4 (key '00000004'): shape 1 x 2 x 1 differs from the first "
-                          "record's 1 x 1 x 1");
+            dir / "db2" +
+                ": record 4 (key '00000004'): shape 1 x 2 x 1 differs from the first "
+                "record's 1 x 1 x 1");
 }
 
 }  // namespace

@@ -102,8 +102,10 @@ TEST(MnistErrorTest, BadInputsNameTheFile) {
   };
   WriteFile(lbl, IdxLabels(std::string("\x07\x00\xff", 3)), true);
 
-  EXPECT_EQ(message(dir / "missing", lbl), dir / "missing" + ": cannot open (No such file or directory)");
-  EXPECT_EQ(message(img, dir / "missing"), dir / "missing" + ": cannot open (No such file or directory)");
+  EXPECT_EQ(message(dir / "missing", lbl),
+            dir / "missing" + ": cannot open (No such file or directory)");
+  EXPECT_EQ(message(img, dir / "missing"),
+            dir / "missing" + ": cannot open (No such file or directory)");
 
   WriteFile(img, IdxImages(3, 2, 3, ThreePixels()), true);
   EXPECT_EQ(message(lbl, lbl),

@@ -36,7 +36,8 @@ caffe::Datum MakeDatum(int channels, int height, int width, const std::string& b
 std::string UniformDatum(int height, int width, uint8_t value, int label);
 
 // Writes an LMDB at `dir` (created) holding these records.
-void WriteLmdb(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& records);
+void WriteLmdb(const std::string& dir,
+               const std::vector<std::pair<std::string, std::string>>& records);
 // An LMDB of n 1 x h x w records: record i has key "%08d" of i, every pixel
 // i % 256 and label i.
 void WriteCountingLmdb(const std::string& dir, int n, int height, int width);

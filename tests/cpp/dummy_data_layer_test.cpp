@@ -57,16 +57,17 @@ TEST(DummyDataLayerTest, Errors) {
   auto error = [](const std::string& param, int num_tops) {
     std::string tops;
     for (int i = 0; i < num_tops; ++i) tops += "top: 't" + std::to_string(i) + "' ";
-    auto layer = testing::MakeLayer("name: 'd' type: 'DummyData' " + tops +
-                                        "dummy_data_param { " + param + " }",
-                                    Engine::kFast);
+    auto layer = testing::MakeLayer(
+        "name: 'd' type: 'DummyData' " + tops + "dummy_data_param { " + param + " }",
+        Engine::kFast);
     BlobSet blobs;
     Status s = SetUpTops(*layer, blobs, num_tops);
     EXPECT_FALSE(s.ok());
     return s.message();
   };
-  EXPECT_EQ(error("", 1), "dummy_data_param.shape must be given once or once per top: 1 tops, 0 "
-                          "shapes");
+  EXPECT_EQ(error("", 1),
+            "dummy_data_param.shape must be given once or once per top: 1 tops, 0 "
+            "shapes");
   EXPECT_EQ(error("shape { dim: 1 } shape { dim: 2 }", 3),
             "dummy_data_param.shape must be given once or once per top: 3 tops, 2 shapes");
   EXPECT_EQ(error("shape { dim: 1 } num: 1 channels: 1 height: 1 width: 1", 1),

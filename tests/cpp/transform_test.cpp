@@ -1,12 +1,13 @@
 // DataTransformer against hand-computed values: scale, mean_value, mean_file,
 // centre and random crops, mirror, and the order of the random draws.
+#include "worker/data/transform.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
-#include "worker/data/transform.hpp"
 
 namespace pstrain {
 namespace {
@@ -107,8 +108,8 @@ TEST(TransformTest, MeanFileUsesUncroppedPositions) {
   EXPECT_EQ(bad.status().message(), dir / "wrong.binaryproto" +
                                         ": mean has shape 1 3 3 4 (36); the data is 2 x 3 x 4 "
                                         "(expected 1 x 2 x 3 x 4)");
-  auto missing = DataTransformer::Create(Param("mean_file: '" + dir / "none" + "'"), caffe::TEST,
-                                         2, 3, 4);
+  auto missing =
+      DataTransformer::Create(Param("mean_file: '" + dir / "none" + "'"), caffe::TEST, 2, 3, 4);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(), dir / "none" + ": cannot open (No such file or directory)");
 }

@@ -5,8 +5,8 @@
 namespace pstrain {
 
 Result<std::unique_ptr<ShardedBatchReader>> ShardedBatchReader::Open(
-    const std::string& source, const caffe::TransformationParameter& transform,
-    caffe::Phase phase, const ShardSpec& shard) {
+    const std::string& source, const caffe::TransformationParameter& transform, caffe::Phase phase,
+    const ShardSpec& shard) {
   PSTRAIN_ASSIGN_OR_RETURN(auto reader, LmdbReader::Open(source));
   if (reader->count() == 0) return Status::Error(source + ": LMDB is empty");
   LmdbRecord record;

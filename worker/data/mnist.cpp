@@ -230,8 +230,8 @@ Result<MnistConversion> ConvertMnistToLmdb(const std::string& images_path,
   if (!fs::create_directory(tmp, ec)) {
     return Status::Error(out_path + ": cannot create " + tmp.string() + " (" + ec.message() + ")");
   }
-  Status status = WriteRecords(*images, labels, static_cast<int>(rows), static_cast<int>(cols),
-                               tmp.string());
+  Status status =
+      WriteRecords(*images, labels, static_cast<int>(rows), static_cast<int>(cols), tmp.string());
   if (status.ok()) {
     // RENAME_NOREPLACE: never replace an `out` created meanwhile; plain
     // rename on file systems without it.

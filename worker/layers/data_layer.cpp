@@ -22,8 +22,9 @@ Status DataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*top*/) 
                          p.source() + " to LMDB");
   }
   if (p.rand_skip() != 0) {
-    return Status::Error("data_param.rand_skip is not supported (sharding fixes the records "
-                         "each worker reads)");
+    return Status::Error(
+        "data_param.rand_skip is not supported (sharding fixes the records "
+        "each worker reads)");
   }
   caffe::TransformationParameter transform = param_.transform_param();
   if (p.has_scale() && !transform.has_scale()) transform.set_scale(p.scale());
@@ -85,8 +86,8 @@ void DataLayer::StopPrefetch() {
 }
 
 void DataLayer::PrefetchLoop(int64_t first_batch) {
-  const size_t data_count = static_cast<size_t>(
-      int64_t{data_shape_[0]} * data_shape_[1] * data_shape_[2] * data_shape_[3]);
+  const size_t data_count = static_cast<size_t>(int64_t{data_shape_[0]} * data_shape_[1] *
+                                                data_shape_[2] * data_shape_[3]);
   for (int64_t t = first_batch;; ++t) {
     std::unique_ptr<Batch> batch;
     {

@@ -44,17 +44,18 @@ Status DummyDataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& top)
   const int legacy = p.num_size() + p.channels_size() + p.height_size() + p.width_size();
   if (legacy > 0) {
     if (p.shape_size() > 0) {
-      return Status::Error("dummy_data_param: give either shape or num/channels/height/width, "
-                           "not both");
+      return Status::Error(
+          "dummy_data_param: give either shape or num/channels/height/width, "
+          "not both");
     }
     PSTRAIN_RETURN_IF_ERROR(CheckCount(p.num_size(), num_top, "num"));
     PSTRAIN_RETURN_IF_ERROR(CheckCount(p.channels_size(), num_top, "channels"));
     PSTRAIN_RETURN_IF_ERROR(CheckCount(p.height_size(), num_top, "height"));
     PSTRAIN_RETURN_IF_ERROR(CheckCount(p.width_size(), num_top, "width"));
   } else if (p.shape_size() != 1 && p.shape_size() != num_top) {
-    return Status::Error("dummy_data_param.shape must be given once or once per top: " +
-                         std::to_string(num_top) + " tops, " + std::to_string(p.shape_size()) +
-                         " shapes");
+    return Status::Error(
+        "dummy_data_param.shape must be given once or once per top: " + std::to_string(num_top) +
+        " tops, " + std::to_string(p.shape_size()) + " shapes");
   }
   for (int i = 0; i < num_top; ++i) {
     std::vector<int> shape;
@@ -70,8 +71,8 @@ Status DummyDataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& top)
       PSTRAIN_ASSIGN_OR_RETURN(shape, ShapeFromProto(p.shape(p.shape_size() == 1 ? 0 : i)));
     }
     top[i]->Reshape(shape);
-    PSTRAIN_RETURN_IF_ERROR(
-        ValidateFiller(FillerOf(i), *top[i]).WithContext("data_filler for top " + std::to_string(i)));
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(FillerOf(i), *top[i])
+                                .WithContext("data_filler for top " + std::to_string(i)));
   }
   rng_ = Rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
   // As Caffe: constant tops are filled here once; the others by every Forward.
