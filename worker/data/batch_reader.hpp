@@ -1,0 +1,66 @@
+// ShardedBatchReader: the batches one worker reads from an LMDB of Datums.
+//
+// Worker `rank` of `world_size` with batch size B reads, for global step t,
+// records [(t*W + rank)*B, (t*W + rank + 1)*B) modulo the record count, in key
+// order, and transforms them with a DataTransformer. So W workers with batch
+// B together see, at every step, exactly the records one worker with batch
+// W*B sees. The random draws (mirror, crop) of the sample at global position
+// p = (t*W + rank)*B + i come from an Rng seeded with MixSeed(seed, p): they
+// depend only on the seed and the sample's place in the stream, never on
+// thread timing, and W workers draw exactly what one worker with W*B draws.
+// One thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "proto/caffe.pb.h"
+#include "worker/data/lmdb_reader.hpp"
+#include "worker/data/transform.hpp"
+
+namespace pstrain {
+
+struct ShardSpec {
+  int rank = 0;
+  int world_size = 1;
+  int batch_size = 1;
+  uint64_t seed = 0;
+};
+
+class ShardedBatchReader {
+ public:
+  // Opens `source`, reads and validates its first record (which fixes the
+  // shape every record must have), and sets up the transformer. Errors:
+  // "<source>: cannot open LMDB (...)", "<source>: LMDB is empty", a bad first
+  // record (named by DescribeRecord), transform_param errors.
+  static Result<std::unique_ptr<ShardedBatchReader>> Open(
+      const std::string& source, const caffe::TransformationParameter& transform,
+      caffe::Phase phase, const ShardSpec& shard);
+
+  // {B, C, H', W'}.
+  std::vector<int> data_shape() const { return transformer_.OutputShape(shard_.batch_size); }
+  int64_t record_count() const { return reader_->count(); }
+  // Index of the first record of global step t (before the modulo).
+  int64_t FirstSample(int64_t t) const;
+
+  // Fills `data` (B * C*H'*W' floats) and `label` (B floats) with batch t.
+  // Errors name the record: a corrupt Datum, or one whose shape differs from
+  // the first record's. REQUIRES: t >= 0; data and label sized as above.
+  Status Read(int64_t t, float* data, float* label);
+
+ private:
+  ShardedBatchReader(std::unique_ptr<LmdbReader> reader, DataTransformer transformer,
+                     const ShardSpec& shard)
+      : reader_(std::move(reader)), transformer_(std::move(transformer)), shard_(shard) {}
+
+  std::unique_ptr<LmdbReader> reader_;
+  DataTransformer transformer_;
+  ShardSpec shard_;
+  caffe::Datum first_;  // shape reference
+  caffe::Datum datum_;  // reused per record
+};
+
+}  // namespace pstrain

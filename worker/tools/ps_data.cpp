@@ -1,0 +1,91 @@
+// ps-data: data preparation.
+//
+//   ps-data mnist IMAGES LABELS OUT_LMDB [--json]
+//
+// Converts MNIST-format IDX files (gzipped or plain) into an LMDB of Caffe
+// Datums, as Caffe's convert_mnist_data does. Prints one line on success
+// ("wrote N records (RxC) to OUT", or with --json one JSON object). Errors:
+// one line "ps-data: <message>" on stderr; exit 1, or 2 for bad arguments.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "worker/data/mnist.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: ps-data mnist IMAGES LABELS OUT_LMDB [--json]\n"
+    "  Converts MNIST-format IDX image and label files (gzipped or plain) into a new\n"
+    "  LMDB of Caffe Datum records (keys %08d, as Caffe's convert_mnist_data).\n";
+constexpr const char* kUsageHint = " (usage: ps-data mnist IMAGES LABELS OUT_LMDB [--json])";
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+int Fail(const std::string& message, int code) {
+  std::cerr << "ps-data: " << message << "\n";
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  bool json = false;
+  po::options_description visible("options");
+  visible.add_options()("help,h", "show this help")("json", po::bool_switch(&json),
+                                                    "print the result as one JSON object");
+  po::options_description all;
+  all.add(visible).add_options()("args", po::value(&args));
+  po::positional_options_description positional;
+  positional.add("args", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return Fail(std::string(e.what()) + kUsageHint, 2);
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << visible;
+    return 0;
+  }
+  if (args.empty()) return Fail(std::string("missing command") + kUsageHint, 2);
+  if (args[0] != "mnist") return Fail("unknown command '" + args[0] + "'" + kUsageHint, 2);
+  if (args.size() != 4) {
+    return Fail("mnist takes IMAGES LABELS OUT_LMDB, got " + std::to_string(args.size() - 1) +
+                    " arguments" + kUsageHint,
+                2);
+  }
+  auto result = pstrain::ConvertMnistToLmdb(args[1], args[2], args[3]);
+  if (!result.ok()) return Fail(result.status().message(), 1);
+  const auto& r = result.value();
+  if (json) {
+    std::cout << "{\"event\":\"ps-data\",\"command\":\"mnist\",\"records\":" << r.records
+              << ",\"rows\":" << r.rows << ",\"cols\":" << r.cols
+              << ",\"output\":" << JsonString(args[3]) << "}\n";
+  } else {
+    std::cout << "wrote " << r.records << " records (" << r.rows << "x" << r.cols << ") to "
+              << args[3] << "\n";
+  }
+  return 0;
+}
