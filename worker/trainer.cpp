@@ -8,6 +8,7 @@
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
+#include "worker/layers/data_layer.hpp"
 
 namespace pstrain {
 namespace {
@@ -338,7 +339,11 @@ Status Trainer::Restore(const caffe::SolverState& state, const std::string& solv
 
 namespace {
 
-void RewindDataLayers(Net& net) { (void)net; }
+void RewindDataLayers(Net& net) {
+  for (const auto& layer : net.layers()) {
+    if (auto* data = dynamic_cast<DataLayer*>(layer.get())) data->Rewind();
+  }
+}
 
 }  // namespace
 

@@ -48,6 +48,7 @@ class DataLayer : public Layer {
 
   // Ok, or the first bad-record error the stream met (sticky).
   Status status() const { return status_; }
+  Status RuntimeStatus() const override { return status_; }
   // The next Forward delivers global step 0 (the start of the data set for
   // rank 0 of 1): used between test passes.
   void Rewind() { SeekToBatch(0); }
