@@ -1,0 +1,557 @@
+#include "worker/layers/conv_layer.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include "common/dnnl_context.hpp"
+#include "common/math_cpu.hpp"
+#include "worker/filler.hpp"
+#include "worker/layer_registry.hpp"
+
+namespace pstrain {
+namespace {
+
+std::string Str(int v) { return std::to_string(v); }
+std::string Pair(int h, int w) { return Str(h) + "x" + Str(w); }
+
+// Reads a repeated per-spatial-axis field: none -> `fallback`, one value -> both
+// axes, two values -> (h, w).
+Status PerAxis(const google::protobuf::RepeatedField<uint32_t>& field, const char* name,
+               int fallback, int* h, int* w) {
+  if (field.size() > 2) {
+    return Status::Error(std::string(name) +
+                         " must be given once or once per spatial axis (2), got " +
+                         Str(field.size()) + " values");
+  }
+  *h = field.empty() ? fallback : static_cast<int>(field.Get(0));
+  *w = field.empty() ? fallback : static_cast<int>(field.Get(field.size() - 1));
+  return Status::Ok();
+}
+
+Status ParseGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g) {
+  g->num_output = static_cast<int>(p.num_output());
+  g->group = static_cast<int>(p.group());
+  g->bias_term = p.bias_term();
+  if (p.has_kernel_h() || p.has_kernel_w()) {
+    if (!p.has_kernel_h() || !p.has_kernel_w()) {
+      return Status::Error("kernel_h and kernel_w must be given together");
+    }
+    if (p.kernel_size_size() > 0) {
+      return Status::Error("give either kernel_size or kernel_h/kernel_w, not both");
+    }
+    g->kernel_h = static_cast<int>(p.kernel_h());
+    g->kernel_w = static_cast<int>(p.kernel_w());
+  } else {
+    if (p.kernel_size_size() == 0) return Status::Error("kernel_size must be given");
+    PSTRAIN_RETURN_IF_ERROR(PerAxis(p.kernel_size(), "kernel_size", 0, &g->kernel_h, &g->kernel_w));
+  }
+  if (p.has_pad_h() || p.has_pad_w()) {
+    if (p.pad_size() > 0) return Status::Error("give either pad or pad_h/pad_w, not both");
+    g->pad_h = static_cast<int>(p.pad_h());
+    g->pad_w = static_cast<int>(p.pad_w());
+  } else {
+    PSTRAIN_RETURN_IF_ERROR(PerAxis(p.pad(), "pad", 0, &g->pad_h, &g->pad_w));
+  }
+  if (p.has_stride_h() || p.has_stride_w()) {
+    if (!p.has_stride_h() || !p.has_stride_w()) {
+      return Status::Error("stride_h and stride_w must be given together");
+    }
+    if (p.stride_size() > 0)
+      return Status::Error("give either stride or stride_h/stride_w, not both");
+    g->stride_h = static_cast<int>(p.stride_h());
+    g->stride_w = static_cast<int>(p.stride_w());
+  } else {
+    PSTRAIN_RETURN_IF_ERROR(PerAxis(p.stride(), "stride", 1, &g->stride_h, &g->stride_w));
+  }
+  PSTRAIN_RETURN_IF_ERROR(PerAxis(p.dilation(), "dilation", 1, &g->dilation_h, &g->dilation_w));
+  if (g->kernel_h <= 0 || g->kernel_w <= 0) {
+    return Status::Error("kernel size must be positive, got " + Pair(g->kernel_h, g->kernel_w));
+  }
+  if (g->stride_h <= 0 || g->stride_w <= 0) {
+    return Status::Error("stride must be positive, got " + Pair(g->stride_h, g->stride_w));
+  }
+  if (g->dilation_h <= 0 || g->dilation_w <= 0) {
+    return Status::Error("dilation must be positive, got " + Pair(g->dilation_h, g->dilation_w));
+  }
+  if (g->num_output <= 0) return Status::Error("num_output must be positive");
+  if (g->group <= 0) return Status::Error("group must be positive");
+  if (g->num_output % g->group != 0) {
+    return Status::Error("num_output (" + Str(g->num_output) + ") must be divisible by group (" +
+                         Str(g->group) + ")");
+  }
+  return Status::Ok();
+}
+
+// Rows (c, kh, kw) x columns (oh, ow) of the zero-padded, dilated input patches.
+void Im2ColImage(const float* im, int channels, int height, int width, const ConvGeometry& g,
+                 int out_h, int out_w, float* col) {
+  for (int c = 0; c < channels; ++c) {
+    for (int kh = 0; kh < g.kernel_h; ++kh) {
+      for (int kw = 0; kw < g.kernel_w; ++kw) {
+        for (int oh = 0; oh < out_h; ++oh) {
+          const int ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+          if (ih < 0 || ih >= height) {
+            std::fill(col, col + out_w, 0.f);
+            col += out_w;
+            continue;
+          }
+          const float* row = im + (static_cast<int64_t>(c) * height + ih) * width;
+          int iw = kw * g.dilation_w - g.pad_w;
+          for (int ow = 0; ow < out_w; ++ow, iw += g.stride_w) {
+            *col++ = (iw >= 0 && iw < width) ? row[iw] : 0.f;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of Im2ColImage: adds every column entry back to its input pixel.
+// `im` is overwritten.
+void Col2ImImage(const float* col, int channels, int height, int width, const ConvGeometry& g,
+                 int out_h, int out_w, float* im) {
+  std::fill(im, im + static_cast<int64_t>(channels) * height * width, 0.f);
+  for (int c = 0; c < channels; ++c) {
+    for (int kh = 0; kh < g.kernel_h; ++kh) {
+      for (int kw = 0; kw < g.kernel_w; ++kw) {
+        for (int oh = 0; oh < out_h; ++oh) {
+          const int ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+          if (ih < 0 || ih >= height) {
+            col += out_w;
+            continue;
+          }
+          float* row = im + (static_cast<int64_t>(c) * height + ih) * width;
+          int iw = kw * g.dilation_w - g.pad_w;
+          for (int ow = 0; ow < out_w; ++ow, iw += g.stride_w, ++col) {
+            if (iw >= 0 && iw < width) row[iw] += *col;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ConvolutionLayer::ConvolutionLayer(const caffe::LayerParameter& param) : Layer(param) {}
+ConvolutionLayer::~ConvolutionLayer() = default;
+
+Status ConvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
+  const caffe::ConvolutionParameter& p = param_.convolution_param();
+  const Blob& b0 = *bottom[0];
+  if (p.axis() < -b0.num_axes() || p.axis() >= b0.num_axes() ||
+      b0.CanonicalAxisIndex(p.axis()) != 1) {
+    return Status::Error("Convolution supports only axis 1 (channels), got axis " + Str(p.axis()));
+  }
+  if (b0.num_axes() != 4) {
+    return Status::Error("bottom 0 has " + Str(b0.num_axes()) + " axes (" +
+                         Str(std::max(0, b0.num_axes() - 2)) +
+                         " spatial); only 2-D convolution (N, C, H, W) is supported, "
+                         "N-D convolution is not supported");
+  }
+  PSTRAIN_RETURN_IF_ERROR(ParseGeometry(p, &geo_));
+  channels_ = b0.shape(1);
+  if (channels_ % geo_.group != 0) {
+    return Status::Error("channels (" + Str(channels_) + ") must be divisible by group (" +
+                         Str(geo_.group) + ")");
+  }
+  const std::vector<int> weight_shape = {geo_.num_output, channels_ / geo_.group, geo_.kernel_h,
+                                         geo_.kernel_w};
+  const size_t num_params = geo_.bias_term ? 2 : 1;
+  if (!blobs_.empty()) {  // pre-loaded or shared: check, do not refill
+    if (blobs_.size() != num_params) {
+      return Status::Error("expected " + Str(static_cast<int>(num_params)) + " param blobs, got " +
+                           Str(static_cast<int>(blobs_.size())));
+    }
+    if (blobs_[0]->shape() != weight_shape) {
+      return Status::Error("weight shape " + blobs_[0]->shape_string() +
+                           " does not match the layer's " + ShapeString(weight_shape));
+    }
+    if (geo_.bias_term && blobs_[1]->shape() != std::vector<int>{geo_.num_output}) {
+      return Status::Error("bias shape " + blobs_[1]->shape_string() +
+                           " does not match the layer's " + ShapeString({geo_.num_output}));
+    }
+    return Status::Ok();
+  }
+  Rng rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
+  blobs_.push_back(std::make_shared<Blob>(weight_shape));
+  PSTRAIN_RETURN_IF_ERROR(
+      ValidateFiller(p.weight_filler(), *blobs_[0]).WithContext("weight_filler"));
+  Fill(p.weight_filler(), rng, blobs_[0].get());
+  if (geo_.bias_term) {
+    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{geo_.num_output}));
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *blobs_[1]).WithContext("bias_filler"));
+    Fill(p.bias_filler(), rng, blobs_[1].get());
+  }
+  return Status::Ok();
+}
+
+Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Blob& b0 = *bottom[0];
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    if (bottom[i]->shape() != b0.shape()) {
+      return Status::Error("all bottoms must have the same shape: bottom " +
+                           Str(static_cast<int>(i)) + " is " + bottom[i]->shape_string() +
+                           ", bottom 0 is " + b0.shape_string());
+    }
+  }
+  if (b0.num_axes() != 4) {
+    return Status::Error("bottom 0 has " + Str(b0.num_axes()) + " axes; Convolution needs 4");
+  }
+  if (b0.shape(1) != channels_) {
+    return Status::Error("bottom 0 has " + Str(b0.shape(1)) +
+                         " channels, but the layer was set up for " + Str(channels_));
+  }
+  const int ext_h = geo_.dilation_h * (geo_.kernel_h - 1) + 1;
+  const int ext_w = geo_.dilation_w * (geo_.kernel_w - 1) + 1;
+  const int span_h = b0.shape(2) + 2 * geo_.pad_h - ext_h;
+  const int span_w = b0.shape(3) + 2 * geo_.pad_w - ext_w;
+  if (span_h < 0 || span_w < 0) {
+    return Status::Error("output size below 1: input " + Pair(b0.shape(2), b0.shape(3)) +
+                         " with pad " + Pair(geo_.pad_h, geo_.pad_w) + " is smaller than the " +
+                         "dilated kernel " + Pair(ext_h, ext_w));
+  }
+  const bool shape_changed = num_ != b0.shape(0) || height_ != b0.shape(2) || width_ != b0.shape(3);
+  num_ = b0.shape(0);
+  height_ = b0.shape(2);
+  width_ = b0.shape(3);
+  out_h_ = span_h / geo_.stride_h + 1;
+  out_w_ = span_w / geo_.stride_w + 1;
+  for (Blob* t : top) t->Reshape({num_, geo_.num_output, out_h_, out_w_});
+  const int64_t out_spatial = static_cast<int64_t>(out_h_) * out_w_;
+  col_.clear();  // reference buffers are sized lazily, on first use
+  bias_multiplier_.assign(out_spatial, 1.f);
+  if (shape_changed) {
+    dnnl_.reset();
+    dnnl_failed_ = false;
+  }
+  if (engine() == Engine::kFast) PrepareDnnl();
+  return Status::Ok();
+}
+
+bool ConvolutionLayer::IsPointwise() const {
+  return geo_.kernel_h == 1 && geo_.kernel_w == 1 && geo_.stride_h == 1 && geo_.stride_w == 1 &&
+         geo_.pad_h == 0 && geo_.pad_w == 0;
+}
+
+void ConvolutionLayer::Im2Col(const float* image) {
+  const int64_t rows = static_cast<int64_t>(channels_) * geo_.kernel_h * geo_.kernel_w;
+  col_.resize(rows * out_h_ * out_w_);
+  Im2ColImage(image, channels_, height_, width_, geo_, out_h_, out_w_, col_.data());
+}
+
+void ConvolutionLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
+  const int g_out = geo_.num_output / geo_.group;  // output channels per group
+  const int g_k = channels_ / geo_.group * geo_.kernel_h * geo_.kernel_w;  // col rows per group
+  const int spatial = out_h_ * out_w_;
+  const int64_t in_size = static_cast<int64_t>(channels_) * height_ * width_;
+  const int64_t out_size = static_cast<int64_t>(geo_.num_output) * spatial;
+  const float* weights = blobs_[0]->cpu_data();
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    const float* in = bottom[i]->cpu_data();
+    float* out = top[i]->mutable_cpu_data();
+    for (int n = 0; n < num_; ++n) {
+      const float* col = in + n * in_size;
+      if (!IsPointwise()) {
+        Im2Col(col);
+        col = col_.data();
+      }
+      for (int g = 0; g < geo_.group; ++g) {
+        CpuGemm(Trans::kNo, Trans::kNo, g_out, spatial, g_k, 1.f,
+                weights + static_cast<int64_t>(g) * g_out * g_k,
+                col + static_cast<int64_t>(g) * g_k * spatial, 0.f,
+                out + n * out_size + static_cast<int64_t>(g) * g_out * spatial);
+      }
+      if (geo_.bias_term) {
+        CpuGemm(Trans::kNo, Trans::kNo, geo_.num_output, spatial, 1, 1.f, blobs_[1]->cpu_data(),
+                bias_multiplier_.data(), 1.f, out + n * out_size);
+      }
+    }
+  }
+}
+
+void ConvolutionLayer::BackwardReference(const BlobVec& top,
+                                         const std::vector<bool>& propagate_down,
+                                         const BlobVec& bottom) {
+  const int g_out = geo_.num_output / geo_.group;
+  const int g_k = channels_ / geo_.group * geo_.kernel_h * geo_.kernel_w;
+  const int spatial = out_h_ * out_w_;
+  const int64_t in_size = static_cast<int64_t>(channels_) * height_ * width_;
+  const int64_t out_size = static_cast<int64_t>(geo_.num_output) * spatial;
+  const bool weight_grad = param_propagate_down(0);
+  const bool bias_grad = geo_.bias_term && param_propagate_down(1);
+  const float* weights = blobs_[0]->cpu_data();
+  float* weight_diff = weight_grad ? blobs_[0]->mutable_cpu_diff() : nullptr;
+  float* bias_diff = bias_grad ? blobs_[1]->mutable_cpu_diff() : nullptr;
+  std::vector<float> col_diff;
+  for (size_t i = 0; i < top.size(); ++i) {
+    const float* top_diff = top[i]->cpu_diff();
+    const bool data_grad = propagate_down[i];
+    for (int n = 0; n < num_; ++n) {
+      const float* dout = top_diff + n * out_size;
+      if (bias_grad) {
+        CpuGemv(Trans::kNo, geo_.num_output, spatial, 1.f, dout, bias_multiplier_.data(), 1.f,
+                bias_diff);
+      }
+      if (weight_grad) {
+        const float* col = bottom[i]->cpu_data() + n * in_size;
+        if (!IsPointwise()) {
+          Im2Col(col);
+          col = col_.data();
+        }
+        for (int g = 0; g < geo_.group; ++g) {
+          CpuGemm(Trans::kNo, Trans::kYes, g_out, g_k, spatial, 1.f,
+                  dout + static_cast<int64_t>(g) * g_out * spatial,
+                  col + static_cast<int64_t>(g) * g_k * spatial, 1.f,
+                  weight_diff + static_cast<int64_t>(g) * g_out * g_k);
+        }
+      }
+      if (data_grad) {
+        float* din = bottom[i]->mutable_cpu_diff() + n * in_size;
+        // For a pointwise kernel the column gradient is the bottom gradient itself.
+        if (!IsPointwise()) col_diff.resize(static_cast<size_t>(g_k) * geo_.group * spatial);
+        float* cd = IsPointwise() ? din : col_diff.data();
+        for (int g = 0; g < geo_.group; ++g) {
+          CpuGemm(Trans::kYes, Trans::kNo, g_k, spatial, g_out, 1.f,
+                  weights + static_cast<int64_t>(g) * g_out * g_k,
+                  dout + static_cast<int64_t>(g) * g_out * spatial, 0.f,
+                  cd + static_cast<int64_t>(g) * g_k * spatial);
+        }
+        if (!IsPointwise()) {
+          Col2ImImage(col_diff.data(), channels_, height_, width_, geo_, out_h_, out_w_, din);
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Fast path: oneDNN.
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// One tensor argument of a oneDNN primitive. `user` wraps a blob's plain buffer
+// (handle set per call); `prim` has the layout the primitive chose. When the
+// layouts differ, `prim` owns a buffer and a cached reorder converts between
+// them (user -> prim for inputs, prim -> user for outputs); otherwise `prim`
+// is `user`.
+struct DnnlArg {
+  memory user;
+  memory prim;
+  dnnl::reorder convert;
+  bool reordered = false;
+
+  void Init(const memory::desc& user_md, const memory::desc& prim_md, bool input) {
+    user = memory(user_md, DnnlEngine(), nullptr);
+    reordered = user_md != prim_md;
+    prim = reordered ? memory(prim_md, DnnlEngine()) : user;
+    if (reordered) {
+      convert = input ? dnnl::reorder(user, prim) : dnnl::reorder(prim, user);
+    }
+  }
+  // Input: points `user` at `data` and converts it; returns what the primitive reads.
+  const memory& In(const float* data) {
+    user.set_data_handle(const_cast<float*>(data));
+    if (reordered) convert.execute(DnnlStream(), user, prim);
+    return prim;
+  }
+  // Output: returns what the primitive writes; Finish() converts it into `data`.
+  const memory& Out(float* data) {
+    user.set_data_handle(data);
+    return prim;
+  }
+  void Finish() {
+    if (reordered) convert.execute(DnnlStream(), prim, user);
+  }
+};
+
+}  // namespace
+
+class ConvolutionLayer::DnnlConv {
+ public:
+  // Throws dnnl::error when oneDNN cannot run the configuration.
+  DnnlConv(const ConvGeometry& g, int num, int channels, int height, int width, int out_h,
+           int out_w);
+
+  void Forward(const float* src, const float* weights, const float* bias, float* dst);
+  // Any of the outputs may be null (not wanted). Weight and bias gradients are
+  // added. `src_as_forwarded`: src is the one the last Forward read, unchanged
+  // since, so its reordered copy may be reused.
+  void Backward(const float* src, const float* weights, const float* dst_diff, float* src_diff,
+                float* weight_diff, float* bias_diff, bool src_as_forwarded);
+
+ private:
+  bool bias_ = false;
+  int num_output_ = 0;
+  dnnl::convolution_forward fwd_;
+  dnnl::convolution_backward_data bwd_data_;
+  dnnl::convolution_backward_weights bwd_weights_;
+  DnnlArg fwd_src_, fwd_weights_, fwd_dst_;
+  memory bias_mem_;
+  DnnlArg data_weights_, data_dst_diff_, data_src_diff_;
+  DnnlArg wgt_src_, wgt_dst_diff_;
+  bool wgt_src_is_fwd_ = false;        // backward-weights reads forward's reordered src
+  bool wgt_dst_diff_is_data_ = false;  // backward-weights reads backward-data's dst diff
+  memory weight_diff_prim_, weight_diff_user_, bias_diff_;
+  dnnl::reorder add_weight_diff_;  // weight_diff_prim_ -> user layout, summed into it
+};
+
+ConvolutionLayer::DnnlConv::DnnlConv(const ConvGeometry& g, int num, int channels, int height,
+                                     int width, int out_h, int out_w)
+    : bias_(g.bias_term), num_output_(g.num_output) {
+  const memory::dims src_dims = {num, channels, height, width};
+  const memory::dims dst_dims = {num, g.num_output, out_h, out_w};
+  const memory::dims w_dims = g.group == 1
+                                  ? memory::dims{g.num_output, channels, g.kernel_h, g.kernel_w}
+                                  : memory::dims{g.group, g.num_output / g.group,
+                                                 channels / g.group, g.kernel_h, g.kernel_w};
+  const Tag w_tag = g.group == 1 ? Tag::oihw : Tag::goihw;
+  const memory::dims strides = {g.stride_h, g.stride_w};
+  const memory::dims dilates = {g.dilation_h - 1, g.dilation_w - 1};
+  const memory::dims pad_l = {g.pad_h, g.pad_w};
+  // Symmetric padding: oneDNN's output size rule (floor) is then ours.
+  const memory::dims pad_r = pad_l;
+  const auto f32 = memory::data_type::f32;
+  const memory::desc src_user(src_dims, f32, Tag::nchw);
+  const memory::desc dst_user(dst_dims, f32, Tag::nchw);
+  const memory::desc w_user(w_dims, f32, w_tag);
+  const memory::desc bias_md =
+      g.bias_term ? memory::desc({g.num_output}, f32, Tag::x) : memory::desc();
+  // Layouts of oneDNN's choice (channel-blocked on AVX-512): measured faster at
+  // 1 thread than plain NCHW (its GEMM-based kernels) on the LeNet and CIFAR
+  // shapes, reorders included.
+  const memory::desc src_any(src_dims, f32, Tag::any);
+  const memory::desc dst_any(dst_dims, f32, Tag::any);
+  const memory::desc w_any(w_dims, f32, Tag::any);
+  const auto algo = dnnl::algorithm::convolution_direct;
+  dnnl::engine& eng = DnnlEngine();
+
+  dnnl::convolution_forward::primitive_desc fwd_pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, w_any,
+                                      bias_md, dst_any, strides, dilates, pad_l, pad_r),
+      eng);
+  fwd_ = dnnl::convolution_forward(fwd_pd);
+  fwd_src_.Init(src_user, fwd_pd.src_desc(), true);
+  fwd_weights_.Init(w_user, fwd_pd.weights_desc(), true);
+  fwd_dst_.Init(dst_user, fwd_pd.dst_desc(), false);
+  if (bias_) bias_mem_ = memory(bias_md, eng, nullptr);
+
+  dnnl::convolution_backward_data::primitive_desc data_pd(
+      dnnl::convolution_backward_data::desc(algo, src_any, w_any, dst_any, strides, dilates, pad_l,
+                                            pad_r),
+      eng, fwd_pd);
+  bwd_data_ = dnnl::convolution_backward_data(data_pd);
+  data_weights_.Init(w_user, data_pd.weights_desc(), true);
+  data_dst_diff_.Init(dst_user, data_pd.diff_dst_desc(), true);
+  data_src_diff_.Init(src_user, data_pd.diff_src_desc(), false);
+
+  using WeightsDesc = dnnl::convolution_backward_weights::desc;
+  dnnl::convolution_backward_weights::primitive_desc wgt_pd(
+      bias_ ? WeightsDesc(algo, src_any, w_any, bias_md, dst_any, strides, dilates, pad_l, pad_r)
+            : WeightsDesc(algo, src_any, w_any, dst_any, strides, dilates, pad_l, pad_r),
+      eng, fwd_pd);
+  bwd_weights_ = dnnl::convolution_backward_weights(wgt_pd);
+  wgt_src_is_fwd_ = wgt_pd.src_desc() == fwd_pd.src_desc();
+  if (!wgt_src_is_fwd_) wgt_src_.Init(src_user, wgt_pd.src_desc(), true);
+  wgt_dst_diff_is_data_ = wgt_pd.diff_dst_desc() == data_pd.diff_dst_desc();
+  if (!wgt_dst_diff_is_data_) wgt_dst_diff_.Init(dst_user, wgt_pd.diff_dst_desc(), true);
+  weight_diff_prim_ = memory(wgt_pd.diff_weights_desc(), eng);
+  weight_diff_user_ = memory(w_user, eng, nullptr);
+  dnnl::post_ops accumulate;
+  accumulate.append_sum(1.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(accumulate);
+  add_weight_diff_ = dnnl::reorder(weight_diff_prim_, weight_diff_user_, attr);
+  if (bias_) bias_diff_ = memory(bias_md, eng);
+}
+
+void ConvolutionLayer::DnnlConv::Forward(const float* src, const float* weights, const float* bias,
+                                         float* dst) {
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, fwd_src_.In(src)},
+                                          {DNNL_ARG_WEIGHTS, fwd_weights_.In(weights)},
+                                          {DNNL_ARG_DST, fwd_dst_.Out(dst)}};
+  if (bias_) {
+    bias_mem_.set_data_handle(const_cast<float*>(bias));
+    args[DNNL_ARG_BIAS] = bias_mem_;
+  }
+  fwd_.execute(DnnlStream(), args);
+  fwd_dst_.Finish();
+  DnnlStream().wait();
+}
+
+void ConvolutionLayer::DnnlConv::Backward(const float* src, const float* weights,
+                                          const float* dst_diff, float* src_diff,
+                                          float* weight_diff, float* bias_diff,
+                                          bool src_as_forwarded) {
+  dnnl::stream& stream = DnnlStream();
+  const memory& dd = data_dst_diff_.In(dst_diff);
+  if (src_diff != nullptr) {
+    bwd_data_.execute(stream, {{DNNL_ARG_DIFF_DST, dd},
+                               {DNNL_ARG_WEIGHTS, data_weights_.In(weights)},
+                               {DNNL_ARG_DIFF_SRC, data_src_diff_.Out(src_diff)}});
+    data_src_diff_.Finish();
+  }
+  if (weight_diff != nullptr || bias_diff != nullptr) {
+    const bool reuse = src_as_forwarded && fwd_src_.reordered;
+    const memory& s =
+        wgt_src_is_fwd_ ? (reuse ? fwd_src_.prim : fwd_src_.In(src)) : wgt_src_.In(src);
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, s},
+        {DNNL_ARG_DIFF_DST, wgt_dst_diff_is_data_ ? dd : wgt_dst_diff_.In(dst_diff)},
+        {DNNL_ARG_DIFF_WEIGHTS, weight_diff_prim_}};
+    if (bias_) args[DNNL_ARG_DIFF_BIAS] = bias_diff_;
+    bwd_weights_.execute(stream, args);
+    if (weight_diff != nullptr) {
+      weight_diff_user_.set_data_handle(weight_diff);
+      add_weight_diff_.execute(stream, weight_diff_prim_, weight_diff_user_);
+    }
+    stream.wait();
+    if (bias_diff != nullptr) {
+      CpuAxpy(num_output_, 1.f, static_cast<const float*>(bias_diff_.get_data_handle()), bias_diff);
+    }
+  }
+  stream.wait();
+}
+
+bool ConvolutionLayer::PrepareDnnl() {
+  if (dnnl_ != nullptr) return true;
+  if (dnnl_failed_) return false;
+  try {
+    dnnl_ = std::make_unique<DnnlConv>(geo_, num_, channels_, height_, width_, out_h_, out_w_);
+  } catch (const dnnl::error&) {
+    dnnl_failed_ = true;  // e.g. an unsupported configuration: the reference path serves
+  }
+  return dnnl_ != nullptr;
+}
+
+void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (!PrepareDnnl()) return ForwardReference(bottom, top);
+  const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
+  for (size_t i = 0; i < bottom.size(); ++i) {
+    dnnl_->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias, top[i]->mutable_cpu_data());
+  }
+}
+
+void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                    const BlobVec& bottom) {
+  if (!PrepareDnnl()) return BackwardReference(top, propagate_down, bottom);
+  float* weight_diff = param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr;
+  float* bias_diff =
+      geo_.bias_term && param_propagate_down(1) ? blobs_[1]->mutable_cpu_diff() : nullptr;
+  // Last bottom first: the forward's reordered src holds the last bottom forwarded.
+  for (size_t i = top.size(); i-- > 0;) {
+    const bool src_as_forwarded = i + 1 == bottom.size();
+    dnnl_->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
+                    propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr, weight_diff,
+                    bias_diff, src_as_forwarded);
+  }
+}
+
+PSTRAIN_REGISTER_LAYER("Convolution", ConvolutionLayer);
+
+}  // namespace pstrain

@@ -1,0 +1,82 @@
+// ConvolutionLayer ("Convolution"): Caffe's 2-D convolution with groups,
+// dilation, padding and stride.
+//
+// Bottoms and tops pair up (bottom i -> top i, all bottoms the same shape,
+// weights shared). Params, in Caffe's order and shapes:
+//   blobs()[0] weights [num_output, channels / group, kernel_h, kernel_w]
+//   blobs()[1] bias    [num_output]                 (when bias_term)
+// Output size per spatial axis: (in + 2 pad - (dilation (kernel - 1) + 1)) / stride + 1.
+// Only the channel axis 1 and 4-D bottoms (N, C, H, W) are supported.
+//
+// Reference path: im2col + GEMM per image and group. Fast path: oneDNN
+// convolution primitives, created per bottom shape and reused until the shape
+// changes (they are built in Reshape, so the first Forward after a shape
+// change pays nothing extra).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/blob.hpp"
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+// The convolution's hyper-parameters, resolved from ConvolutionParameter.
+struct ConvGeometry {
+  int num_output = 0;
+  int group = 1;
+  bool bias_term = true;
+  int kernel_h = 0, kernel_w = 0;
+  int pad_h = 0, pad_w = 0;
+  int stride_h = 1, stride_w = 1;
+  int dilation_h = 1, dilation_w = 1;
+};
+
+class ConvolutionLayer : public Layer {
+ public:
+  explicit ConvolutionLayer(const caffe::LayerParameter& param);
+  ~ConvolutionLayer() override;
+
+  Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  const char* type() const override { return "Convolution"; }
+  int MinBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  bool EqualNumBottomTopBlobs() const override { return true; }
+  bool HasFastPath() const override { return true; }
+  // True when the fast path runs oneDNN for the current shape; false when it
+  // has not been prepared yet or oneDNN refused the shape (the reference serves).
+  bool UsesDnnl() const { return dnnl_ != nullptr; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  class DnnlConv;  // the oneDNN primitives for one bottom shape (conv_layer.cpp)
+
+  // True when the fast path has primitives for the current shape (builds them
+  // if needed); false when oneDNN cannot run this configuration.
+  bool PrepareDnnl();
+  // Whether im2col is the identity (1x1 kernel, stride 1, no pad).
+  bool IsPointwise() const;
+  // Fills col_ with the im2col of one image (C x H x W).
+  void Im2Col(const float* image);
+
+  ConvGeometry geo_;
+  int channels_ = 0;
+  int num_ = 0, height_ = 0, width_ = 0;
+  int out_h_ = 0, out_w_ = 0;
+  std::vector<float> col_;              // im2col buffer, (C k_h k_w) x (out_h out_w)
+  std::vector<float> bias_multiplier_;  // out_h out_w ones
+  std::unique_ptr<DnnlConv> dnnl_;
+  bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
+};
+
+}  // namespace pstrain
