@@ -1,0 +1,79 @@
+// PoolingLayer ("Pooling"): Caffe's 2-D MAX and AVE pooling.
+//
+// One 4-D bottom (N, C, H, W). Tops: the pooled values and, for MAX only, an
+// optional second top with the argmax of each output as the flat index
+// h * W + w into its input plane (Caffe's mask, stored as float).
+// Output size per spatial axis (Caffe): ceil((in + 2 pad - kernel) / stride) + 1
+// (floor with round_mode: FLOOR); then, when pad > 0 and the last window would
+// start at or beyond in + pad, that window is dropped. global_pooling makes
+// the kernel the whole plane. AVE divides by the window clipped to
+// [-pad, in + pad), before clipping to the input. STOCHASTIC is not supported.
+//
+// Fast path: oneDNN pooling on NCHW memory (with the workspace for MAX
+// backward). Configurations oneDNN cannot express exactly (AVE with padding
+// whose last window runs past in + pad; MAX with the mask top) run the
+// reference path.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "worker/layer.hpp"
+
+namespace pstrain {
+
+class PoolingLayer : public Layer {
+ public:
+  explicit PoolingLayer(const caffe::LayerParameter& param);
+  ~PoolingLayer() override;
+
+  Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
+  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
+
+  const char* type() const override { return "Pooling"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override {
+    return param_.pooling_param().pool() == caffe::PoolingParameter::MAX ? 2 : 1;
+  }
+  bool HasFastPath() const override { return true; }
+  // True when the fast path runs oneDNN for the current shape and tops; false
+  // when it has not been prepared or the configuration needs the reference.
+  bool UsesDnnl() const { return dnnl_ != nullptr; }
+
+ protected:
+  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
+                         const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  class DnnlPool;  // oneDNN primitives for one bottom shape (pooling_layer.cpp)
+
+  // True when the fast path has primitives for the current shape (builds them
+  // if needed); false when the reference path must serve.
+  bool PrepareDnnl(size_t num_tops);
+  // One output window [h0, h1) x [w0, w1), clipped to the input, and Caffe's
+  // AVE divisor.
+  struct Window {
+    int h0, h1, w0, w1;
+    int pool_size;
+  };
+  Window WindowAt(int ph, int pw) const;
+
+  bool max_ = true;  // MAX, else AVE
+  bool global_ = false;
+  bool floor_ = false;
+  int kernel_h_ = 0, kernel_w_ = 0;
+  int pad_h_ = 0, pad_w_ = 0;
+  int stride_h_ = 1, stride_w_ = 1;
+  int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
+  int pooled_h_ = 0, pooled_w_ = 0;
+  std::vector<int> max_index_;  // reference MAX argmax when there is no mask top
+  std::unique_ptr<DnnlPool> dnnl_;
+  bool dnnl_unusable_ = false;  // the current shape runs the reference
+};
+
+}  // namespace pstrain
