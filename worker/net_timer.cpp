@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace pstrain {
 
@@ -9,10 +10,20 @@ NetTime TimeNet(Net& net, int iterations) {
   using Clock = std::chrono::steady_clock;
   const auto& layers = net.layers();
   const size_t n = layers.size();
+  // A bottom gets a gradient when some layer upstream of it has parameters, as
+  // in training; unlike training, no layer is skipped for lack of a loss.
   std::vector<std::vector<bool>> propagate(n);
+  std::set<const Blob*> needs_gradient;
   for (size_t i = 0; i < n; ++i) {
+    bool any = !layers[i]->blobs().empty();
     for (size_t b = 0; b < net.bottom_vecs()[i].size(); ++b) {
-      propagate[i].push_back(layers[i]->AllowForceBackward(static_cast<int>(b)));
+      const bool need = layers[i]->AllowForceBackward(static_cast<int>(b)) &&
+                        needs_gradient.count(net.bottom_vecs()[i][b]) > 0;
+      propagate[i].push_back(need);
+      any = any || need;
+    }
+    if (any) {
+      for (const Blob* top : net.top_vecs()[i]) needs_gradient.insert(top);
     }
   }
   const auto pass = [&](std::vector<double>* fwd, std::vector<double>* bwd) {

@@ -1,7 +1,8 @@
 // NetTimer: per-layer forward and backward times of a net, like `caffe time`.
 // One warm-up iteration is run and not counted; then `iterations` timed
-// forward+backward passes. Backward runs on every layer (as Caffe's timer
-// does), so nets without a loss (deploy nets) are timed too.
+// forward+backward passes. Backward runs on every layer, so nets without a
+// loss (deploy nets) are timed too; a bottom gets a gradient when a layer
+// upstream of it has parameters (so the input image does not), as in training.
 #pragma once
 
 #include <string>
