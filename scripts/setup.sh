@@ -28,7 +28,6 @@ apt_packages=(
   dataset-fashion-mnist
   python3 python3-pip
 )
-pip_packages=(pyyaml tqdm matplotlib pytest)
 
 install_apt() {
   local missing=()
@@ -49,6 +48,8 @@ install_pip() {
   python3 -c "import tqdm" 2>/dev/null || missing+=(tqdm)
   python3 -c "import matplotlib" 2>/dev/null || missing+=(matplotlib)
   python3 -c "import pytest" 2>/dev/null || missing+=(pytest)
+  python3 -c "import numpy" 2>/dev/null || missing+=(numpy)
+  python3 -c "import cv2" 2>/dev/null || missing+=(opencv-python-headless)
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "setup: installing Python packages: ${missing[*]}"
   python3 -m pip install -q "${missing[@]}" 2>/dev/null ||
