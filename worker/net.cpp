@@ -30,13 +30,20 @@ Result<std::unique_ptr<Net>> Net::FromFile(const std::string& path, NetOptions o
   return Create(param, options);
 }
 
-std::string Net::Where(int layer_index) const {
-  const auto& layer = param_.layer(layer_index);
-  std::string where = source_;
-  if (layer_index < static_cast<int>(lines_.size()) && lines_[layer_index] > 0) {
-    where += ":" + std::to_string(lines_[layer_index]);
-  }
+namespace {
+
+// "file:line: layer 'x' (Type)" for layer i of a net whose layer lines are `lines`.
+std::string Place(const std::string& source, const std::vector<int>& lines, int i,
+                  const caffe::LayerParameter& layer) {
+  std::string where = source;
+  if (i < static_cast<int>(lines.size()) && lines[i] > 0) where += ":" + std::to_string(lines[i]);
   return where + ": layer '" + layer.name() + "' (" + layer.type() + ")";
+}
+
+}  // namespace
+
+std::string Net::Where(int layer_index) const {
+  return Place(source_, lines_, layer_index, param_.layer(layer_index));
 }
 
 Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options) {
@@ -59,6 +66,13 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
   }
   if (static_cast<int>(lines_.size()) != upgraded.layer_size()) lines_.clear();
 
+  for (int i = 0; i < upgraded.layer_size(); ++i) {  // FilterNet's rule, with the line
+    const auto& layer = upgraded.layer(i);
+    if (layer.include_size() > 0 && layer.exclude_size() > 0) {
+      return Status::Error(Place(source_, lines_, i, layer) +
+                           ": has both include and exclude rules; give one or the other");
+    }
+  }
   caffe::NetParameter filtered;
   PSTRAIN_RETURN_IF_ERROR(FilterNet(upgraded, state, &filtered, &lines_).WithContext(source_));
   InsertSplits(filtered, &param_, &lines_);
