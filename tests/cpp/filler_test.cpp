@@ -3,8 +3,8 @@
 // seed, and the exact ValidateFiller messages.
 #include "worker/filler.hpp"
 
-#include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
@@ -95,10 +95,10 @@ struct FanCase {
 
 TEST(FillerTest, XavierScaleFollowsVarianceNorm) {
   // Shape [200, 400]: fan_in 400, fan_out 200, average 300.
-  for (const FanCase c : {FanCase{"FAN_IN", 400}, FanCase{"FAN_OUT", 200}, FanCase{"AVERAGE", 300}}) {
+  for (const FanCase c :
+       {FanCase{"FAN_IN", 400}, FanCase{"FAN_OUT", 200}, FanCase{"AVERAGE", 300}}) {
     SCOPED_TRACE(c.norm);
-    const auto v =
-        FillValues(std::string("type: 'xavier' variance_norm: ") + c.norm, {200, 400});
+    const auto v = FillValues(std::string("type: 'xavier' variance_norm: ") + c.norm, {200, 400});
     const double a = std::sqrt(3.0 / c.n);
     const Moments m = Measure(v);
     EXPECT_LE(m.max_abs, a + 1e-6);
@@ -113,7 +113,8 @@ TEST(FillerTest, XavierScaleFollowsVarianceNorm) {
 }
 
 TEST(FillerTest, MsraStdFollowsVarianceNorm) {
-  for (const FanCase c : {FanCase{"FAN_IN", 400}, FanCase{"FAN_OUT", 200}, FanCase{"AVERAGE", 300}}) {
+  for (const FanCase c :
+       {FanCase{"FAN_IN", 400}, FanCase{"FAN_OUT", 200}, FanCase{"AVERAGE", 300}}) {
     SCOPED_TRACE(c.norm);
     const Moments m =
         Measure(FillValues(std::string("type: 'msra' variance_norm: ") + c.norm, {200, 400}));
@@ -162,9 +163,9 @@ TEST(FillerTest, BilinearThreeByThreeKernelByHand) {
 }
 
 TEST(FillerTest, SameSeedSameValuesOtherSeedOtherValues) {
-  for (const char* text : {"type: 'uniform' min: -1 max: 1", "type: 'gaussian' std: 1",
-                           "type: 'xavier'", "type: 'msra'", "type: 'positive_unitball'",
-                           "type: 'gaussian' std: 1 sparse: 2"}) {
+  for (const char* text :
+       {"type: 'uniform' min: -1 max: 1", "type: 'gaussian' std: 1", "type: 'xavier'",
+        "type: 'msra'", "type: 'positive_unitball'", "type: 'gaussian' std: 1 sparse: 2"}) {
     SCOPED_TRACE(text);
     const auto a = FillValues(text, {8, 16}, 7);
     const auto b = FillValues(text, {8, 16}, 7);

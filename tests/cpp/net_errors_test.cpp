@@ -14,8 +14,8 @@ namespace {
 
 ::testing::AssertionResult StartsWith(const std::string& s, const std::string& prefix) {
   if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << s << "\" does not start with \"" << prefix
-                                       << "\"";
+  return ::testing::AssertionFailure()
+         << "\"" << s << "\" does not start with \"" << prefix << "\"";
 }
 
 ::testing::AssertionResult Contains(const std::string& s, const std::string& part) {
@@ -67,8 +67,9 @@ TEST_F(NetErrorsTest, MissingBottom) {
   EXPECT_EQ(Error(std::string(kInput) +
                   "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"dat\" top: \"ip\"\n"
                   "        inner_product_param { num_output: 2 } }\n"),
-            path_ + ":3: layer 'ip' (InnerProduct): unknown bottom blob 'dat' (no earlier layer "
-                    "produces it)");
+            path_ +
+                ":3: layer 'ip' (InnerProduct): unknown bottom blob 'dat' (no earlier layer "
+                "produces it)");
 }
 
 TEST_F(NetErrorsTest, DuplicateTop) {
@@ -77,9 +78,10 @@ TEST_F(NetErrorsTest, DuplicateTop) {
                   "        inner_product_param { num_output: 2 } }\n" +
                   "layer { name: \"again\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\"\n"
                   "        inner_product_param { num_output: 2 } }\n"),
-            path_ + ":5: layer 'again' (InnerProduct): top blob 'ip' is already produced by an "
-                    "earlier layer (only in-place layers may reuse a name, at the same position "
-                    "as their bottom)");
+            path_ +
+                ":5: layer 'again' (InnerProduct): top blob 'ip' is already produced by an "
+                "earlier layer (only in-place layers may reuse a name, at the same position "
+                "as their bottom)");
 }
 
 TEST_F(NetErrorsTest, EltwiseShapeMismatch) {
@@ -88,15 +90,18 @@ TEST_F(NetErrorsTest, EltwiseShapeMismatch) {
                   "        inner_product_param { num_output: 2 } }\n" +
                   "layer { name: \"sum\" type: \"Eltwise\" bottom: \"data\" bottom: \"ip\"\n"
                   "        top: \"sum\" }\n"),
-            path_ + ":5: layer 'sum' (Eltwise): bottom 1 has shape 2 2 (4), bottom 0 has 2 3 (6); "
-                    "Eltwise needs equal shapes");
+            path_ +
+                ":5: layer 'sum' (Eltwise): bottom 1 has shape 2 2 (4), bottom 0 has 2 3 (6); "
+                "Eltwise needs equal shapes");
 }
 
 TEST_F(NetErrorsTest, CaffemodelWithOtherInputSize) {
-  const std::string ip = "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\"\n"
-                         "        inner_product_param { num_output: 3 } }\n";
+  const std::string ip =
+      "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\"\n"
+      "        inner_product_param { num_output: 3 } }\n";
   auto four = testing::BuildNet(
-      "layer { name: \"in\" type: \"Input\" top: \"data\" input_param { shape { dim: 2 dim: 4 } } }\n" +
+      "layer { name: \"in\" type: \"Input\" top: \"data\" input_param { shape { dim: 2 dim: 4 } } "
+      "}\n" +
       ip);
   ASSERT_NE(four, nullptr);
   const std::string model = dir_ / "k4.caffemodel";
@@ -105,15 +110,17 @@ TEST_F(NetErrorsTest, CaffemodelWithOtherInputSize) {
   ASSERT_NE(three, nullptr);
   Status s = three->CopyTrainedLayersFromFile(model);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), model + ": layer 'ip' blob 0: shape mismatch: the file has 3 4 (12), the "
-                                 "net has 3 3 (9)");
+  EXPECT_EQ(s.message(), model +
+                             ": layer 'ip' blob 0: shape mismatch: the file has 3 4 (12), the "
+                             "net has 3 3 (9)");
 }
 
 TEST_F(NetErrorsTest, DataLayerWithMissingLmdb) {
   const std::string source = dir_ / "no_such_lmdb";
   EXPECT_EQ(Error("name: \"d\"\n"
                   "layer { name: \"data\" type: \"Data\" top: \"data\" top: \"label\"\n"
-                  "        data_param { source: \"" + source + "\" batch_size: 2 } }\n"),
+                  "        data_param { source: \"" +
+                  source + "\" batch_size: 2 } }\n"),
             path_ + ":2: layer 'data' (Data): " + source +
                 ": cannot open LMDB (No such file or directory)");
 }
@@ -122,8 +129,9 @@ TEST_F(NetErrorsTest, IncludeAndExcludeOnOneLayer) {
   EXPECT_EQ(Error(std::string(kInput) +
                   "layer { name: \"relu\" type: \"ReLU\" bottom: \"data\" top: \"data\"\n"
                   "        include { phase: TRAIN } exclude { stage: \"deploy\" } }\n"),
-            path_ + ":3: layer 'relu' (ReLU): has both include and exclude rules; give one or "
-                    "the other");
+            path_ +
+                ":3: layer 'relu' (ReLU): has both include and exclude rules; give one or "
+                "the other");
 }
 
 TEST_F(NetErrorsTest, TooManyParamSpecs) {
@@ -131,8 +139,9 @@ TEST_F(NetErrorsTest, TooManyParamSpecs) {
                   "layer { name: \"ip\" type: \"InnerProduct\" bottom: \"data\" top: \"ip\"\n"
                   "        param { lr_mult: 1 } param { lr_mult: 2 } param { lr_mult: 3 }\n"
                   "        inner_product_param { num_output: 2 } }\n"),
-            path_ + ":3: layer 'ip' (InnerProduct): 3 param specs given but the layer has 2 "
-                    "learnable blobs");
+            path_ +
+                ":3: layer 'ip' (InnerProduct): 3 param specs given but the layer has 2 "
+                "learnable blobs");
 }
 
 TEST_F(NetErrorsTest, LinesStayRightAfterAnInputUpgradeAndSplits) {
@@ -143,8 +152,9 @@ TEST_F(NetErrorsTest, LinesStayRightAfterAnInputUpgradeAndSplits) {
                   "layer { name: \"a\" type: \"ReLU\" bottom: \"data\" top: \"a\" }\n"
                   "layer { name: \"b\" type: \"ReLU\" bottom: \"data\" top: \"b\" }\n"
                   "layer { name: \"c\" type: \"ReLU\" bottom: \"nothing\" top: \"c\" }\n"),
-            path_ + ":5: layer 'c' (ReLU): unknown bottom blob 'nothing' (no earlier layer "
-                    "produces it)");
+            path_ +
+                ":5: layer 'c' (ReLU): unknown bottom blob 'nothing' (no earlier layer "
+                "produces it)");
 }
 
 TEST_F(NetErrorsTest, V1NetErrorNamesTheLayersLine) {

@@ -114,9 +114,9 @@ constexpr const char* kSplitNet = R"(
 TEST(NetTest, SplitsAreInsertedAndGradientsOfConsumersAdd) {
   auto net = BuildNet(kSplitNet);
   ASSERT_NE(net, nullptr);
-  EXPECT_EQ(LayerNames(*net), (std::vector<std::string>{"in", "target_in_1_split", "ip1",
-                                                        "h_ip1_0_split", "ipa", "ipb", "la",
-                                                        "lb"}));
+  EXPECT_EQ(LayerNames(*net),
+            (std::vector<std::string>{"in", "target_in_1_split", "ip1", "h_ip1_0_split", "ipa",
+                                      "ipb", "la", "lb"}));
   const auto& split = net->param().layer(3);
   EXPECT_EQ(split.type(), "Split");
   EXPECT_EQ(split.bottom(0), "h");
@@ -218,11 +218,13 @@ std::string ShareNet(const char* mode_a, int k_b) {
   return std::string(R"(
     layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 6 } } }
     layer { name: "ipa" type: "InnerProduct" bottom: "data" top: "a"
-            param { name: "w" )") + mode_a + R"( } inner_product_param { num_output: 2 } }
+            param { name: "w" )") +
+         mode_a + R"( } inner_product_param { num_output: 2 } }
     layer { name: "in2" type: "Input" top: "x" input_param { shape { dim: 2 dim: )" +
          std::to_string(k_b) + R"( } } }
     layer { name: "ipc" type: "InnerProduct" bottom: "x" top: "c"
-            param { name: "w" )" + mode_a + R"( } inner_product_param { num_output: 6 } }
+            param { name: "w" )" +
+         mode_a + R"( } inner_product_param { num_output: 6 } }
   )";
 }
 
@@ -386,7 +388,8 @@ std::unique_ptr<Net> Mlp(uint64_t seed, const std::string& from = "", const std:
   return BuildNet(text, options);
 }
 
-bool SameParams(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+bool SameParams(const std::vector<std::vector<float>>& a,
+                const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].size() != b[i].size() ||
@@ -444,8 +447,9 @@ TEST(NetTest, CaffemodelShapeMismatchNamesLayerAndChangesNothing) {
   const auto before = ParamValues(*d);
   Status s = d->CopyTrainedLayersFromFile(path);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), path + ": layer 'ip2' blob 0: shape mismatch: the file has 3 6 (18), "
-                                "the net has 4 6 (24)");
+  EXPECT_EQ(s.message(), path +
+                             ": layer 'ip2' blob 0: shape mismatch: the file has 3 6 (18), "
+                             "the net has 4 6 (24)");
   EXPECT_TRUE(SameParams(ParamValues(*d), before));  // ip1 (earlier, matching) untouched too
 }
 
@@ -483,8 +487,9 @@ TEST(NetTest, ShareTrainedLayersWithSharesStorage) {
   ASSERT_NE(other, nullptr);
   Status s = other->ShareTrainedLayersWith(*train);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message(), "layer 'ip2' blob 0 has shape 4 6 (24) in one net and 3 6 (18) in the "
-                         "other");
+  EXPECT_EQ(s.message(),
+            "layer 'ip2' blob 0 has shape 4 6 (24) in one net and 3 6 (18) in the "
+            "other");
 }
 
 TEST(NetTest, V1NetFileBuildsThroughTheUpgrade) {

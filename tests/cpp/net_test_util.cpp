@@ -62,8 +62,7 @@ std::vector<std::vector<float>> ParamValues(const Net& net) {
   return values;
 }
 
-void CheckNetGradient(Net& net, Blob* blob, const std::string& what, float step,
-                      float tolerance) {
+void CheckNetGradient(Net& net, Blob* blob, const std::string& what, float step, float tolerance) {
   net.ClearParamDiffs();
   net.ForwardBackward();
   const std::vector<float> analytic(blob->cpu_diff(), blob->cpu_diff() + blob->count());

@@ -68,7 +68,8 @@ TEST(TrainerTest, SgdStepsMatchAHandRolledLoop) {
   auto trainer = MakeTrainer(std::string(R"(
     type: "SGD" base_lr: 0.1 momentum: 0.9 weight_decay: 0.01
     lr_policy: "step" gamma: 0.5 stepsize: 2 max_iter: 5 random_seed: 7
-    net_param {)") + kDummyNet + "}");
+    net_param {)") + kDummyNet +
+                             "}");
   ASSERT_NE(trainer, nullptr);
 
   // The same net with the same seed: the same initial weights and data.
@@ -120,7 +121,8 @@ void WriteTrainLmdb(const std::string& dir, int n) {
 std::string DataNet(const std::string& source, int batch) {
   return R"(
     layer { name: "data" type: "Data" top: "data" top: "label"
-            data_param { source: ")" + source + "\" batch_size: " + std::to_string(batch) + R"( }
+            data_param { source: ")" +
+         source + "\" batch_size: " + std::to_string(batch) + R"( }
             transform_param { scale: 0.015625 } }
     layer { name: "ip" type: "InnerProduct" bottom: "data" top: "s"
             inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
@@ -148,7 +150,8 @@ TEST(TrainerTest, SnapshotAndResumeContinueExactly) {
   WriteTrainLmdb(dir / "lmdb", 10);  // batch 3: batches wrap around the end
   const std::string solver = R"(
     base_lr: 0.3 momentum: 0.9 lr_policy: "fixed" max_iter: 6 snapshot: 3 random_seed: 5
-    snapshot_prefix: ")" + (dir / "snaps/run") + "\" net_param {" + DataNet(dir / "lmdb", 3) + "}";
+    snapshot_prefix: ")" + (dir / "snaps/run") +
+                             "\" net_param {" + DataNet(dir / "lmdb", 3) + "}";
   std::vector<std::string> snapshots;
   TrainerOptions options;
   options.on_event = [&](const TrainEvent& e) {
@@ -199,10 +202,10 @@ TEST(TrainerTest, TestAllAveragesOverTestIter) {
   const int labels[6] = {1, 1, 1, 0, 0, 1};
   std::vector<std::pair<std::string, std::string>> records;
   for (int i = 0; i < 6; ++i) {
-    records.emplace_back("0000000" + std::to_string(i),
-                         testing::MakeDatum(1, 1, 1, std::string(1, static_cast<char>(i)),
-                                            labels[i])
-                             .SerializeAsString());
+    records.emplace_back(
+        "0000000" + std::to_string(i),
+        testing::MakeDatum(1, 1, 1, std::string(1, static_cast<char>(i)), labels[i])
+            .SerializeAsString());
   }
   testing::WriteLmdb(dir / "lmdb", records);
   std::vector<TrainEvent> events;
@@ -212,13 +215,15 @@ TEST(TrainerTest, TestAllAveragesOverTestIter) {
     base_lr: 0.1 lr_policy: "fixed" max_iter: 1 test_iter: 3 test_interval: 100 random_seed: 1
     net_param {
       layer { name: "data" type: "Data" top: "data" top: "label"
-              data_param { source: ")" + (dir / "lmdb") + R"(" batch_size: 2 } }
+              data_param { source: ")" +
+                                 (dir / "lmdb") + R"(" batch_size: 2 } }
       layer { name: "ip" type: "InnerProduct" bottom: "data" top: "s"
               inner_product_param { num_output: 2 } }
       layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" }
       layer { name: "accuracy" type: "Accuracy" bottom: "s" bottom: "label" top: "accuracy"
               include { phase: TEST } }
-    })", options);
+    })",
+                             options);
   ASSERT_NE(trainer, nullptr);
   // Scores: s0 = x - 2.5, s1 = 0, so class 1 for x <= 2: right for records
   // 0 1 2 3 4 (batches: 1, 1, 1/2 right), wrong for 5.
@@ -287,10 +292,13 @@ TEST(TrainerTest, SolverErrors) {
   EXPECT_EQ(TrainerError("base_lr: 0.1 lr_policy: \"fixed\""),
             "solver.prototxt: give exactly one of net, net_param, train_net, train_net_param "
             "(found 0)");
-  EXPECT_EQ(TrainerError(std::string("base_lr: 0.1 lr_policy: \"fixed\" test_iter: 1 test_iter: 2 test_interval: 10 ") +
-                         "train_net_param {" + kTinyNet + "} test_net_param {" + kTinyNet + "}"),
-            "solver.prototxt: test_iter must be given once per test net (1 test nets, 2 test_iter "
-            "values)");
+  EXPECT_EQ(
+      TrainerError(
+          std::string(
+              "base_lr: 0.1 lr_policy: \"fixed\" test_iter: 1 test_iter: 2 test_interval: 10 ") +
+          "train_net_param {" + kTinyNet + "} test_net_param {" + kTinyNet + "}"),
+      "solver.prototxt: test_iter must be given once per test net (1 test nets, 2 test_iter "
+      "values)");
   auto missing = Trainer::FromFile("/nonexistent/solver.prototxt", TrainerOptions());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),
