@@ -11,6 +11,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_line.hpp"
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
@@ -142,8 +144,11 @@ class JsonObject {
           if (i_ + 4 > s_.size()) return false;
           i_ += 4;
           c = '?';
-        } else if (std::string("\"\\/bfnrt").find(c) == std::string::npos) {
-          return false;
+        } else {
+          const std::string from = "\"\\/bfnrt", to = "\"\\/\b\f\n\r\t";
+          const size_t k = from.find(c);
+          if (k == std::string::npos) return false;
+          c = to[k];
         }
       }
       out->push_back(c);
@@ -225,6 +230,29 @@ std::map<std::string, uintmax_t> Listing(const std::string& dir) {
     files[e.path().string()] = e.is_regular_file() ? e.file_size() : 0;
   }
   return files;
+}
+
+TEST(JsonLineTest, WritesOneValidObjectInInsertionOrder) {
+  const std::string line = JsonLine()
+                               .Add("event", "time")
+                               .Add("text", std::string("a\"b\\c\nd\x01"))
+                               .Add("n", 42)
+                               .Add("big", int64_t{1} << 40)
+                               .Add("x", 0.1)
+                               .Add("nan", std::nan(""))
+                               .Add("inf", HUGE_VAL)
+                               .Add("yes", true)
+                               .AddRaw("obj", "{\"k\":[1,2]}")
+                               .str();
+  EXPECT_EQ(line,
+            "{\"event\":\"time\",\"text\":\"a\\\"b\\\\c\\nd\\u0001\",\"n\":42,"
+            "\"big\":1099511627776,\"x\":0.1,\"nan\":null,\"inf\":null,\"yes\":true,"
+            "\"obj\":{\"k\":[1,2]}}");
+  const JsonObject parsed(line);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed.strings.at("text"), "a\"b\\c\nd?");
+  EXPECT_EQ(parsed.numbers.at("big"), 1099511627776.0);
+  EXPECT_EQ(JsonLine().str(), "{}");
 }
 
 class ToolsTest : public ::testing::Test {
@@ -365,6 +393,7 @@ TEST_F(ToolsTest, PsNetTrainJsonWritesEventsAndSnapshots) {
        {"_iter_2.caffemodel", "_iter_2.solverstate", "_iter_4.caffemodel", "_iter_4.solverstate"}) {
     EXPECT_TRUE(FileExists(prefix + suffix)) << suffix;
   }
+  EXPECT_EQ(Listing(dir_ / "out").size(), 4u) << "only the snapshots (no temporary files)";
   auto net = testing::BuildNet(kTinyNet);
   ASSERT_NE(net, nullptr);
   EXPECT_TRUE(net->CopyTrainedLayersFromFile(prefix + "_iter_4.caffemodel").ok());

@@ -147,9 +147,10 @@ TEST(TrainerTest, IterSizeTwoEqualsDoubleBatch) {
 
 TEST(TrainerTest, SnapshotAndResumeContinueExactly) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 10);  // batch 3: batches wrap around the end
+  WriteTrainLmdb(dir / "lmdb", 10);  // batch 3 (x iter_size 2): batches wrap around the end
   const std::string solver = R"(
     base_lr: 0.3 momentum: 0.9 lr_policy: "fixed" max_iter: 6 snapshot: 3 random_seed: 5
+    iter_size: 2
     snapshot_prefix: ")" + (dir / "snaps/run") +
                              "\" net_param {" + DataNet(dir / "lmdb", 3) + "}";
   std::vector<std::string> snapshots;
