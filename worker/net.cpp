@@ -1,5 +1,6 @@
 #include "worker/net.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -29,13 +30,20 @@ Result<std::unique_ptr<Net>> Net::FromFile(const std::string& path, NetOptions o
   return Create(param, options);
 }
 
-std::string Net::Where(int layer_index) const {
-  const auto& layer = param_.layer(layer_index);
-  std::string where = source_;
-  if (layer_index < static_cast<int>(lines_.size()) && lines_[layer_index] > 0) {
-    where += ":" + std::to_string(lines_[layer_index]);
-  }
+namespace {
+
+// "file:line: layer 'x' (Type)" for layer i of a net whose layer lines are `lines`.
+std::string Place(const std::string& source, const std::vector<int>& lines, int i,
+                  const caffe::LayerParameter& layer) {
+  std::string where = source;
+  if (i < static_cast<int>(lines.size()) && lines[i] > 0) where += ":" + std::to_string(lines[i]);
   return where + ": layer '" + layer.name() + "' (" + layer.type() + ")";
+}
+
+}  // namespace
+
+std::string Net::Where(int layer_index) const {
+  return Place(source_, lines_, layer_index, param_.layer(layer_index));
 }
 
 Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options) {
@@ -58,6 +66,13 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
   }
   if (static_cast<int>(lines_.size()) != upgraded.layer_size()) lines_.clear();
 
+  for (int i = 0; i < upgraded.layer_size(); ++i) {  // FilterNet's rule, with the line
+    const auto& layer = upgraded.layer(i);
+    if (layer.include_size() > 0 && layer.exclude_size() > 0) {
+      return Status::Error(Place(source_, lines_, i, layer) +
+                           ": has both include and exclude rules; give one or the other");
+    }
+  }
   caffe::NetParameter filtered;
   PSTRAIN_RETURN_IF_ERROR(FilterNet(upgraded, state, &filtered, &lines_).WithContext(source_));
   InsertSplits(filtered, &param_, &lines_);
@@ -69,18 +84,18 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
   bottom_ids_.resize(n);
   top_ids_.resize(n);
   bottom_need_backward_.resize(n);
-  std::set<std::string> consumed;
+  // Outputs: blobs still available after the last layer, as Caffe tracks
+  // them (a bottom is used up, a top, in-place ones included, made
+  // available), in creation order.
+  std::set<std::string> available;
   for (int i = 0; i < n; ++i) {
     PSTRAIN_RETURN_IF_ERROR(AppendLayer(i, options));
-    for (const auto& b : param_.layer(i).bottom()) consumed.insert(b);
+    for (const auto& b : param_.layer(i).bottom()) available.erase(b);
+    for (const auto& t : param_.layer(i).top()) available.insert(t);
   }
   ComputeBackwardNeeds(param_.force_backward());
-  // Outputs: the last version of each blob name that no layer consumes.
-  std::set<std::string> seen;
   for (const auto& blob_name : blob_names_) {
-    if (!consumed.count(blob_name) && seen.insert(blob_name).second) {
-      output_names_.push_back(blob_name);
-    }
+    if (available.erase(blob_name) > 0) output_names_.push_back(blob_name);
   }
   return Status::Ok();
 }
@@ -122,6 +137,17 @@ Status Net::AppendLayer(int index, const NetOptions& options) {
     blob_index_[name] = id;
     top_ids_[index].push_back(id);
     top_vecs_[index].push_back(blobs_.back().get());
+  }
+  // Tops a prototxt leaves out of a layer that makes its own (a loss without
+  // a top): unnamed blobs, as Caffe's "(automatic)" tops; never net outputs.
+  if (layer->AutoTopBlobs()) {
+    const int needed = std::max(layer->MinTopBlobs(), layer->ExactNumTopBlobs());
+    for (int t = lp.top_size(); t < needed; ++t) {
+      top_ids_[index].push_back(static_cast<int>(blobs_.size()));
+      blobs_.push_back(std::make_unique<Blob>());
+      blob_names_.push_back("(automatic)");
+      top_vecs_[index].push_back(blobs_.back().get());
+    }
   }
   layers_.push_back(std::move(layer));
   Status setup = layers_.back()->SetUp(bottom_vecs_[index], top_vecs_[index]);

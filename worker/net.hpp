@@ -88,7 +88,8 @@ class Net {
   }
   bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
   const std::vector<LearnableParam>& learnable_params() const { return learnable_params_; }
-  // Blobs no layer consumes (loss, accuracy, probabilities), in creation order.
+  // Blobs no later layer consumes (loss, accuracy, probabilities; the output of an
+  // in-place layer counts), in creation order.
   const std::vector<std::string>& output_blob_names() const { return output_names_; }
   Blob* blob_by_name(const std::string& name) const;
   Layer* layer_by_name(const std::string& name) const;

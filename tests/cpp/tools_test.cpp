@@ -1,0 +1,440 @@
+// Tests of the programs ps-net and ps-data, run as subprocesses (the built
+// binaries under PSTRAIN_BINARY_DIR/bin): exit statuses, the one-line error
+// messages, --json output (every line a JSON object), the files a training
+// run writes, and that failures leave no output behind.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/json_line.hpp"
+#include "common/proto_io.hpp"
+#include "tests/cpp/data_test_util.hpp"
+#include "tests/cpp/net_test_util.hpp"
+
+namespace pstrain {
+namespace {
+
+const std::string kPsNet = PSTRAIN_BINARY_DIR "/bin/ps-net";
+const std::string kPsData = PSTRAIN_BINARY_DIR "/bin/ps-data";
+
+struct RunResult {
+  int exit_code = -1;  // -1: killed (timeout or signal)
+  std::string out;
+  std::string err;
+};
+
+// Runs `args` (args[0] the program) in folder `cwd`, capturing both streams;
+// kills it after `timeout_s` seconds.
+RunResult RunProgram(const std::vector<std::string>& args, const std::string& cwd = "/",
+                     int timeout_s = 30) {
+  RunResult result;
+  int out_pipe[2], err_pipe[2];
+  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return result;
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  int open_fds = 2;
+  bool killed = false;
+  while (open_fds > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    if (::poll(fds, 2, static_cast<int>(left.count())) < 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_FALSE(killed) << args[0] << " ran past " << timeout_s << " s";
+  if (!killed && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A strict little JSON reader: Object() accepts one JSON object and nothing
+// else, and keeps its top-level string and number members.
+class JsonObject {
+ public:
+  explicit JsonObject(const std::string& text) : s_(text) {
+    Space();
+    ok_ = Object(true);
+    Space();
+    ok_ = ok_ && i_ == s_.size();
+  }
+  bool ok() const { return ok_; }
+  std::map<std::string, std::string> strings;
+  std::map<std::string, double> numbers;
+
+ private:
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Eat(char c) {
+    Space();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  bool String(std::string* out) {
+    if (!Eat('"')) return false;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      char c = s_[i_++];
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c == '\\') {
+        if (i_ >= s_.size()) return false;
+        c = s_[i_++];
+        if (c == 'u') {
+          if (i_ + 4 > s_.size()) return false;
+          i_ += 4;
+          c = '?';
+        } else {
+          const std::string from = "\"\\/bfnrt", to = "\"\\/\b\f\n\r\t";
+          const size_t k = from.find(c);
+          if (k == std::string::npos) return false;
+          c = to[k];
+        }
+      }
+      out->push_back(c);
+    }
+    return Eat('"');
+  }
+  bool Number(double* out) {
+    Space();
+    const char* begin = s_.c_str() + i_;
+    char* end = nullptr;
+    *out = std::strtod(begin, &end);
+    if (end == begin || *begin == '+' || *begin == '.') return false;
+    const std::string token(begin, static_cast<size_t>(end - begin));
+    if (token.find_first_of("xXnNiI") != std::string::npos) return false;
+    i_ += static_cast<size_t>(end - begin);
+    return true;
+  }
+  bool Literal(const char* word) {
+    Space();
+    if (s_.compare(i_, std::strlen(word), word) != 0) return false;
+    i_ += std::strlen(word);
+    return true;
+  }
+  bool Value(const std::string* key) {
+    Space();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{') return Object(false);
+    if (c == '[') {
+      ++i_;
+      if (Eat(']')) return true;
+      do {
+        if (!Value(nullptr)) return false;
+      } while (Eat(','));
+      return Eat(']');
+    }
+    if (c == '"') {
+      std::string v;
+      if (!String(&v)) return false;
+      if (key != nullptr) strings[*key] = v;
+      return true;
+    }
+    if (c == 't') return Literal("true");
+    if (c == 'f') return Literal("false");
+    if (c == 'n') return Literal("null");
+    double d = 0;
+    if (!Number(&d)) return false;
+    if (key != nullptr) numbers[*key] = d;
+    return true;
+  }
+  bool Object(bool top) {
+    if (!Eat('{')) return false;
+    if (Eat('}')) return true;
+    do {
+      std::string key;
+      if (!String(&key) || !Eat(':') || !Value(top ? &key : nullptr)) return false;
+    } while (Eat(','));
+    return Eat('}');
+  }
+
+  std::string s_;
+  size_t i_ = 0;
+  bool ok_ = false;
+};
+
+std::vector<JsonObject> JsonLines(const std::string& out) {
+  std::vector<JsonObject> objects;
+  for (const auto& line : Lines(out)) {
+    objects.emplace_back(line);
+    EXPECT_TRUE(objects.back().ok()) << "not one JSON object: " << line;
+  }
+  return objects;
+}
+
+// Names and sizes of everything under `dir`.
+std::map<std::string, uintmax_t> Listing(const std::string& dir) {
+  std::map<std::string, uintmax_t> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    files[e.path().string()] = e.is_regular_file() ? e.file_size() : 0;
+  }
+  return files;
+}
+
+TEST(JsonLineTest, WritesOneValidObjectInInsertionOrder) {
+  const std::string line = JsonLine()
+                               .Add("event", "time")
+                               .Add("text", std::string("a\"b\\c\nd\x01"))
+                               .Add("n", 42)
+                               .Add("big", int64_t{1} << 40)
+                               .Add("x", 0.1)
+                               .Add("nan", std::nan(""))
+                               .Add("inf", HUGE_VAL)
+                               .Add("yes", true)
+                               .AddRaw("obj", "{\"k\":[1,2]}")
+                               .str();
+  EXPECT_EQ(line,
+            "{\"event\":\"time\",\"text\":\"a\\\"b\\\\c\\nd\\u0001\",\"n\":42,"
+            "\"big\":1099511627776,\"x\":0.1,\"nan\":null,\"inf\":null,\"yes\":true,"
+            "\"obj\":{\"k\":[1,2]}}");
+  const JsonObject parsed(line);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed.strings.at("text"), "a\"b\\c\nd?");
+  EXPECT_EQ(parsed.numbers.at("big"), 1099511627776.0);
+  EXPECT_EQ(JsonLine().str(), "{}");
+}
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(FileExists(kPsNet)) << kPsNet << " is not built";
+    ASSERT_TRUE(FileExists(kPsData)) << kPsData << " is not built";
+  }
+  testing::TempDir dir_;
+};
+
+constexpr const char* kTinyNet = R"(name: "tiny"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 4 dim: 6 } shape { dim: 4 }
+                           data_filler { type: "gaussian" std: 1 }
+                           data_filler { type: "constant" value: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "s"
+        inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" }
+layer { name: "accuracy" type: "Accuracy" bottom: "s" bottom: "label" top: "accuracy"
+        include { phase: TEST } }
+)";
+
+TEST_F(ToolsTest, PsNetBadArgumentsExitTwo) {
+  RunResult r = RunProgram({kPsNet});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).at(0), "ps-net: missing command");
+  r = RunProgram({kPsNet, "frobnicate"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).at(0), "ps-net: unknown command 'frobnicate'");
+  r = RunProgram({kPsNet, "train"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).at(0), "ps-net: --solver is required");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ToolsTest, PsNetTrainWithMissingSolver) {
+  const std::string solver = dir_ / "absent_solver.prototxt";
+  RunResult r = RunProgram({kPsNet, "train", "--solver", solver});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ps-net: " + solver + ": cannot open (No such file or directory)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ToolsTest, PsNetTestWithTruncatedCaffemodelChangesNoFile) {
+  const std::string model = dir_ / "tiny.prototxt";
+  testing::WriteTextFile(model, kTinyNet);
+  auto net = testing::BuildNet(kTinyNet);
+  ASSERT_NE(net, nullptr);
+  ASSERT_TRUE(net->WriteCaffemodel(dir_ / "full.caffemodel").ok());
+  const std::string bytes = testing::ReadWholeFile(dir_ / "full.caffemodel");
+  const std::string weights = dir_ / "half.caffemodel";
+  testing::WriteFile(weights, bytes.substr(0, bytes.size() / 2), false);
+  const auto before = Listing(dir_.path());
+  const std::string half_bytes = testing::ReadWholeFile(weights);
+
+  RunResult r = RunProgram(
+      {kPsNet, "test", "--model", model, "--weights", weights, "--iterations", "2"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ps-net: " + weights +
+                       ": not a valid binary caffe.NetParameter (truncated or corrupt)\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(Listing(dir_.path()), before);
+  EXPECT_EQ(testing::ReadWholeFile(weights), half_bytes);
+
+  // The whole file works, and reports the test outputs.
+  r = RunProgram({kPsNet, "test", "--model", model, "--weights", dir_ / "full.caffemodel",
+                  "--iterations", "2", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0].strings.at("event"), "test");
+  EXPECT_EQ(objects[0].numbers.at("iterations"), 2);
+  EXPECT_GE(objects[0].numbers.at("accuracy"), 0);
+  EXPECT_GT(objects[0].numbers.at("loss"), 0);
+}
+
+TEST_F(ToolsTest, PsNetTimeJson) {
+  const std::string model = dir_ / "tiny.prototxt";
+  testing::WriteTextFile(model, kTinyNet);
+  RunResult r = RunProgram({kPsNet, "time", "--model", model, "--iterations", "3", "--threads", "1",
+                            "--batch", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 4u);  // data, ip, loss (TRAIN phase), then the summary
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(objects[i].strings.at("event"), "layer_time");
+    EXPECT_GE(objects[i].numbers.at("forward_ms"), 0);
+  }
+  EXPECT_EQ(objects[1].strings.at("layer"), "ip");
+  EXPECT_EQ(objects[1].strings.at("type"), "InnerProduct");
+  const JsonObject& t = objects[3];
+  EXPECT_EQ(t.strings.at("event"), "time");
+  EXPECT_EQ(t.strings.at("model"), model);
+  EXPECT_EQ(t.numbers.at("iterations"), 3);
+  EXPECT_EQ(t.numbers.at("threads"), 1);
+  EXPECT_GT(t.numbers.at("total_ms"), 0);
+  EXPECT_GE(t.numbers.at("total_ms"), t.numbers.at("forward_ms"));
+}
+
+TEST_F(ToolsTest, PsNetTrainJsonWritesEventsAndSnapshots) {
+  // The solver names its net relatively: it is found next to the solver
+  // although the program runs in another folder.
+  testing::WriteTextFile(dir_ / "tiny.prototxt", kTinyNet);
+  const std::string prefix = dir_ / "out/tiny";
+  testing::WriteTextFile(dir_ / "solver.prototxt",
+                         "net: \"tiny.prototxt\"\n"
+                         "base_lr: 0.1 momentum: 0.9 lr_policy: \"fixed\" random_seed: 1\n"
+                         "max_iter: 4 display: 1 snapshot: 2 snapshot_prefix: \"" +
+                             prefix +
+                             "\"\n"
+                             "test_iter: 2 test_interval: 2\n");
+  RunResult r = RunProgram(
+      {kPsNet, "train", "--solver", dir_ / "solver.prototxt", "--json", "--threads", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  std::vector<std::string> events;
+  for (const auto& o : JsonLines(r.out)) {
+    events.push_back(o.strings.at("event") + "@" +
+                     std::to_string(static_cast<int>(o.numbers.at("iter"))));
+    if (o.strings.at("event") == "train") {
+      EXPECT_GT(o.numbers.at("loss"), 0);
+      EXPECT_NEAR(o.numbers.at("lr"), 0.1, 1e-7);
+    }
+    if (o.strings.at("event") == "test") {
+      EXPECT_EQ(o.numbers.count("accuracy"), 1u);
+    }
+    if (o.strings.at("event") == "snapshot") {
+      EXPECT_EQ(o.strings.at("path"), prefix + "_iter_" +
+                                          std::to_string(static_cast<int>(o.numbers.at("iter"))) +
+                                          ".caffemodel");
+    }
+  }
+  EXPECT_EQ(events,
+            (std::vector<std::string>{"test@0", "train@0", "train@1", "snapshot@2", "test@2",
+                                      "train@2", "train@3", "snapshot@4", "test@4", "done@4"}));
+  for (const char* suffix :
+       {"_iter_2.caffemodel", "_iter_2.solverstate", "_iter_4.caffemodel", "_iter_4.solverstate"}) {
+    EXPECT_TRUE(FileExists(prefix + suffix)) << suffix;
+  }
+  EXPECT_EQ(Listing(dir_ / "out").size(), 4u) << "only the snapshots (no temporary files)";
+  auto net = testing::BuildNet(kTinyNet);
+  ASSERT_NE(net, nullptr);
+  EXPECT_TRUE(net->CopyTrainedLayersFromFile(prefix + "_iter_4.caffemodel").ok());
+}
+
+TEST_F(ToolsTest, PsDataBadMagicLeavesNoOutput) {
+  const std::string images = dir_ / "images.idx";
+  const std::string labels = dir_ / "labels.idx";
+  std::string idx = testing::IdxImages(2, 2, 2, std::string(8, '\x7f'));
+  idx[3] = '\x04';  // magic 0x804
+  testing::WriteFile(images, idx, false);
+  testing::WriteFile(labels, testing::IdxLabels(std::string("\x01\x02", 2)), false);
+  const std::string out = dir_ / "out_lmdb";
+  RunResult r = RunProgram({kPsData, "mnist", images, labels, out}, dir_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ps-data: " + images +
+                       ": not an IDX image file (magic number 0x00000804, expected 0x00000803)\n");
+  EXPECT_EQ(r.out, "");
+  EXPECT_FALSE(FileExists(out));
+  EXPECT_EQ(Listing(dir_.path()).size(), 2u) << "something besides the inputs was left";
+
+  // The good file converts (so the failure above was the magic number's).
+  idx[3] = '\x03';
+  testing::WriteFile(images, idx, false);
+  r = RunProgram({kPsData, "mnist", images, labels, out, "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto objects = JsonLines(r.out);
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0].numbers.at("records"), 2);
+  EXPECT_TRUE(FileExists(out));
+}
+
+TEST_F(ToolsTest, PsDataBadArgumentsExitTwo) {
+  RunResult r = RunProgram({kPsData});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u);
+  r = RunProgram({kPsData, "mnist", "a", "b"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("ps-data: mnist takes IMAGES LABELS OUT_LMDB, got 2 arguments", 0), 0u)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace pstrain
