@@ -49,7 +49,7 @@ install_pip() {
   python3 -c "import matplotlib" 2>/dev/null || missing+=(matplotlib)
   python3 -c "import pytest" 2>/dev/null || missing+=(pytest)
   python3 -c "import numpy" 2>/dev/null || missing+=(numpy)
-  python3 -c "import cv2" 2>/dev/null || missing+=(opencv-python-headless)
+  python3 -c "import cv2; cv2.dnn.readNetFromCaffe" 2>/dev/null || missing+=("opencv-python-headless<5")
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "setup: installing Python packages: ${missing[*]}"
   python3 -m pip install -q "${missing[@]}" 2>/dev/null ||

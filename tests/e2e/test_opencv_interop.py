@@ -1,6 +1,6 @@
 """A .caffemodel written by ps-net loads in OpenCV's dnn module and classifies alike.
 
-Trains LeNet briefly, then classifies the first 1,000 Fashion-MNIST test images
+OpenCV 4 is used (OpenCV 5 dropped the Caffe importer). Trains LeNet briefly, then classifies the first 1,000 Fashion-MNIST test images
 with OpenCV (readNetFromCaffe on our deploy prototxt and .caffemodel) and checks
 the accuracy equals what `ps-net test` reports on the same images.
 """
