@@ -174,6 +174,7 @@ Status Net::AppendParams(int layer_index) {
     if (owner == param_owner_.end()) {
       LearnableParam info;
       info.layer = lp.name();
+      info.layer_index = layer_index;
       info.index = p;
       info.name = shared_name.empty() ? lp.name() + "/" + std::to_string(p) : shared_name;
       info.blob = blob;
@@ -251,11 +252,12 @@ float Net::Forward() {
   return loss;
 }
 
-void Net::Backward() {
+void Net::Backward(const std::function<void(int)>& after_layer) {
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
     if (layer_need_backward_[i]) {
       layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
     }
+    if (after_layer) after_layer(i);
   }
 }
 

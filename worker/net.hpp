@@ -10,6 +10,7 @@
 // Threading: a Net is driven by one thread at a time.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,8 +26,9 @@ namespace pstrain {
 // One learnable parameter of the net, in the order Caffe's learnable_params
 // uses (layer order, then blob order; shared parameters once, at their owner).
 struct LearnableParam {
-  std::string layer;  // owning layer
-  int index = 0;      // blob index within that layer
+  std::string layer;     // owning layer (the first layer that uses the blob)
+  int layer_index = 0;   // its index in layers(); its gradient is final after its backward
+  int index = 0;         // blob index within that layer
   std::string name;   // "<layer>/<index>" or the ParamSpec name
   Blob* blob = nullptr;
   float lr_mult = 1.f;
@@ -53,7 +55,9 @@ class Net {
   // Forward through every layer; returns the total weighted loss.
   float Forward();
   // Backward through the layers that need it (param diffs accumulate).
-  void Backward();
+  // `after_layer(i)`, when given, runs right after layer i's backward, so a
+  // caller can ship the gradients that are now final (wait-free backprop).
+  void Backward(const std::function<void(int)>& after_layer = nullptr);
   float ForwardBackward() {
     float loss = Forward();
     Backward();

@@ -21,18 +21,9 @@
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
 #include "worker/net.hpp"
+#include "worker/train_event.hpp"
 
 namespace pstrain {
-
-// What the trainer reports: kind is "train" (every display interval), "test"
-// (each evaluation), "snapshot" or "done". `values` holds named numbers
-// (loss, lr, accuracy, ...); `text` a file path for snapshots.
-struct TrainEvent {
-  std::string kind;
-  int iter = 0;
-  std::vector<std::pair<std::string, double>> values;
-  std::string text;
-};
 
 struct TrainerOptions {
   Engine engine = Engine::kFast;
@@ -66,6 +57,8 @@ class Trainer {
   Result<std::string> Snapshot();
 
   Net& net() { return *net_; }
+  // The first test net, or null when the solver has none.
+  const Net* test_net() const { return test_nets_.empty() ? nullptr : test_nets_[0].get(); }
   int iter() const { return iter_; }
   const caffe::SolverParameter& solver() const { return solver_; }
 

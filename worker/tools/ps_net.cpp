@@ -7,7 +7,9 @@
 // Exit status: 0 done, 1 a failure (the message names the file/place), 2 bad
 // command-line arguments.
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -49,7 +51,7 @@ int Fail(const std::string& message) {
 int Usage(const std::string& message, const po::options_description* desc = nullptr) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
   if (desc != nullptr) std::cerr << *desc;
-  std::fprintf(stderr, "usage: ps-net train|test|time [options] (ps-net COMMAND --help)\n");
+  std::fprintf(stderr, "usage: ps-net train|test|time|diff [options] (ps-net COMMAND --help)\n");
   return 2;
 }
 
@@ -80,19 +82,7 @@ int ParseFlags(int argc, char** argv, po::options_description& desc, po::variabl
 }
 
 void PrintEvent(const pstrain::TrainEvent& e, bool json) {
-  if (json) {
-    JsonLine line;
-    line.Add("event", e.kind).Add("iter", e.iter);
-    for (const auto& [k, v] : e.values) line.Add(k, v);
-    if (!e.text.empty()) line.Add("path", e.text);
-    std::printf("%s\n", line.str().c_str());
-  } else if (e.kind == "snapshot") {
-    std::printf("Snapshot at iteration %d: %s\n", e.iter, e.text.c_str());
-  } else {
-    std::printf("%s iteration %d:", e.kind == "test" ? "Test at" : "Iteration", e.iter);
-    for (const auto& [k, v] : e.values) std::printf(" %s = %.6g", k.c_str(), v);
-    std::printf("\n");
-  }
+  std::printf("%s\n", pstrain::FormatEvent(e, json).c_str());
   std::fflush(stdout);
 }
 
@@ -262,17 +252,91 @@ int Time(int argc, char** argv) {
   return 0;
 }
 
+// Largest differences between the blobs of two .caffemodel files, matched by
+// layer name: absolute, and relative to the larger magnitude in each blob.
+int Diff(int argc, char** argv) {
+  CommonFlags common;
+  po::options_description desc("ps-net diff A.caffemodel B.caffemodel");
+  std::vector<std::string> files;
+  desc.add_options()("files", po::value(&files)->multitoken(), "two .caffemodel files");
+  AddCommon(desc, common);
+  po::positional_options_description positional;
+  positional.add("files", 2);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return Usage(e.what(), &desc);
+  }
+  if (files.size() != 2) return Usage("diff takes two .caffemodel files", &desc);
+  caffe::NetParameter a, b;
+  for (int i = 0; i < 2; ++i) {
+    Status s = pstrain::ReadBinaryProto(files[i], i == 0 ? &a : &b);
+    if (!s.ok()) return Fail(s.message());
+  }
+  std::map<std::string, const caffe::LayerParameter*> by_name;
+  for (const auto& layer : b.layer()) by_name[layer.name()] = &layer;
+  double max_abs = 0, max_rel = 0;
+  int compared = 0;
+  std::string worst;
+  for (const auto& layer : a.layer()) {
+    if (layer.blobs_size() == 0) continue;
+    auto it = by_name.find(layer.name());
+    if (it == by_name.end() || it->second->blobs_size() != layer.blobs_size()) {
+      return Fail(files[1] + ": layer '" + layer.name() + "' is missing or has other blobs");
+    }
+    for (int j = 0; j < layer.blobs_size(); ++j) {
+      const auto& x = layer.blobs(j);
+      const auto& y = it->second->blobs(j);
+      if (x.data_size() != y.data_size()) {
+        return Fail("layer '" + layer.name() + "' blob " + std::to_string(j) +
+                    " differs in size: " + std::to_string(x.data_size()) + " vs " +
+                    std::to_string(y.data_size()));
+      }
+      double diff = 0, scale = 0;
+      for (int k = 0; k < x.data_size(); ++k) {
+        diff = std::max(diff, static_cast<double>(std::fabs(x.data(k) - y.data(k))));
+        scale = std::max({scale, static_cast<double>(std::fabs(x.data(k))),
+                          static_cast<double>(std::fabs(y.data(k)))});
+      }
+      const double rel = scale > 0 ? diff / scale : 0;
+      max_abs = std::max(max_abs, diff);
+      if (rel >= max_rel) {
+        max_rel = rel;
+        worst = layer.name() + "/" + std::to_string(j);
+      }
+      ++compared;
+    }
+  }
+  if (common.json) {
+    std::printf("%s\n", JsonLine()
+                            .Add("event", "diff")
+                            .Add("blobs", compared)
+                            .Add("max_abs", max_abs)
+                            .Add("max_rel", max_rel)
+                            .Add("worst", worst)
+                            .str()
+                            .c_str());
+  } else {
+    std::printf("%d blobs compared: max |a-b| = %.9g, max relative = %.9g (%s)\n", compared,
+                max_abs, max_rel, worst.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return Usage("missing command");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
-    std::printf("usage: ps-net train|test|time [options] (ps-net COMMAND --help)\n");
+    std::printf("usage: ps-net train|test|time|diff [options] (ps-net COMMAND --help)\n");
     return 0;
   }
   if (command == "train") return Train(argc - 1, argv + 1);
   if (command == "test") return Test(argc - 1, argv + 1);
   if (command == "time") return Time(argc - 1, argv + 1);
+  if (command == "diff") return Diff(argc - 1, argv + 1);
   return Usage("unknown command '" + command + "'");
 }

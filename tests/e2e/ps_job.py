@@ -1,0 +1,99 @@
+"""Starts a parameter-server job from the built programs, for the end-to-end tests.
+
+Servers first (each binds 127.0.0.1 on a free port and prints its endpoint),
+then the workers. Every process gets its own process group; whatever happens,
+all of them are stopped before the function returns. Until the `ps-train`
+orchestrator exists this is the tests' launcher.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+
+@dataclasses.dataclass
+class JobResult:
+    returncodes: dict
+    events: list          # every JSON line of every process, with "source" added
+    stderr: dict
+
+    def of(self, kind: str, source: str | None = None) -> list:
+        return [e for e in self.events
+                if e.get("event") == kind and (source is None or e["source"] == source)]
+
+
+def _read_endpoint(proc: subprocess.Popen, deadline: float) -> str:
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"ps-server exited early: {proc.stderr.read()}")
+        if line.startswith("{"):
+            event = json.loads(line)
+            if event.get("event") == "listening":
+                return event["endpoint"]
+    raise TimeoutError("ps-server did not report its endpoint")
+
+
+def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, servers: int = 1,
+            mode: str = "bsp", staleness: int = 0, timeout: float = 300, cwd=None,
+            worker_args: dict | None = None, server_args: list | None = None,
+            resume: pathlib.Path | None = None, job_key: int = 4242,
+            chunk_bytes: int = 1 << 20) -> JobResult:
+    bin_dir = pathlib.Path(build_dir) / "bin"
+    deadline = time.monotonic() + timeout
+    procs: dict[str, subprocess.Popen] = {}
+    outputs: dict[str, str] = {}
+    try:
+        endpoints = []
+        for k in range(servers):
+            cmd = [str(bin_dir / "ps-server"), "--shard", str(k), "--num-servers", str(servers),
+                   "--workers", str(workers), "--bind", "tcp://127.0.0.1:0", "--solver",
+                   str(solver), "--mode", mode, "--staleness", str(staleness), "--job-key",
+                   str(job_key), "--chunk-bytes", str(chunk_bytes), "--json"]
+            if k > 0:
+                cmd += ["--coordinator", endpoints[0]]
+            if resume is not None:
+                cmd += ["--resume", str(resume)]
+            cmd += server_args or []
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, start_new_session=True)
+            procs[f"server-{k}"] = proc
+            endpoints.append(_read_endpoint(proc, deadline))
+        for r in range(workers):
+            cmd = [str(bin_dir / "ps-worker"), "--solver", str(solver), "--rank", str(r),
+                   "--workers", str(workers), "--servers", ",".join(endpoints), "--mode", mode,
+                   "--staleness", str(staleness), "--job-key", str(job_key), "--chunk-bytes",
+                   str(chunk_bytes), "--json", "--threads", "1", "--timeout-s", "60"]
+            cmd += (worker_args or {}).get(r, [])
+            procs[f"worker-{r}"] = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE, text=True,
+                                                    start_new_session=True)
+        codes = {}
+        errs = {}
+        for name, proc in procs.items():
+            remaining = max(1.0, deadline - time.monotonic())
+            out, err = proc.communicate(timeout=remaining)
+            outputs[name] = out
+            errs[name] = err
+            codes[name] = proc.returncode
+        events = []
+        for name, out in outputs.items():
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    event["source"] = name
+                    events.append(event)
+        return JobResult(codes, events, errs)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)

@@ -1,0 +1,113 @@
+// PsClient: a worker's connection to the parameter-server shards (one
+// ZeroMQ DEALER per shard) — ps-lite's small asynchronous API.
+//
+//   Pull(t)  asks every shard for the weights to compute iteration t;
+//   WaitPull copies the replies straight into the net's parameter blobs;
+//   Push(params, t) sends those parameters' gradients (per layer, as backward
+//            produces them), at most `max_pushes_in_flight` unacknowledged per
+//            shard, so memory stays bounded;
+//   Flush    waits for every push to be acknowledged.
+// Gradients are staged into reused buffers and handed to ZeroMQ without
+// further copies; the staging buffer returns to the pool when ZeroMQ lets go.
+// Every wait is bounded by `timeout`: a shard that stays silent is an error
+// naming it. Used by one thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/blob.hpp"
+#include "common/ps/key_placement.hpp"
+#include "common/status.hpp"
+#include "common/transport/channel.hpp"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain {
+
+// A parameter the servers hold: its blob (data pulled into, diff pushed from).
+struct PsParam {
+  std::string name;
+  Blob* blob = nullptr;
+  float lr_mult = 1.f;
+  float decay_mult = 1.f;
+};
+
+struct PsClientOptions {
+  std::vector<std::string> servers;  // shard k's endpoint at index k
+  int rank = 0;
+  int world_size = 1;
+  uint64_t job_key = 0;
+  int64_t chunk_bytes = 1 << 20;
+  int max_pushes_in_flight = 16;  // per shard
+  std::chrono::milliseconds timeout{120000};
+};
+
+struct PsTraffic {
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  double pull_wait_seconds = 0;  // time spent in WaitPull
+  double push_wait_seconds = 0;  // time spent blocked on the in-flight window
+};
+
+class PsClient {
+ public:
+  static Result<std::unique_ptr<PsClient>> Connect(zmq::context_t& context,
+                                                   const PsClientOptions& options,
+                                                   std::vector<PsParam> params);
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+  ~PsClient();
+
+  // Greets every shard; `clock` receives the smallest clock the shards hold
+  // for this worker (0 for a fresh job, the resumed iteration otherwise).
+  Status Hello(int64_t* clock);
+  // Rank 0: sends the parameters' metadata and current values to the shards.
+  Status InitPush();
+  // Asks every shard for the weights of iteration `clock`.
+  Status Pull(int64_t clock);
+  // Waits for the replies of the last Pull and copies them into the blobs.
+  // `version` receives the smallest shard version; `checkpoint_files` the
+  // shard checkpoint paths when the pull was a snapshot barrier.
+  Status WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files);
+  // Pushes the gradients (blob diffs) of params `param_ids` for iteration `clock`.
+  // `sum_squares` < 0 when unknown (only needed for clipping in ssp/asp).
+  Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares);
+  // Waits until every push is acknowledged.
+  Status Flush();
+  // Asks each shard to exit (the job is over).
+  Status Shutdown();
+  Result<std::vector<pstrain::ShardStats>> Stats();
+
+  const KeyPlacement& placement() const { return placement_; }
+  const PsTraffic& traffic() const { return traffic_; }
+
+ private:
+  PsClient() = default;
+  pstrain::Header NewHeader(pstrain::MessageType type) const;
+  Status Send(int shard, transport::OutMessage message);
+  // Receives one message (any shard) within `timeout`, handles acks and
+  // errors, and returns it (nullopt when none arrived in time).
+  Result<std::optional<std::pair<int, transport::InMessage>>> ReceiveOne(
+      std::chrono::milliseconds timeout);
+  // Receives until every shard in `waiting` answered with `type`.
+  Status AwaitFromShards(pstrain::MessageType type, std::vector<bool> waiting,
+                         std::vector<transport::InMessage>* replies);
+  std::shared_ptr<std::vector<float>> StagingBuffer(size_t count);
+
+  PsClientOptions options_;
+  std::vector<PsParam> params_;
+  KeyPlacement placement_;
+  std::vector<std::unique_ptr<transport::Channel>> channels_;
+  std::vector<transport::Channel*> channel_ptrs_;
+  std::vector<bool> shard_has_chunks_;
+  std::vector<int> in_flight_;
+  std::vector<std::shared_ptr<std::vector<float>>> pool_;
+  uint64_t next_request_ = 1;
+  int64_t pull_clock_ = -1;
+  PsTraffic traffic_;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,55 @@
+// PsWorker: one training worker of a parameter-server job (DESIGN §1).
+//
+// Per iteration t: wait for the weights of t (pulled at the end of t-1),
+// forward, backward — each parameter's gradient is pushed the moment the
+// backward pass is done with it, so communication overlaps the rest of
+// backward — then ask for the weights of t+1. Worker 0 also sends the initial
+// weights, evaluates the TEST-phase net every test_interval on the weights of
+// one version, and at snapshot iterations (where the servers hold every
+// worker at one clock and write their shard files) writes the .caffemodel,
+// a deploy.prototxt and, last, the checkpoint manifest.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "common/status.hpp"
+#include "worker/ps_client.hpp"
+#include "worker/trainer.hpp"
+
+namespace pstrain {
+
+struct PsWorkerOptions {
+  std::string solver_path;
+  PsClientOptions client;
+  std::string weights;          // rank 0, fresh job: initial weights (.caffemodel)
+  std::string mode = "bsp";     // bsp | ssp | asp (clipping in ssp/asp pushes at the end)
+  int staleness = 0;
+  int straggle_ms = 0;          // sleep this long every iteration (experiments)
+  int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
+  Engine engine = Engine::kFast;
+  std::function<void(const TrainEvent&)> on_event;
+};
+
+class PsWorker {
+ public:
+  static Result<std::unique_ptr<PsWorker>> Create(zmq::context_t& context,
+                                                  const PsWorkerOptions& options);
+  // Trains until max_iter; worker 0 then snapshots and stops the servers.
+  Status Run();
+
+ private:
+  PsWorker() = default;
+  Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
+  void Emit(TrainEvent event) const;
+
+  PsWorkerOptions options_;
+  std::unique_ptr<Trainer> trainer_;
+  std::unique_ptr<PsClient> client_;
+  std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
+  std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
+};
+
+}  // namespace pstrain

@@ -1,0 +1,104 @@
+// ps-worker: one worker of a parameter-server job (DESIGN §1, §4).
+//
+//   ps-worker --solver S.prototxt --rank R --workers W --servers EP0,EP1,...
+//             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
+//             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
+//             [--threads N] [--engine fast|reference] [--json] [--timeout-s T]
+//
+// Normally started by ps-train; useful by hand for experiments. Prints the
+// training events (worker 0 also test results and snapshots). Exit status 0
+// done, 1 failure (one line naming the cause), 2 bad arguments.
+#include <boost/algorithm/string.hpp>
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "common/math_cpu.hpp"
+#include "worker/ps_worker.hpp"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  pstrain::PsWorkerOptions options;
+  std::string servers, engine = "fast";
+  int threads = 1;
+  int timeout_s = 120;
+  bool json = false;
+  uint64_t job_key = 0;
+  po::options_description desc("ps-worker");
+  desc.add_options()("help,h", "show this help")("solver", po::value(&options.solver_path),
+                                                 "solver prototxt")(
+      "rank", po::value(&options.client.rank)->default_value(0), "this worker's rank")(
+      "workers", po::value(&options.client.world_size)->default_value(1), "number of workers")(
+      "servers", po::value(&servers), "server endpoints, comma-separated, shard order")(
+      "job-key", po::value(&job_key)->default_value(0), "the job's key (guards against strays)")(
+      "chunk-bytes", po::value(&options.client.chunk_bytes)->default_value(1 << 20),
+      "largest piece of a parameter in one message")(
+      "mode", po::value(&options.mode)->default_value("bsp"), "bsp, ssp or asp")(
+      "staleness", po::value(&options.staleness)->default_value(0), "ssp staleness bound")(
+      "weights", po::value(&options.weights), "initial weights (worker 0, fresh job)")(
+      "straggle-ms", po::value(&options.straggle_ms)->default_value(0),
+      "sleep this many ms every iteration (straggler experiments)")(
+      "straggle-jitter-ms", po::value(&options.straggle_jitter_ms)->default_value(0),
+      "plus a random 0..J ms every iteration")(
+      "max-in-flight", po::value(&options.client.max_pushes_in_flight)->default_value(16),
+      "unacknowledged pushes per server")(
+      "timeout-s", po::value(&timeout_s)->default_value(120),
+      "a server silent this long is an error")(
+      "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
+      "engine", po::value(&engine)->default_value("fast"), "fast or reference")(
+      "json", po::bool_switch(&json), "one JSON object a line");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "ps-worker: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  const auto usage = [](const std::string& m) {
+    std::fprintf(stderr, "ps-worker: %s\n", m.c_str());
+    return 2;
+  };
+  if (options.solver_path.empty()) return usage("--solver is required");
+  if (servers.empty()) return usage("--servers is required");
+  if (options.client.world_size < 1) return usage("--workers must be at least 1");
+  if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
+    return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
+  }
+  if (options.mode != "bsp" && options.mode != "ssp" && options.mode != "asp") {
+    return usage("--mode must be bsp, ssp or asp, got '" + options.mode + "'");
+  }
+  if (options.straggle_ms < 0 || options.straggle_jitter_ms < 0) {
+    return usage("--straggle-ms and --straggle-jitter-ms must be >= 0");
+  }
+  if (engine != "fast" && engine != "reference") return usage("--engine must be fast or reference");
+  if (timeout_s < 1) return usage("--timeout-s must be at least 1");
+  boost::split(options.client.servers, servers, boost::is_any_of(","));
+  options.client.job_key = job_key;
+  options.client.timeout = std::chrono::seconds(timeout_s);
+  options.engine = engine == "fast" ? pstrain::Engine::kFast : pstrain::Engine::kReference;
+  const std::string rank = std::to_string(options.client.rank);
+  options.on_event = [&](const pstrain::TrainEvent& e) {
+    std::printf("%s\n", pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
+    std::fflush(stdout);
+  };
+  pstrain::SetCpuThreads(threads);
+
+  zmq::context_t context(1);
+  auto worker = pstrain::PsWorker::Create(context, options);
+  if (!worker.ok()) {
+    std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), worker.status().message().c_str());
+    return 1;
+  }
+  pstrain::Status s = worker.value()->Run();
+  if (!s.ok()) {
+    std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
