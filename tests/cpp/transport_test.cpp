@@ -12,6 +12,7 @@
 
 #include "common/transport/address.hpp"
 #include "common/transport/channel.hpp"
+#include "common/transport/malloc_tuning.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 
 namespace pstrain {
@@ -292,6 +293,10 @@ TEST(TransportTest, DescribeAndPrintablePeer) {
   EXPECT_EQ(transport::Describe(in), "PUSH from worker 2 (peer '0x008b45')");
   in.peer = "w2";
   EXPECT_EQ(transport::Describe(in), "PUSH from worker 2 (peer 'w2')");
+}
+
+TEST(TransportTest, MallocTuningIsAccepted) {
+  EXPECT_TRUE(transport::TuneMallocForLargeFrames().ok());
 }
 
 }  // namespace
