@@ -1,0 +1,263 @@
+#include "common/transport/channel.hpp"
+
+#include <cerrno>
+#include <utility>
+
+namespace pstrain::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ZmqError(int err) { return zmq_strerror(err); }
+
+Status SetOption(zmq::socket_t& socket, int option, const void* value, size_t size,
+                 const char* name) {
+  if (zmq_setsockopt(socket.handle(), option, value, size) != 0) {
+    return Status::Error(std::string("cannot set ") + name + ": " + ZmqError(zmq_errno()));
+  }
+  return Status::Ok();
+}
+
+Status SetInt(zmq::socket_t& socket, int option, int value, const char* name) {
+  return SetOption(socket, option, &value, sizeof(value), name);
+}
+
+// Milliseconds left until `deadline`, at least 0.
+long RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? static_cast<long>(left.count()) : 0;
+}
+
+class ZmqChannel : public Channel {
+ public:
+  ZmqChannel(zmq::socket_t socket, bool router, std::string endpoint, const SocketOptions& options)
+      : socket_(std::move(socket)),
+        router_(router),
+        endpoint_(std::move(endpoint)),
+        send_timeout_ms_(options.send_timeout_ms),
+        send_hwm_(options.send_hwm) {}
+
+  Status SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) override;
+  Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) override;
+  const std::string& endpoint() const override { return endpoint_; }
+  zmq::socket_t& socket() override { return socket_; }
+
+ private:
+  Status SendError(const std::string& peer, int err) const;
+  Result<std::optional<InMessage>> ReadMessage(zmq::message_t first);
+
+  zmq::socket_t socket_;
+  bool router_;
+  std::string endpoint_;
+  int send_timeout_ms_;
+  int send_hwm_;
+};
+
+Status ZmqChannel::SendError(const std::string& peer, int err) const {
+  std::string where = endpoint_ + ": send";
+  if (router_) where += " to peer '" + PrintablePeer(peer) + "'";
+  if (err == EHOSTUNREACH) return Status::Error(where + ": peer is unknown or gone");
+  if (err == EAGAIN) {
+    return Status::Error(where + ": queue full (high-water mark " + std::to_string(send_hwm_) +
+                         ") for " + std::to_string(send_timeout_ms_) + " ms");
+  }
+  return Status::Error(where + ": " + ZmqError(err));
+}
+
+Status ZmqChannel::SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) {
+  PSTRAIN_CHECK(!frames.empty());
+  void* s = socket_.handle();
+  if (router_) {
+    if (peer.empty()) return Status::Error(endpoint_ + ": send on a ROUTER needs a peer");
+    zmq::message_t route(peer.data(), peer.size());
+    if (zmq_msg_send(route.handle(), s, ZMQ_SNDMORE) < 0) return SendError(peer, zmq_errno());
+  }
+  for (size_t i = 0; i < frames.size(); ++i) {
+    int flags = i + 1 < frames.size() ? ZMQ_SNDMORE : 0;
+    // Once the first frame is queued the rest of the message always fits
+    // (ZeroMQ counts whole messages against the high-water mark).
+    if (zmq_msg_send(frames[i].handle(), s, flags) < 0) return SendError(peer, zmq_errno());
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<InMessage>> ZmqChannel::Receive(std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  while (true) {
+    zmq::message_t first;
+    if (zmq_msg_recv(first.handle(), socket_.handle(), ZMQ_DONTWAIT) >= 0) {
+      return ReadMessage(std::move(first));
+    }
+    if (zmq_errno() != EAGAIN) {
+      return Status::Error(endpoint_ + ": receive: " + ZmqError(zmq_errno()));
+    }
+    long wait_ms = RemainingMs(deadline);
+    zmq_pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    int n = zmq_poll(&item, 1, wait_ms);
+    if (n < 0 && zmq_errno() != EINTR) {
+      return Status::Error(endpoint_ + ": poll: " + ZmqError(zmq_errno()));
+    }
+    if (n == 0 && wait_ms == 0) return std::optional<InMessage>();
+  }
+}
+
+// Reads the rest of a message whose first frame is `first`. ZeroMQ delivers
+// multipart messages whole, so the remaining frames are already there.
+Result<std::optional<InMessage>> ZmqChannel::ReadMessage(zmq::message_t first) {
+  InMessage message;
+  std::vector<zmq::message_t> parts;
+  bool more = first.more();
+  parts.push_back(std::move(first));
+  while (more) {
+    zmq::message_t part;
+    if (zmq_msg_recv(part.handle(), socket_.handle(), 0) < 0) {
+      return Status::Error(endpoint_ + ": receive: " + ZmqError(zmq_errno()));
+    }
+    more = part.more();
+    parts.push_back(std::move(part));
+  }
+  size_t header_index = 0;
+  if (router_) {
+    message.peer = parts[0].to_string();
+    header_index = 1;
+  }
+  std::string from = endpoint_ + ": message from " +
+                     (router_ ? "peer '" + PrintablePeer(message.peer) + "'" : "the server");
+  if (parts.size() <= header_index) return Status::Error(from + ": no header frame");
+  const zmq::message_t& head = parts[header_index];
+  if (!message.header.ParseFromArray(head.data(), static_cast<int>(head.size()))) {
+    return Status::Error(from + ": header does not parse");
+  }
+  message.header_bytes = head.size();
+  message.frames.reserve(parts.size() - header_index - 1);
+  for (size_t i = header_index + 1; i < parts.size(); ++i) {
+    message.frames.push_back(std::move(parts[i]));
+  }
+  message.AlignPayloads();
+  return std::optional<InMessage>(std::move(message));
+}
+
+bool IsTcp(const std::string& address) { return address.rfind("tcp://", 0) == 0; }
+
+Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
+                 const SocketOptions& o) {
+  PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_LINGER, o.linger_ms, "ZMQ_LINGER"));
+  PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_SNDHWM, o.send_hwm, "ZMQ_SNDHWM"));
+  PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_RCVHWM, o.recv_hwm, "ZMQ_RCVHWM"));
+  PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_SNDTIMEO, o.send_timeout_ms, "ZMQ_SNDTIMEO"));
+  PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_MAXMSGSIZE, &o.max_message_bytes,
+                                    sizeof(o.max_message_bytes), "ZMQ_MAXMSGSIZE"));
+  if (router) {
+    PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY"));
+    PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER"));
+  } else if (!o.identity.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(
+        SetOption(socket, ZMQ_ROUTING_ID, o.identity.data(), o.identity.size(), "ZMQ_ROUTING_ID"));
+  }
+  if (IsTcp(address)) {
+    if (address.find('[') != std::string::npos) {
+      PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_IPV6, 1, "ZMQ_IPV6"));
+    }
+    PSTRAIN_RETURN_IF_ERROR(
+        SetInt(socket, ZMQ_HEARTBEAT_IVL, o.heartbeat_ivl_ms, "ZMQ_HEARTBEAT_IVL"));
+    PSTRAIN_RETURN_IF_ERROR(
+        SetInt(socket, ZMQ_HEARTBEAT_TIMEOUT, o.heartbeat_timeout_ms, "ZMQ_HEARTBEAT_TIMEOUT"));
+    PSTRAIN_RETURN_IF_ERROR(
+        SetInt(socket, ZMQ_HEARTBEAT_TTL, o.heartbeat_timeout_ms, "ZMQ_HEARTBEAT_TTL"));
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Channel>> MakeChannel(zmq::context_t& ctx, zmq::socket_type type,
+                                             const std::string& address,
+                                             const SocketOptions& options) {
+  const bool router = type == zmq::socket_type::router;
+  zmq::socket_t socket;
+  try {
+    socket = zmq::socket_t(ctx, type);
+  } catch (const zmq::error_t& e) {
+    return Status::Error(address + ": cannot create socket: " + e.what());
+  }
+  std::string verb = router ? "bind" : "connect";
+  PSTRAIN_RETURN_IF_ERROR(
+      Configure(socket, router, address, options).WithContext("cannot " + verb + " " + address));
+  int rc = router ? zmq_bind(socket.handle(), address.c_str())
+                  : zmq_connect(socket.handle(), address.c_str());
+  if (rc != 0)
+    return Status::Error("cannot " + verb + " " + address + ": " + ZmqError(zmq_errno()));
+  std::string endpoint = address;
+  if (router) {
+    char buffer[1024];
+    size_t size = sizeof(buffer);
+    if (zmq_getsockopt(socket.handle(), ZMQ_LAST_ENDPOINT, buffer, &size) == 0 && size > 1) {
+      endpoint.assign(buffer, size - 1);  // size counts the terminating 0
+    }
+  }
+  return std::unique_ptr<Channel>(
+      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), options));
+}
+
+}  // namespace
+
+Channel::~Channel() = default;
+
+Status Channel::Send(const std::string& peer, OutMessage message) {
+  const Header& header = message.header;
+  auto where = [&] {
+    std::string text = endpoint() + ": send";
+    if (!peer.empty()) text += " to peer '" + PrintablePeer(peer) + "'";
+    return text;
+  };
+  if (static_cast<size_t>(header.chunks_size()) != message.payloads.size()) {
+    return Status::Error(where() + ": header lists " + std::to_string(header.chunks_size()) +
+                         " chunks but " + std::to_string(message.payloads.size()) +
+                         " payloads are given");
+  }
+  for (int i = 0; i < header.chunks_size(); ++i) {
+    if (header.chunks(i).length() != message.payloads[i].count) {
+      return Status::Error(where() + ": chunk " + std::to_string(header.chunks(i).id()) +
+                           ": header says " + std::to_string(header.chunks(i).length()) +
+                           " values, the payload has " + std::to_string(message.payloads[i].count));
+    }
+  }
+  if (!header.IsInitialized()) {
+    return Status::Error(where() + ": header misses " + header.InitializationErrorString());
+  }
+  std::vector<zmq::message_t> frames;
+  frames.reserve(message.payloads.size() + 1);
+  frames.emplace_back(header.ByteSizeLong());
+  header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(frames[0].data()));
+  for (const Payload& payload : message.payloads) frames.push_back(PayloadFrame(payload));
+  return SendFrames(peer, std::move(frames));
+}
+
+Result<std::unique_ptr<Channel>> BindRouter(zmq::context_t& ctx, const std::string& address,
+                                            const SocketOptions& options) {
+  return MakeChannel(ctx, zmq::socket_type::router, address, options);
+}
+
+Result<std::unique_ptr<Channel>> ConnectDealer(zmq::context_t& ctx, const std::string& address,
+                                               const SocketOptions& options) {
+  return MakeChannel(ctx, zmq::socket_type::dealer, address, options);
+}
+
+Result<int> PollAny(const std::vector<Channel*>& channels, std::chrono::milliseconds timeout) {
+  std::vector<zmq_pollitem_t> items;
+  items.reserve(channels.size());
+  for (Channel* channel : channels) {
+    items.push_back(zmq_pollitem_t{channel->socket().handle(), 0, ZMQ_POLLIN, 0});
+  }
+  const Clock::time_point deadline = Clock::now() + timeout;
+  while (true) {
+    long wait_ms = RemainingMs(deadline);
+    int n = zmq_poll(items.data(), static_cast<int>(items.size()), wait_ms);
+    if (n < 0 && zmq_errno() != EINTR)
+      return Status::Error(std::string("poll: ") + ZmqError(zmq_errno()));
+    for (size_t i = 0; n > 0 && i < items.size(); ++i) {
+      if (items[i].revents & ZMQ_POLLIN) return static_cast<int>(i);
+    }
+    if (n == 0 && wait_ms == 0) return -1;
+  }
+}
+
+}  // namespace pstrain::transport

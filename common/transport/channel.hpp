@@ -1,0 +1,79 @@
+// Channel: one ZeroMQ socket that sends and receives whole PSTrain messages.
+//
+// A server binds one ROUTER (BindRouter); a worker holds one DEALER per server
+// (ConnectDealer). A Channel is used by one thread at a time; the
+// zmq::context_t it was made in must outlive it. Tests wrap a Channel in a
+// fault-injecting one (fault.hpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/status.hpp"
+#include "common/transport/message.hpp"
+
+namespace pstrain::transport {
+
+struct SocketOptions {
+  int send_hwm = 1000;  // messages queued per peer before Send waits
+  int recv_hwm = 1000;
+  int linger_ms = 0;     // how long unsent messages are kept at close
+  std::string identity;  // DEALER routing id (ZMQ_ROUTING_ID); "" = ZeroMQ picks one
+  // ZeroMQ heartbeats (tcp only): a connection silent for heartbeat_timeout_ms is closed.
+  int heartbeat_ivl_ms = 1000;
+  int heartbeat_timeout_ms = 10000;
+  int send_timeout_ms = 10000;     // Send waits at most this long on a full queue
+  int64_t max_message_bytes = -1;  // ZMQ_MAXMSGSIZE for one frame; -1 = no limit
+};
+
+class Channel {
+ public:
+  Channel() = default;
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+  virtual ~Channel();
+
+  // Sends header + payload frames, the payloads without copying. `peer`: the
+  // routing id on a ROUTER, ignored on a DEALER. Errors, naming the endpoint
+  // and peer: header chunks and payloads disagree, header misses required
+  // fields, peer unknown or gone (ROUTER), queue still full after
+  // send_timeout_ms, context terminated.
+  virtual Status Send(const std::string& peer, OutMessage message);
+
+  // Sends frames as they are: frames[0] is the header, already serialized,
+  // the rest are payloads. Nothing is checked (the fault injector uses this to
+  // send broken messages). REQUIRES: !frames.empty().
+  virtual Status SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) = 0;
+
+  // Waits up to `timeout` for one whole message; std::nullopt on timeout. A
+  // message whose frame 0 is not a Header (or that has no frame 0) is consumed
+  // and returned as an error ("<endpoint>: message from <peer>: header does
+  // not parse"): the caller logs, counts and goes on. The payloads are not
+  // validated: run Validate() before using them.
+  virtual Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) = 0;
+
+  // The bound address (port resolved when bound to port 0) or the connected one.
+  virtual const std::string& endpoint() const = 0;
+  // The socket, for polling several channels (PollAny); not for sending.
+  virtual zmq::socket_t& socket() = 0;
+};
+
+// A ROUTER bound to `address` (MakeAddress), with ZMQ_ROUTER_MANDATORY (sends
+// to unknown peers fail) and ZMQ_ROUTER_HANDOVER (a peer reconnecting with the
+// same identity takes over its routing id).
+Result<std::unique_ptr<Channel>> BindRouter(zmq::context_t& ctx, const std::string& address,
+                                            const SocketOptions& options = {});
+// A DEALER connected to `address`. Messages sent before the connection is up
+// are queued (up to send_hwm).
+Result<std::unique_ptr<Channel>> ConnectDealer(zmq::context_t& ctx, const std::string& address,
+                                               const SocketOptions& options = {});
+
+// Index of the first channel with a message ready, or -1 after `timeout`.
+Result<int> PollAny(const std::vector<Channel*>& channels, std::chrono::milliseconds timeout);
+
+}  // namespace pstrain::transport

@@ -1,0 +1,103 @@
+#include "common/transport/validate.hpp"
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace pstrain::transport {
+namespace {
+
+using std::to_string;
+
+constexpr int kDtypeField = 7;  // Header.dtype
+
+// proto2 keeps an enum value it does not know among the unknown fields, so a
+// dtype we cannot read shows up there and not in header.dtype().
+bool HasUnknownDtype(const Header& header) {
+  const auto& unknown = header.GetReflection()->GetUnknownFields(header);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    if (unknown.field(i).number() == kDtypeField) return true;
+  }
+  return false;
+}
+
+Status CheckSender(const Header& h, const ValidationRules& rules) {
+  if (h.role() == WORKER && rules.num_workers > 0 &&
+      (h.sender() < 0 || h.sender() >= rules.num_workers)) {
+    return Status::Error("worker " + to_string(h.sender()) + " is not in this job (" +
+                         to_string(rules.num_workers) + " workers)");
+  }
+  if (h.role() == SERVER && rules.num_servers > 0 &&
+      (h.sender() < 0 || h.sender() >= rules.num_servers)) {
+    return Status::Error("server " + to_string(h.sender()) + " is not in this job (" +
+                         to_string(rules.num_servers) + " servers)");
+  }
+  if (h.type() == HELLO && h.has_world_size() && rules.num_workers > 0 &&
+      h.world_size() != rules.num_workers) {
+    return Status::Error("world size " + to_string(h.world_size()) + " does not match this job (" +
+                         to_string(rules.num_workers) + " workers)");
+  }
+  return Status::Ok();
+}
+
+Status CheckChunks(const InMessage& message, const ValidationRules& rules) {
+  const Header& h = message.header;
+  if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
+    return Status::Error("header lists " + to_string(h.chunks_size()) + " chunks but " +
+                         to_string(message.frames.size()) + " payload frames follow");
+  }
+  const KeyPlacement* placement = rules.placement;
+  std::vector<bool> seen(placement != nullptr ? placement->chunks().size() : 0);
+  std::unordered_set<uint32_t> seen_ids;  // without a placement only
+  for (int i = 0; i < h.chunks_size(); ++i) {
+    const ChunkRef& ref = h.chunks(i);
+    const std::string name = "chunk " + to_string(ref.id());
+    uint64_t needed = ref.length();
+    if (placement != nullptr) {
+      if (ref.id() >= placement->chunks().size()) {
+        return Status::Error(name + " does not exist (" + to_string(placement->chunks().size()) +
+                             " chunks)");
+      }
+      const Chunk& chunk = placement->chunk(ref.id());
+      if (rules.shard >= 0 && chunk.shard != rules.shard) {
+        return Status::Error(name + " is held by shard " + to_string(chunk.shard) + ", not shard " +
+                             to_string(rules.shard));
+      }
+      if (seen[ref.id()]) return Status::Error(name + " appears twice");
+      seen[ref.id()] = true;
+      needed = static_cast<uint64_t>(chunk.length);
+      if (ref.length() != needed) {
+        return Status::Error(name + ": header says " + to_string(ref.length()) +
+                             " values, the chunk has " + to_string(needed));
+      }
+    } else if (!seen_ids.insert(ref.id()).second) {
+      return Status::Error(name + " appears twice");
+    }
+    size_t bytes = message.frames[i].size();
+    if (needed > UINT64_MAX / sizeof(float) || bytes != needed * sizeof(float)) {
+      return Status::Error(name + ": payload has " + to_string(bytes) + " bytes, the chunk needs " +
+                           to_string(needed * sizeof(float)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Validate(const InMessage& message, const ValidationRules& rules) {
+  const Header& h = message.header;
+  if (rules.job_key != 0 && h.job_key() != rules.job_key) return Status::Error("job key mismatch");
+  if (h.dtype() != FLOAT32 || HasUnknownDtype(h)) return Status::Error("unsupported dtype");
+  PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
+  PSTRAIN_RETURN_IF_ERROR(CheckChunks(message, rules));
+  if (h.type() == PUSH || h.type() == PULL) {
+    if (!h.has_clock()) return Status::Error(MessageType_Name(h.type()) + " has no clock");
+    if (h.clock() < rules.min_clock || h.clock() > rules.max_clock) {
+      return Status::Error("clock " + to_string(h.clock()) + " is outside [" +
+                           to_string(rules.min_clock) + ", " + to_string(rules.max_clock) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace pstrain::transport

@@ -1,0 +1,59 @@
+#include "tests/cpp/transport_test_util.hpp"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+namespace pstrain::testing {
+
+Header MakeHeader(MessageType type, int sender, int64_t clock,
+                  const std::vector<std::pair<uint32_t, uint64_t>>& chunks) {
+  Header h;
+  h.set_type(type);
+  h.set_role(WORKER);
+  h.set_sender(sender);
+  h.set_clock(clock);
+  for (const auto& [id, length] : chunks) {
+    ChunkRef* ref = h.add_chunks();
+    ref->set_id(id);
+    ref->set_length(length);
+  }
+  return h;
+}
+
+std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start) {
+  auto values = std::make_shared<std::vector<float>>(n);
+  for (size_t i = 0; i < n; ++i) (*values)[i] = start + static_cast<float>(i);
+  return values;
+}
+
+transport::InMessage MustReceive(transport::Channel& channel, std::chrono::milliseconds timeout) {
+  auto received = channel.Receive(timeout);
+  if (!received.ok()) {
+    ADD_FAILURE() << received.status().message();
+    return {};
+  }
+  if (!received.value().has_value()) {
+    ADD_FAILURE() << channel.endpoint() << ": no message within " << timeout.count() << " ms";
+    return {};
+  }
+  return std::move(*received.value());
+}
+
+bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout) {
+  auto received = channel.Receive(timeout);
+  return received.ok() && !received.value().has_value();
+}
+
+TempFolder::TempFolder() {
+  char name[] = "/tmp/pstrain_transport_XXXXXX";
+  if (mkdtemp(name) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  path_ = name;
+}
+
+TempFolder::~TempFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+}  // namespace pstrain::testing

@@ -1,0 +1,45 @@
+// Shared pieces of the transport tests: headers, payload vectors, receiving
+// with a bounded wait, and a temporary folder for ipc sockets.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/transport/channel.hpp"
+
+namespace pstrain::testing {
+
+// A header of `type` from worker `sender` at `clock` listing `chunks` as (id, length).
+Header MakeHeader(MessageType type, int sender, int64_t clock,
+                  const std::vector<std::pair<uint32_t, uint64_t>>& chunks = {});
+
+// n values start, start + 1, ... as a shared vector.
+std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start);
+
+// The next message on `channel` within `timeout`; records a failure and returns
+// an empty message when none (or an error) comes.
+transport::InMessage MustReceive(transport::Channel& channel,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+// Receive's result within `timeout`, expecting no message: true when none came.
+bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout);
+
+// A fresh folder under /tmp (short, for ipc paths), removed by the destructor.
+class TempFolder {
+ public:
+  TempFolder();
+  ~TempFolder();
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace pstrain::testing
