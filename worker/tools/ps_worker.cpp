@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "common/math_cpu.hpp"
+#include "common/transport/malloc_tuning.hpp"
 #include "worker/ps_worker.hpp"
 
 namespace po = boost::program_options;
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   pstrain::SetCpuThreads(threads);
+  if (pstrain::Status s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
+    std::fprintf(stderr, "ps-worker: warning: %s\n", s.message().c_str());
+  }
 
   zmq::context_t context(1);
   auto worker = pstrain::PsWorker::Create(context, options);
