@@ -46,9 +46,7 @@ Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
   return store;
 }
 
-int ChunkStore::LocalIndex(uint32_t id) const {
-  return id < local_.size() ? local_[id] : -1;
-}
+int ChunkStore::LocalIndex(uint32_t id) const { return id < local_.size() ? local_[id] : -1; }
 
 void ChunkStore::Changed(Slot& s) {
   if (!s.current) return;

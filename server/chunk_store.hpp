@@ -82,7 +82,7 @@ class ChunkStore {
   std::vector<uint32_t> ids_;
   std::vector<int> local_;  // global id -> index into slots_, or -1
   std::vector<Slot> slots_;
-  std::vector<float> scratch_;         // ApplyGradient's copy of the gradient
+  std::vector<float> scratch_;        // ApplyGradient's copy of the gradient
   std::vector<float*> history_ptrs_;  // the rule's view of one slot's history
 };
 

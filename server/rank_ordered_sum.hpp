@@ -27,7 +27,9 @@ class RankOrderedSum {
   // (until Reset()).
   float* sum(int c) { return chunks_[static_cast<size_t>(c)].acc.data(); }
   const float* sum(int c) const { return chunks_[static_cast<size_t>(c)].acc.data(); }
-  int64_t length(int c) const { return static_cast<int64_t>(chunks_[static_cast<size_t>(c)].acc.size()); }
+  int64_t length(int c) const {
+    return static_cast<int64_t>(chunks_[static_cast<size_t>(c)].acc.size());
+  }
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
 
   // Forgets every gradient added (the next step starts).

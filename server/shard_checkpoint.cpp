@@ -78,8 +78,8 @@ Status LoadChunks(const pstrain::ShardState& s, ChunkStore& store) {
   for (size_t c = 0; c < ids.size(); ++c) {
     const uint32_t id = ids[c];
     const std::string name = "chunk " + std::to_string(id);
-    PSTRAIN_ASSIGN_OR_RETURN(auto w, FromBytes(s.weights(static_cast<int>(c)), store.length(id),
-                                               name + " weights"));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        auto w, FromBytes(s.weights(static_cast<int>(c)), store.length(id), name + " weights"));
     store.SetWeights(id, w);
     for (int k = 0; k < slots; ++k) {
       PSTRAIN_ASSIGN_OR_RETURN(

@@ -275,8 +275,8 @@ Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const 
 
 void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
   ++bad_messages_;
-  Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) + " rejected: " +
-      why);
+  Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
+      " rejected: " + why);
   Outgoing reply = Reply(m, pstrain::ERROR);
   reply.header.set_text(why);
   out.push_back(std::move(reply));

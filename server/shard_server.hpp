@@ -111,8 +111,8 @@ class ShardServer {
  private:
   using Out = std::vector<Outgoing>;
   struct WorkerState {
-    std::string peer;            // latest peer that said HELLO as this rank
-    std::vector<char> arrived;   // per local chunk: received for the current clock
+    std::string peer;           // latest peer that said HELLO as this rank
+    std::vector<char> arrived;  // per local chunk: received for the current clock
     int arrived_count = 0;
     int64_t served_version = 0;  // version of the weights last pulled
   };
@@ -144,6 +144,7 @@ class ShardServer {
   void WorkerCompleted(int worker);
   void RecordStaleness(int worker);
   void BspAggregated(Out& out);
+  bool ExpectsNorms() const;
   void OnNormPartial(const Incoming& m, Out& out);
   void OnNormTotal(const Incoming& m, Out& out);
   void NotePartial(int shard, int64_t clock, double sum_squares, Out& out);
@@ -168,7 +169,7 @@ class ShardServer {
   int step_chunks_complete_ = 0;        // bsp: chunks of step version_ with all W gradients
   std::map<int64_t, std::vector<std::optional<double>>> norm_partials_;  // server 0: [clock][shard]
   std::optional<std::pair<int64_t, double>> norm_total_;  // received before the own sums were done
-  std::vector<DeferredPull> deferred_;  // in arrival order
+  std::vector<DeferredPull> deferred_;                    // in arrival order
   int64_t version_ = 0;
   int64_t pushes_applied_ = 0;
   std::vector<int64_t> staleness_histogram_;
@@ -176,7 +177,7 @@ class ShardServer {
   int64_t duplicates_dropped_ = 0;
   int64_t bytes_received_ = 0;
   int64_t bytes_sent_ = 0;
-  int64_t checkpoint_cut_ = 0;  // latest iteration cut (or resumed from)
+  int64_t checkpoint_cut_ = 0;   // latest iteration cut (or resumed from)
   std::string checkpoint_path_;  // its file; empty if the write failed
   bool done_ = false;
 };

@@ -127,8 +127,7 @@ std::vector<Outgoing> ShardServer::Tick(TimePoint now) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.1f", waited);
     Log("worker " + std::to_string(pull.worker) + "'s pull for iteration " +
-        std::to_string(pull.clock) + " has waited " + seconds + " s for " +
-        WaitReason(pull.clock));
+        std::to_string(pull.clock) + " has waited " + seconds + " s for " + WaitReason(pull.clock));
   }
   return {};
 }

@@ -66,7 +66,8 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
     } else if (step_->Add(local, w, grad)) {
       ++step_chunks_complete_;
       if (!clipping) {
-        const float average = 1.f / static_cast<float>(config_.num_workers * config_.hyper.iter_size);
+        const float average =
+            1.f / static_cast<float>(config_.num_workers * config_.hyper.iter_size);
         store.ApplyGradientInPlace(id, step_->sum(local), average, static_cast<int>(t));
       }
     }
@@ -140,12 +141,27 @@ void ShardServer::OnNormPartial(const Incoming& m, Out& out) {
     Reject(m, "NORM_PARTIAL goes from servers 1.. to server 0 with a clock and sum_squares", out);
     return;
   }
+  if (!ExpectsNorms()) {
+    Reject(m, "no gradient norms are exchanged (bsp with clip_gradients only, after init)", out);
+    return;
+  }
+  if (h.clock() > version_ + 1) {
+    Reject(m,
+           "NORM_PARTIAL for step " + std::to_string(h.clock()) + " while at step " +
+               std::to_string(version_),
+           out);
+    return;
+  }
   if (h.clock() < version_) {
     Log("NORM_PARTIAL from server " + std::to_string(h.sender()) + " for step " +
         std::to_string(h.clock()) + " dropped: that step is applied");
     return;
   }
   NotePartial(h.sender(), h.clock(), h.sum_squares(), out);
+}
+
+bool ShardServer::ExpectsNorms() const {
+  return config_.mode == Mode::kBsp && config_.hyper.clip_gradients >= 0 && initialized();
 }
 
 void ShardServer::NotePartial(int shard, int64_t clock, double sum_squares, Out& out) {
@@ -174,6 +190,10 @@ void ShardServer::OnNormTotal(const Incoming& m, Out& out) {
   if (config_.shard == 0 || h.role() != pstrain::SERVER || h.sender() != 0 || !h.has_clock() ||
       !h.has_sum_squares()) {
     Reject(m, "NORM_TOTAL goes from server 0 to the others with a clock and sum_squares", out);
+    return;
+  }
+  if (!ExpectsNorms()) {
+    Reject(m, "no gradient norms are exchanged (bsp with clip_gradients only, after init)", out);
     return;
   }
   if (h.clock() < version_) {
