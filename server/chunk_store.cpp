@@ -1,0 +1,110 @@
+#include "server/chunk_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/optim/lr_policy.hpp"
+
+namespace pstrain::server {
+namespace {
+
+// Older snapshots kept per chunk for reuse; more than this are still held by
+// slow pullers and are simply let go (their holders free them).
+constexpr size_t kMaxRetired = 4;
+
+}  // namespace
+
+Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
+                                      const std::vector<optim::ParamHyper>& param_hyper,
+                                      const optim::SolverHyper& hyper) {
+  if (static_cast<int>(param_hyper.size()) != placement.num_params()) {
+    return Status::Error("ChunkStore: " + std::to_string(param_hyper.size()) +
+                         " parameter multipliers for " + std::to_string(placement.num_params()) +
+                         " parameters");
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(auto rule, optim::MakeUpdateRule(hyper));
+  ChunkStore store;
+  store.hyper_ = hyper;
+  store.history_slots_ = rule->history_slots();
+  store.rule_ = std::move(rule);
+  store.ids_ = placement.shard_chunks(shard);
+  store.local_.assign(placement.chunks().size(), -1);
+  store.slots_.resize(store.ids_.size());
+  int64_t longest = 0;
+  for (size_t i = 0; i < store.ids_.size(); ++i) {
+    const Chunk& c = placement.chunk(store.ids_[i]);
+    store.local_[c.id] = static_cast<int>(i);
+    Slot& s = store.slots_[i];
+    s.length = c.length;
+    s.param = param_hyper[static_cast<size_t>(c.param)];
+    s.data.assign(static_cast<size_t>(c.length), 0.f);
+    s.history.assign(static_cast<size_t>(store.history_slots_),
+                     std::vector<float>(static_cast<size_t>(c.length), 0.f));
+    longest = std::max(longest, c.length);
+  }
+  store.scratch_.resize(static_cast<size_t>(longest));
+  return store;
+}
+
+int ChunkStore::LocalIndex(uint32_t id) const { return id < local_.size() ? local_[id] : -1; }
+
+void ChunkStore::Changed(Slot& s) {
+  if (!s.current) return;
+  if (s.retired.size() >= kMaxRetired) {
+    // Let go of one still held by a puller (it frees it), else the oldest.
+    auto held = std::find_if(s.retired.begin(), s.retired.end(),
+                             [](const auto& buffer) { return buffer.use_count() > 1; });
+    s.retired.erase(held != s.retired.end() ? held : s.retired.begin());
+  }
+  s.retired.push_back(std::move(s.current));
+  s.current.reset();
+}
+
+void ChunkStore::SetWeights(uint32_t id, std::span<const float> values) {
+  Slot& s = slot(id);
+  PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
+  std::copy(values.begin(), values.end(), s.data.begin());
+  Changed(s);
+}
+
+void ChunkStore::SetHistory(uint32_t id, int k, std::span<const float> values) {
+  Slot& s = slot(id);
+  PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
+  std::copy(values.begin(), values.end(), s.history[static_cast<size_t>(k)].begin());
+}
+
+void ChunkStore::ApplyGradient(uint32_t id, const float* grad, float grad_scale, int iter) {
+  const size_t n = static_cast<size_t>(slot(id).length);
+  std::memcpy(scratch_.data(), grad, n * sizeof(float));
+  ApplyGradientInPlace(id, scratch_.data(), grad_scale, iter);
+}
+
+void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter) {
+  Slot& s = slot(id);
+  std::vector<float*>& history = history_ptrs_;
+  history.resize(s.history.size());
+  for (size_t k = 0; k < history.size(); ++k) history[k] = s.history[k].data();
+  const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale};
+  rule_->Apply(in, s.param,
+               optim::ParamSlice{s.data.data(), grad, history, static_cast<size_t>(s.length)});
+  Changed(s);
+}
+
+std::shared_ptr<const std::vector<float>> ChunkStore::Snapshot(uint32_t id) {
+  Slot& s = slot(id);
+  if (!s.current) {
+    // A retired buffer whose only holder is this store is free to overwrite.
+    auto free = std::find_if(s.retired.begin(), s.retired.end(),
+                             [](const auto& buffer) { return buffer.use_count() == 1; });
+    if (free != s.retired.end()) {
+      s.current = std::move(*free);
+      s.retired.erase(free);
+      std::copy(s.data.begin(), s.data.end(), s.current->begin());
+    } else {
+      s.current = std::make_shared<std::vector<float>>(s.data);
+    }
+  }
+  return s.current;
+}
+
+}  // namespace pstrain::server

@@ -1,0 +1,89 @@
+// ChunkStore: the chunks one server shard holds — their weights, the update
+// rule's history, and read-only per-version snapshots served to pullers.
+//
+// Not thread-safe: one event loop owns it. Snapshot buffers handed out may be
+// released on any thread (only their reference count is touched there).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/optim/update_rule.hpp"
+#include "common/ps/key_placement.hpp"
+#include "common/status.hpp"
+
+namespace pstrain::server {
+
+class ChunkStore {
+ public:
+  // The store of `shard`'s chunks under `placement`, weights and history zero.
+  // `param_hyper` holds each parameter's lr_mult/decay_mult, in parameter order.
+  // Errors: an invalid `hyper` (ValidateSolverHyper's message), a param_hyper
+  // count other than placement.num_params().
+  static Result<ChunkStore> Create(const KeyPlacement& placement, int shard,
+                                   const std::vector<optim::ParamHyper>& param_hyper,
+                                   const optim::SolverHyper& hyper);
+
+  ChunkStore(ChunkStore&&) = default;
+  ChunkStore& operator=(ChunkStore&&) = default;
+  ChunkStore(const ChunkStore&) = delete;
+  ChunkStore& operator=(const ChunkStore&) = delete;
+
+  // Global ids of the chunks held, ascending (KeyPlacement::shard_chunks).
+  const std::vector<uint32_t>& chunk_ids() const { return ids_; }
+  int num_chunks() const { return static_cast<int>(ids_.size()); }
+  // Position of global chunk `id` in chunk_ids(), or -1 when not held here.
+  int LocalIndex(uint32_t id) const;
+  bool Holds(uint32_t id) const { return LocalIndex(id) >= 0; }
+  int history_slots() const { return history_slots_; }
+  const char* solver_type() const { return rule_->type(); }
+
+  // REQUIRES (all below): Holds(id); 0 <= slot < history_slots().
+  int64_t length(uint32_t id) const { return slot(id).length; }
+  std::span<const float> weights(uint32_t id) const { return slot(id).data; }
+  std::span<const float> history(uint32_t id, int k) const { return slot(id).history[k]; }
+  // REQUIRES: values.size() == length(id).
+  void SetWeights(uint32_t id, std::span<const float> values);
+  void SetHistory(uint32_t id, int k, std::span<const float> values);
+
+  // One solver step on chunk `id`: rate = LearningRate(hyper, iter), the
+  // chunk's parameter's lr_mult/decay_mult, diff = grad * grad_scale.
+  // REQUIRES: grad holds length(id) values; it is left untouched.
+  void ApplyGradient(uint32_t id, const float* grad, float grad_scale, int iter);
+  // As ApplyGradient, but uses `grad` as the rule's scratch (clobbered): no copy.
+  void ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter);
+
+  // The chunk's weights as of now, immutable. Every call between two changes
+  // of the chunk returns the same buffer; after a change the next call makes a
+  // new one, reusing a buffer of an older version that nobody holds any more
+  // (no fresh allocation in steady state).
+  std::shared_ptr<const std::vector<float>> Snapshot(uint32_t id);
+
+ private:
+  struct Slot {
+    int64_t length = 0;
+    optim::ParamHyper param;
+    std::vector<float> data;
+    std::vector<std::vector<float>> history;
+    std::shared_ptr<std::vector<float>> current;  // snapshot of `data`; null after a change
+    std::vector<std::shared_ptr<std::vector<float>>> retired;  // older snapshots
+  };
+
+  ChunkStore() = default;
+  Slot& slot(uint32_t id) { return slots_[static_cast<size_t>(LocalIndex(id))]; }
+  const Slot& slot(uint32_t id) const { return slots_[static_cast<size_t>(LocalIndex(id))]; }
+  void Changed(Slot& s);  // retires the current snapshot
+
+  optim::SolverHyper hyper_;
+  std::unique_ptr<optim::UpdateRule> rule_;
+  int history_slots_ = 0;
+  std::vector<uint32_t> ids_;
+  std::vector<int> local_;  // global id -> index into slots_, or -1
+  std::vector<Slot> slots_;
+  std::vector<float> scratch_;        // ApplyGradient's copy of the gradient
+  std::vector<float*> history_ptrs_;  // the rule's view of one slot's history
+};
+
+}  // namespace pstrain::server

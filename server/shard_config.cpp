@@ -1,0 +1,54 @@
+#include "server/shard_config.hpp"
+
+namespace pstrain::server {
+
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kBsp:
+      return "bsp";
+    case Mode::kSsp:
+      return "ssp";
+    case Mode::kAsp:
+      return "asp";
+  }
+  return "?";
+}
+
+Result<Mode> ParseMode(const std::string& name) {
+  for (Mode mode : {Mode::kBsp, Mode::kSsp, Mode::kAsp}) {
+    if (name == ModeName(mode)) return mode;
+  }
+  return Status::Error("mode \"" + name + "\" is not one of bsp, ssp, asp");
+}
+
+Status ValidateShardConfig(const ShardConfig& c) {
+  if (c.num_shards < 1) {
+    return Status::Error("num_shards must be at least 1, got " + std::to_string(c.num_shards));
+  }
+  if (c.shard < 0 || c.shard >= c.num_shards) {
+    return Status::Error("shard must be in [0, " + std::to_string(c.num_shards) + "), got " +
+                         std::to_string(c.shard));
+  }
+  if (c.num_workers < 1) {
+    return Status::Error("num_workers must be at least 1, got " + std::to_string(c.num_workers));
+  }
+  if (c.staleness < 0) {
+    return Status::Error("staleness must be >= 0, got " + std::to_string(c.staleness));
+  }
+  if (c.chunk_bytes < 4) {
+    return Status::Error("chunk_bytes must be at least 4, got " + std::to_string(c.chunk_bytes));
+  }
+  if (c.snapshot_interval < 0) {
+    return Status::Error("snapshot_interval must be >= 0, got " +
+                         std::to_string(c.snapshot_interval));
+  }
+  if (c.snapshot_interval > 0 && c.snapshot_prefix.empty()) {
+    return Status::Error("snapshot_prefix must be given when snapshot_interval > 0");
+  }
+  if (c.wait_warn_ms <= 0) {
+    return Status::Error("wait_warn_ms must be positive, got " + std::to_string(c.wait_warn_ms));
+  }
+  return optim::ValidateSolverHyper(c.hyper).WithContext("solver");
+}
+
+}  // namespace pstrain::server

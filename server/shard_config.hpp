@@ -1,0 +1,40 @@
+// ShardConfig: what one parameter-server shard needs to know about its job.
+//
+// The ps-server program fills it from its command line; tests fill it by hand.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/optim/solver_hyper.hpp"
+#include "common/status.hpp"
+
+namespace pstrain::server {
+
+// Consistency model (DESIGN §4): BSP aggregates all W gradients of a clock
+// into one step; SSP applies gradients on arrival and bounds the clock gap by
+// `staleness`; ASP applies on arrival without a bound.
+enum class Mode { kBsp, kSsp, kAsp };
+
+const char* ModeName(Mode mode);                  // "bsp", "ssp", "asp"
+Result<Mode> ParseMode(const std::string& name);  // the inverse; an error names the value
+
+struct ShardConfig {
+  int shard = 0;  // this shard's rank, 0 <= shard < num_shards; shard 0 coordinates
+  int num_shards = 1;
+  int num_workers = 1;
+  Mode mode = Mode::kBsp;
+  int staleness = 0;  // ssp only: a pull for iteration t waits until every clock >= t - staleness
+  optim::SolverHyper hyper;
+  int64_t chunk_bytes = 1 << 20;  // KeyPlacement's chunk size
+  uint64_t job_key = 0;           // every incoming header must carry it; 0 disables the check
+  int snapshot_interval = 0;      // > 0: cut a checkpoint at every multiple of it (PULL barrier)
+  std::string snapshot_prefix;    // files <prefix>_iter_<t>.shard<k>.state
+  int64_t wait_warn_ms = 10000;   // a pull deferred this long is logged (Tick)
+};
+
+// Ok when `config` describes a shard that can run; otherwise the first
+// offending field, its value and what is allowed.
+Status ValidateShardConfig(const ShardConfig& config);
+
+}  // namespace pstrain::server

@@ -1,0 +1,289 @@
+// ShardServer: construction, dispatch, HELLO, INIT_PUSH, STATS, checkpoints.
+#include "server/shard_server.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace pstrain::server {
+namespace {
+
+std::string Sender(const pstrain::Header& h) {
+  const char* role = h.role() == pstrain::WORKER   ? "worker "
+                     : h.role() == pstrain::SERVER ? "server "
+                                                   : "control ";
+  return role + std::to_string(h.sender());
+}
+
+bool IsWorkerMessage(pstrain::MessageType type) {
+  return type == pstrain::HELLO || type == pstrain::INIT_PUSH || type == pstrain::PULL ||
+         type == pstrain::PUSH;
+}
+
+}  // namespace
+
+Status ShardServer::CheckChunks(const Incoming& m, const ChunkStore& store, bool all) {
+  const pstrain::Header& h = m.header;
+  if (static_cast<int>(m.payloads.size()) != h.chunks_size()) {
+    return Status::Error(std::to_string(h.chunks_size()) + " chunks but " +
+                         std::to_string(m.payloads.size()) + " payloads");
+  }
+  if (h.dtype() != pstrain::FLOAT32) return Status::Error("dtype must be FLOAT32");
+  std::set<uint32_t> seen;
+  for (const pstrain::ChunkRef& c : h.chunks()) {
+    if (!store.Holds(c.id())) {
+      return Status::Error("chunk " + std::to_string(c.id()) + " is not held by this shard");
+    }
+    if (static_cast<int64_t>(c.length()) != store.length(c.id())) {
+      return Status::Error("chunk " + std::to_string(c.id()) + " has " +
+                           std::to_string(c.length()) + " values, expected " +
+                           std::to_string(store.length(c.id())));
+    }
+    if (!seen.insert(c.id()).second) {
+      return Status::Error("chunk " + std::to_string(c.id()) + " appears twice");
+    }
+  }
+  if (all && static_cast<int>(seen.size()) != store.num_chunks()) {
+    return Status::Error("it carries " + std::to_string(seen.size()) + " of the shard's " +
+                         std::to_string(store.num_chunks()) + " chunks");
+  }
+  return Status::Ok();
+}
+
+ShardServer::ShardServer(ShardConfig config)
+    : config_(std::move(config)),
+      clocks_(config_.num_workers),
+      workers_(static_cast<size_t>(config_.num_workers)) {
+  PSTRAIN_CHECK_MSG(ValidateShardConfig(config_).ok(), ValidateShardConfig(config_).message());
+}
+
+Result<ShardServer> ShardServer::Restore(ShardConfig config, const std::string& path) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateShardConfig(config));
+  PSTRAIN_ASSIGN_OR_RETURN(RestoredShard restored, ReadShardState(path, config));
+  const ShardProgress& p = restored.progress;
+  if (config.mode == Mode::kBsp) {
+    for (int64_t clock : p.worker_clocks) {
+      if (clock != p.version) {
+        return Status::Error(path + ": not a bsp step boundary (a worker clock " +
+                             std::to_string(clock) + " differs from version " +
+                             std::to_string(p.version) + ")");
+      }
+    }
+  }
+  ShardServer server(std::move(config));
+  server.Install(std::move(restored.layout));
+  server.version_ = p.version;
+  server.pushes_applied_ = p.pushes_applied;
+  server.clocks_.Restore(p.worker_clocks, p.staleness_max);
+  server.staleness_histogram_ = p.staleness_histogram;
+  for (WorkerState& w : server.workers_) w.served_version = p.version;
+  // No new cut at or below the iteration resumed from.
+  server.checkpoint_cut_ = server.clocks_.min();
+  return server;
+}
+
+void ShardServer::Install(ShardLayout layout) {
+  layout_ = std::move(layout);
+  const ChunkStore& store = *layout_.store;
+  for (WorkerState& w : workers_) {
+    w.arrived.assign(static_cast<size_t>(store.num_chunks()), 0);
+    w.arrived_count = 0;
+    w.served_version = version_;
+  }
+  if (config_.mode == Mode::kBsp) {
+    std::vector<int64_t> lengths;
+    for (uint32_t id : store.chunk_ids()) lengths.push_back(store.length(id));
+    step_.emplace(config_.num_workers, lengths);
+  }
+}
+
+std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
+  Out out;
+  const pstrain::Header& h = m.header;
+  for (const pstrain::ChunkRef& c : h.chunks()) {
+    bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
+  }
+  if (config_.job_key != 0 && h.job_key() != config_.job_key) {
+    ++bad_messages_;  // a stray from another job: no answer
+    Log(pstrain::MessageType_Name(h.type()) + " from " + Sender(h) + " (peer " + m.peer +
+        ") dropped: wrong job key");
+    return out;
+  }
+  if (IsWorkerMessage(h.type()) &&
+      (h.role() != pstrain::WORKER || h.sender() < 0 || h.sender() >= config_.num_workers)) {
+    Reject(m, "not from a worker of this job (" + std::to_string(config_.num_workers) + " workers)",
+           out);
+    return out;
+  }
+  switch (h.type()) {
+    case pstrain::HELLO:
+      OnHello(m, out);
+      break;
+    case pstrain::INIT_PUSH:
+      OnInitPush(m, out);
+      break;
+    case pstrain::PULL:
+      OnPull(m, now, out);
+      break;
+    case pstrain::PUSH:
+      OnPush(m, out);
+      break;
+    case pstrain::NORM_PARTIAL:
+      OnNormPartial(m, out);
+      break;
+    case pstrain::NORM_TOTAL:
+      OnNormTotal(m, out);
+      break;
+    case pstrain::STATS: {
+      Outgoing reply = Reply(m, pstrain::STATS);
+      *reply.header.mutable_stats() = Stats();
+      out.push_back(std::move(reply));
+      break;
+    }
+    case pstrain::SHUTDOWN:
+      out.push_back(Reply(m, pstrain::SHUTDOWN));
+      done_ = true;
+      break;
+    case pstrain::HEARTBEAT:
+      break;
+    default:
+      Reject(m, "a server does not accept this message type", out);
+  }
+  ServeReadyPulls(out);
+  for (const Outgoing& o : out) {
+    for (const auto& payload : o.payloads) {
+      bytes_sent_ += static_cast<int64_t>(payload->size() * sizeof(float));
+    }
+  }
+  return out;
+}
+
+void ShardServer::OnHello(const Incoming& m, Out& out) {
+  const int w = m.header.sender();
+  if (m.header.world_size() != config_.num_workers) {
+    Reject(m,
+           "world_size " + std::to_string(m.header.world_size()) + " but this job has " +
+               std::to_string(config_.num_workers) + " workers",
+           out);
+    return;
+  }
+  WorkerState& worker = workers_[static_cast<size_t>(w)];
+  if (!worker.peer.empty() && worker.peer != m.peer) {
+    Log("worker " + std::to_string(w) + " reconnected (peer " + worker.peer + " -> " + m.peer +
+        ")");
+    // The old process is gone; its deferred pulls have no one to answer.
+    std::erase_if(deferred_, [&](const DeferredPull& p) { return p.peer == worker.peer; });
+  }
+  worker.peer = m.peer;
+  Outgoing reply = Reply(m, pstrain::HELLO_ACK);
+  reply.header.set_clock(clocks_.clock(w));
+  reply.header.set_version(version_);
+  reply.header.set_world_size(config_.num_workers);
+  reply.header.set_text(ModeName(config_.mode));
+  out.push_back(std::move(reply));
+}
+
+void ShardServer::OnInitPush(const Incoming& m, Out& out) {
+  const pstrain::Header& h = m.header;
+  if (h.sender() != 0) {
+    Reject(m, "only worker 0 sends the initial weights", out);
+    return;
+  }
+  std::vector<pstrain::ParamMeta> params(h.params().begin(), h.params().end());
+  if (initialized()) {
+    if (!SameParams(params, layout_.params)) {
+      Reject(m, "its parameters differ from those this shard was initialized with", out);
+      return;
+    }
+    Log("init push from worker 0 again: parameters match, weights kept (version " +
+        std::to_string(version_) + ")");
+    out.push_back(Reply(m, pstrain::INIT_ACK));
+    out.back().header.set_version(version_);
+    return;
+  }
+  auto layout = MakeShardLayout(std::move(params), config_);
+  if (!layout.ok()) {
+    Reject(m, layout.status().message(), out);
+    return;
+  }
+  ChunkStore& store = *layout->store;
+  if (Status s = CheckChunks(m, store, /*all=*/true); !s.ok()) {
+    Reject(m, s.message(), out);
+    return;
+  }
+  for (int i = 0; i < h.chunks_size(); ++i) {
+    const uint32_t id = h.chunks(i).id();
+    store.SetWeights(id, std::span<const float>(m.payloads[static_cast<size_t>(i)],
+                                                static_cast<size_t>(store.length(id))));
+  }
+  Install(std::move(layout).value());
+  Log("initialized by worker 0: " + std::to_string(layout_.params.size()) + " parameters, " +
+      std::to_string(layout_.store->num_chunks()) + " chunks here");
+  out.push_back(Reply(m, pstrain::INIT_ACK));
+  out.back().header.set_version(version_);
+}
+
+pstrain::ShardStats ShardServer::Stats() const {
+  pstrain::ShardStats s;
+  s.set_version(version_);
+  s.set_pushes_applied(pushes_applied_);
+  s.set_staleness_max(clocks_.max_gap());
+  for (int64_t n : staleness_histogram_) s.add_staleness_histogram(n);
+  s.set_bad_messages(bad_messages_);
+  s.set_duplicates_dropped(duplicates_dropped_);
+  s.set_bytes_received(bytes_received_);
+  s.set_bytes_sent(bytes_sent_);
+  for (int64_t clock : clocks_.clocks()) s.add_worker_clocks(clock);
+  return s;
+}
+
+ShardProgress ShardServer::Progress() const {
+  ShardProgress p;
+  p.version = version_;
+  p.pushes_applied = pushes_applied_;
+  p.worker_clocks = clocks_.clocks();
+  if (config_.mode == Mode::kBsp) {
+    // Gradients buffered for the step not yet applied are not in the file.
+    for (int64_t& clock : p.worker_clocks) clock = std::min(clock, version_);
+  }
+  p.staleness_max = clocks_.max_gap();
+  p.staleness_histogram = staleness_histogram_;
+  return p;
+}
+
+Status ShardServer::WriteCheckpoint(const std::string& path) const {
+  if (!initialized()) return Status::Error(path + ": nothing to write before the init push");
+  return WriteShardState(path, config_, layout_, Progress());
+}
+
+pstrain::Header ShardServer::MakeHeader(pstrain::MessageType type) const {
+  pstrain::Header h;
+  h.set_type(type);
+  h.set_role(pstrain::SERVER);
+  h.set_sender(config_.shard);
+  if (config_.job_key != 0) h.set_job_key(config_.job_key);
+  return h;
+}
+
+Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const {
+  Outgoing o;
+  o.peer = m.peer;
+  o.header = MakeHeader(type);
+  if (m.header.has_request_id()) o.header.set_request_id(m.header.request_id());
+  if (m.header.has_clock()) o.header.set_clock(m.header.clock());
+  return o;
+}
+
+void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
+  ++bad_messages_;
+  Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
+      " rejected: " + why);
+  Outgoing reply = Reply(m, pstrain::ERROR);
+  reply.header.set_text(why);
+  out.push_back(std::move(reply));
+}
+
+void ShardServer::Log(const std::string& line) const {
+  if (log) log("shard " + std::to_string(config_.shard) + ": " + line);
+}
+
+}  // namespace pstrain::server

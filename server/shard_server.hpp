@@ -1,0 +1,185 @@
+// ShardServer: one parameter-server shard as a message-driven state machine
+// (DESIGN §4), without sockets. The ps-server event loop feeds it each
+// validated incoming message and sends what Handle returns; tests drive it by
+// hand.
+//
+// Consistency (a worker's clock = iterations it has completely pushed here):
+//   bsp  A PULL for iteration t is answered once step t-1 is applied
+//        (version >= t). The W gradients of each chunk are summed in rank
+//        order, scaled by 1/W and applied as ONE step (iter = t); version
+//        becomes t+1 when every chunk of step t is applied. With
+//        clip_gradients >= 0 the step waits for the global norm: each shard
+//        sends NORM_PARTIAL (the sum of squares of its averaged gradient) to
+//        server 0, which adds all partials in shard order, sends NORM_TOTAL to
+//        every other server and applies its own step.
+//   ssp  A PULL for t is answered once every clock >= t - staleness.
+//   asp  A PULL is answered at once.
+//   ssp/asp apply every pushed chunk on arrival, scaled 1/W (and by the clip
+//        factor of the push's own sum_squares). version counts global steps:
+//        floor(complete pushes applied / W); it is also the lr schedule's iter.
+//        So a checkpoint cut at iteration t has version t in every mode.
+// Staleness of an applied push: version when it completed minus the version
+// the pushing worker was last served (histogrammed in Stats()).
+//
+// Checkpoint barrier: with snapshot_interval > 0, a PULL for iteration t > 0,
+// t % snapshot_interval == 0, waits until every clock == t, then the shard
+// writes <snapshot_prefix>_iter_<t>.shard<k>.state and the PULL_REPLY carries
+// its path in `text` (empty when the write failed; the failure is logged).
+//
+// Not thread-safe: one event loop calls everything.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "proto/pstrain.pb.h"
+#include "server/clock_table.hpp"
+#include "server/rank_ordered_sum.hpp"
+#include "server/shard_checkpoint.hpp"
+#include "server/shard_config.hpp"
+#include "server/shard_layout.hpp"
+
+namespace pstrain::server {
+
+// A message as the transport delivers it: size, dtype and payload count
+// already checked against the header (one payload of chunks[i].length floats
+// per chunk). The payloads stay valid for the duration of Handle only.
+struct Incoming {
+  std::string peer;  // the transport's id of the sender, for replies
+  pstrain::Header header;
+  std::vector<const float*> payloads;
+};
+
+struct Outgoing {
+  enum class To {
+    kPeer,         // `peer`
+    kCoordinator,  // server 0 (NORM_PARTIAL)
+    kAllServers,   // every server but this one (NORM_TOTAL from server 0)
+  } to = To::kPeer;
+  std::string peer;
+  pstrain::Header header;
+  std::vector<std::shared_ptr<const std::vector<float>>> payloads;  // one per header.chunks
+};
+
+class ShardServer {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // REQUIRES: ValidateShardConfig(config).ok().
+  explicit ShardServer(ShardConfig config);
+  // A shard resumed from its checkpoint file (ReadShardState's checks; in bsp
+  // the state must be a step boundary: every clock == version).
+  static Result<ShardServer> Restore(ShardConfig config, const std::string& shard_state_path);
+
+  ShardServer(ShardServer&&) = default;
+  ShardServer& operator=(ShardServer&&) = default;
+  ShardServer(const ShardServer&) = delete;
+  ShardServer& operator=(const ShardServer&) = delete;
+
+  // Processes one message; returns the messages to send (replies, deferred
+  // PULL_REPLYs that became ready, NORM_* exchanges). A bad message gets an
+  // ERROR reply (when it has a sender to answer), a log line and a count in
+  // bad_messages; it never changes a weight.
+  std::vector<Outgoing> Handle(const Incoming& message, TimePoint now);
+  // Periodic: logs one line for every pull deferred longer than wait_warn_ms
+  // (again at most every wait_warn_ms). Returns no messages today.
+  std::vector<Outgoing> Tick(TimePoint now);
+
+  pstrain::ShardStats Stats() const;
+  // Writes the shard's state to `path` atomically. In bsp, gradients of a
+  // step not yet applied are not saved (the clocks saved exclude them); in
+  // ssp/asp a partially pushed iteration would be applied again on resume, so
+  // call it at a checkpoint cut (the barrier does).
+  Status WriteCheckpoint(const std::string& path) const;
+
+  bool done() const { return done_; }  // a SHUTDOWN was answered
+  bool initialized() const { return layout_.store.has_value(); }
+  int64_t version() const { return version_; }
+  const ShardConfig& config() const { return config_; }
+  const ClockTable& clocks() const { return clocks_; }
+  const ChunkStore* store() const { return layout_.store ? &*layout_.store : nullptr; }
+
+  std::function<void(const std::string&)> log;  // log lines (waits, drops, checkpoints)
+
+ private:
+  using Out = std::vector<Outgoing>;
+  struct WorkerState {
+    std::string peer;           // latest peer that said HELLO as this rank
+    std::vector<char> arrived;  // per local chunk: received for the current clock
+    int arrived_count = 0;
+    int64_t served_version = 0;  // version of the weights last pulled
+  };
+  struct DeferredPull {
+    std::string peer;
+    int worker = 0;
+    int64_t clock = 0;
+    uint64_t request_id = 0;
+    TimePoint since, last_warning;
+  };
+
+  // shard_server.cpp: dispatch, HELLO, INIT_PUSH, replies.
+  void OnHello(const Incoming& m, Out& out);
+  void OnInitPush(const Incoming& m, Out& out);
+  void Install(ShardLayout layout);
+  // The chunk list of a PUSH or INIT_PUSH against this shard's chunks: each
+  // held here, its length right, none twice, a payload each; `all`: every
+  // chunk of the shard.
+  static Status CheckChunks(const Incoming& m, const ChunkStore& store, bool all);
+  pstrain::Header MakeHeader(pstrain::MessageType type) const;
+  Outgoing Reply(const Incoming& m, pstrain::MessageType type) const;
+  void Reject(const Incoming& m, const std::string& why, Out& out);
+  void Log(const std::string& line) const;
+  ShardProgress Progress() const;
+
+  // shard_server_push.cpp: PUSH and the BSP step with its norm exchange.
+  void OnPush(const Incoming& m, Out& out);
+  float ArrivalScale(const pstrain::Header& h) const;
+  void WorkerCompleted(int worker);
+  void RecordStaleness(int worker);
+  void BspAggregated(Out& out);
+  bool ExpectsNorms() const;
+  void OnNormPartial(const Incoming& m, Out& out);
+  void OnNormTotal(const Incoming& m, Out& out);
+  void NotePartial(int shard, int64_t clock, double sum_squares, Out& out);
+  void NormTotalKnown(int64_t clock, double total);
+  void ApplyBspStep(double global_sum_squares);
+  void FinishBspStep();
+
+  // shard_server_pull.cpp: PULL, the checkpoint barrier, wait warnings.
+  void OnPull(const Incoming& m, TimePoint now, Out& out);
+  bool IsCheckpointIteration(int64_t t) const;
+  bool PullReady(int64_t t) const;
+  void ServeReadyPulls(Out& out);
+  Outgoing PullReply(const DeferredPull& pull);
+  void CutCheckpoint(int64_t t);
+  std::string WaitReason(int64_t t) const;
+
+  ShardConfig config_;
+  ClockTable clocks_;
+  std::vector<WorkerState> workers_;
+  ShardLayout layout_;                  // store unset until INIT_PUSH (or Restore)
+  std::optional<RankOrderedSum> step_;  // bsp: the sums of step `version_`
+  int step_chunks_complete_ = 0;        // bsp: chunks of step version_ with all W gradients
+  std::map<int64_t, std::vector<std::optional<double>>> norm_partials_;  // server 0: [clock][shard]
+  std::optional<std::pair<int64_t, double>> norm_total_;  // received before the own sums were done
+  std::vector<DeferredPull> deferred_;                    // in arrival order
+  int64_t version_ = 0;
+  int64_t pushes_applied_ = 0;
+  std::vector<int64_t> staleness_histogram_;
+  int64_t bad_messages_ = 0;
+  int64_t duplicates_dropped_ = 0;
+  int64_t bytes_received_ = 0;
+  int64_t bytes_sent_ = 0;
+  int64_t checkpoint_cut_ = 0;   // latest iteration cut (or resumed from)
+  std::string checkpoint_path_;  // its file; empty if the write failed
+  bool done_ = false;
+};
+
+}  // namespace pstrain::server

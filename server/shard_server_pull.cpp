@@ -1,0 +1,135 @@
+// ShardServer: PULL (consistency bound, checkpoint barrier) and wait warnings.
+#include <cstdio>
+
+#include "server/shard_server.hpp"
+
+namespace pstrain::server {
+namespace {
+
+std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers) {
+  std::string text;
+  for (int w : workers) {
+    if (!text.empty()) text += ", ";
+    text += "worker " + std::to_string(w) + " (clock " + std::to_string(clocks.clock(w)) + ")";
+  }
+  return text;
+}
+
+}  // namespace
+
+void ShardServer::OnPull(const Incoming& m, TimePoint now, Out& out) {
+  const pstrain::Header& h = m.header;
+  if (!h.has_clock() || h.clock() < 0) {
+    Reject(m, "a pull needs the iteration (clock >= 0) it computes", out);
+    return;
+  }
+  // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
+  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), h.request_id(), now, now});
+}
+
+bool ShardServer::IsCheckpointIteration(int64_t t) const {
+  return config_.snapshot_interval > 0 && t > 0 && t % config_.snapshot_interval == 0;
+}
+
+bool ShardServer::PullReady(int64_t t) const {
+  if (!initialized()) return false;
+  if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
+    // One global cut: every worker has finished t iterations and none more.
+    if (!clocks_.NotAt(t).empty()) return false;
+    return config_.mode != Mode::kBsp || version_ >= t;
+  }
+  switch (config_.mode) {
+    case Mode::kBsp:
+      return version_ >= t;
+    case Mode::kSsp:
+      return clocks_.min() >= t - config_.staleness;
+    case Mode::kAsp:
+      return true;
+  }
+  return false;
+}
+
+void ShardServer::ServeReadyPulls(Out& out) {
+  for (size_t i = 0; i < deferred_.size();) {
+    const DeferredPull& pull = deferred_[i];
+    if (!PullReady(pull.clock)) {
+      ++i;
+      continue;
+    }
+    if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
+      CutCheckpoint(pull.clock);
+    }
+    out.push_back(PullReply(pull));
+    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void ShardServer::CutCheckpoint(int64_t t) {
+  const std::string path = config_.snapshot_prefix + "_iter_" + std::to_string(t) + ".shard" +
+                           std::to_string(config_.shard) + ".state";
+  checkpoint_cut_ = t;
+  if (Status s = WriteCheckpoint(path); !s.ok()) {
+    checkpoint_path_.clear();
+    Log("checkpoint at iteration " + std::to_string(t) + " FAILED: " + s.message());
+    return;
+  }
+  checkpoint_path_ = path;
+  Log("checkpoint at iteration " + std::to_string(t) + " written to " + path);
+}
+
+Outgoing ShardServer::PullReply(const DeferredPull& pull) {
+  ChunkStore& store = *layout_.store;
+  Outgoing o;
+  o.peer = pull.peer;
+  o.header = MakeHeader(pstrain::PULL_REPLY);
+  o.header.set_clock(pull.clock);
+  o.header.set_version(version_);
+  o.header.set_request_id(pull.request_id);
+  if (IsCheckpointIteration(pull.clock) && pull.clock == checkpoint_cut_) {
+    o.header.set_text(checkpoint_path_);
+  }
+  for (uint32_t id : store.chunk_ids()) {
+    pstrain::ChunkRef* ref = o.header.add_chunks();
+    ref->set_id(id);
+    ref->set_length(static_cast<uint64_t>(store.length(id)));
+    o.payloads.push_back(store.Snapshot(id));
+  }
+  workers_[static_cast<size_t>(pull.worker)].served_version = version_;
+  return o;
+}
+
+std::string ShardServer::WaitReason(int64_t t) const {
+  if (!initialized()) return "the init push from worker 0";
+  if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
+    const std::vector<int> off = clocks_.NotAt(t);
+    if (!off.empty()) {
+      return "the checkpoint cut at iteration " + std::to_string(t) + ": " +
+             WorkerList(clocks_, off);
+    }
+  }
+  const int64_t bound = config_.mode == Mode::kSsp ? t - config_.staleness : t;
+  const std::vector<int> behind = clocks_.Below(bound);
+  if (!behind.empty()) return WorkerList(clocks_, behind);
+  std::string step = "step " + std::to_string(t - 1);
+  if (config_.hyper.clip_gradients >= 0) {
+    step += config_.shard == 0 ? " (gradient norms of the other servers)"
+                               : " (the gradient norm total from server 0)";
+  }
+  return step;
+}
+
+std::vector<Outgoing> ShardServer::Tick(TimePoint now) {
+  const auto warn = std::chrono::milliseconds(config_.wait_warn_ms);
+  for (DeferredPull& pull : deferred_) {
+    if (now - pull.since < warn || now - pull.last_warning < warn) continue;
+    pull.last_warning = now;
+    const double waited = std::chrono::duration<double>(now - pull.since).count();
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", waited);
+    Log("worker " + std::to_string(pull.worker) + "'s pull for iteration " +
+        std::to_string(pull.clock) + " has waited " + seconds + " s for " + WaitReason(pull.clock));
+  }
+  return {};
+}
+
+}  // namespace pstrain::server
