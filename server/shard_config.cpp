@@ -42,7 +42,7 @@ Status ValidateShardConfig(const ShardConfig& c) {
     return Status::Error("snapshot_interval must be >= 0, got " +
                          std::to_string(c.snapshot_interval));
   }
-  if (c.snapshot_interval > 0 && c.snapshot_prefix.empty()) {
+  if ((c.snapshot_interval > 0 || c.final_iter > 0) && c.snapshot_prefix.empty()) {
     return Status::Error("snapshot_prefix must be given when snapshot_interval > 0");
   }
   if (c.wait_warn_ms <= 0) {

@@ -29,6 +29,7 @@ struct ShardConfig {
   int64_t chunk_bytes = 1 << 20;  // KeyPlacement's chunk size
   uint64_t job_key = 0;           // every incoming header must carry it; 0 disables the check
   int snapshot_interval = 0;      // > 0: cut a checkpoint at every multiple of it (PULL barrier)
+  int64_t final_iter = 0;         // > 0: also cut one at this iteration (the solver's max_iter)
   std::string snapshot_prefix;    // files <prefix>_iter_<t>.shard<k>.state
   int64_t wait_warn_ms = 10000;   // a pull deferred this long is logged (Tick)
 };

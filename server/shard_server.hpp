@@ -105,6 +105,8 @@ class ShardServer {
   const ShardConfig& config() const { return config_; }
   const ClockTable& clocks() const { return clocks_; }
   const ChunkStore* store() const { return layout_.store ? &*layout_.store : nullptr; }
+  // The job's chunk table once initialised (for validating messages), else null.
+  const KeyPlacement* placement() const { return initialized() ? &layout_.placement : nullptr; }
 
   std::function<void(const std::string&)> log;  // log lines (waits, drops, checkpoints)
 

@@ -28,6 +28,7 @@ void ShardServer::OnPull(const Incoming& m, TimePoint now, Out& out) {
 }
 
 bool ShardServer::IsCheckpointIteration(int64_t t) const {
+  if (config_.final_iter > 0 && t == config_.final_iter) return true;
   return config_.snapshot_interval > 0 && t > 0 && t % config_.snapshot_interval == 0;
 }
 

@@ -21,6 +21,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(zmq::context_t& context,
   trainer_options.engine = options.engine;
   trainer_options.context.rank = options.client.rank;
   trainer_options.context.world_size = options.client.world_size;
+  trainer_options.on_event = options.on_event;
   PSTRAIN_ASSIGN_OR_RETURN(worker->trainer_,
                            Trainer::FromFile(options.solver_path, trainer_options));
   if (options.client.rank != 0 || options.weights.empty()) {

@@ -75,9 +75,24 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
                                                     start_new_session=True)
         codes = {}
         errs = {}
-        for name, proc in procs.items():
+        # Workers first: they finish on their own; the servers follow worker 0.
+        order = [n for n in procs if n.startswith("worker")] + \
+                [n for n in procs if n.startswith("server")]
+        for name in order:
+            proc = procs[name]
             remaining = max(1.0, deadline - time.monotonic())
-            out, err = proc.communicate(timeout=remaining)
+            try:
+                out, err = proc.communicate(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                report = []
+                for other, p in procs.items():
+                    if p.poll() is None:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    o, e = p.communicate(timeout=10)
+                    report.append(f"{other}: exit {p.returncode}; stdout tail: {o[-800:]!r};"
+                                  f" stderr tail: {e[-800:]!r}")
+                raise TimeoutError(f"job did not finish in {timeout} s (waiting for {name}):\n"
+                                   + "\n".join(report))
             outputs[name] = out
             errs[name] = err
             codes[name] = proc.returncode

@@ -1,0 +1,267 @@
+// ps-server: one parameter-server shard (DESIGN §1, §4).
+//
+//   ps-server --shard K --num-servers S --workers W --bind tcp://127.0.0.1:0
+//             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
+//             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
+//             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
+//
+// Binds one ROUTER and prints the endpoint workers should use, first:
+//   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
+// then serves until a SHUTDOWN, a signal (SIGINT/SIGTERM: the shard writes
+// <snapshot_prefix>_interrupted.shard<K>.state and exits), or --idle-exit-s
+// seconds without any message. Every received message is validated before it
+// reaches the shard; a bad one is logged, counted and dropped.
+#include <boost/program_options.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "common/json_line.hpp"
+#include "proto/caffe.pb.h"
+#include "common/optim/solver_proto.hpp"
+#include "common/proto_io.hpp"
+#include "common/transport/channel.hpp"
+#include "common/transport/malloc_tuning.hpp"
+#include "common/transport/validate.hpp"
+#include "server/shard_server.hpp"
+
+namespace po = boost::program_options;
+using pstrain::JsonLine;
+using pstrain::Status;
+using namespace pstrain::server;  // NOLINT: a program over one library
+namespace transport = pstrain::transport;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
+struct Flags {
+  ShardConfig config;
+  std::string bind, coordinator, solver, mode = "bsp", resume;
+  bool json = false;
+  int idle_exit_s = 600;
+  uint64_t job_key = 0;
+};
+
+class Printer {
+ public:
+  Printer(bool json, int shard) : json_(json), shard_(shard) {}
+  void Event(JsonLine line, const std::string& text) const {
+    if (json_) {
+      std::printf("%s\n", line.str().c_str());
+    } else {
+      std::printf("[server %d] %s\n", shard_, text.c_str());
+    }
+    std::fflush(stdout);
+  }
+  void Log(const std::string& message) const {
+    Event(Base("log").Add("message", message), message);
+  }
+  JsonLine Base(const std::string& event) const {
+    JsonLine line;
+    line.Add("event", event).Add("role", "server").Add("rank", shard_);
+    return line;
+  }
+
+ private:
+  bool json_;
+  int shard_;
+};
+
+int Fail(int shard, const std::string& message) {
+  std::fprintf(stderr, "ps-server %d: %s\n", shard, message.c_str());
+  return 1;
+}
+
+// Builds the shard's configuration from the flags and the solver file.
+Status Configure(Flags& f) {
+  caffe::SolverParameter solver;
+  PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.solver, &solver));
+  auto hyper = pstrain::optim::SolverHyperFromProto(solver);
+  if (!hyper.ok()) return hyper.status().WithContext(f.solver);
+  f.config.hyper = hyper.value();
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.mode, ParseMode(f.mode));
+  f.config.job_key = f.job_key;
+  f.config.snapshot_interval = solver.snapshot();
+  f.config.snapshot_prefix = solver.snapshot_prefix();
+  if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
+  if (f.config.snapshot_prefix.empty()) f.config.snapshot_prefix = "snapshot";
+  return ValidateShardConfig(f.config);
+}
+
+pstrain::Result<ShardServer> MakeShard(const Flags& f) {
+  if (f.resume.empty()) return ShardServer(f.config);
+  pstrain::CheckpointManifest manifest;
+  PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.resume, &manifest));
+  if (manifest.num_shards() != f.config.num_shards ||
+      manifest.shard_files_size() != f.config.num_shards) {
+    return Status::Error(f.resume + ": the checkpoint has " +
+                         std::to_string(manifest.num_shards()) + " shards, the job " +
+                         std::to_string(f.config.num_shards));
+  }
+  return ShardServer::Restore(f.config, manifest.shard_files(f.config.shard));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  po::options_description desc("ps-server");
+  desc.add_options()("help,h", "show this help")(
+      "shard", po::value(&f.config.shard)->default_value(0), "this shard's rank")(
+      "num-servers", po::value(&f.config.num_shards)->default_value(1), "number of shards")(
+      "workers", po::value(&f.config.num_workers)->default_value(1), "number of workers")(
+      "bind", po::value(&f.bind)->default_value("tcp://127.0.0.1:0"),
+      "address to bind (port 0: any free port)")(
+      "coordinator", po::value(&f.coordinator), "server 0's endpoint (shards > 0, for clipping)")(
+      "solver", po::value(&f.solver), "solver prototxt (update rule, lr policy, snapshots)")(
+      "mode", po::value(&f.mode)->default_value("bsp"), "bsp, ssp or asp")(
+      "staleness", po::value(&f.config.staleness)->default_value(0), "ssp staleness bound")(
+      "chunk-bytes", po::value(&f.config.chunk_bytes)->default_value(1 << 20), "chunk size")(
+      "job-key", po::value(&f.job_key)->default_value(0), "the job's key")(
+      "resume", po::value(&f.resume), "checkpoint manifest to resume from")(
+      "wait-warn-ms", po::value(&f.config.wait_warn_ms)->default_value(10000),
+      "log a pull that waits longer than this")(
+      "idle-exit-s", po::value(&f.idle_exit_s)->default_value(600),
+      "exit with an error after this long without any message (0: never)")(
+      "json", po::bool_switch(&f.json), "one JSON object a line");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "ps-server: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  if (f.solver.empty()) {
+    std::fprintf(stderr, "ps-server: --solver is required\n");
+    return 2;
+  }
+  const int shard = f.config.shard;
+  if (Status s = Configure(f); !s.ok()) return Fail(shard, s.message());
+  auto made = MakeShard(f);
+  if (!made.ok()) return Fail(shard, made.status().message());
+  ShardServer core = std::move(made).value();
+  const Printer printer(f.json, shard);
+  core.log = [&](const std::string& line) { printer.Log(line); };
+  if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
+
+  zmq::context_t context(1);
+  transport::SocketOptions router_options;
+  router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
+  auto router = transport::BindRouter(context, f.bind, router_options);
+  if (!router.ok()) return Fail(shard, router.status().message());
+  std::unique_ptr<transport::Channel> coordinator;
+  if (shard > 0 && !f.coordinator.empty()) {
+    transport::SocketOptions options;
+    options.identity = "server-" + std::to_string(shard);
+    auto dealer = transport::ConnectDealer(context, f.coordinator, options);
+    if (!dealer.ok()) return Fail(shard, dealer.status().message());
+    coordinator = std::move(dealer).value();
+  }
+  printer.Event(printer.Base("listening")
+                    .Add("endpoint", router.value()->endpoint())
+                    .Add("mode", f.mode)
+                    .Add("version", core.version()),
+                "listening on " + router.value()->endpoint());
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+
+  std::vector<transport::Channel*> channels = {router.value().get()};
+  if (coordinator) channels.push_back(coordinator.get());
+  std::map<std::string, bool> server_peers;  // server 0: the other shards' routing ids
+  auto last_message = Clock::now();
+  auto last_tick = Clock::now();
+  int64_t bad_messages = 0;
+
+  const auto send_all = [&](std::vector<Outgoing> outgoing) {
+    for (auto& o : outgoing) {
+      transport::OutMessage m{std::move(o.header), {}};
+      for (const auto& p : o.payloads) m.payloads.push_back(transport::Payload::Of(p));
+      Status s;
+      if (o.to == Outgoing::To::kPeer) {
+        s = router.value()->Send(o.peer, std::move(m));
+      } else if (o.to == Outgoing::To::kCoordinator) {
+        s = coordinator ? coordinator->Send("", std::move(m))
+                        : Status::Error("clipping needs --coordinator on shards > 0");
+      } else {
+        for (const auto& [peer, unused] : server_peers) {
+          transport::OutMessage copy{m.header, m.payloads};
+          Status one = router.value()->Send(peer, std::move(copy));
+          if (!one.ok()) s = one;
+        }
+      }
+      if (!s.ok()) printer.Log("send failed: " + s.message());
+    }
+  };
+
+  while (!core.done()) {
+    if (g_signal != 0) {
+      const std::string path = f.config.snapshot_prefix + "_interrupted.shard" +
+                               std::to_string(shard) + ".state";
+      Status s = core.initialized() ? core.WriteCheckpoint(path)
+                                    : Status::Error("not initialised, nothing to save");
+      printer.Log(s.ok() ? "interrupted: wrote " + path
+                         : "interrupted: no checkpoint (" + s.message() + ")");
+      return 0;
+    }
+    auto ready = transport::PollAny(channels, std::chrono::milliseconds(100));
+    const auto now = Clock::now();
+    if (now - last_tick > std::chrono::seconds(1)) {
+      send_all(core.Tick(now));
+      last_tick = now;
+    }
+    if (!ready.ok()) return Fail(shard, ready.status().message());
+    if (ready.value() < 0) {
+      if (f.idle_exit_s > 0 && now - last_message > std::chrono::seconds(f.idle_exit_s)) {
+        return Fail(shard, "no message for " + std::to_string(f.idle_exit_s) + " s; exiting");
+      }
+      continue;
+    }
+    transport::Channel* channel = channels[ready.value()];
+    auto received = channel->Receive(std::chrono::milliseconds(0));
+    if (!received.ok()) {
+      ++bad_messages;
+      printer.Log("dropped a message: " + received.status().message());
+      continue;
+    }
+    if (!received.value().has_value()) continue;
+    transport::InMessage message = std::move(*received.value());
+    last_message = now;
+    transport::ValidationRules rules;
+    rules.job_key = f.config.job_key;
+    rules.num_workers = f.config.num_workers;
+    rules.num_servers = f.config.num_shards;
+    rules.placement = core.placement();
+    rules.shard = message.header.type() == pstrain::INIT_PUSH ? -1 : shard;
+    if (message.header.type() == pstrain::INIT_PUSH) rules.placement = nullptr;
+    if (Status s = transport::Validate(message, rules); !s.ok()) {
+      ++bad_messages;
+      printer.Log("dropped " + transport::Describe(message) + ": " + s.message());
+      continue;
+    }
+    if (message.header.role() == pstrain::SERVER && channel == router.value().get()) {
+      server_peers[message.peer] = true;
+    }
+    Incoming incoming{message.peer, message.header, {}};
+    for (size_t i = 0; i < message.payload_count(); ++i) {
+      incoming.payloads.push_back(message.payload(i));
+    }
+    send_all(core.Handle(incoming, now));
+  }
+  const pstrain::ShardStats stats = core.Stats();
+  printer.Event(printer.Base("done")
+                    .Add("version", stats.version())
+                    .Add("staleness_max", stats.staleness_max())
+                    .Add("bad_messages", stats.bad_messages() + bad_messages),
+                "done at version " + std::to_string(stats.version()));
+  return 0;
+}

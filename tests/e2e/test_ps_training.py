@@ -1,0 +1,158 @@
+"""Parameter-server training end to end: real ps-server and ps-worker processes
+on loopback TCP, on Fashion-MNIST.
+
+BSP must be exactly large-batch SGD; reruns must be bit-identical; SSP must keep
+its staleness bound and make the fast worker wait (ASP never); a resumed job
+must continue to the same weights; and ssp/bsp with 2 servers and 3 workers
+must reach the accuracy of single-process training.
+"""
+import json
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from ps_job import run_job
+
+SMOOTH_NET = ROOT / "tests/e2e/nets/mlp_smooth.prototxt"
+LENET_NET = ROOT / "configs/nets/lenet_train_test.prototxt"
+
+
+def write_job(tmp: pathlib.Path, name: str, net_template: pathlib.Path, data: pathlib.Path,
+              batch: int, max_iter: int, *, snapshot: int = 0, test_interval: int = 0,
+              test_iter: int = 100, base_lr: float = 0.01, extra: str = "") -> pathlib.Path:
+    """A solver and its net in tmp/name/, with the train batch set to `batch`."""
+    folder = tmp / name
+    folder.mkdir(parents=True, exist_ok=True)
+    net = net_template.read_text()
+    if "BATCH" in net:
+        net = net.replace("BATCH", str(batch)).replace("DATA", str(data))
+    else:  # LeNet: train batch 64, data under data/fashion-mnist
+        net, n = re.subn(r"batch_size: 64", f"batch_size: {batch}", net)
+        assert n == 1
+        net = net.replace('"data/fashion-mnist', f'"{data}')
+    (folder / "net.prototxt").write_text(net)
+    solver = folder / "solver.prototxt"
+    tests = f"test_iter: {test_iter}\ntest_interval: {test_interval}\n" if test_interval else ""
+    solver.write_text(
+        f'net: "{folder}/net.prototxt"\n{tests}'
+        f"base_lr: {base_lr}\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: \"fixed\"\n"
+        f"display: 10\nmax_iter: {max_iter}\nsnapshot: {snapshot}\n"
+        f'snapshot_prefix: "{folder}/snap"\nrandom_seed: 7\nsolver_mode: CPU\n{extra}')
+    return solver
+
+
+def final_model(solver: pathlib.Path, max_iter: int) -> pathlib.Path:
+    path = solver.parent / f"snap_iter_{max_iter}.caffemodel"
+    assert path.exists(), f"{path} was not written"
+    return path
+
+
+def diff(build_dir, a: pathlib.Path, b: pathlib.Path) -> dict:
+    out = subprocess.run([str(build_dir / "bin/ps-net"), "diff", str(a), str(b), "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def ok(result):
+    bad = {k: v for k, v in result.returncodes.items() if v != 0}
+    assert not bad, f"exit codes {bad}: " + " | ".join(result.stderr[k][-600:] for k in bad)
+    return result
+
+
+def test_bsp_is_large_batch_sgd(build_dir, fashion_mnist, tmp_path):
+    iters = 50
+    one = write_job(tmp_path, "w1", SMOOTH_NET, fashion_mnist, 64, iters)
+    two = write_job(tmp_path, "w2", SMOOTH_NET, fashion_mnist, 32, iters)
+    two_servers = write_job(tmp_path, "w2s2", SMOOTH_NET, fashion_mnist, 32, iters)
+    single = write_job(tmp_path, "single", SMOOTH_NET, fashion_mnist, 64, iters)
+    ok(run_job(build_dir, one, workers=1, servers=1))
+    ok(run_job(build_dir, two, workers=2, servers=1))
+    ok(run_job(build_dir, two_servers, workers=2, servers=2, chunk_bytes=16384))
+    subprocess.run([str(build_dir / "bin/ps-net"), "train", "--solver", str(single),
+                    "--threads", "1", "--json"], check=True, capture_output=True, timeout=300)
+
+    reference = final_model(one, iters)
+    assert diff(build_dir, reference, final_model(single, iters))["max_rel"] <= 1e-6
+    assert diff(build_dir, reference, final_model(two, iters))["max_rel"] <= 1e-5
+    assert diff(build_dir, reference, final_model(two_servers, iters))["max_rel"] <= 1e-5
+
+
+def test_bsp_lenet_matches_large_batch(build_dir, fashion_mnist, tmp_path):
+    one = write_job(tmp_path, "w1", LENET_NET, fashion_mnist, 64, 3)
+    two = write_job(tmp_path, "w2", LENET_NET, fashion_mnist, 32, 3)
+    ok(run_job(build_dir, one, workers=1, servers=1))
+    ok(run_job(build_dir, two, workers=2, servers=2, chunk_bytes=65536))
+    assert diff(build_dir, final_model(one, 3), final_model(two, 3))["max_rel"] <= 1e-4
+
+
+def test_bsp_reruns_are_bit_identical(build_dir, fashion_mnist, tmp_path):
+    first = write_job(tmp_path, "a", SMOOTH_NET, fashion_mnist, 16, 30)
+    second = write_job(tmp_path, "b", SMOOTH_NET, fashion_mnist, 16, 30)
+    for solver in (first, second):
+        ok(run_job(build_dir, solver, workers=3, servers=2, chunk_bytes=8192,
+                   worker_args={1: ["--straggle-jitter-ms", "5"]}))
+    assert diff(build_dir, final_model(first, 30), final_model(second, 30))["max_abs"] == 0
+
+
+def pull_wait(result, source: str) -> float:
+    return sum(e["pull_wait_seconds"] for e in result.of("train", source))
+
+
+@pytest.mark.parametrize("staleness", [0, 1, 3])
+def test_ssp_bound_holds_and_fast_worker_waits(build_dir, fashion_mnist, tmp_path, staleness):
+    solver = write_job(tmp_path, f"s{staleness}", SMOOTH_NET, fashion_mnist, 16, 40)
+    result = ok(run_job(build_dir, solver, workers=2, servers=2, mode="ssp",
+                        staleness=staleness, chunk_bytes=8192,
+                        worker_args={1: ["--straggle-ms", "30"]}))
+    done = result.of("done")
+    servers = [e for e in done if e["role"] == "server"]
+    assert len(servers) == 2
+    for server in servers:
+        assert server["staleness_max"] <= staleness + 1, server
+    # 40 iterations, the slow worker 30 ms behind each: the fast one must wait.
+    assert pull_wait(result, "worker-0") > 0.5
+
+
+def test_asp_never_waits(build_dir, fashion_mnist, tmp_path):
+    solver = write_job(tmp_path, "asp", SMOOTH_NET, fashion_mnist, 16, 40)
+    result = ok(run_job(build_dir, solver, workers=2, servers=1, mode="asp",
+                        worker_args={1: ["--straggle-ms", "30"]}))
+    assert pull_wait(result, "worker-0") < 0.3
+    assert max(e["staleness_max"] for e in result.of("done") if e["role"] == "server") > 2
+
+
+def test_bsp_resume_continues_exactly(build_dir, fashion_mnist, tmp_path):
+    straight = write_job(tmp_path, "straight", SMOOTH_NET, fashion_mnist, 32, 40)
+    first_half = write_job(tmp_path, "resumed", SMOOTH_NET, fashion_mnist, 32, 20)
+    ok(run_job(build_dir, straight, workers=2, servers=2, chunk_bytes=16384))
+    ok(run_job(build_dir, first_half, workers=2, servers=2, chunk_bytes=16384))
+    manifest = first_half.parent / "snap_iter_20.manifest"
+    assert manifest.exists()
+    second_half = write_job(tmp_path, "resumed", SMOOTH_NET, fashion_mnist, 32, 40)
+    ok(run_job(build_dir, second_half, workers=2, servers=2, chunk_bytes=16384, resume=manifest))
+    result = diff(build_dir, final_model(straight, 40), final_model(second_half, 40))
+    assert result["max_rel"] <= 1e-6
+
+
+@pytest.mark.parametrize("mode,staleness", [("bsp", 0), ("ssp", 2)])
+def test_two_servers_three_workers_reach_single_process_accuracy(
+        build_dir, fashion_mnist, tmp_path, mode, staleness):
+    iters = 1500
+    single = write_job(tmp_path, "single", LENET_NET, fashion_mnist, 63, iters,
+                       test_interval=iters)
+    proc = subprocess.run([str(build_dir / "bin/ps-net"), "train", "--solver", str(single),
+                           "--threads", "2", "--json"], capture_output=True, text=True,
+                          timeout=600, check=True)
+    tests = [json.loads(l) for l in proc.stdout.splitlines() if '"event":"test"' in l]
+    single_accuracy = tests[-1]["accuracy"]
+
+    ps = write_job(tmp_path, mode, LENET_NET, fashion_mnist, 21, iters, test_interval=iters)
+    result = ok(run_job(build_dir, ps, workers=3, servers=2, mode=mode, staleness=staleness,
+                        chunk_bytes=65536, timeout=600))
+    ps_accuracy = result.of("test", "worker-0")[-1]["accuracy"]
+    assert single_accuracy > 0.8
+    assert abs(ps_accuracy - single_accuracy) <= 0.015, (ps_accuracy, single_accuracy)
