@@ -22,6 +22,7 @@
 #include "proto/caffe.pb.h"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
+#include "common/transport/address.hpp"
 #include "common/transport/channel.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/validate.hpp"
@@ -41,7 +42,7 @@ void OnSignal(int sig) { g_signal = sig; }
 
 struct Flags {
   ShardConfig config;
-  std::string bind, coordinator, solver, mode = "bsp", resume;
+  std::string bind, advertise, coordinator, solver, mode = "bsp", resume;
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -93,6 +94,39 @@ Status Configure(Flags& f) {
   return ValidateShardConfig(f.config);
 }
 
+// "tcp://HOST:PORT" (HOST an interface address or a host name, resolved
+// here; PORT 0 or * for any free port), "ipc://PATH" or "inproc://NAME".
+pstrain::Result<std::string> BindAddress(const std::string& bind) {
+  const size_t sep = bind.find("://");
+  if (sep == std::string::npos) {
+    return Status::Error("--bind '" + bind + "' is not an endpoint like tcp://127.0.0.1:0");
+  }
+  const std::string kind = bind.substr(0, sep);
+  std::string rest = bind.substr(sep + 3);
+  if (kind != "tcp") return transport::MakeAddress(kind, rest, 0);
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos) return Status::Error("--bind '" + bind + "' has no port");
+  const std::string port_text = rest.substr(colon + 1);
+  int port = 0;
+  if (port_text != "*") {
+    try {
+      size_t used = 0;
+      port = std::stoi(port_text, &used);
+      if (used != port_text.size()) throw std::invalid_argument(port_text);
+    } catch (const std::exception&) {
+      return Status::Error("--bind '" + bind + "' has a bad port '" + port_text + "'");
+    }
+  }
+  return transport::MakeAddress("tcp", rest.substr(0, colon), port);
+}
+
+// The endpoint workers should use: the bound one, with `advertise` as host.
+std::string Advertised(const std::string& endpoint, const std::string& advertise) {
+  if (advertise.empty() || endpoint.rfind("tcp://", 0) != 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  return "tcp://" + advertise + endpoint.substr(colon);
+}
+
 pstrain::Result<ShardServer> MakeShard(const Flags& f) {
   if (f.resume.empty()) return ShardServer(f.config);
   pstrain::CheckpointManifest manifest;
@@ -116,7 +150,9 @@ int main(int argc, char** argv) {
       "num-servers", po::value(&f.config.num_shards)->default_value(1), "number of shards")(
       "workers", po::value(&f.config.num_workers)->default_value(1), "number of workers")(
       "bind", po::value(&f.bind)->default_value("tcp://127.0.0.1:0"),
-      "address to bind (port 0: any free port)")(
+      "address to bind: tcp://HOST:PORT (port 0: any free port), ipc://PATH")(
+      "advertise", po::value(&f.advertise),
+      "host name or address workers should connect to (default: the bound address)")(
       "coordinator", po::value(&f.coordinator), "server 0's endpoint (shards > 0, for clipping)")(
       "solver", po::value(&f.solver), "solver prototxt (update rule, lr policy, snapshots)")(
       "mode", po::value(&f.mode)->default_value("bsp"), "bsp, ssp or asp")(
@@ -157,7 +193,9 @@ int main(int argc, char** argv) {
   zmq::context_t context(1);
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
-  auto router = transport::BindRouter(context, f.bind, router_options);
+  auto bind_address = BindAddress(f.bind);
+  if (!bind_address.ok()) return Fail(shard, bind_address.status().message());
+  auto router = transport::BindRouter(context, bind_address.value(), router_options);
   if (!router.ok()) return Fail(shard, router.status().message());
   std::unique_ptr<transport::Channel> coordinator;
   if (shard > 0 && !f.coordinator.empty()) {
@@ -168,7 +206,7 @@ int main(int argc, char** argv) {
     coordinator = std::move(dealer).value();
   }
   printer.Event(printer.Base("listening")
-                    .Add("endpoint", router.value()->endpoint())
+                    .Add("endpoint", Advertised(router.value()->endpoint(), f.advertise))
                     .Add("mode", f.mode)
                     .Add("version", core.version()),
                 "listening on " + router.value()->endpoint());
@@ -258,8 +296,15 @@ int main(int argc, char** argv) {
     send_all(core.Handle(incoming, now));
   }
   const pstrain::ShardStats stats = core.Stats();
+  std::string histogram = "[";
+  for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
+    histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
+  }
+  histogram += "]";
   printer.Event(printer.Base("done")
                     .Add("version", stats.version())
+                    .Add("pushes_applied", stats.pushes_applied())
+                    .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
                     .Add("bad_messages", stats.bad_messages() + bad_messages),
                 "done at version " + std::to_string(stats.version()));
