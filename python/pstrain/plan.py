@@ -160,9 +160,9 @@ def _check_cluster(job: JobConfig, source: str) -> None:
         gpus = programs.gpu_count()
         n = int(c.server_device[4:])
         if n >= gpus:
-            raise JobError(f"{source}: cluster.server_device: gpu:{n} does not exist (this machine "
-                           f"has {gpus} GPUs per nvidia-smi -L); server_device gpu:{n} needs a "
-                           f"CUDA build and a GPU (not available yet)")
+            raise JobError(f"{source}: cluster.server_device: server_device gpu:{n} needs a "
+                           f"CUDA build and a GPU (not available yet); this machine has {gpus} "
+                           f"GPUs (nvidia-smi -L)")
         if not programs.cuda_build():
             raise JobError(f"{source}: cluster.server_device: server_device gpu:{n} needs a CUDA "
                            f"build and a GPU (not available yet)")
