@@ -176,3 +176,42 @@ def test_start_processes_by_hand(tmp_path, fashion_mnist):
         assert [e["iter"] for e in worker.events if e["event"] == "train"] == [5]
     finally:
         server.kill()
+
+
+def test_resume_continues_from_the_newest_checkpoint(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="resume")
+    job["solver_overrides"].update(max_iter=40, snapshot=20, test_interval=20)
+    path = write_job(tmp_path, job)
+    first = Job.from_yaml(path).run(quiet=True, timeout=240)
+    assert first.ok and first.summary["iterations"] == 40
+    again = Job.from_yaml(path, ["solver_overrides.max_iter=60"]).run(quiet=True, resume=True,
+                                                                     timeout=240)
+    assert again.ok, again.summary
+    assert again.summary["resumed_from"].endswith("resume_iter_40.manifest")
+    assert again.summary["iterations"] == 60
+    assert again.snapshot.name == "resume_iter_60.caffemodel"
+    tests = [r["iter"] for r in again.metrics if r["event"] == "test"]
+    assert tests == [0, 20, 40, 40, 60]           # metrics.jsonl continues
+
+
+def test_a_dead_server_fails_the_job(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="deadserver")
+    job["solver_overrides"].update(max_iter=2000, test_interval=0, snapshot=0)
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
+    job_obj = Job.from_yaml(write_job(tmp_path, job))
+    run_dir = job_obj.config.run_dir
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
+    thread.start()
+    try:
+        wait_for(lambda: any(r["event"] == "train" for r in records(run_dir)), 120,
+                 "the first training event")
+        server = [p for p in leftover_processes(str(run_dir)) if "ps-server" in p]
+        os.kill(int(server[0].split(":")[0]), signal.SIGKILL)
+    finally:
+        thread.join(120)
+    assert not thread.is_alive()
+    s = result["r"].summary
+    assert s["status"] == "failed"
+    assert s["message"].startswith("server-0 was killed by signal 9")
+    assert not leftover_processes(str(run_dir))
