@@ -54,10 +54,8 @@ class Job:
                   overrides: dict[str, Any] | list[str] | None = None) -> "Job":
         path = pathlib.Path(path)
         data = apply_overrides(load_yaml(path), overrides, str(path))
-        job = cls.__new__(cls)
-        job.source = str(path)
-        job.config = parse_job(data, str(path), path.resolve().parent)
-        return job
+        # Parsed against the job file's folder: every path in the config is absolute.
+        return cls(parse_job(data, str(path), path.resolve().parent), source=str(path))
 
     @classmethod
     def from_run_dir(cls, run_dir: str | pathlib.Path,

@@ -12,7 +12,6 @@ import pathlib
 import re
 from typing import Any
 
-from .errors import JobError
 
 # Scalar (and repeated scalar) fields of caffe.SolverParameter (proto/caffe.proto),
 # name -> (kind, repeated). Message fields (net_param, train_state, ...) cannot be

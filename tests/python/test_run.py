@@ -14,8 +14,8 @@ import time
 import pytest
 
 from ps_train_util import ROOT, base_job, leftover_processes, write_job
-from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, RestartConfig,
-                     StragglerConfig, compare, start_server, start_worker)
+from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, compare, start_server,
+                     start_worker)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
