@@ -90,6 +90,10 @@ def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
                               marker="o", ms=3, label=run.label)
             axes[1][col].plot([x_of(r) for r in run.train], [r["loss"] for r in run.train],
                               lw=1, label=run.label)
+    later = [accuracy_of(r) or 0 for run in runs for r in run.tests if r.get("iter")]
+    if later:  # zoom past the untrained first test
+        for col in range(2):
+            axes[0][col].set_ylim(max(0.0, min(later) - 0.03), min(1.0, max(later) + 0.01))
     for row, ylabel in enumerate(["test accuracy", "training loss (worker 0)"]):
         for col, xlabel in enumerate(["wall time (s)", "samples (iter x workers x batch)"]):
             ax = axes[row][col]
