@@ -3,8 +3,9 @@
 # into build/, and then optionally runs something.
 #
 #   bash scripts/setup.sh          set up and build
-#   bash scripts/setup.sh run      ... then prepare Fashion-MNIST and train the default job
-#   bash scripts/setup.sh test     ... then run every test (ctest, then pytest)
+#   bash scripts/setup.sh run      ... then install ps-train, prepare Fashion-MNIST and run
+#                                  the default job (configs/fmnist_lenet.yaml)
+#   bash scripts/setup.sh test     ... then install ps-train and run every test (ctest, pytest)
 #
 # Idempotent: installed packages and an up-to-date build are left alone.
 # Environment: PSTRAIN_BUILD_DIR (default build), PSTRAIN_JOBS (default: all cores),
@@ -56,6 +57,25 @@ install_pip() {
     python3 -m pip install -q --break-system-packages "${missing[@]}"
 }
 
+# The pstrain Python package (ps-train), editable, so the checkout is what runs.
+install_package() {
+  local here="$root/python/pstrain/__init__.py"
+  local installed
+  installed="$(cd / && python3 -c 'import pstrain; print(pstrain.__file__)' 2>/dev/null || true)"
+  [ "$installed" = "$here" ] && return 0
+  echo "setup: installing the pstrain package (pip install -e .)"
+  python3 -m pip install -q -e . 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages -e .
+}
+
+ps_train() {
+  if command -v ps-train >/dev/null; then
+    PSTRAIN_BUILD_DIR="$build_dir" ps-train "$@"
+  else
+    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pstrain "$@"
+  fi
+}
+
 build() {
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DPSTRAIN_WITH_CUDA="${PSTRAIN_WITH_CUDA:-AUTO}" >/dev/null
@@ -69,10 +89,12 @@ build
 case "$action" in
   build) ;;
   run)
+    install_package
     bash scripts/prepare_data.sh "$build_dir"
-    "$build_dir/bin/ps-net" train --solver configs/nets/lenet_solver.prototxt
+    ps_train configs/fmnist_lenet.yaml
     ;;
   test)
+    install_package
     bash scripts/prepare_data.sh "$build_dir"
     status=0
     (cd "$build_dir" && ctest --output-on-failure -j "$jobs") || status=1

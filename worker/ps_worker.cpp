@@ -120,6 +120,7 @@ Status PsWorker::Run() {
     }
     if (rank == 0 && solver.test_interval() > 0 && clock % solver.test_interval() == 0 &&
         (clock > 0 || solver.test_initialization())) {
+      trainer_->set_iter(static_cast<int>(clock));
       PSTRAIN_RETURN_IF_ERROR(trainer_->TestAll().status());
     }
     if (options_.straggle_ms > 0 || options_.straggle_jitter_ms > 0) {
@@ -197,6 +198,7 @@ Status PsWorker::Run() {
   std::vector<std::string> shard_files;
   PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version, &shard_files));
   if (solver.test_interval() > 0 && clock % solver.test_interval() == 0) {
+    trainer_->set_iter(static_cast<int>(clock));
     PSTRAIN_RETURN_IF_ERROR(trainer_->TestAll().status());
   }
   if (solver.snapshot_after_train() || !shard_files.empty()) {

@@ -60,6 +60,9 @@ class Trainer {
   // The first test net, or null when the solver has none.
   const Net* test_net() const { return test_nets_.empty() ? nullptr : test_nets_[0].get(); }
   int iter() const { return iter_; }
+  // Sets the iteration that events and snapshots report (a parameter-server
+  // worker counts its own clock; the trainer does not step).
+  void set_iter(int iter) { iter_ = iter; }
   const caffe::SolverParameter& solver() const { return solver_; }
 
  private:

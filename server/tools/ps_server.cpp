@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
     send_all(core.Handle(incoming, now));
   }
   const pstrain::ShardStats stats = core.Stats();
-  std::string histogram = "[";
+  std::string histogram = "[";  // [k] = gradients applied with staleness k
   for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
     histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
   }
@@ -306,7 +306,9 @@ int main(int argc, char** argv) {
                     .Add("pushes_applied", stats.pushes_applied())
                     .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages() + bad_messages),
+                    .Add("bad_messages", stats.bad_messages() + bad_messages)
+                    .Add("pushes_applied", stats.pushes_applied())
+                    .AddRaw("staleness_histogram", histogram),
                 "done at version " + std::to_string(stats.version()));
   return 0;
 }

@@ -2,8 +2,10 @@
 
 Servers first (each binds 127.0.0.1 on a free port and prints its endpoint),
 then the workers. Every process gets its own process group; whatever happens,
-all of them are stopped before the function returns. Until the `ps-train`
-orchestrator exists this is the tests' launcher.
+all of them are stopped before the function returns. Jobs are run by the
+`ps-train` orchestrator (python/pstrain, tested in tests/python); these tests
+keep this small launcher because they need exact control over each process's
+flags (extra server/worker arguments, a given job key, raw stderr).
 """
 from __future__ import annotations
 

@@ -1,0 +1,21 @@
+"""PSTrain's orchestrator: job files, the ps-train command and a Python API.
+
+    import pstrain
+    job = pstrain.Job.from_yaml("configs/fmnist_lenet.yaml", {"solver_overrides.max_iter": 500})
+    result = job.run(quiet=True)
+    print(result.summary["final_test_accuracy"], result.snapshot)
+
+Jobs can also be built in code (JobConfig, ClusterConfig, ...), and single
+processes started by hand with start_server / start_worker.
+"""
+from .compare import compare
+from .config import (ClusterConfig, ConsistencyConfig, DataConfig, JobConfig, RestartConfig,
+                     StragglerConfig, TransportConfig)
+from .errors import JobError, ProgramNotFound
+from .launcher import ProcessHandle, start_server, start_worker
+from .programs import find_program
+from .runner import Job, RunResult
+
+__all__ = ["ClusterConfig", "ConsistencyConfig", "DataConfig", "Job", "JobConfig", "JobError",
+           "ProcessHandle", "ProgramNotFound", "RestartConfig", "RunResult", "StragglerConfig",
+           "TransportConfig", "compare", "find_program", "start_server", "start_worker"]

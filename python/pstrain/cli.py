@@ -1,0 +1,86 @@
+"""ps-train: the command line, a thin layer over the API (Job, compare).
+
+    ps-train JOB.yaml [--set dotted.key=value ...] [--dry-run] [--resume RUN_DIR] [--quiet]
+    ps-train --resume RUN_DIR [--set ...]
+    ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png]
+
+Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from .compare import compare
+from .errors import JobError
+from .runner import Job
+
+EXIT = {"ok": 0, "failed": 1, "interrupted": 130}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ps-train", description="Run a PSTrain job "
+                                "(or: ps-train compare RUN_DIR ...).")
+    p.add_argument("job", nargs="?", type=pathlib.Path, help="the job file (YAML)")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE", help="override a job key, e.g. cluster.workers=4")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the resolved job and every command; start nothing")
+    p.add_argument("--resume", type=pathlib.Path, metavar="RUN_DIR",
+                   help="continue a run from its newest complete checkpoint")
+    p.add_argument("--quiet", action="store_true", help="plain log lines, no progress bar")
+    return p
+
+
+def _compare_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ps-train compare",
+                                description="Overlay runs and tabulate time-to-accuracy.")
+    p.add_argument("runs", nargs="+", type=pathlib.Path, metavar="RUN_DIR")
+    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("compare.png"),
+                   help="the PNG to write (default compare.png)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "compare":
+            args = _compare_parser().parse_args(argv[1:])
+            print(compare(args.runs, args.out))
+            return 0
+        return _run(_run_parser().parse_args(argv))
+    except JobError as e:
+        print(f"ps-train: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.job is None and args.resume is None:
+        print("ps-train: give a job file (or --resume RUN_DIR); see ps-train --help",
+              file=sys.stderr)
+        return 2
+    if args.job is not None:
+        job = Job.from_yaml(args.job, args.overrides)
+        if args.resume is not None:
+            resume = args.resume.resolve()
+            job = Job.from_yaml(args.job, args.overrides +
+                                [f"output={resume.parent}", f"name={resume.name}"])
+    else:
+        job = Job.from_run_dir(args.resume, args.overrides)
+    if args.dry_run:
+        print(job.dry_run())
+        return 0
+    result = job.run(quiet=args.quiet, resume=args.resume is not None)
+    s = result.summary
+    acc = s.get("final_test_accuracy")
+    acc_text = f", test accuracy {acc:.4f}" if acc is not None else ""
+    print(f"{s['name']}: {s['status']} after {s['wall_seconds']:.1f} s, {s['iterations']} "
+          f"iterations{acc_text}; run folder {result.run_dir}")
+    if s.get("message"):
+        print(f"ps-train: {s['message']}", file=sys.stderr)
+    return EXIT.get(result.status, 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""ps-train compare: overlays runs (test accuracy and training loss against wall
+time and against samples seen) and tabulates time-to-accuracy and staleness."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+from .errors import JobError
+from .metrics import accuracy_of, read_records
+
+THRESHOLDS = (0.85, 0.88)
+
+
+@dataclasses.dataclass
+class RunCurves:
+    label: str
+    summary: dict
+    start: float
+    samples_per_iter: int
+    tests: list[dict]
+    train: list[dict]
+
+    def time_to(self, accuracy: float) -> float | None:
+        for r in self.tests:
+            if (accuracy_of(r) or 0) >= accuracy:
+                return r["time"] - self.start
+        return None
+
+
+def load_run(run_dir: pathlib.Path) -> RunCurves:
+    summary_path = run_dir / "summary.json"
+    if not summary_path.exists():
+        raise JobError(f"{run_dir}: not a finished run folder (no summary.json)")
+    summary = json.loads(summary_path.read_text())
+    records = read_records(run_dir / "metrics.jsonl")
+    w0 = [r for r in records if r.get("role") == "worker" and r.get("rank") == 0]
+    start = summary.get("started_at") or min((r["time"] for r in records), default=0)
+    per_iter = (summary.get("workers") or 1) * (summary.get("batch_per_worker") or 1)
+    label = summary.get("name") or run_dir.name
+    return RunCurves(label=label, summary=summary, start=start, samples_per_iter=per_iter,
+                     tests=[r for r in w0 if r.get("event") == "test" and accuracy_of(r) is not None],
+                     train=[r for r in w0 if r.get("event") == "train" and r.get("loss") is not None])
+
+
+def table(runs: list[RunCurves]) -> str:
+    def t(v: float | None) -> str:
+        return f"{v:.1f}" if v is not None else "-"
+
+    head = ["run", "mode", "s", "workers", "iters", "wall s", "img/s"] + \
+        [f"t({int(a * 100)}%) s" for a in THRESHOLDS] + ["final acc", "max gap"]
+    rows = [head]
+    for run in runs:
+        s = run.summary
+        acc = s.get("final_test_accuracy")
+        rows.append([run.label, str(s.get("mode")),
+                     "inf" if s.get("mode") == "asp" else str(s.get("staleness")),
+                     str(s.get("workers")), str(s.get("iterations")), t(s.get("wall_seconds")),
+                     t(s.get("images_per_second"))] + [t(run.time_to(a)) for a in THRESHOLDS] +
+                    [f"{acc:.4f}" if acc is not None else "-", str(s.get("staleness_max"))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
+    lines.insert(1, "| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(lines)
+
+
+def histograms(runs: list[RunCurves]) -> str:
+    lines = ["staleness histograms (gradients applied with staleness k = 0, 1, 2, ...; server 0):"]
+    for run in runs:
+        h = run.summary.get("staleness_histogram")
+        if not h:
+            lines.append(f"  {run.label}: not available")
+            continue
+        total = sum(h) or 1
+        parts = ", ".join(f"{k}: {n} ({100 * n / total:.0f}%)" for k, n in enumerate(h) if n)
+        lines.append(f"  {run.label}: {parts}")
+    return "\n".join(lines)
+
+
+def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for run in runs:
+        for col, x_of in enumerate([lambda r: r["time"] - run.start,
+                                    lambda r: r["iter"] * run.samples_per_iter]):
+            axes[0][col].plot([x_of(r) for r in run.tests], [accuracy_of(r) for r in run.tests],
+                              marker="o", ms=3, label=run.label)
+            axes[1][col].plot([x_of(r) for r in run.train], [r["loss"] for r in run.train],
+                              lw=1, label=run.label)
+    later = [accuracy_of(r) or 0 for run in runs for r in run.tests if r.get("iter")]
+    if later:  # zoom past the untrained first test
+        for col in range(2):
+            axes[0][col].set_ylim(max(0.0, min(later) - 0.03), min(1.0, max(later) + 0.01))
+    for row, ylabel in enumerate(["test accuracy", "training loss (worker 0)"]):
+        for col, xlabel in enumerate(["wall time (s)", "samples (iter x workers x batch)"]):
+            ax = axes[row][col]
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def compare(run_dirs: list[pathlib.Path], out: pathlib.Path) -> str:
+    """Writes the overlay PNG to `out`; returns the table and histograms as text."""
+    runs = [load_run(pathlib.Path(d)) for d in run_dirs]
+    plot(runs, out)
+    return f"{table(runs)}\n\n{histograms(runs)}\n\nfigure: {out}"

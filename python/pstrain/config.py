@@ -1,0 +1,299 @@
+"""The job model: dataclasses for every section of a job file, and the parser
+that turns YAML (plus --set overrides) into a validated JobConfig.
+
+Every problem is one JobError naming the source file and the dotted key, e.g.
+"configs/x.yaml: cluster.workers: must be an integer >= 1, got 'two'".
+Paths are resolved relative to the job file's folder (or, for a job built in
+code, the current folder).
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+from typing import Any, Union
+
+import yaml
+
+from .errors import JobError
+from .solver import check_override
+
+MODES = ("bsp", "ssp", "asp")
+ENGINES = ("fast", "reference")
+TRANSPORTS = ("tcp", "ipc")
+DATASETS = ("fashion-mnist",)
+
+
+@dataclasses.dataclass
+class StragglerConfig:
+    """Slows one worker down: it sleeps delay_ms (+ a random 0..jitter_ms) every iteration."""
+
+    rank: int = 1
+    delay_ms: int = 0
+    jitter_ms: int = 0
+
+
+@dataclasses.dataclass
+class ClusterConfig:
+    servers: int = 1
+    server_device: str = "cpu"                      # cpu | gpu:N
+    workers: int = 1
+    worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
+    threads_per_worker: int = 1
+    hosts: str = "local"                            # local (hostfile path | slurm: not yet)
+    straggler: StragglerConfig | None = None
+
+
+@dataclasses.dataclass
+class ConsistencyConfig:
+    mode: str = "ssp"        # bsp | ssp | asp
+    staleness: int = 2       # ssp bound; bsp is 0, asp unbounded
+
+
+@dataclasses.dataclass
+class TransportConfig:
+    kind: str = "tcp"                  # tcp | ipc
+    interface: str = "127.0.0.1"       # tcp: the address servers bind
+    chunk_bytes: int = 1 << 20
+
+
+@dataclasses.dataclass
+class DataConfig:
+    prepare: str | None = None         # fashion-mnist: convert the default data if missing
+
+
+@dataclasses.dataclass
+class RestartConfig:
+    max_worker_restarts: int = 3
+
+
+@dataclasses.dataclass
+class JobConfig:
+    name: str
+    solver: pathlib.Path
+    solver_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    cluster: ClusterConfig = dataclasses.field(default_factory=ClusterConfig)
+    consistency: ConsistencyConfig = dataclasses.field(default_factory=ConsistencyConfig)
+    transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
+    data: DataConfig | None = None
+    output: pathlib.Path = pathlib.Path("runs")
+    restart: RestartConfig = dataclasses.field(default_factory=RestartConfig)
+    engine: str = "fast"
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        return self.output / self.name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (paths as strings) in job-file form."""
+        def plain(v: Any) -> Any:
+            if isinstance(v, pathlib.Path):
+                return str(v)
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, list):
+                return [plain(x) for x in v]
+            return v
+        return plain(dataclasses.asdict(self))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+# --- parsing --------------------------------------------------------------
+
+class _Reader:
+    """Reads typed values out of a nested dict, raising JobErrors that name the key."""
+
+    def __init__(self, source: str, base_dir: pathlib.Path):
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, key: str, message: str) -> JobError:
+        return JobError(f"{self.source}: {key}: {message}")
+
+    def section(self, data: dict, key: str, fields: tuple[str, ...], *,
+                required: tuple[str, ...] = ()) -> dict:
+        if not isinstance(data, dict):
+            raise self.fail(key, f"must be a mapping, got {data!r}")
+        for k in data:
+            if k not in fields:
+                dotted = f"{key}.{k}" if key else str(k)
+                raise JobError(f"{self.source}: unknown key '{dotted}'")
+        for k in required:
+            if k not in data or data[k] is None:
+                raise JobError(f"{self.source}: {key + '.' if key else ''}{k}: is required")
+        return data
+
+    def integer(self, data: dict, key: str, dotted: str, default: int, lo: int = 0) -> int:
+        v = data.get(key, default)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise self.fail(dotted, f"must be an integer >= {lo}, got {v!r}")
+        return v
+
+    def choice(self, data: dict, key: str, dotted: str, default: str,
+               choices: tuple[str, ...]) -> str:
+        v = data.get(key, default)
+        if v not in choices:
+            raise self.fail(dotted, f"must be one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    def string(self, data: dict, key: str, dotted: str, default: str | None) -> str:
+        v = data.get(key, default)
+        if not isinstance(v, str) or not v:
+            raise self.fail(dotted, f"must be a non-empty string, got {v!r}")
+        return v
+
+    def path(self, value: str) -> pathlib.Path:
+        p = pathlib.Path(value).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+
+def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
+    """Validates the types and values of a job dict; checks no file (see checks.py)."""
+    r = _Reader(source, base_dir)
+    if not isinstance(data, dict):
+        raise JobError(f"{source}: a job file must be a mapping of keys, got {data!r}")
+    top = tuple(f.name for f in dataclasses.fields(JobConfig))
+    r.section(data, "", top, required=("name", "solver"))
+    name = r.string(data, "name", "name", None)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise r.fail("name", f"must be letters, digits, '_', '.' or '-' (a folder name), got {name!r}")
+    overrides = data.get("solver_overrides") or {}
+    if not isinstance(overrides, dict):
+        raise r.fail("solver_overrides", f"must be a mapping of solver fields, got {overrides!r}")
+    for k, v in overrides.items():
+        problem = check_override(str(k), v)
+        if problem:
+            raise r.fail(f"solver_overrides.{k}", problem)
+    return JobConfig(
+        name=name,
+        solver=r.path(r.string(data, "solver", "solver", None)),
+        solver_overrides=dict(overrides),
+        cluster=_cluster(r, data.get("cluster") or {}),
+        consistency=_consistency(r, data.get("consistency") or {}),
+        transport=_transport(r, data.get("transport") or {}),
+        data=_data(r, data.get("data")),
+        output=r.path(r.string(data, "output", "output", "runs")),
+        restart=_restart(r, data.get("restart") or {}),
+        engine=r.choice(data, "engine", "engine", "fast", ENGINES),
+    )
+
+
+def _cluster(r: _Reader, d: Any) -> ClusterConfig:
+    fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
+    r.section(d, "cluster", fields)
+    c = ClusterConfig(
+        servers=r.integer(d, "servers", "cluster.servers", 1, lo=1),
+        server_device=str(d.get("server_device", "cpu")),
+        workers=r.integer(d, "workers", "cluster.workers", 1, lo=1),
+        worker_devices=d.get("worker_devices", "cpu"),
+        threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
+                                     lo=0),
+        hosts=r.string(d, "hosts", "cluster.hosts", "local"),
+    )
+    if not re.fullmatch(r"cpu|gpu:\d+", c.server_device):
+        raise r.fail("cluster.server_device", f"must be cpu or gpu:N, got {c.server_device!r}")
+    wd = c.worker_devices
+    if isinstance(wd, list):
+        if not wd or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in wd):
+            raise r.fail("cluster.worker_devices",
+                         f"must be cpu, auto or a list of GPU ids (integers >= 0), got {wd!r}")
+        if len(set(wd)) != len(wd):
+            raise r.fail("cluster.worker_devices", f"lists a GPU twice: {wd!r}")
+    elif wd not in ("cpu", "auto"):
+        raise r.fail("cluster.worker_devices",
+                     f"must be cpu, auto or a list of GPU ids, got {wd!r}")
+    s = d.get("straggler")
+    if s is not None:
+        r.section(s, "cluster.straggler", ("rank", "delay_ms", "jitter_ms"), required=("rank",))
+        c.straggler = StragglerConfig(
+            rank=r.integer(s, "rank", "cluster.straggler.rank", 0),
+            delay_ms=r.integer(s, "delay_ms", "cluster.straggler.delay_ms", 0),
+            jitter_ms=r.integer(s, "jitter_ms", "cluster.straggler.jitter_ms", 0))
+        if c.straggler.rank >= c.workers:
+            raise r.fail("cluster.straggler.rank",
+                         f"must be in [0, {c.workers}) (cluster.workers is {c.workers}), "
+                         f"got {c.straggler.rank}")
+    return c
+
+
+def _consistency(r: _Reader, d: Any) -> ConsistencyConfig:
+    r.section(d, "consistency", ("mode", "staleness"))
+    mode = r.choice(d, "mode", "consistency.mode", "ssp", MODES)
+    staleness = r.integer(d, "staleness", "consistency.staleness", 2 if mode == "ssp" else 0)
+    return ConsistencyConfig(mode, 0 if mode == "bsp" else staleness)
+
+
+def _transport(r: _Reader, d: Any) -> TransportConfig:
+    r.section(d, "transport", ("kind", "interface", "chunk_bytes"))
+    return TransportConfig(
+        kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
+        interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
+        chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024))
+
+
+def _data(r: _Reader, d: Any) -> DataConfig | None:
+    if d is None:
+        return None
+    r.section(d, "data", ("prepare",))
+    prepare = d.get("prepare")
+    if prepare is not None and prepare not in DATASETS:
+        raise r.fail("data.prepare", f"must be one of {', '.join(DATASETS)} or null, got {prepare!r}")
+    return DataConfig(prepare)
+
+
+def _restart(r: _Reader, d: Any) -> RestartConfig:
+    r.section(d, "restart", ("max_worker_restarts",))
+    return RestartConfig(r.integer(d, "max_worker_restarts", "restart.max_worker_restarts", 3))
+
+
+# --- overrides --------------------------------------------------------------
+
+def apply_overrides(data: dict, overrides: dict[str, Any] | list[str] | None,
+                    source: str) -> dict:
+    """Sets dotted keys in a copy of the job dict. A list holds "key=value" strings
+    whose values are read as YAML ("2" is an integer, "[0, 1]" a list, "null" None)."""
+    import copy
+    data = copy.deepcopy(data) if isinstance(data, dict) else data
+    if not overrides:
+        return data
+    if isinstance(overrides, list):
+        pairs: dict[str, Any] = {}
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            if not sep or not key.strip():
+                raise JobError(f"{source}: --set {item!r}: expected dotted.key=value")
+            try:
+                pairs[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+            except yaml.YAMLError as e:
+                raise JobError(f"{source}: --set {key}: cannot read {raw!r} as YAML: {e}") from e
+        overrides = pairs
+    if not isinstance(data, dict):
+        return data
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise JobError(f"{source}: {'.'.join(parts[:i + 1])}: is not a mapping, "
+                               f"cannot set {key}")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def load_yaml(path: pathlib.Path) -> Any:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise JobError(f"{path}: cannot read the job file: {e.strerror}") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise JobError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', e)}") from e

@@ -1,0 +1,112 @@
+"""metrics.jsonl (one record a line, built from the processes' JSON events) and
+summary.json (the run at a glance)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+import time
+from typing import Any
+
+# Events that are not metrics: the endpoint line and free-text log lines.
+_SKIPPED = {"listening", "log"}
+
+
+def to_record(event: dict, role: str, rank: int, now: float | None = None) -> dict | None:
+    """A metrics record: time (unix seconds), role, rank, iter, event, then the event's values."""
+    kind = event.get("event")
+    if kind in _SKIPPED:
+        return None
+    record: dict[str, Any] = {"time": round(now if now is not None else time.time(), 3),
+                              "role": role, "rank": rank, "iter": event.get("iter"),
+                              "event": kind}
+    for k, v in event.items():
+        if k not in ("event", "role", "rank", "iter", "time"):
+            record[k] = v
+    return record
+
+
+class MetricsLog:
+    """Appends records to metrics.jsonl; thread-safe (reader threads call add)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path = path
+        self.records: list[dict] = []
+        self._lock = threading.Lock()
+        self._file = open(path, "a", buffering=1)
+
+    def add(self, record: dict) -> None:
+        with self._lock:
+            self.records.append(record)
+            if not self._file.closed:
+                self._file.write(json.dumps(record) + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_records(path: pathlib.Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def accuracy_of(record: dict) -> float | None:
+    """The test accuracy in a test record (the output blob named like 'accuracy')."""
+    for k, v in record.items():
+        if "accuracy" in k and isinstance(v, (int, float)):
+            return float(v)
+    return None
+
+
+def summarize(records: list[dict], *, name: str, status: str, mode: str, staleness: int,
+              workers: int, servers: int, batch: int, wall_seconds: float,
+              train_seconds: float, worker_restarts: int, run_dir: pathlib.Path,
+              message: str = "") -> dict[str, Any]:
+    def of(kind: str, role: str = "worker", rank: int | None = 0) -> list[dict]:
+        return [r for r in records if r.get("event") == kind and r.get("role") == role
+                and (rank is None or r.get("rank") == rank)]
+
+    tests = of("test")
+    done = of("done")
+    train = of("train")
+    iterations = max([r.get("iter") or 0 for r in done + train + tests] or [0])
+    server_done = of("done", "server", None)
+    gaps = [r["staleness_max"] for r in server_done + of("server_stats")
+            if isinstance(r.get("staleness_max"), (int, float))]
+    staleness_max = int(max(gaps)) if gaps else None
+    histogram = next((r.get("staleness_histogram") for r in server_done
+                      if r.get("rank") == 0 and r.get("staleness_histogram") is not None), None)
+    snapshots = of("snapshot")
+    snapshot = snapshots[-1].get("path") if snapshots else None
+    deploy = run_dir / "snapshots" / f"{name}_deploy.prototxt"
+    images = iterations * workers * batch
+    return {
+        "name": name,
+        "status": status,
+        "message": message,
+        "mode": mode,
+        "staleness": None if mode == "asp" else staleness,
+        "workers": workers,
+        "servers": servers,
+        "batch_per_worker": batch,
+        "iterations": iterations,
+        "wall_seconds": round(wall_seconds, 3),
+        "train_seconds": round(train_seconds, 3),
+        "images_per_second": round(images / train_seconds, 1) if train_seconds > 0 else None,
+        "final_test_accuracy": accuracy_of(tests[-1]) if tests else None,
+        "final_test_loss": tests[-1].get("loss") if tests else None,
+        "staleness_max": staleness_max,
+        "staleness_histogram": histogram,
+        "snapshot": snapshot,
+        "deploy_prototxt": str(deploy) if deploy.exists() else None,
+        "worker_restarts": worker_restarts,
+        "run_dir": str(run_dir),
+    }

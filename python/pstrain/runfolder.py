@@ -1,0 +1,55 @@
+"""The run folder output/name/: what it holds and how it is laid out.
+
+    job.resolved.yaml   the job as run (absolute paths, defaults filled in)
+    solver.prototxt     the solver copy the processes train with (+ net copies)
+    logs/<role>-<rank>.log, metrics.jsonl, snapshots/, plots/, summary.json
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+
+from .errors import JobError
+from .plan import Plan
+
+MARKER = "job.resolved.yaml"
+
+
+def create(plan: Plan, *, resume: bool) -> None:
+    """Writes the folder for a run. A fresh run replaces an earlier run folder of the
+    same job (one holding job.resolved.yaml); any other non-empty folder is refused."""
+    run = plan.run_dir
+    if not resume and run.exists() and any(run.iterdir()):
+        if not (run / MARKER).exists():
+            raise JobError(f"{plan.source}: output: {run} exists and is not a run folder; "
+                           f"choose another name or output")
+        shutil.rmtree(run)
+    for sub in ("logs", "snapshots", "plots"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    if plan.job.transport.kind == "ipc":
+        (run / "sockets").mkdir(exist_ok=True)
+    (run / MARKER).write_text(plan.job.to_yaml())
+    for copy_name, (_, text) in plan.nets.items():
+        (run / copy_name).write_text(text)
+    plan.solver_copy.write_text(plan.solver_text)
+
+
+def log_path(run_dir: pathlib.Path, role: str, rank: int) -> pathlib.Path:
+    return run_dir / "logs" / f"{role}-{rank}.log"
+
+
+def newest_checkpoint(run_dir: pathlib.Path) -> pathlib.Path | None:
+    """The manifest of the newest complete checkpoint under run_dir/snapshots.
+    A manifest is written last (after the shard states), so one whose files all
+    exist is complete."""
+    best: tuple[int, pathlib.Path] | None = None
+    for manifest in (run_dir / "snapshots").glob("*_iter_*.manifest"):
+        text = manifest.read_text()
+        m = re.search(r"^iter:\s*(\d+)", text, re.M)
+        files = re.findall(r'^(?:shard_files|caffemodel):\s*"([^"]*)"', text, re.M)
+        if not m or not all(pathlib.Path(f).exists() for f in files):
+            continue
+        if best is None or int(m.group(1)) > best[0]:
+            best = (int(m.group(1)), manifest)
+    return best[1] if best else None

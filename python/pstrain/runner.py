@@ -1,0 +1,310 @@
+"""Job (the API's entry point) and the run: start the servers, then the workers,
+watch every process, restart workers that die, stop everything on a server
+failure or a signal, and leave a complete run folder behind."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import queue
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+from . import plots, programs, runfolder
+from .config import JobConfig, apply_overrides, load_yaml, parse_job
+from .errors import JobError
+from .launcher import ProcessHandle
+from .metrics import MetricsLog, read_records, summarize, to_record
+from .plan import Plan, make_plan
+from .progress import BarProgress, LineProgress
+
+SERVER_START_TIMEOUT_S = 30.0
+STOP_GRACE_S = 10.0
+SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
+
+
+@dataclasses.dataclass
+class RunResult:
+    summary: dict[str, Any]
+    metrics: list[dict]
+    snapshot: pathlib.Path | None
+    run_dir: pathlib.Path
+
+    @property
+    def status(self) -> str:
+        return self.summary["status"]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Job:
+    """A validated job. Build it from a job file (`Job.from_yaml`) or in code
+    (`Job(JobConfig(...))`, relative paths against the current folder)."""
+
+    def __init__(self, config: JobConfig, *, source: str = "<job>"):
+        self.source = source
+        self.config = parse_job(config.to_dict(), source, pathlib.Path.cwd())
+
+    @classmethod
+    def from_yaml(cls, path: str | pathlib.Path,
+                  overrides: dict[str, Any] | list[str] | None = None) -> "Job":
+        path = pathlib.Path(path)
+        data = apply_overrides(load_yaml(path), overrides, str(path))
+        # Parsed against the job file's folder: every path in the config is absolute.
+        return cls(parse_job(data, str(path), path.resolve().parent), source=str(path))
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | pathlib.Path,
+                     overrides: dict[str, Any] | list[str] | None = None) -> "Job":
+        """The job a run folder was made by (its job.resolved.yaml)."""
+        path = pathlib.Path(run_dir) / runfolder.MARKER
+        if not path.exists():
+            raise JobError(f"{run_dir}: not a run folder (no {runfolder.MARKER})")
+        return cls.from_yaml(path, overrides)
+
+    def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
+        preparing = self.config.data is not None and self.config.data.prepare is not None
+        return make_plan(self.config, self.source, resume_manifest=resume_manifest,
+                         preparing_data=preparing)
+
+    def dry_run(self) -> str:
+        """The resolved job and every process's command line; starts nothing."""
+        return self.plan().describe()
+
+    def run(self, *, quiet: bool = False, resume: bool = False,
+            timeout: float | None = None) -> RunResult:
+        """Runs the job to the end. resume: continue from the newest complete
+        checkpoint in the run folder. timeout: give up (status failed) after this
+        many seconds. Raises JobError for bad input (nothing started)."""
+        manifest = None
+        if resume:
+            manifest = runfolder.newest_checkpoint(self.config.run_dir)
+            if manifest is None:
+                raise JobError(f"{self.config.run_dir}: no complete checkpoint (*.manifest) in "
+                               f"{self.config.run_dir / 'snapshots'} to resume from")
+        plan = self.plan(resume_manifest=manifest)
+        if plan.missing_sources:
+            _prepare_data(self.config, plan)
+            plan = make_plan(self.config, self.source, resume_manifest=manifest)
+        runfolder.create(plan, resume=resume)
+        return _Run(plan, quiet=quiet, timeout=timeout).execute()
+
+
+def _prepare_data(job: JobConfig, plan: Plan) -> None:
+    """Converts Fashion-MNIST with scripts/prepare_data.sh (data.prepare)."""
+    script = programs.REPO_ROOT / "scripts" / "prepare_data.sh"
+    build = programs.find_program("ps-data").parent.parent
+    if not script.exists():
+        raise JobError(f"{plan.source}: data.prepare: {script} not found; convert the data with "
+                       f"ps-data and set data: null")
+    print(f"[{job.name}] preparing {job.data.prepare if job.data else ''}: "
+          f"bash {script} {build}", flush=True)
+    done = subprocess.run(["bash", str(script), str(build)], capture_output=True, text=True,
+                          timeout=1800)
+    if done.returncode != 0:
+        raise JobError(f"{plan.source}: data.prepare: {script} failed: "
+                       f"{(done.stderr or done.stdout).strip()[-500:]}")
+
+
+class _Run:
+    """One execution of a plan. Events from the reader threads arrive on a queue
+    and are handled on the calling thread only."""
+
+    def __init__(self, plan: Plan, *, quiet: bool, timeout: float | None):
+        self.plan = plan
+        self.job = plan.job
+        self.timeout = timeout
+        self.events: queue.Queue[tuple[ProcessHandle, dict, float]] = queue.Queue()
+        self.metrics = MetricsLog(plan.run_dir / "metrics.jsonl")
+        progress_cls = LineProgress if quiet else BarProgress
+        self.progress = progress_cls(self.job.name, plan.max_iter)
+        self.servers: list[ProcessHandle] = []
+        self.workers: dict[int, ProcessHandle] = {}
+        self.finished: set[int] = set()     # worker ranks that exited 0
+        self.restarts = 0
+        self.last_iter: dict[int, int] = {}
+        self.interrupted = False
+        self.endpoints: list[str] = []
+
+    # -- processes ---------------------------------------------------------
+
+    def _sink(self, handle: ProcessHandle, event: dict) -> None:
+        self.events.put((handle, event, time.time()))
+
+    def _start_servers(self) -> None:
+        coordinator = None
+        for k in range(self.job.cluster.servers):
+            h = ProcessHandle(self.plan.server_command(k, coordinator), role="server", rank=k,
+                              log_path=runfolder.log_path(self.plan.run_dir, "server", k),
+                              sink=self._sink)
+            self.servers.append(h)
+            endpoint = h.wait_listening(SERVER_START_TIMEOUT_S)
+            coordinator = coordinator or endpoint
+            self.endpoints.append(endpoint)
+
+    def _start_worker(self, rank: int) -> None:
+        log = runfolder.log_path(self.plan.run_dir, "worker", rank)
+        if rank in self.workers:
+            with open(log, "a") as f:
+                f.write(f"--- ps-train: restart {self.restarts} of worker {rank} ---\n")
+        self.workers[rank] = ProcessHandle(self.plan.worker_command(rank, self.endpoints),
+                                           role="worker", rank=rank, log_path=log,
+                                           sink=self._sink)
+
+    def _all(self) -> list[ProcessHandle]:
+        return self.servers + list(self.workers.values())
+
+    def _stop_all(self) -> None:
+        """SIGTERM to everything still running (servers write an interrupted
+        checkpoint), a bounded wait, then SIGKILL whatever is left."""
+        running = [h for h in self._all() if h.poll() is None]
+        for h in running:
+            h.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for h in running:
+            if h.wait(max(0.1, deadline - time.monotonic())) is None:
+                h.kill()
+
+    # -- events --------------------------------------------------------------
+
+    def _drain(self, wait: float) -> None:
+        try:
+            item = self.events.get(timeout=wait)
+        except queue.Empty:
+            return
+        while True:
+            handle, event, now = item
+            record = to_record(event, handle.role, handle.rank, now)
+            if record is not None:
+                if handle.role == "worker" and isinstance(record.get("iter"), int):
+                    self.last_iter[handle.rank] = record["iter"]
+                self.metrics.add(record)
+                self.progress.event(record)
+            try:
+                item = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    # -- the watch loop ------------------------------------------------------
+
+    def execute(self) -> RunResult:
+        t0 = time.time()
+        train_start = t0
+        status, message = "failed", ""
+        restore = self._install_signals()
+        try:
+            self._start_servers()
+            train_start = time.time()
+            for r in range(self.job.cluster.workers):
+                self._start_worker(r)
+            status, message = self._watch(t0)
+        except KeyboardInterrupt:
+            status, message = "interrupted", "interrupted"
+        except RuntimeError as e:
+            status, message = "failed", str(e)
+        finally:
+            self._stop_all()
+            restore()
+        train_end = time.time()
+        for h in self._all():
+            h.join_output()
+        self._drain(0)
+        if status != "ok":
+            self.progress.notice(f"{status}: {message}")
+        self.progress.close()
+        self.metrics.close()
+        return self._finish(status, message, t0, train_start, train_end)
+
+    def _watch(self, t0: float) -> tuple[str, str]:
+        w0_done_at: float | None = None
+        early_server_exit: float | None = None
+        while True:
+            self._drain(0.2)
+            now = time.monotonic()
+            if self.interrupted:
+                return "interrupted", "interrupted by a signal; every process stopped"
+            if self.timeout is not None and time.time() - t0 > self.timeout:
+                return "failed", f"the job did not finish in {self.timeout:.0f} s"
+            for rank, h in list(self.workers.items()):
+                rc = h.poll()
+                if rc is None or rank in self.finished:
+                    continue
+                if rc == 0:
+                    self.finished.add(rank)
+                    if rank == 0:
+                        w0_done_at = now
+                    continue
+                h.join_output(2)
+                why = h.describe_exit()
+                if self.restarts >= self.job.restart.max_worker_restarts:
+                    return "failed", (f"{why}; no worker restarts left "
+                                      f"(restart.max_worker_restarts = "
+                                      f"{self.job.restart.max_worker_restarts})")
+                self.restarts += 1
+                self.metrics.add({"time": round(time.time(), 3), "role": "worker", "rank": rank,
+                                  "iter": self.last_iter.get(rank), "event": "restart",
+                                  "exit": rc, "restarts": self.restarts})
+                self.progress.notice(f"{why}; restarting it "
+                                     f"({self.restarts}/{self.job.restart.max_worker_restarts})")
+                self._start_worker(rank)
+            exits = [h.poll() for h in self.servers]
+            for h, rc in zip(self.servers, exits):
+                if rc is not None and rc != 0:
+                    h.join_output(2)
+                    return "failed", f"{h.describe_exit()}; stopping the job (see {h.log_path})"
+            if all(rc == 0 for rc in exits):
+                if w0_done_at is not None:
+                    return "ok", ""
+                early_server_exit = early_server_exit or now
+                if now - early_server_exit > SHUTDOWN_GRACE_S:
+                    return "failed", "the servers stopped before worker 0 finished"
+            elif w0_done_at is not None and now - w0_done_at > SHUTDOWN_GRACE_S:
+                late = [h.name for h, rc in zip(self.servers, exits) if rc is None]
+                return "failed", f"{', '.join(late)} did not exit after worker 0's shutdown"
+
+    def _install_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def on_signal(signum: int, frame: Any) -> None:
+            self.interrupted = True
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+        return restore
+
+    def _finish(self, status: str, message: str, t0: float, train_start: float,
+                train_end: float) -> RunResult:
+        import json
+        run_dir = self.plan.run_dir
+        records = read_records(run_dir / "metrics.jsonl")
+        if status == "ok" and self.finished != set(self.workers):
+            message = "some workers were still running after worker 0 finished; stopped"
+        summary = summarize(records, name=self.job.name, status=status,
+                            mode=self.job.consistency.mode,
+                            staleness=self.job.consistency.staleness,
+                            workers=self.job.cluster.workers, servers=self.job.cluster.servers,
+                            batch=self.plan.batch, wall_seconds=time.time() - t0,
+                            train_seconds=train_end - train_start,
+                            worker_restarts=self.restarts, run_dir=run_dir, message=message)
+        summary["started_at"] = round(t0, 3)
+        summary["resumed_from"] = (str(self.plan.resume_manifest)
+                                   if self.plan.resume_manifest else None)
+        try:
+            plot = plots.plot_run(records, run_dir / "plots" / "training.png",
+                                  f"{self.job.name} ({self.job.consistency.mode}, "
+                                  f"{self.job.cluster.workers} workers)")
+            summary["plot"] = str(plot) if plot else None
+        except Exception as e:  # a plotting failure must not lose the run's results
+            summary["plot"] = None
+            summary["plot_error"] = str(e)
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
+        return RunResult(summary=summary, metrics=records, snapshot=snapshot, run_dir=run_dir)

@@ -1,0 +1,160 @@
+"""Job-file validation: one message naming the file and key, exit code 2,
+nothing started; --set overrides; --dry-run."""
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ps_train_util import ROOT, base_job, write_job
+from pstrain import Job, JobError, programs
+from pstrain.cli import main
+
+
+def ps_train(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def expect_error(capsys, tmp_path: pathlib.Path, job: dict, message: str, *extra: str) -> None:
+    path = write_job(tmp_path, job)
+    code, out, err = ps_train(capsys, path, *extra)
+    assert code == 2
+    assert err.strip() == f"ps-train: {path}: {message}"
+    assert not (tmp_path / "runs").exists(), "nothing may start on bad input"
+
+
+def test_unknown_key(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["wrokers"] = 2
+    expect_error(capsys, tmp_path, job, "unknown key 'cluster.wrokers'")
+
+
+def test_unknown_top_level_key(capsys, tmp_path):
+    expect_error(capsys, tmp_path, base_job(tmp_path, solvr="x"), "unknown key 'solvr'")
+
+
+def test_wrong_type(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["workers"] = "two"
+    expect_error(capsys, tmp_path, job, "cluster.workers: must be an integer >= 1, got 'two'")
+
+
+def test_missing_solver_file(capsys, tmp_path):
+    job = base_job(tmp_path, solver="nets/missing_solver.prototxt")
+    expect_error(capsys, tmp_path, job,
+                 f"solver: file not found: {tmp_path / 'nets/missing_solver.prototxt'}")
+
+
+def test_bad_mode(capsys, tmp_path):
+    job = base_job(tmp_path, consistency={"mode": "sync", "staleness": 0})
+    expect_error(capsys, tmp_path, job,
+                 "consistency.mode: must be one of bsp, ssp, asp, got 'sync'")
+
+
+def test_straggler_rank_out_of_range(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["straggler"] = {"rank": 2, "delay_ms": 40}
+    expect_error(capsys, tmp_path, job, "cluster.straggler.rank: must be in [0, 2) "
+                 "(cluster.workers is 2), got 2")
+
+
+def test_more_gpus_than_exist(capsys, tmp_path):
+    n = programs.gpu_count()
+    job = base_job(tmp_path)
+    job["cluster"]["worker_devices"] = [n, n + 1]
+    expect_error(capsys, tmp_path, job, f"cluster.worker_devices: GPU {n} does not exist "
+                 f"(this machine has {n} GPUs per nvidia-smi -L)")
+
+
+def test_hosts_slurm(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["hosts"] = "slurm"
+    expect_error(capsys, tmp_path, job, "cluster.hosts: hostfile/slurm launchers are not "
+                 "supported yet (got 'slurm'); use hosts: local")
+
+
+def test_bad_solver_override(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["solver_overrides"]["max_iters"] = 10
+    expect_error(capsys, tmp_path, job, "solver_overrides.max_iters: 'max_iters' is not a "
+                 "SolverParameter field (see proto/caffe.proto)")
+    job["solver_overrides"] = {"base_lr": "fast"}
+    expect_error(capsys, tmp_path, job, "solver_overrides.base_lr: must be a number, got 'fast'")
+
+
+def test_gpu_job_is_refused(capsys):
+    if programs.cuda_build() and programs.gpu_count() > 0:
+        pytest.skip("this machine could run GPU jobs")
+    code, _, err = ps_train(capsys, ROOT / "configs/gpu_lenet.yaml", "--dry-run")
+    assert code == 2
+    assert "cluster.server_device: " in err
+    assert "server_device gpu:0 needs a CUDA build and a GPU (not available yet)" in err
+
+
+def test_exit_code_from_the_command(tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["workers"] = 0
+    path = write_job(tmp_path, job)
+    done = subprocess.run([sys.executable, "-m", "pstrain", str(path)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT / "python")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"ps-train: {path}: cluster.workers: must be an integer >= 1,"
+                                   f" got 0")
+
+
+def test_set_overrides(tmp_path):
+    path = write_job(tmp_path, base_job(tmp_path))
+    job = Job.from_yaml(path, ["cluster.workers=3", "consistency.mode=bsp",
+                               "solver_overrides.max_iter=7", "cluster.straggler.rank=2",
+                               "cluster.straggler.delay_ms=15"])
+    c = job.config
+    assert c.cluster.workers == 3 and c.consistency.mode == "bsp"
+    assert c.consistency.staleness == 0          # bsp is s = 0
+    assert c.solver_overrides["max_iter"] == 7
+    assert c.cluster.straggler.rank == 2 and c.cluster.straggler.delay_ms == 15
+    same = Job.from_yaml(path, {"cluster.workers": 3})
+    assert same.config.cluster.workers == 3
+    with pytest.raises(JobError, match=r"unknown key 'cluster\.wrokers'"):
+        Job.from_yaml(path, ["cluster.wrokers=3"])
+    with pytest.raises(JobError, match=r"expected dotted.key=value"):
+        Job.from_yaml(path, ["cluster.workers"])
+
+
+def test_dry_run(capsys, tmp_path):
+    job = base_job(tmp_path)
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 40, "jitter_ms": 5}
+    path = write_job(tmp_path, job)
+    code, out, err = ps_train(capsys, path, "--dry-run", "--set", "cluster.servers=2",
+                              "--set", "transport.chunk_bytes=65536")
+    assert code == 0, err
+    assert "# resolved job" in out and "chunk_bytes: 65536" in out
+    commands = [l for l in out.splitlines() if "/ps-server " in l or "/ps-worker " in l]
+    servers = [c for c in commands if "/ps-server " in c]
+    workers = [c for c in commands if "/ps-worker " in c]
+    assert len(servers) == 2 and len(workers) == 2
+    run_dir = tmp_path / "runs" / "tiny"
+    for c in servers:
+        for flag in ("--num-servers 2", "--workers 2", "--bind tcp://127.0.0.1:0", "--mode ssp",
+                     "--staleness 2", "--chunk-bytes 65536", "--job-key", "--json",
+                     f"--solver {run_dir}/solver.prototxt"):
+            assert flag in c, (flag, c)
+    assert "--coordinator '<server-0 endpoint>'" in servers[1]
+    assert "--coordinator" not in servers[0]
+    for rank, c in enumerate(workers):
+        for flag in (f"--rank {rank}", "--workers 2", "--servers", "--mode ssp", "--staleness 2",
+                     "--chunk-bytes 65536", "--threads 1", "--json", "--job-key"):
+            assert flag in c, (flag, c)
+    assert "--straggle-ms" not in workers[0]
+    assert "--straggle-ms 40 --straggle-jitter-ms 5" in workers[1]
+    keys = {c.split("--job-key ")[1].split()[0] for c in commands}
+    assert len(keys) == 1                        # one key for the whole job
+    assert not run_dir.exists(), "--dry-run starts nothing and writes nothing"
+
+
+def test_shipped_configs_are_valid():
+    for name in ("fmnist_lenet", "fmnist_lenet_bsp", "fmnist_lenet_asp"):
+        Job.from_yaml(ROOT / "configs" / f"{name}.yaml").dry_run()

@@ -1,0 +1,217 @@
+"""Jobs end to end on Fashion-MNIST: the Python API and its run folder, a killed
+worker that is restarted, Ctrl-C that leaves nothing running, and compare."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ps_train_util import ROOT, base_job, leftover_processes, write_job
+from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, compare, start_server,
+                     start_worker)
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def records(run_dir: pathlib.Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, fashion_mnist):
+    """A 60-iteration job (1 server, 2 workers, ssp) built in code and run."""
+    tmp = tmp_path_factory.mktemp("api")
+    config = JobConfig(
+        name="tiny", solver=ROOT / "configs/nets/lenet_solver.prototxt",
+        solver_overrides={"max_iter": 60, "test_interval": 30, "test_iter": 10, "snapshot": 30,
+                          "display": 10},
+        cluster=ClusterConfig(servers=1, workers=2),
+        consistency=ConsistencyConfig(mode="ssp", staleness=2), output=tmp / "runs")
+    result = Job(config).run(quiet=True, timeout=240)
+    assert not leftover_processes(str(result.run_dir))
+    return result
+
+
+def test_api_run_folder(tiny_run):
+    r = tiny_run
+    s = r.summary
+    assert r.ok, s
+    assert s["status"] == "ok" and s["mode"] == "ssp" and s["staleness"] == 2
+    assert s["workers"] == 2 and s["servers"] == 1 and s["iterations"] == 60
+    assert s["wall_seconds"] > 0 and s["images_per_second"] > 0
+    assert 0.3 < s["final_test_accuracy"] <= 1 and s["final_test_loss"] > 0
+    assert 0 <= s["staleness_max"] <= 3            # the clock gap never exceeds s + 1
+    assert sum(s["staleness_histogram"]) == 120    # 60 iterations x 2 workers
+    assert s["worker_restarts"] == 0
+    assert r.snapshot == r.run_dir / "snapshots" / "tiny_iter_60.caffemodel"
+    assert r.snapshot.exists() and s["snapshot"] == str(r.snapshot)
+    assert pathlib.Path(s["deploy_prototxt"]).exists()
+    assert (r.run_dir / "snapshots" / "tiny_iter_30.manifest").exists()
+    assert (r.run_dir / "plots" / "training.png").stat().st_size > 1000
+    for log in ("server-0", "worker-0", "worker-1"):
+        assert (r.run_dir / "logs" / f"{log}.log").stat().st_size > 0
+    assert json.loads((r.run_dir / "summary.json").read_text()) == s
+    assert "name: tiny" in (r.run_dir / "job.resolved.yaml").read_text()
+    solver = (r.run_dir / "solver.prototxt").read_text()
+    assert f'snapshot_prefix: "{r.run_dir}/snapshots/tiny"' in solver
+    assert "max_iter: 60" in solver
+
+
+def test_metrics_records(tiny_run):
+    lines = (tiny_run.run_dir / "metrics.jsonl").read_text().splitlines()
+    recs = [json.loads(l) for l in lines]
+    assert recs == tiny_run.metrics
+    for rec in recs:
+        assert {"time", "role", "rank", "iter", "event"} <= rec.keys()
+        assert abs(rec["time"] - time.time()) < 3600
+    train = [r for r in recs if r["event"] == "train"]
+    assert {(r["rank"], r["iter"]) for r in train} == {(w, i) for w in (0, 1)
+                                                      for i in range(10, 61, 10)}
+    assert all(r["loss"] > 0 and r["images_per_second"] > 0 and "staleness" in r
+               and r["bytes_sent"] > 0 for r in train)
+    tests = [r for r in recs if r["event"] == "test"]
+    assert [t["iter"] for t in tests] == [0, 30, 60]
+    assert all("accuracy" in t for t in tests)
+    assert any(r["role"] == "server" and r["event"] == "done" for r in recs)
+
+
+def test_compare_writes_png(tiny_run, tmp_path, capsys):
+    from pstrain.cli import main
+    out = tmp_path / "cmp.png"
+    assert main(["compare", str(tiny_run.run_dir), str(tiny_run.run_dir), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert out.stat().st_size > 1000
+    assert "t(85%) s" in text and "t(88%) s" in text and "final acc" in text
+    assert "staleness histograms" in text and "tiny" in text
+    assert "figure:" in compare([tiny_run.run_dir], tmp_path / "one.png")
+
+
+def test_killed_worker_is_restarted(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="restart")
+    job["solver_overrides"].update(max_iter=80, test_interval=0, snapshot=0)
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 60}
+    job_obj = Job.from_yaml(write_job(tmp_path, job))
+    run_dir = job_obj.config.run_dir
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
+    thread.start()
+    try:
+        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
+                 120, "worker 1's first training event")
+        victims = [p for p in leftover_processes(str(run_dir)) if "--rank 1 " in p]
+        assert len(victims) == 1, victims
+        os.kill(int(victims[0].split(":")[0]), signal.SIGKILL)
+    finally:
+        thread.join(300)
+    assert not thread.is_alive()
+    r = result["r"]
+    assert r.summary["status"] == "ok", r.summary
+    assert r.summary["worker_restarts"] >= 1
+    assert r.summary["iterations"] == 80
+    restarts = [x for x in r.metrics if x["event"] == "restart"]
+    assert restarts and restarts[0]["rank"] == 1 and restarts[0]["exit"] == -signal.SIGKILL
+    assert "restart 1 of worker 1" in (run_dir / "logs/worker-1.log").read_text()
+    assert not leftover_processes(str(run_dir))
+
+
+def test_sigint_stops_everything(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="interrupt")
+    job["solver_overrides"].update(max_iter=5000, test_interval=0, snapshot=0)
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
+    path = write_job(tmp_path, job)
+    run_dir = tmp_path / "runs" / "interrupt"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    proc = subprocess.Popen([sys.executable, "-m", "pstrain", str(path), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_for(lambda: any(r["event"] == "train" for r in records(run_dir)), 120,
+                 "the first training event")
+        assert len(leftover_processes(str(run_dir))) == 3
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for p in leftover_processes(str(run_dir)):   # never leave a stray behind
+            os.kill(int(p.split(":")[0]), signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert not leftover_processes(str(run_dir))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    assert summary["iterations"] < 5000
+    assert "interrupted" in (run_dir / "logs/server-0.log").read_text()
+
+
+def test_start_processes_by_hand(tmp_path, fashion_mnist):
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{ROOT}/configs/nets/lenet_train_test.prototxt"\n'
+                      f'base_lr: 0.01\nmomentum: 0.9\nlr_policy: "fixed"\nmax_iter: 5\n'
+                      f'display: 5\nsnapshot_after_train: false\nrandom_seed: 1\n')
+    server = start_server(solver, workers=1, job_key=7, cwd=ROOT)
+    try:
+        assert server.endpoint.startswith("tcp://127.0.0.1:")
+        worker = start_worker(solver, [server.endpoint], job_key=7, cwd=ROOT)
+        with worker:
+            assert worker.wait(120) == 0
+        assert server.wait(30) == 0
+        worker.join_output()
+        assert [e["iter"] for e in worker.events if e["event"] == "train"] == [5]
+    finally:
+        server.kill()
+
+
+def test_resume_continues_from_the_newest_checkpoint(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="resume")
+    job["solver_overrides"].update(max_iter=40, snapshot=20, test_interval=20)
+    path = write_job(tmp_path, job)
+    first = Job.from_yaml(path).run(quiet=True, timeout=240)
+    assert first.ok and first.summary["iterations"] == 40
+    again = Job.from_yaml(path, ["solver_overrides.max_iter=60"]).run(quiet=True, resume=True,
+                                                                     timeout=240)
+    assert again.ok, again.summary
+    assert again.summary["resumed_from"].endswith("resume_iter_40.manifest")
+    assert again.summary["iterations"] == 60
+    assert again.snapshot.name == "resume_iter_60.caffemodel"
+    tests = [r["iter"] for r in again.metrics if r["event"] == "test"]
+    assert tests == [0, 20, 40, 40, 60]           # metrics.jsonl continues
+
+
+def test_a_dead_server_fails_the_job(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, name="deadserver")
+    job["solver_overrides"].update(max_iter=2000, test_interval=0, snapshot=0)
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
+    job_obj = Job.from_yaml(write_job(tmp_path, job))
+    run_dir = job_obj.config.run_dir
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
+    thread.start()
+    try:
+        wait_for(lambda: any(r["event"] == "train" for r in records(run_dir)), 120,
+                 "the first training event")
+        server = [p for p in leftover_processes(str(run_dir)) if "ps-server" in p]
+        os.kill(int(server[0].split(":")[0]), signal.SIGKILL)
+    finally:
+        thread.join(120)
+    assert not thread.is_alive()
+    s = result["r"].summary
+    assert s["status"] == "failed"
+    assert s["message"].startswith("server-0 was killed by signal 9")
+    assert not leftover_processes(str(run_dir))
