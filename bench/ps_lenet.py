@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""LeNet on Fashion-MNIST: single-process training against parameter-server
+training, from the built programs.
+
+  (a) `ps-net train`, 1 thread, batch 64;
+  (b) PS, 1 worker (1 thread, batch 64) + 1 server, bsp — and the ratio b/a;
+  (c) PS, 2 workers (1 thread each, batch 32 each = global 64) + 1 server,
+      bsp, ssp (staleness 2) and asp — images/s over both workers.
+
+Solver: configs/nets/lenet_solver.prototxt with max_iter --iters (300), no
+test, no snapshot but the final one, display every --display iterations.
+Each round runs every configuration once, in turn (so a round's ratios are
+taken under the same machine load); --rounds rounds; medians are reported.
+
+Two figures per run:
+  * steady: from the "train" events — ps-net's iters_per_second, the PS
+    workers' images_per_second (summed over workers) — over every display
+    interval but the first (start-up, first pulls);
+  * wall: iterations x global batch / wall time of the whole job, from the
+    first process started to the last one ended (start-up, net construction,
+    LMDB open, final snapshot included).
+
+usage: python3 bench/ps_lenet.py [--build build] [--rounds 5] [--iters 300] [--markdown]
+"""
+import argparse
+import json
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+from ps_job import run_job  # noqa: E402
+
+SOLVER = ROOT / "configs/nets/lenet_solver.prototxt"
+NET = ROOT / "configs/nets/lenet_train_test.prototxt"
+
+
+def write_solver(folder: pathlib.Path, batch: int, iters: int, display: int) -> pathlib.Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    net = NET.read_text()
+    net, n = re.subn(r"batch_size: 64", f"batch_size: {batch}", net)
+    assert n == 1
+    net = net.replace('"data/fashion-mnist', f'"{ROOT}/data/fashion-mnist')
+    (folder / "net.prototxt").write_text(net)
+    lines = []
+    for line in SOLVER.read_text().splitlines():
+        key = line.split(":")[0].strip()
+        if key in ("net", "test_iter", "test_interval", "max_iter", "snapshot",
+                   "snapshot_prefix", "display"):
+            continue
+        lines.append(line)
+    lines += [f'net: "{folder}/net.prototxt"', f"max_iter: {iters}", "snapshot: 0",
+              f'snapshot_prefix: "{folder}/snap"', f"display: {display}"]
+    solver = folder / "solver.prototxt"
+    solver.write_text("\n".join(lines) + "\n")
+    return solver
+
+
+def steady(values: list) -> float:
+    """Mean of the display intervals after the first."""
+    return statistics.mean(values[1:]) if len(values) > 1 else float("nan")
+
+
+def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int) -> dict:
+    start = time.monotonic()
+    out = subprocess.run([str(build / "bin/ps-net"), "train", "--solver", str(solver),
+                          "--threads", "1", "--json"], capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    wall = time.monotonic() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"ps-net train failed: {out.stderr[-800:]}")
+    events = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    rates = [e["iters_per_second"] for e in events
+             if e.get("event") == "train" and "iters_per_second" in e]
+    return {"steady_images_per_s": steady(rates) * batch, "wall_images_per_s": iters * batch / wall,
+            "wall_s": wall}
+
+
+def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, iters: int,
+           mode: str, staleness: int) -> dict:
+    start = time.monotonic()
+    result = run_job(build, solver, workers=workers, servers=1, mode=mode, staleness=staleness,
+                     timeout=900, cwd=ROOT)
+    wall = time.monotonic() - start
+    bad = {k: v for k, v in result.returncodes.items() if v != 0}
+    if bad:
+        raise RuntimeError(f"PS job failed: {bad}: "
+                           + " | ".join(result.stderr[k][-600:] for k in bad))
+    total = 0.0
+    for r in range(workers):
+        rates = [e["images_per_second"] for e in result.of("train", f"worker-{r}")]
+        total += steady(rates)
+    pull_wait = sum(e.get("pull_wait_seconds", 0) for e in result.of("train"))
+    return {"steady_images_per_s": total, "wall_images_per_s": iters * batch * workers / wall,
+            "wall_s": wall, "pull_wait_s": pull_wait}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=300)
+    parser.add_argument("--display", type=int, default=50)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    build = (ROOT / args.build).resolve()
+    with tempfile.TemporaryDirectory(prefix="ps-lenet-") as tmp:
+        tmp = pathlib.Path(tmp)
+        configs = [
+            ("a: ps-net train, b64", lambda: run_single(
+                build, write_solver(tmp / "a", 64, args.iters, args.display), 64, args.iters)),
+            ("b: PS 1 worker b64, bsp", lambda: run_ps(
+                build, write_solver(tmp / "b", 64, args.iters, args.display), 1, 64, args.iters,
+                "bsp", 0)),
+            ("c: PS 2 workers b32, bsp", lambda: run_ps(
+                build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
+                "bsp", 0)),
+            ("c: PS 2 workers b32, ssp s=2", lambda: run_ps(
+                build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
+                "ssp", 2)),
+            ("c: PS 2 workers b32, asp", lambda: run_ps(
+                build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
+                "asp", 0)),
+        ]
+        load_before = open("/proc/loadavg").read().split()[:3]
+        results = {name: [] for name, _ in configs}
+        ratios_steady, ratios_wall = [], []
+        for round_ in range(args.rounds):
+            for name, fn in configs:
+                r = fn()
+                results[name].append(r)
+                print(f"round {round_}: {name}: steady {r['steady_images_per_s']:.0f} img/s, "
+                      f"wall {r['wall_images_per_s']:.0f} img/s ({r['wall_s']:.2f} s)",
+                      file=sys.stderr)
+            a, b = results[configs[0][0]][-1], results[configs[1][0]][-1]
+            ratios_steady.append(b["steady_images_per_s"] / a["steady_images_per_s"])
+            ratios_wall.append(b["wall_images_per_s"] / a["wall_images_per_s"])
+        load_after = open("/proc/loadavg").read().split()[:3]
+    print(f"load average before: {' '.join(load_before)}, after: {' '.join(load_after)}",
+          file=sys.stderr)
+    med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+    if args.markdown:
+        print(f"{args.iters} iterations, global batch 64, medians of {args.rounds} rounds "
+              f"(load average before {' '.join(load_before)}, after {' '.join(load_after)})\n")
+        print("| configuration | steady images/s | steady it/s | wall images/s | wall s |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for name, _ in configs:
+            rs = results[name]
+            s = med(rs, "steady_images_per_s")
+            print(f"| {name} | {s:.0f} | {s / 64:.1f} | {med(rs, 'wall_images_per_s'):.0f} | "
+                  f"{med(rs, 'wall_s'):.2f} |")
+        print(f"\nb / a (median of per-round ratios): steady {statistics.median(ratios_steady):.3f}"
+              f" ({', '.join(f'{x:.3f}' for x in ratios_steady)}); wall "
+              f"{statistics.median(ratios_wall):.3f} ({', '.join(f'{x:.3f}' for x in ratios_wall)})")
+    else:
+        for name, _ in configs:
+            print(name, json.dumps(results[name]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
