@@ -54,7 +54,9 @@ namespace pstrain::server {
 struct Incoming {
   std::string peer;  // the transport's id of the sender, for replies
   pstrain::Header header;
-  std::vector<const float*> payloads;
+  // One per header.chunks; the shard may overwrite them (gradients are applied
+  // in place, without a copy).
+  std::vector<float*> payloads;
 };
 
 struct Outgoing {

@@ -60,9 +60,9 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
     }
     worker.arrived[static_cast<size_t>(local)] = 1;
     ++worker.arrived_count;
-    const float* grad = m.payloads[static_cast<size_t>(i)];
+    float* grad = m.payloads[static_cast<size_t>(i)];
     if (!bsp) {
-      store.ApplyGradient(id, grad, scale, static_cast<int>(version_));
+      store.ApplyGradientInPlace(id, grad, scale, static_cast<int>(version_));
     } else if (step_->Add(local, w, grad)) {
       ++step_chunks_complete_;
       if (!clipping) {

@@ -30,6 +30,7 @@ UpdateRule::~UpdateRule() = default;
 
 void UpdateRule::Apply(const StepInputs& in, const ParamHyper& param, ParamSlice s) const {
   PSTRAIN_CHECK(s.history.size() == static_cast<size_t>(history_slots()));
+  if (ApplyFused(in, in.rate * param.lr_mult, weight_decay_ * param.decay_mult, s)) return;
   // Normalize (and clip): Caffe skips the multiply when there is nothing to do.
   if (in.grad_scale != 1.f) {
     for (size_t i = 0; i < s.n; ++i) s.diff[i] *= in.grad_scale;

@@ -70,6 +70,14 @@ class UpdateRule {
   // and advances the history.
   virtual void ComputeUpdate(const StepInputs& in, float local_rate,
                              const ParamSlice& slice) const = 0;
+  // Optionally the whole of Apply in one pass over memory (the same float
+  // operations per element, in the same order, so the result is identical).
+  // Returns false when the rule has no fused form.
+  virtual bool ApplyFused(const StepInputs& /*in*/, float /*local_rate*/, float /*local_decay*/,
+                          const ParamSlice& /*slice*/) const {
+    return false;
+  }
+  Regularization regularization() const { return regularization_; }
 
  private:
   float weight_decay_;

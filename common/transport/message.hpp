@@ -58,6 +58,9 @@ struct InMessage {
   // The values of payload frame i, 4-aligned.
   // REQUIRES: Validate() accepted the message (frame size a multiple of 4).
   const float* payload(size_t i) const;
+  // The same values, writable: the receiver owns the message and may use a
+  // payload as scratch (the shard applies gradients in place).
+  float* mutable_payload(size_t i) { return const_cast<float*>(payload(i)); }
   // Values in payload frame i (bytes / 4, rounded down).
   size_t payload_length(size_t i) const { return frames[i].size() / sizeof(float); }
   size_t payload_bytes(size_t i) const { return frames[i].size(); }

@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
     }
     Incoming incoming{message.peer, message.header, {}};
     for (size_t i = 0; i < message.payload_count(); ++i) {
-      incoming.payloads.push_back(message.payload(i));
+      incoming.payloads.push_back(message.mutable_payload(i));
     }
     send_all(core.Handle(incoming, now));
   }

@@ -98,7 +98,8 @@ class Message {
   const Incoming& get() {
     in_.peer = peer_;
     in_.payloads.clear();
-    for (const auto& d : data_) in_.payloads.push_back(d.data());
+    scratch_ = data_;  // the shard may clobber payloads; each get() hands out fresh copies
+    for (auto& d : scratch_) in_.payloads.push_back(d.data());
     return in_;
   }
 
@@ -106,6 +107,7 @@ class Message {
   std::string peer_;
   Incoming in_;
   std::vector<std::vector<float>> data_;
+  std::vector<std::vector<float>> scratch_;
 };
 
 Message Hello(int w, int world) {
