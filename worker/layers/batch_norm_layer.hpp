@@ -11,6 +11,7 @@
 // var_sum = maf * var_sum + m/(m-1) * var, where m = N * spatial size.
 // In-place (bottom == top) is supported. The fast path runs oneDNN's
 // batch_normalization primitives.
+// GPU path (CUDA builds): own kernels (batch_norm_layer.cu).
 #pragma once
 
 #include <memory>

@@ -12,6 +12,8 @@
 // convolution primitives, created per bottom shape and reused until the shape
 // changes (they are built in Reshape, so the first Forward after a shape
 // change pays nothing extra).
+// GPU path (CUDA builds): cuDNN, descriptors and workspace cached per bottom
+// shape (conv_layer.cu).
 #pragma once
 
 #include <memory>

@@ -5,6 +5,8 @@
 // TEST: identity. May run in place. The mask stream comes from an Rng seeded
 // with MixSeed(context().seed, hash of the layer name), created at the first
 // TRAIN forward, so a run is reproducible for a given seed.
+// The GPU path draws its mask from a counter-based hash of (seed, draw,
+// element) instead (dropout_layer.cu): same distribution, other draws.
 #pragma once
 
 #include <memory>

@@ -7,6 +7,8 @@
 // pooling-and-power implementation does. local_size n must be odd.
 // The fast path runs oneDNN's lrn primitives (whose conventions match these).
 // Not in-place: Backward reads both bottom data and top data.
+// GPU path (CUDA builds): cuDNN for ACROSS_CHANNELS within its parameter
+// ranges, own kernels otherwise (lrn_layer.cu).
 #pragma once
 
 #include <memory>

@@ -13,6 +13,8 @@
 // backward). Configurations oneDNN cannot express exactly (AVE with padding
 // whose last window runs past in + pad; MAX with the mask top) run the
 // reference path.
+// GPU path (CUDA builds): own kernels for MAX (Caffe's first-maximum rule
+// and mask), cuDNN for AVE where it matches exactly (pooling_layer.cu).
 #pragma once
 
 #include <memory>

@@ -2,6 +2,7 @@
 // the other axes, y_c = exp(x_c - max x) / sum_c' exp(x_c' - max x).
 // Backward uses only the top data and diff: dx = (dy - <dy, y>) * y. May run
 // in place.
+// GPU path (CUDA builds): cuDNN, own kernels in place (softmax_layer.cu).
 #pragma once
 
 #include <vector>
