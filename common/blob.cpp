@@ -6,6 +6,10 @@
 
 #include "proto/caffe.pb.h"
 
+#ifdef PSTRAIN_HAVE_CUDA
+#include "common/cuda/math_gpu.hpp"
+#endif
+
 namespace pstrain {
 
 std::string ShapeString(const std::vector<int>& shape) {
@@ -60,6 +64,23 @@ const float* Blob::cpu_diff() const { return diff_ ? diff_->host_data() : nullpt
 float* Blob::mutable_cpu_data() { return data_ ? data_->mutable_host_data() : nullptr; }
 float* Blob::mutable_cpu_diff() { return diff_ ? diff_->mutable_host_data() : nullptr; }
 
+#ifdef PSTRAIN_HAVE_CUDA
+const float* Blob::gpu_data() const { return data_ ? data_->device_data() : nullptr; }
+const float* Blob::gpu_diff() const { return diff_ ? diff_->device_data() : nullptr; }
+float* Blob::mutable_gpu_data() { return data_ ? data_->mutable_device_data() : nullptr; }
+float* Blob::mutable_gpu_diff() { return diff_ ? diff_->mutable_device_data() : nullptr; }
+
+using Head = SyncedMemory::Head;
+
+// Copy on the device when the source's latest values are only there, or when
+// both sides already hold device copies; otherwise on the host.
+static bool CopyOnDevice(const SyncedMemory& source, const SyncedMemory& dest) {
+  if (source.head() == Head::kAtDevice) return true;
+  return source.head() == Head::kSynced &&
+         (dest.head() == Head::kAtDevice || dest.head() == Head::kSynced);
+}
+#endif
+
 void Blob::ShareData(const Blob& other) {
   PSTRAIN_CHECK(count_ == other.count_);
   data_ = other.data_;
@@ -74,6 +95,16 @@ void Blob::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
   if (reshape) ReshapeLike(source);
   PSTRAIN_CHECK_MSG(count_ == source.count_, shape_string() + " vs " + source.shape_string());
   if (count_ == 0) return;
+#ifdef PSTRAIN_HAVE_CUDA
+  if (CopyOnDevice(copy_diff ? *source.diff_ : *source.data_, copy_diff ? *diff_ : *data_)) {
+    if (copy_diff) {
+      GpuCopy(count_, source.gpu_diff(), mutable_gpu_diff());
+    } else {
+      GpuCopy(count_, source.gpu_data(), mutable_gpu_data());
+    }
+    return;
+  }
+#endif
   if (copy_diff) {
     std::memcpy(mutable_cpu_diff(), source.cpu_diff(), count_ * sizeof(float));
   } else {
@@ -82,6 +113,12 @@ void Blob::CopyFrom(const Blob& source, bool copy_diff, bool reshape) {
 }
 
 void Blob::SetDiffZero() {
+#ifdef PSTRAIN_HAVE_CUDA
+  if (count_ > 0 && (diff_->head() == Head::kAtDevice || diff_->head() == Head::kSynced)) {
+    GpuSet(count_, 0.f, mutable_gpu_diff());
+    return;
+  }
+#endif
   if (count_ > 0) std::memset(mutable_cpu_diff(), 0, count_ * sizeof(float));
 }
 

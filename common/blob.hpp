@@ -4,6 +4,9 @@
 // keeps storage when the new count fits, so per-iteration reshapes do not
 // allocate. Data and diff may be shared with another blob (ShareData /
 // ShareDiff); sharing is how in-place layers and shared weights work.
+// In CUDA builds data and diff also have device copies (gpu_data and
+// friends), synchronised lazily with the host copies (see SyncedMemory):
+// cpu_ accessors always see the latest values, wherever they were written.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +59,23 @@ class Blob {
   const float* cpu_diff() const;
   float* mutable_cpu_data();
   float* mutable_cpu_diff();
+#ifdef PSTRAIN_HAVE_CUDA
+  const float* gpu_data() const;
+  const float* gpu_diff() const;
+  float* mutable_gpu_data();
+  float* mutable_gpu_diff();
+#endif
+  // The storage behind data and diff (null before the first Reshape).
+  SyncedMemory* data_memory() const { return data_.get(); }
+  SyncedMemory* diff_memory() const { return diff_.get(); }
 
   // Makes this blob use `other`'s storage. REQUIRES: equal count.
   void ShareData(const Blob& other);
   void ShareDiff(const Blob& other);
   bool SharesDataWith(const Blob& other) const { return data_ == other.data_; }
 
+  // CopyFrom and SetDiffZero work on the device when the values live there
+  // (CUDA builds), on the host otherwise; SumSquares reads the host copy.
   void CopyFrom(const Blob& source, bool copy_diff = false, bool reshape = false);
   void SetDiffZero();
   double SumSquaresData() const;

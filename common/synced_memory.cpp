@@ -4,15 +4,26 @@
 #include <cstring>
 #include <new>
 
+#ifdef PSTRAIN_HAVE_CUDA
+#include "common/cuda/cuda_check.hpp"
+#include "common/cuda/device_allocator.hpp"
+#include "common/cuda/gpu_context.hpp"
+#include "common/device.hpp"
+#endif
+
 namespace pstrain {
 
+static size_t HostBytes(size_t count) { return (count * sizeof(float) + 63) / 64 * 64; }
+
 SyncedMemory::SyncedMemory(size_t count) : count_(count) {}
+
+#ifndef PSTRAIN_HAVE_CUDA
 
 SyncedMemory::~SyncedMemory() { std::free(host_); }
 
 void SyncedMemory::AllocateHost() {
   if (host_ != nullptr || count_ == 0) return;
-  size_t bytes = (count_ * sizeof(float) + 63) / 64 * 64;
+  const size_t bytes = HostBytes(count_);
   host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
   if (host_ == nullptr) throw std::bad_alloc();
   std::memset(host_, 0, bytes);
@@ -27,5 +38,123 @@ float* SyncedMemory::mutable_host_data() {
   AllocateHost();
   return host_;
 }
+
+#else  // PSTRAIN_HAVE_CUDA
+
+SyncedMemory::~SyncedMemory() {
+  WaitForUpload();
+  FreeHost(host_, host_pinned_);
+  DeviceFree(device_);
+}
+
+void SyncedMemory::AllocateHost() {
+  if (host_ != nullptr || count_ == 0) return;
+  const size_t bytes = HostBytes(count_);
+  if (want_pinned_) {
+    host_ = static_cast<float*>(PinnedAlloc(bytes));
+    host_pinned_ = true;
+  } else {
+    host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (host_ == nullptr) throw std::bad_alloc();
+    host_pinned_ = false;
+  }
+  std::memset(host_, 0, bytes);
+}
+
+void SyncedMemory::FreeHost(float* host, bool pinned) {
+  if (pinned) {
+    PinnedFree(host);
+  } else {
+    std::free(host);
+  }
+}
+
+void SyncedMemory::WaitForUpload() {
+  if (!upload_in_flight_) return;
+  GpuContext::ForThisThread().Synchronize();
+  upload_in_flight_ = false;
+}
+
+void SyncedMemory::ToHost() {
+  switch (head_) {
+    case Head::kUninitialized:
+      AllocateHost();
+      head_ = Head::kAtHost;
+      break;
+    case Head::kAtDevice: {
+      AllocateHost();
+      GpuContext& context = GpuContext::ForThisThread();
+      PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(host_, device_, count_ * sizeof(float),
+                                         cudaMemcpyDeviceToHost, context.stream()));
+      context.Synchronize();
+      head_ = Head::kSynced;
+      break;
+    }
+    case Head::kAtHost:
+    case Head::kSynced:
+      break;
+  }
+}
+
+void SyncedMemory::ToDevice() {
+  if (count_ == 0) return;
+  switch (head_) {
+    case Head::kUninitialized: {
+      device_ = static_cast<float*>(DeviceAlloc(count_ * sizeof(float)));
+      PSTRAIN_CUDA_CHECK(cudaMemsetAsync(device_, 0, count_ * sizeof(float),
+                                         GpuContext::ForThisThread().stream()));
+      head_ = Head::kAtDevice;
+      break;
+    }
+    case Head::kAtHost:
+      if (device_ == nullptr) device_ = static_cast<float*>(DeviceAlloc(count_ * sizeof(float)));
+      PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_, host_, count_ * sizeof(float),
+                                         cudaMemcpyHostToDevice,
+                                         GpuContext::ForThisThread().stream()));
+      upload_in_flight_ = true;
+      head_ = Head::kSynced;
+      break;
+    case Head::kAtDevice:
+    case Head::kSynced:
+      break;
+  }
+}
+
+const float* SyncedMemory::host_data() {
+  ToHost();
+  return host_;
+}
+
+float* SyncedMemory::mutable_host_data() {
+  ToHost();
+  WaitForUpload();
+  if (count_ > 0) head_ = Head::kAtHost;
+  return host_;
+}
+
+const float* SyncedMemory::device_data() {
+  ToDevice();
+  return device_;
+}
+
+float* SyncedMemory::mutable_device_data() {
+  ToDevice();
+  if (count_ > 0) head_ = Head::kAtDevice;
+  return device_;
+}
+
+void SyncedMemory::set_pinned(bool pinned) {
+  want_pinned_ = pinned && CudaDeviceCount() > 0;
+  if (host_ == nullptr || want_pinned_ == host_pinned_) return;
+  WaitForUpload();
+  float* old = host_;
+  const bool old_pinned = host_pinned_;
+  host_ = nullptr;
+  AllocateHost();
+  std::memcpy(host_, old, count_ * sizeof(float));
+  FreeHost(old, old_pinned);
+}
+
+#endif  // PSTRAIN_HAVE_CUDA
 
 }  // namespace pstrain

@@ -70,11 +70,18 @@ Status Layer::SetLossWeights(const BlobVec& top) {
 }
 
 float Layer::Forward(const BlobVec& bottom, const BlobVec& top) {
-  if (engine_ == Engine::kFast) {
-    ForwardFast(bottom, top);
-  } else {
-    ForwardReference(bottom, top);
+  switch (engine_) {
+    case Engine::kReference:
+      ForwardReference(bottom, top);
+      break;
+    case Engine::kFast:
+      ForwardFast(bottom, top);
+      break;
+    case Engine::kGpu:
+      ForwardGpu(bottom, top);
+      break;
   }
+  // Only loss tops are read back (on the host; one sync for a GPU loss).
   float loss = 0.f;
   for (size_t i = 0; i < top.size(); ++i) {
     if (loss_[i] == 0.f) continue;
@@ -88,10 +95,16 @@ float Layer::Forward(const BlobVec& bottom, const BlobVec& top) {
 
 void Layer::Backward(const BlobVec& top, const std::vector<bool>& propagate_down,
                      const BlobVec& bottom) {
-  if (engine_ == Engine::kFast) {
-    BackwardFast(top, propagate_down, bottom);
-  } else {
-    BackwardReference(top, propagate_down, bottom);
+  switch (engine_) {
+    case Engine::kReference:
+      BackwardReference(top, propagate_down, bottom);
+      break;
+    case Engine::kFast:
+      BackwardFast(top, propagate_down, bottom);
+      break;
+    case Engine::kGpu:
+      BackwardGpu(top, propagate_down, bottom);
+      break;
   }
 }
 

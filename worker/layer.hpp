@@ -7,8 +7,11 @@
 //   Forward(bottom, top)   returns the weighted loss of this layer's tops
 //   Backward(top, propagate_down, bottom)
 // Each layer has a plain reference path (simple loops, im2col + GEMM) and may
-// have a fast path (oneDNN); the engine chosen by set_engine() picks one. The
-// reference path is the definition the tests hold the fast path against.
+// have a fast CPU path (oneDNN) and a GPU path (cuDNN, cuBLAS, own kernels in
+// <name>_layer.cu, CUDA builds only); the engine chosen by set_engine() picks
+// one. A layer without a GPU path runs its fast CPU path under Engine::kGpu:
+// blobs synchronise lazily, so its cpu_ reads see what GPU layers wrote. The
+// reference path is the definition the tests hold the other paths against.
 // User errors in parameters or shapes are returned as Status from
 // LayerSetUp/Reshape; Forward/Backward never fail on checked shapes.
 // One thread drives a layer at a time.
@@ -27,7 +30,7 @@ namespace pstrain {
 
 using BlobVec = std::vector<Blob*>;
 
-enum class Engine { kReference, kFast };
+enum class Engine { kReference, kFast, kGpu };
 
 // Where the net runs: which worker of how many (for data sharding), which
 // iteration it starts at (resume), and the seed for fillers, dropout, mirrors.
@@ -73,6 +76,8 @@ class Layer {
   Engine engine() const { return engine_; }
   // True when the layer has a fast path distinct from the reference path.
   virtual bool HasFastPath() const { return false; }
+  // True when the layer overrides ForwardGpu/BackwardGpu (in a CUDA build).
+  virtual bool HasGpuPath() const { return false; }
   void set_context(const NetContext& context) { context_ = context; }
   const NetContext& context() const { return context_; }
 
@@ -105,6 +110,13 @@ class Layer {
   virtual void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) {
     BackwardReference(top, propagate_down, bottom);
+  }
+  // GPU path: works on gpu_data()/gpu_diff() on GpuContext::ForThisThread()
+  // streams. Declared in every build; overrides are defined in .cu files.
+  virtual void ForwardGpu(const BlobVec& bottom, const BlobVec& top) { ForwardFast(bottom, top); }
+  virtual void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                           const BlobVec& bottom) {
+    BackwardFast(top, propagate_down, bottom);
   }
 
   caffe::LayerParameter param_;

@@ -5,9 +5,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/device.hpp"
 #include "worker/layer_registry.hpp"
 
 namespace pstrain::testing {
+
+bool SkipWithoutGpu() {
+  if (CudaDeviceCount() > 0) return false;
+  [] { GTEST_SKIP() << DeviceSummary(); }();
+  return true;
+}
 
 Blob* BlobSet::Add(const std::vector<int>& shape) {
   blobs_.push_back(std::make_unique<Blob>(shape));
@@ -140,11 +147,12 @@ void CheckGradients(Layer& layer, const BlobVec& bottom, const BlobVec& top,
 void ExpectEnginesAgree(const std::string& prototxt_layer,
                         const std::vector<std::vector<int>>& bottom_shapes,
                         const std::function<void(const BlobVec&)>& fill, float tolerance,
-                        int num_tops) {
+                        int num_tops, Engine engine) {
+  if (engine == Engine::kGpu) PSTRAIN_SKIP_WITHOUT_GPU();
   BlobSet bottoms[2];
   BlobSet tops[2];
   std::unique_ptr<Layer> layers[2];
-  const Engine engines[2] = {Engine::kReference, Engine::kFast};
+  const Engine engines[2] = {Engine::kReference, engine};
   for (int e = 0; e < 2; ++e) {
     for (const auto& shape : bottom_shapes) bottoms[e].Add(shape);
     for (int t = 0; t < num_tops; ++t) tops[e].Add({});

@@ -1,11 +1,15 @@
 // Test support shared by every layer suite:
-//  - LayerTest<EngineTag>: the typed fixture that runs a suite once per
-//    engine (reference, fast; GPU joins later) — see LayerEngines below.
+//  - Engine tags for typed suites: LayerEngines (reference, fast) and
+//    LayerEnginesWithGpu (reference, fast, GPU); LayerEngineTest<Tag> is a
+//    fixture that skips the GPU engine without a CUDA device.
+//  - SkipWithoutGpu / PSTRAIN_SKIP_WITHOUT_GPU: skip a test, with the reason
+//    (DeviceSummary()), when there is no CUDA device.
 //  - GradientChecker: finite-difference check of Backward against Forward for
 //    every bottom and every param, with the objective sum(w * top) for fixed
 //    random w (so every top element's gradient path is exercised).
-//  - ExpectEnginesAgree: runs the same layer on the reference and fast paths
-//    from the same inputs and params and compares tops and all gradients.
+//  - ExpectEnginesAgree: runs the same layer on the reference path and on
+//    another engine (fast by default) from the same inputs and params and
+//    compares tops and all gradients.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,7 +34,33 @@ struct FastEngine {
   static constexpr Engine kEngine = Engine::kFast;
   static constexpr const char* kName = "Fast";
 };
+struct GpuEngine {
+  static constexpr Engine kEngine = Engine::kGpu;
+  static constexpr const char* kName = "Gpu";
+};
 using LayerEngines = ::testing::Types<ReferenceEngine, FastEngine>;
+using LayerEnginesWithGpu = ::testing::Types<ReferenceEngine, FastEngine, GpuEngine>;
+
+// Without a CUDA device (or in a build without CUDA): records a skip of the
+// current test with DeviceSummary() as the reason and returns true; the
+// caller returns. Otherwise false.
+bool SkipWithoutGpu();
+#define PSTRAIN_SKIP_WITHOUT_GPU()                    \
+  do {                                                \
+    if (::pstrain::testing::SkipWithoutGpu()) return; \
+  } while (0)
+
+// Typed fixture over engine tags: tests of the GPU engine are skipped when
+// there is no device. Use with TYPED_TEST_SUITE(MySuite, LayerEnginesWithGpu)
+// where `template <typename T> class MySuite : public LayerEngineTest<T> {};`.
+template <typename EngineTag>
+class LayerEngineTest : public ::testing::Test {
+ protected:
+  static constexpr Engine kEngine = EngineTag::kEngine;
+  void SetUp() override {
+    if (kEngine == Engine::kGpu) PSTRAIN_SKIP_WITHOUT_GPU();
+  }
+};
 
 // Owns bottom and top blobs for a layer test.
 class BlobSet {
@@ -70,13 +100,14 @@ struct GradientCheckOptions {
 void CheckGradients(Layer& layer, const BlobVec& bottom, const BlobVec& top,
                     const GradientCheckOptions& options = {});
 
-// Builds the layer twice (reference and fast), copies params from the first,
-// feeds the same bottoms, and compares top data, bottom diffs and param diffs.
-// `fill` fills the bottoms (called on each engine's copy with the same blobs).
+// Builds the layer twice (reference and `engine`), copies params from the
+// first, feeds the same bottoms, and compares top data, bottom diffs and
+// param diffs. `fill` fills the bottoms (called on each engine's copy with
+// the same blobs). With engine kGpu and no device the test is skipped.
 void ExpectEnginesAgree(const std::string& prototxt_layer,
                         const std::vector<std::vector<int>>& bottom_shapes,
                         const std::function<void(const BlobVec&)>& fill, float tolerance = 1e-4f,
-                        int num_tops = 1);
+                        int num_tops = 1, Engine engine = Engine::kFast);
 
 // Element-wise |a-b| <= tol * max(1, |a|, |b|).
 void ExpectBlobsNear(const float* a, const float* b, int64_t n, float tol,

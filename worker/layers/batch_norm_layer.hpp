@@ -11,6 +11,7 @@
 // var_sum = maf * var_sum + m/(m-1) * var, where m = N * spatial size.
 // In-place (bottom == top) is supported. The fast path runs oneDNN's
 // batch_normalization primitives.
+// GPU path (CUDA builds): own kernels (batch_norm_layer.cu).
 #pragma once
 
 #include <memory>
@@ -28,6 +29,9 @@ class BatchNormLayer : public Layer {
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "BatchNorm"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool HasFastPath() const override { return true; }
@@ -39,6 +43,11 @@ class BatchNormLayer : public Layer {
   void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   struct DnnlState;  // oneDNN primitives for the current shape

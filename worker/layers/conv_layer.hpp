@@ -12,6 +12,8 @@
 // convolution primitives, created per bottom shape and reused until the shape
 // changes (they are built in Reshape, so the first Forward after a shape
 // change pays nothing extra).
+// GPU path (CUDA builds): cuDNN, descriptors and workspace cached per bottom
+// shape (conv_layer.cu).
 #pragma once
 
 #include <memory>
@@ -42,6 +44,9 @@ class ConvolutionLayer : public Layer {
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   const char* type() const override { return "Convolution"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
@@ -57,6 +62,11 @@ class ConvolutionLayer : public Layer {
   void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   class DnnlConv;  // the oneDNN primitives for one bottom shape (conv_layer.cpp)
@@ -77,6 +87,15 @@ class ConvolutionLayer : public Layer {
   std::vector<float> bias_multiplier_;  // out_h out_w ones
   std::unique_ptr<DnnlConv> dnnl_;
   bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
+#ifdef PSTRAIN_HAVE_CUDA
+  struct CudnnConv;  // cuDNN descriptors, algorithms, workspace (conv_layer.cu)
+  struct CudnnConvDeleter {
+    void operator()(CudnnConv* conv) const;
+  };
+  // The cuDNN state for the current bottom shape, built when it changed.
+  CudnnConv& PrepareCudnn();
+  std::unique_ptr<CudnnConv, CudnnConvDeleter> cudnn_;
+#endif
 };
 
 }  // namespace pstrain

@@ -20,6 +20,9 @@ class EltwiseLayer : public Layer {
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Eltwise"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -27,12 +30,20 @@ class EltwiseLayer : public Layer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   caffe::EltwiseParameter::EltwiseOp op_ = caffe::EltwiseParameter::SUM;
   std::vector<float> coeffs_;
   bool stable_prod_grad_ = true;
   std::vector<int> max_index_;  // MAX: winning bottom per element
+#ifdef PSTRAIN_HAVE_CUDA
+  Blob max_index_gpu_;  // MAX on the GPU: winning bottom per element, as float
+#endif
 };
 
 }  // namespace pstrain

@@ -15,6 +15,9 @@ class EuclideanLossLayer : public LossLayer {
   using LossLayer::LossLayer;
 
   const char* type() const override { return "EuclideanLoss"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   bool AllowForceBackward(int) const override { return true; }
 
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -23,6 +26,11 @@ class EuclideanLossLayer : public LossLayer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   Blob diff_;  // a - b from the last Forward

@@ -15,6 +15,9 @@ class FlattenLayer : public Layer {
 
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Flatten"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -22,6 +25,12 @@ class FlattenLayer : public Layer {
   void ForwardReference(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void BackwardReference(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
                          const BlobVec& /*bottom*/) override {}
+#ifdef PSTRAIN_HAVE_CUDA
+  // The top shares the bottom's data and diff: nothing to compute.
+  void ForwardGpu(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void BackwardGpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
+                   const BlobVec& /*bottom*/) override {}
+#endif
 };
 
 }  // namespace pstrain

@@ -7,6 +7,8 @@
 // pooling-and-power implementation does. local_size n must be odd.
 // The fast path runs oneDNN's lrn primitives (whose conventions match these).
 // Not in-place: Backward reads both bottom data and top data.
+// GPU path (CUDA builds): cuDNN for ACROSS_CHANNELS within its parameter
+// ranges, own kernels otherwise (lrn_layer.cu).
 #pragma once
 
 #include <memory>
@@ -24,6 +26,9 @@ class LrnLayer : public Layer {
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "LRN"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool HasFastPath() const override { return true; }
@@ -35,6 +40,13 @@ class LrnLayer : public Layer {
   void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+  // Whether the GPU path runs cuDNN (else own kernels) for these parameters.
+  bool UsesCudnn() const;
+#endif
 
  private:
   struct DnnlState;  // oneDNN primitives for the current shape

@@ -13,6 +13,8 @@
 // backward). Configurations oneDNN cannot express exactly (AVE with padding
 // whose last window runs past in + pad; MAX with the mask top) run the
 // reference path.
+// GPU path (CUDA builds): own kernels for MAX (Caffe's first-maximum rule
+// and mask), cuDNN for AVE where it matches exactly (pooling_layer.cu).
 #pragma once
 
 #include <memory>
@@ -31,6 +33,9 @@ class PoolingLayer : public Layer {
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
 
   const char* type() const override { return "Pooling"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override {
@@ -48,6 +53,13 @@ class PoolingLayer : public Layer {
   void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+  // Whether the GPU path runs cuDNN (AVE where it matches Caffe exactly).
+  bool AveUsesCudnn() const;
+#endif
 
  private:
   class DnnlPool;  // oneDNN primitives for one bottom shape (pooling_layer.cpp)
@@ -74,6 +86,9 @@ class PoolingLayer : public Layer {
   std::vector<int> max_index_;  // reference MAX argmax when there is no mask top
   std::unique_ptr<DnnlPool> dnnl_;
   bool dnnl_unusable_ = false;  // the current shape runs the reference
+#ifdef PSTRAIN_HAVE_CUDA
+  Blob max_index_gpu_;  // GPU MAX argmax (as float) when there is no mask top
+#endif
 };
 
 }  // namespace pstrain

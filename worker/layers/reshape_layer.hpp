@@ -18,6 +18,9 @@ class ReshapeLayer : public Layer {
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Reshape"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -25,6 +28,12 @@ class ReshapeLayer : public Layer {
   void ForwardReference(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void BackwardReference(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
                          const BlobVec& /*bottom*/) override {}
+#ifdef PSTRAIN_HAVE_CUDA
+  // The top shares the bottom's data and diff: nothing to compute.
+  void ForwardGpu(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void BackwardGpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
+                   const BlobVec& /*bottom*/) override {}
+#endif
 
  private:
   std::vector<int> copy_axes_;  // positions in `shape` holding 0

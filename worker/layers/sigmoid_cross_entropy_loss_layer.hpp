@@ -21,6 +21,9 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   using LossLayer::LossLayer;
 
   const char* type() const override { return "SigmoidCrossEntropyLoss"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
 
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -29,6 +32,11 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   bool Ignored(float target) const;
@@ -37,6 +45,10 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   bool has_ignore_label_ = false;
   int ignore_label_ = 0;
   float normalizer_ = 1.f;  // from the last Forward
+#ifdef PSTRAIN_HAVE_CUDA
+  // GPU path scratch: per element loss term and 1/0 counted; their two sums.
+  Blob gpu_terms_, gpu_counted_, gpu_sums_;
+#endif
 };
 
 }  // namespace pstrain

@@ -2,6 +2,7 @@
 // the other axes, y_c = exp(x_c - max x) / sum_c' exp(x_c' - max x).
 // Backward uses only the top data and diff: dx = (dy - <dy, y>) * y. May run
 // in place.
+// GPU path (CUDA builds): cuDNN, own kernels in place (softmax_layer.cu).
 #pragma once
 
 #include <vector>
@@ -16,6 +17,9 @@ class SoftmaxLayer : public Layer {
 
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Softmax"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -23,6 +27,11 @@ class SoftmaxLayer : public Layer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   int axis_ = 1;                // canonical

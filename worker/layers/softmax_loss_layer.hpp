@@ -28,6 +28,9 @@ class SoftmaxWithLossLayer : public LossLayer {
   using LossLayer::LossLayer;
 
   const char* type() const override { return "SoftmaxWithLoss"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumTopBlobs() const override { return -1; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
@@ -43,6 +46,11 @@ class SoftmaxWithLossLayer : public LossLayer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   // Writes the softmax of bottom 0 along the class axis into prob_.
@@ -62,6 +70,11 @@ class SoftmaxWithLossLayer : public LossLayer {
   std::vector<unsigned char> counted_;
   float normalizer_ = 1.f;
   Status last_error_;
+#ifdef PSTRAIN_HAVE_CUDA
+  // GPU path scratch, per position: loss term, 1/0 counted, 1/0 broken
+  // label; and their three sums.
+  Blob gpu_terms_, gpu_counted_, gpu_broken_, gpu_sums_;
+#endif
 };
 
 }  // namespace pstrain

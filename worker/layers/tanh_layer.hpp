@@ -15,6 +15,9 @@ class TanHLayer : public Layer {
 
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "TanH"; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
 
@@ -22,6 +25,11 @@ class TanHLayer : public Layer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 };
 
 }  // namespace pstrain

@@ -1,0 +1,52 @@
+// Device memory through a caching allocator, and pinned host memory for
+// transfers (CUDA builds only).
+//
+// DeviceAlloc rounds a request up to a size class (four classes per power of
+// two, at least 512 bytes) and reuses a cached block of that class on the
+// current device; DeviceFree returns the block to the cache, never to CUDA.
+// Reuse is stream-safe: a block freed by a thread whose stream() may still
+// be using it is handed to another stream only after that work (an event).
+// When cudaMalloc runs out of memory the device's cache is released and the
+// allocation retried once. Thread-safe (one mutex for the cache).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.hpp"
+
+namespace pstrain {
+
+// Memory on the calling thread's device (GpuContext::ForThisThread().device()).
+// bytes == 0 gives nullptr. Failure (out of memory, no device) is an error
+// naming the size, the device and CUDA's reason.
+Result<void*> TryDeviceAlloc(size_t bytes);
+// As TryDeviceAlloc, but aborts with that error: for buffers whose size the
+// net already checked.
+void* DeviceAlloc(size_t bytes);
+// REQUIRES: ptr from DeviceAlloc/TryDeviceAlloc and not yet freed, or null.
+// Work queued on other threads' streams or on copy streams that uses the
+// block must be complete or ordered before this thread's stream().
+void DeviceFree(void* ptr);
+// Returns every cached block of every device to CUDA.
+void DeviceCacheTrim();
+
+struct DeviceMemoryStats {
+  int64_t in_use_bytes = 0;   // handed out and not freed (size-class bytes)
+  int64_t cached_bytes = 0;   // freed, kept for reuse
+  int64_t cuda_mallocs = 0;   // cudaMalloc calls so far
+  int64_t cache_hits = 0;     // DeviceAlloc calls served from the cache
+};
+DeviceMemoryStats GetDeviceMemoryStats();
+
+// The size class a request is served from (exposed for tests).
+size_t DeviceSizeClass(size_t bytes);
+
+// Page-locked host memory (cudaHostAlloc, portable across devices); copies
+// from and to it run asynchronously. bytes == 0 gives nullptr.
+Result<void*> TryPinnedAlloc(size_t bytes);
+void* PinnedAlloc(size_t bytes);  // aborts with TryPinnedAlloc's error
+// REQUIRES: ptr from PinnedAlloc/TryPinnedAlloc, or null.
+void PinnedFree(void* ptr);
+
+}  // namespace pstrain

@@ -1,0 +1,55 @@
+// Owning wrappers of cuDNN descriptors for the layers' GPU paths (CUDA builds
+// only: included by worker/layers/*.cu). Each wrapper creates its descriptor
+// on construction and destroys it with itself; failures abort (they are
+// broken invariants of our own code, never user input).
+#pragma once
+
+#include <cudnn.h>
+
+#include "common/cuda/cuda_check.hpp"
+
+namespace pstrain {
+
+template <typename Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor() { PSTRAIN_CUDNN_CHECK(Create(&handle_)); }
+  ~CudnnDescriptor() { Destroy(handle_); }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+
+  Handle get() const { return handle_; }
+
+ private:
+  Handle handle_;
+};
+
+using CudnnTensor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor,
+                                    cudnnDestroyTensorDescriptor>;
+using CudnnFilter = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor,
+                                    cudnnDestroyFilterDescriptor>;
+using CudnnConvolution =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                    cudnnDestroyConvolutionDescriptor>;
+using CudnnPooling = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
+                                     cudnnDestroyPoolingDescriptor>;
+using CudnnLrn =
+    CudnnDescriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
+
+// A dense float NCHW tensor descriptor.
+inline void SetTensor4d(const CudnnTensor& tensor, int n, int c, int h, int w) {
+  PSTRAIN_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(tensor.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
+
+// The scaling factors cuDNN takes by address.
+inline const float* CudnnOne() {
+  static const float one = 1.f;
+  return &one;
+}
+inline const float* CudnnZero() {
+  static const float zero = 0.f;
+  return &zero;
+}
+
+}  // namespace pstrain
