@@ -199,8 +199,6 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         if not wd or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in wd):
             raise r.fail("cluster.worker_devices",
                          f"must be cpu, auto or a list of GPU ids (integers >= 0), got {wd!r}")
-        if len(set(wd)) != len(wd):
-            raise r.fail("cluster.worker_devices", f"lists a GPU twice: {wd!r}")
     elif wd not in ("cpu", "auto"):
         raise r.fail("cluster.worker_devices",
                      f"must be cpu, auto or a list of GPU ids, got {wd!r}")

@@ -4,6 +4,7 @@ nothing and writes nothing (that is what --dry-run shows)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import secrets
 import shlex
@@ -34,6 +35,19 @@ class Plan:
     server_bin: pathlib.Path
     worker_bin: pathlib.Path
     resume_manifest: pathlib.Path | None = None
+    worker_gpus: list = dataclasses.field(default_factory=list)  # per rank: GPU id or None
+
+    def worker_gpu(self, rank: int):
+        return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
+
+    def worker_env(self, rank: int) -> dict | None:
+        """A GPU worker sees only its GPU (as device 0); several workers may share one."""
+        gpu = self.worker_gpu(rank)
+        if gpu is None:
+            return None
+        env = dict(os.environ)
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        return env
 
     @property
     def solver_copy(self) -> pathlib.Path:
@@ -57,6 +71,8 @@ class Plan:
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--job-key", str(self.job_key),
                "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json"]
+        if j.cluster.server_device != "cpu":
+            cmd += ["--device", j.cluster.server_device]
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
         if self.resume_manifest is not None:
@@ -71,6 +87,8 @@ class Plan:
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--threads", str(j.cluster.threads_per_worker),
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
+        if self.worker_gpu(rank) is not None:
+            cmd += ["--gpu", "0"]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -84,14 +102,16 @@ class Plan:
         for k in range(servers):
             lines.append(shlex.join(self.server_command(k, endpoints[0])))
         for r in range(self.job.cluster.workers):
-            lines.append(shlex.join(self.worker_command(r, endpoints)))
+            gpu = self.worker_gpu(r)
+            prefix = f"CUDA_VISIBLE_DEVICES={gpu} " if gpu is not None else ""
+            lines.append(prefix + shlex.join(self.worker_command(r, endpoints)))
         return "\n".join(lines)
 
 
 def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | None = None,
               preparing_data: bool = False) -> Plan:
     """Checks the cluster, the solver, its nets and their data; raises JobError."""
-    _check_cluster(job, source)
+    worker_gpus = _check_cluster(job, source)
     if not job.solver.is_file():
         raise JobError(f"{source}: solver: file not found: {job.solver}")
     solver = SolverText.read(job.solver)
@@ -139,7 +159,8 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                 missing_sources=missing, max_iter=max_iter,
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
-                worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest)
+                worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest,
+                worker_gpus=worker_gpus)
 
 
 def _int_field(solver: SolverText, name: str, default: int) -> int:
@@ -150,7 +171,8 @@ def _int_field(solver: SolverText, name: str, default: int) -> int:
         return default
 
 
-def _check_cluster(job: JobConfig, source: str) -> None:
+def _check_cluster(job: JobConfig, source: str) -> list:
+    """Checks hosts and devices; returns each worker's GPU id (None: the CPU)."""
     c = job.cluster
     if c.hosts != "local":
         raise JobError(f"{source}: cluster.hosts: hostfile/slurm launchers are not supported yet "
@@ -159,23 +181,30 @@ def _check_cluster(job: JobConfig, source: str) -> None:
     if c.server_device.startswith("gpu:"):
         gpus = programs.gpu_count()
         n = int(c.server_device[4:])
-        if n >= gpus:
-            raise JobError(f"{source}: cluster.server_device: server_device gpu:{n} needs a "
-                           f"CUDA build and a GPU (not available yet); this machine has {gpus} "
-                           f"GPUs (nvidia-smi -L)")
         if not programs.cuda_build():
             raise JobError(f"{source}: cluster.server_device: server_device gpu:{n} needs a CUDA "
-                           f"build and a GPU (not available yet)")
+                           f"build (nvcc was not found when PSTRAIN was built)")
+        if n >= gpus:
+            raise JobError(f"{source}: cluster.server_device: GPU {n} does not exist (this "
+                           f"machine has {gpus} GPUs per nvidia-smi -L)")
     if isinstance(c.worker_devices, list):
         gpus = programs.gpu_count() if gpus is None else gpus
+        if len(c.worker_devices) != c.workers:
+            raise JobError(f"{source}: cluster.worker_devices: lists {len(c.worker_devices)} GPUs "
+                           f"for {c.workers} workers (one entry per worker; entries may repeat "
+                           f"to share a GPU)")
+        if not programs.cuda_build():
+            raise JobError(f"{source}: cluster.worker_devices: GPU workers need a CUDA build "
+                           f"(nvcc was not found when PSTRAIN was built)")
         absent = [g for g in c.worker_devices if g >= gpus]
         if absent:
             raise JobError(f"{source}: cluster.worker_devices: GPU {absent[0]} does not exist "
                            f"(this machine has {gpus} GPUs per nvidia-smi -L)")
-        if len(c.worker_devices) != c.workers:
-            raise JobError(f"{source}: cluster.worker_devices: lists {len(c.worker_devices)} GPUs "
-                           f"for {c.workers} workers (one worker per GPU)")
-        if not programs.cuda_build():
-            raise JobError(f"{source}: cluster.worker_devices: GPU workers need a CUDA build and "
-                           f"a GPU (not available yet)")
     # worker_devices: auto uses GPUs when the build has CUDA and the machine GPUs; else the CPU.
+    if isinstance(c.worker_devices, list):
+        return list(c.worker_devices)
+    if c.worker_devices == "auto":
+        gpus = programs.gpu_count() if gpus is None else gpus
+        if gpus > 0 and programs.cuda_build():
+            return [rank % gpus for rank in range(c.workers)]
+    return [None] * c.workers

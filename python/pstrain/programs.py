@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import json
 import shutil
 import subprocess
 
@@ -41,5 +42,11 @@ def gpu_count() -> int:
 
 
 def cuda_build() -> bool:
-    """Whether the programs were built with CUDA. The GPU path has not landed yet, so no."""
-    return False
+    """Whether the programs were built with CUDA (`ps-net devices --json`)."""
+    try:
+        ps_net = find_program("ps-net")
+        out = subprocess.run([str(ps_net), "devices", "--json"], capture_output=True, text=True,
+                             timeout=60)
+        return bool(json.loads(out.stdout.strip().splitlines()[-1]).get("cuda_build"))
+    except (ProgramNotFound, OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return False

@@ -153,7 +153,7 @@ class _Run:
                 f.write(f"--- ps-train: restart {self.restarts} of worker {rank} ---\n")
         self.workers[rank] = ProcessHandle(self.plan.worker_command(rank, self.endpoints),
                                            role="worker", rank=rank, log_path=log,
-                                           sink=self._sink)
+                                           sink=self._sink, env=self.plan.worker_env(rank))
 
     def _all(self) -> list[ProcessHandle]:
         return self.servers + list(self.workers.values())

@@ -62,7 +62,8 @@ def test_straggler_rank_out_of_range(capsys, tmp_path):
                  "(cluster.workers is 2), got 2")
 
 
-def test_more_gpus_than_exist(capsys, tmp_path):
+def test_more_gpus_than_exist(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(programs, "cuda_build", lambda: True)
     n = programs.gpu_count()
     job = base_job(tmp_path)
     job["cluster"]["worker_devices"] = [n, n + 1]
@@ -92,7 +93,26 @@ def test_gpu_job_is_refused(capsys):
     code, _, err = ps_train(capsys, ROOT / "configs/gpu_lenet.yaml", "--dry-run")
     assert code == 2
     assert "cluster.server_device: " in err
-    assert "server_device gpu:0 needs a CUDA build and a GPU (not available yet)" in err
+    if programs.cuda_build():
+        assert "cluster.server_device: GPU 0 does not exist (this machine has 0 GPUs" in err
+    else:
+        assert "server_device gpu:0 needs a CUDA build (nvcc was not found" in err
+
+
+def test_gpu_workers_may_share_a_gpu(capsys, tmp_path, monkeypatch):
+    # A CUDA build on a one-GPU machine, as the planner sees it.
+    monkeypatch.setattr(programs, "cuda_build", lambda: True)
+    monkeypatch.setattr(programs, "gpu_count", lambda: 1)
+    job = base_job(tmp_path)
+    job["cluster"]["worker_devices"] = [0, 0]
+    job["cluster"]["server_device"] = "gpu:0"
+    code, out, _ = ps_train(capsys, str(write_job(tmp_path, job)), "--dry-run")
+    assert code == 0
+    workers = [line for line in out.splitlines() if "ps-worker" in line]
+    servers = [line for line in out.splitlines() if "ps-server" in line]
+    assert len(workers) == 2
+    assert all(w.startswith("CUDA_VISIBLE_DEVICES=0 ") and " --gpu 0" in w for w in workers)
+    assert "--device gpu:0" in servers[0]
 
 
 def test_exit_code_from_the_command(tmp_path):

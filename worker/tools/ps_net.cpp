@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
@@ -51,7 +52,7 @@ int Fail(const std::string& message) {
 int Usage(const std::string& message, const po::options_description* desc = nullptr) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
   if (desc != nullptr) std::cerr << *desc;
-  std::fprintf(stderr, "usage: ps-net train|test|time|diff [options] (ps-net COMMAND --help)\n");
+  std::fprintf(stderr, "usage: ps-net train|test|time|diff|devices [options] (ps-net COMMAND --help)\n");
   return 2;
 }
 
@@ -325,18 +326,42 @@ int Diff(int argc, char** argv) {
   return 0;
 }
 
+// What this build and machine offer: {"event":"devices","cuda_build":...,"cuda_devices":N}.
+int Devices(int argc, char** argv) {
+  CommonFlags common;
+  po::options_description desc("ps-net devices");
+  AddCommon(desc, common);
+  po::variables_map vm;
+  if (int rc = ParseFlags(argc, argv, desc, vm, {}); rc != 0) return rc < 0 ? 0 : rc;
+  const int count = pstrain::CudaDeviceCount();
+  if (common.json) {
+    std::printf("%s\n", JsonLine()
+                            .Add("event", "devices")
+                            .Add("cuda_build", pstrain::BuiltWithCuda())
+                            .Add("cuda_devices", count)
+                            .Add("summary", pstrain::DeviceSummary())
+                            .str()
+                            .c_str());
+  } else {
+    std::printf("CUDA build: %s; %s\n", pstrain::BuiltWithCuda() ? "yes" : "no",
+                pstrain::DeviceSummary().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return Usage("missing command");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "help") {
-    std::printf("usage: ps-net train|test|time|diff [options] (ps-net COMMAND --help)\n");
+    std::printf("usage: ps-net train|test|time|diff|devices [options] (ps-net COMMAND --help)\n");
     return 0;
   }
   if (command == "train") return Train(argc - 1, argv + 1);
   if (command == "test") return Test(argc - 1, argv + 1);
   if (command == "time") return Time(argc - 1, argv + 1);
   if (command == "diff") return Diff(argc - 1, argv + 1);
+  if (command == "devices") return Devices(argc - 1, argv + 1);
   return Usage("unknown command '" + command + "'");
 }
