@@ -81,7 +81,8 @@ if [[ ! -d "$lmdb/train_lmdb" || ! -d "$lmdb/test_lmdb" ]]; then
     >> "$out/build.log" 2>&1 || fail "no Fashion-MNIST LMDBs (scripts/prepare_data.sh failed)"
 fi
 if [[ -d "$lmdb/train_lmdb" && -d "$lmdb/test_lmdb" ]]; then
-  say "LeNet: 2 workers x $iters iterations, bsp, server ${server_dev[*]:-cpu}, workers ${worker_dev[*]:-cpu}"
+  say "LeNet: 2 workers x $iters iterations, bsp," \
+    "server ${server_dev[*]:-cpu}, workers ${worker_dev[*]:-cpu}"
   ITERS="$iters" OUTDIR="$out" BUILD_DIR="$build" DRY="$dry" \
   SERVER_DEV="${server_dev[*]}" WORKER_DEV="${worker_dev[*]}" \
     timeout 600 python3 - "$root" > "$out/lenet_job.txt" 2>&1 <<'PY'
@@ -187,7 +188,8 @@ print(json.dumps({"model": model_name, "batch": batch, "median_ms": median * 1e3
 PY
     then
       line=$(tail -1 "$out/torch_${model}.json")
-      rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('images_per_s', ''))" "$line")
+      rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('images_per_s', ''))" \
+        "$line")
       if [[ -n "$rate" && -n "${ps_rate[$model]:-}" ]]; then
         say "PyTorch $model batch $batch: $(printf '%.1f' "$rate") images/s; PSTrain/PyTorch = $(
           python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
@@ -203,5 +205,7 @@ elif [[ "$dry" != 1 ]]; then
   say "PyTorch: not installed (python3 -c 'import torch' fails); no comparison"
 fi
 
-say "done in $((SECONDS - started)) s: $([[ $failed -eq 0 ]] && echo 'all checks passed' || echo 'some checks FAILED')"
+verdict="all checks passed"
+[[ $failed -eq 0 ]] || verdict="some checks FAILED"
+say "done in $((SECONDS - started)) s: $verdict"
 exit $failed

@@ -6,11 +6,12 @@
 // backward — then ask for the weights of t+1. On the GPU engine the gradients
 // are copied to pinned host memory on a side stream and pushed as each copy
 // completes (DeviceGradients); pulled weights are written into the blobs'
-// host data and reach the device by the blobs' lazy sync at the next forward. Worker 0 also sends the initial
-// weights, evaluates the TEST-phase net every test_interval on the weights of
-// one version, and at snapshot iterations (where the servers hold every
-// worker at one clock and write their shard files) writes the .caffemodel,
-// a deploy.prototxt and, last, the checkpoint manifest.
+// host data and reach the device by the blobs' lazy sync at the next forward.
+// Worker 0 also sends the initial weights, evaluates the TEST-phase net every
+// test_interval on the weights of one version, and at snapshot iterations
+// (where the servers hold every worker at one clock and write their shard
+// files) writes the .caffemodel, a deploy.prototxt and, last, the checkpoint
+// manifest.
 #pragma once
 
 #include <functional>
