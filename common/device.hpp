@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/status.hpp"
+
 namespace pstrain {
 
 // True when the CUDA paths were compiled in.
@@ -12,5 +14,16 @@ bool BuiltWithCuda();
 int CudaDeviceCount();
 // One line describing the devices, or why there are none.
 std::string DeviceSummary();
+// Ok when CUDA device `device` exists and can be used. Otherwise, in a build
+// without CUDA, "<what> needs a CUDA build" (what: how the user asked for it,
+// e.g. "--gpu 0"); else "no CUDA device N (<why>)", why: the runtime's error
+// or how many devices are visible.
+Status CheckCudaDevice(int device, const std::string& what);
+// CheckCudaDevice, then makes `device` the calling thread's device
+// (GpuContext::SelectDevice): the programs' --gpu N.
+Status UseCudaDevice(int device, const std::string& what);
+// Waits for the work queued on the calling thread's GpuContext stream; a
+// no-op in builds without CUDA.
+void SynchronizeGpu();
 
 }  // namespace pstrain

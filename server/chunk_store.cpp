@@ -16,7 +16,7 @@ constexpr size_t kMaxRetired = 4;
 
 Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
                                       const std::vector<optim::ParamHyper>& param_hyper,
-                                      const optim::SolverHyper& hyper) {
+                                      const optim::SolverHyper& hyper, int device) {
   if (static_cast<int>(param_hyper.size()) != placement.num_params()) {
     return Status::Error("ChunkStore: " + std::to_string(param_hyper.size()) +
                          " parameter multipliers for " + std::to_string(placement.num_params()) +
@@ -43,6 +43,13 @@ Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
     longest = std::max(longest, c.length);
   }
   store.scratch_.resize(static_cast<size_t>(longest));
+  if (device >= 0) {
+    std::vector<int64_t> lengths;
+    for (const Slot& s : store.slots_) lengths.push_back(s.length);
+    PSTRAIN_ASSIGN_OR_RETURN(store.device_,
+                             DeviceChunks::Create(device, lengths, store.history_slots_));
+    store.device_index_ = device;
+  }
   return store;
 }
 
@@ -60,26 +67,51 @@ void ChunkStore::Changed(Slot& s) {
   s.current.reset();
 }
 
+std::span<const float> ChunkStore::weights(uint32_t id) const {
+  const Slot& s = slot(id);
+  if (device_) device_->Download(LocalIndex(id), -1, s.data.data());
+  return s.data;
+}
+
+std::span<const float> ChunkStore::history(uint32_t id, int k) const {
+  const Slot& s = slot(id);
+  std::vector<float>& h = s.history[static_cast<size_t>(k)];
+  if (device_) device_->Download(LocalIndex(id), k, h.data());
+  return h;
+}
+
 void ChunkStore::SetWeights(uint32_t id, std::span<const float> values) {
   Slot& s = slot(id);
   PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
   std::copy(values.begin(), values.end(), s.data.begin());
+  if (device_) device_->Upload(LocalIndex(id), -1, s.data.data());
   Changed(s);
 }
 
 void ChunkStore::SetHistory(uint32_t id, int k, std::span<const float> values) {
   Slot& s = slot(id);
   PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
-  std::copy(values.begin(), values.end(), s.history[static_cast<size_t>(k)].begin());
+  std::vector<float>& h = s.history[static_cast<size_t>(k)];
+  std::copy(values.begin(), values.end(), h.begin());
+  if (device_) device_->Upload(LocalIndex(id), k, h.data());
 }
 
 void ChunkStore::ApplyGradient(uint32_t id, const float* grad, float grad_scale, int iter) {
+  if (device_) {
+    // The device copies the gradient in; no host scratch needed.
+    Slot& s = slot(id);
+    const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale};
+    device_->Apply(LocalIndex(id), hyper_, in, s.param, grad);
+    Changed(s);
+    return;
+  }
   const size_t n = static_cast<size_t>(slot(id).length);
   std::memcpy(scratch_.data(), grad, n * sizeof(float));
   ApplyGradientInPlace(id, scratch_.data(), grad_scale, iter);
 }
 
 void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter) {
+  if (device_) return ApplyGradient(id, grad, grad_scale, iter);  // grad stays untouched
   Slot& s = slot(id);
   std::vector<float*>& history = history_ptrs_;
   history.resize(s.history.size());
@@ -99,12 +131,24 @@ std::shared_ptr<const std::vector<float>> ChunkStore::Snapshot(uint32_t id) {
     if (free != s.retired.end()) {
       s.current = std::move(*free);
       s.retired.erase(free);
-      std::copy(s.data.begin(), s.data.end(), s.current->begin());
+      CopyWeights(id, s.current->data());
+    } else if (device_) {
+      s.current = std::make_shared<std::vector<float>>(static_cast<size_t>(s.length));
+      CopyWeights(id, s.current->data());
     } else {
       s.current = std::make_shared<std::vector<float>>(s.data);
     }
   }
   return s.current;
+}
+
+void ChunkStore::CopyWeights(uint32_t id, float* out) {
+  const Slot& s = slot(id);
+  if (device_) {
+    device_->Download(LocalIndex(id), -1, out);
+  } else {
+    std::copy(s.data.begin(), s.data.end(), out);
+  }
 }
 
 }  // namespace pstrain::server

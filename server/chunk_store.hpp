@@ -1,6 +1,11 @@
 // ChunkStore: the chunks one server shard holds — their weights, the update
 // rule's history, and read-only per-version snapshots served to pullers.
 //
+// With a device (Create's `device` >= 0) the weights and history live in GPU
+// memory (DeviceChunks) and the updates run there; the host copies behind
+// weights()/history() are refreshed from the device when read, and snapshots
+// are copied device-to-host. Without one everything stays on the CPU.
+//
 // Not thread-safe: one event loop owns it. Snapshot buffers handed out may be
 // released on any thread (only their reference count is touched there).
 #pragma once
@@ -13,6 +18,7 @@
 #include "common/optim/update_rule.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
+#include "server/device_chunks.hpp"
 
 namespace pstrain::server {
 
@@ -21,10 +27,11 @@ class ChunkStore {
   // The store of `shard`'s chunks under `placement`, weights and history zero.
   // `param_hyper` holds each parameter's lr_mult/decay_mult, in parameter order.
   // Errors: an invalid `hyper` (ValidateSolverHyper's message), a param_hyper
-  // count other than placement.num_params().
+  // count other than placement.num_params(); with `device` >= 0, DeviceChunks's
+  // (no CUDA build, no such device, out of device memory).
   static Result<ChunkStore> Create(const KeyPlacement& placement, int shard,
                                    const std::vector<optim::ParamHyper>& param_hyper,
-                                   const optim::SolverHyper& hyper);
+                                   const optim::SolverHyper& hyper, int device = -1);
 
   ChunkStore(ChunkStore&&) = default;
   ChunkStore& operator=(ChunkStore&&) = default;
@@ -38,12 +45,14 @@ class ChunkStore {
   int LocalIndex(uint32_t id) const;
   bool Holds(uint32_t id) const { return LocalIndex(id) >= 0; }
   int history_slots() const { return history_slots_; }
+  int device() const { return device_ ? device_index_ : -1; }
   const char* solver_type() const { return rule_->type(); }
 
   // REQUIRES (all below): Holds(id); 0 <= slot < history_slots().
   int64_t length(uint32_t id) const { return slot(id).length; }
-  std::span<const float> weights(uint32_t id) const { return slot(id).data; }
-  std::span<const float> history(uint32_t id, int k) const { return slot(id).history[k]; }
+  // On a device these copy the array to the host first (a synchronous copy).
+  std::span<const float> weights(uint32_t id) const;
+  std::span<const float> history(uint32_t id, int k) const;
   // REQUIRES: values.size() == length(id).
   void SetWeights(uint32_t id, std::span<const float> values);
   void SetHistory(uint32_t id, int k, std::span<const float> values);
@@ -65,8 +74,9 @@ class ChunkStore {
   struct Slot {
     int64_t length = 0;
     optim::ParamHyper param;
-    std::vector<float> data;
-    std::vector<std::vector<float>> history;
+    // On a device: host copies, refreshed by the const accessors (hence mutable).
+    mutable std::vector<float> data;
+    mutable std::vector<std::vector<float>> history;
     std::shared_ptr<std::vector<float>> current;  // snapshot of `data`; null after a change
     std::vector<std::shared_ptr<std::vector<float>>> retired;  // older snapshots
   };
@@ -75,6 +85,7 @@ class ChunkStore {
   Slot& slot(uint32_t id) { return slots_[static_cast<size_t>(LocalIndex(id))]; }
   const Slot& slot(uint32_t id) const { return slots_[static_cast<size_t>(LocalIndex(id))]; }
   void Changed(Slot& s);  // retires the current snapshot
+  void CopyWeights(uint32_t id, float* out);  // the current weights into `out`
 
   optim::SolverHyper hyper_;
   std::unique_ptr<optim::UpdateRule> rule_;
@@ -84,6 +95,8 @@ class ChunkStore {
   std::vector<Slot> slots_;
   std::vector<float> scratch_;        // ApplyGradient's copy of the gradient
   std::vector<float*> history_ptrs_;  // the rule's view of one slot's history
+  std::unique_ptr<DeviceChunks> device_;  // null: weights and history on the CPU
+  int device_index_ = -1;
 };
 
 }  // namespace pstrain::server

@@ -1,5 +1,7 @@
 #include "server/shard_config.hpp"
 
+#include "server/device_chunks.hpp"
+
 namespace pstrain::server {
 
 const char* ModeName(Mode mode) {
@@ -48,6 +50,11 @@ Status ValidateShardConfig(const ShardConfig& c) {
   if (c.wait_warn_ms <= 0) {
     return Status::Error("wait_warn_ms must be positive, got " + std::to_string(c.wait_warn_ms));
   }
+  if (c.device < -1) {
+    return Status::Error("device must be -1 (cpu) or a CUDA device number, got " +
+                         std::to_string(c.device));
+  }
+  if (c.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(c.device));
   return optim::ValidateSolverHyper(c.hyper).WithContext("solver");
 }
 

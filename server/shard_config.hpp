@@ -32,6 +32,7 @@ struct ShardConfig {
   int64_t final_iter = 0;         // > 0: also cut one at this iteration (the solver's max_iter)
   std::string snapshot_prefix;    // files <prefix>_iter_<t>.shard<k>.state
   int64_t wait_warn_ms = 10000;   // a pull deferred this long is logged (Tick)
+  int device = -1;                // -1: weights and updates on the CPU; N: on CUDA device N
 };
 
 // Ok when `config` describes a shard that can run; otherwise the first

@@ -41,7 +41,8 @@ Result<ShardLayout> MakeShardLayout(std::vector<pstrain::ParamMeta> params,
                          " bytes; use at most that many server shards or a smaller chunk_bytes");
   }
   PSTRAIN_ASSIGN_OR_RETURN(ChunkStore store, ChunkStore::Create(layout.placement, config.shard,
-                                                                multipliers, config.hyper));
+                                                                multipliers, config.hyper,
+                                                                config.device));
   layout.store.emplace(std::move(store));
   layout.params = std::move(params);
   return layout;

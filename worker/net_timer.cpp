@@ -6,7 +6,7 @@
 
 namespace pstrain {
 
-NetTime TimeNet(Net& net, int iterations) {
+NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
   using Clock = std::chrono::steady_clock;
   const auto& layers = net.layers();
   const size_t n = layers.size();
@@ -30,11 +30,13 @@ NetTime TimeNet(Net& net, int iterations) {
     for (size_t i = 0; i < n; ++i) {
       auto start = Clock::now();
       layers[i]->Forward(net.bottom_vecs()[i], net.top_vecs()[i]);
+      if (sync) sync();
       if (fwd) (*fwd)[i] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }
     for (size_t k = n; k-- > 0;) {
       auto start = Clock::now();
       layers[k]->Backward(net.top_vecs()[k], propagate[k], net.bottom_vecs()[k]);
+      if (sync) sync();
       if (bwd) (*bwd)[k] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }
   };

@@ -5,6 +5,7 @@
 // upstream of it has parameters (so the input image does not), as in training.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ struct NetTime {
   int iterations = 0;
 };
 
-NetTime TimeNet(Net& net, int iterations);
+// `sync`, when given, is called after every layer's Forward and Backward
+// before its clock stops (GPU engine: wait for the queued kernels).
+NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync = {});
 
 // Sets the batch (first) dimension of every Input, DummyData and Data layer.
 // REQUIRES: `net` is in the current (upgraded) format.

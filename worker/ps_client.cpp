@@ -204,13 +204,20 @@ std::shared_ptr<std::vector<float>> PsClient::StagingBuffer(size_t count) {
 }
 
 Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares) {
+  return Push(param_ids, clock, sum_squares, {});
+}
+
+Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
+                      const std::vector<const float*>& diffs) {
+  PSTRAIN_CHECK(diffs.empty() || diffs.size() == param_ids.size());
   std::vector<OutMessage> messages(channels_.size());
-  for (int p : param_ids) {
+  for (size_t i = 0; i < param_ids.size(); ++i) {
+    const int p = param_ids[i];
+    const float* diff = diffs.empty() ? params_[p].blob->cpu_diff() : diffs[i];
     for (uint32_t id : placement_.param_chunks(p)) {
       const Chunk& c = placement_.chunk(id);
       auto values = StagingBuffer(c.length);
-      std::memcpy(values->data(), params_[p].blob->cpu_diff() + c.offset,
-                  c.length * sizeof(float));
+      std::memcpy(values->data(), diff + c.offset, c.length * sizeof(float));
       pstrain::ChunkRef* ref = messages[c.shard].header.add_chunks();
       ref->set_id(id);
       ref->set_length(c.length);

@@ -75,6 +75,10 @@ class PsClient {
   // Pushes the gradients (blob diffs) of params `param_ids` for iteration `clock`.
   // `sum_squares` < 0 when unknown (only needed for clipping in ssp/asp).
   Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares);
+  // As Push, but param_ids[i]'s gradient is read from diffs[i] (host memory
+  // of the blob's count() floats, e.g. a pinned copy of a GPU diff).
+  Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
+              const std::vector<const float*>& diffs);
   // Waits until every push is acknowledged.
   Status Flush();
   // Asks each shard to exit (the job is over).

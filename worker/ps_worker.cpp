@@ -45,6 +45,11 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(zmq::context_t& context,
     worker->push_after_layer_[p.layer_index].push_back(id);
     params.push_back({p.name, p.blob, p.lr_mult, p.decay_mult});
   }
+  if (options.engine == Engine::kGpu) {
+    std::vector<Blob*> blobs;
+    for (const PsParam& p : params) blobs.push_back(p.blob);
+    PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
                            PsClient::Connect(context, options.client, std::move(params)));
   return worker;
@@ -137,7 +142,21 @@ Status PsWorker::Run() {
     for (int k = 0; k < iter_size; ++k) {
       loss += net.Forward();
       const bool last = k == iter_size - 1;
-      if (last && !clip_at_end) {
+      if (last && !clip_at_end && device_gradients_) {
+        // Copy each layer's gradients out on the side stream; push the ones
+        // whose copies are done as backward goes on, then the rest.
+        const DeviceGradients::PushFn push = [&](const std::vector<int>& ids,
+                                                 const std::vector<const float*>& diffs) {
+          return client_->Push(ids, clock, -1.0, diffs);
+        };
+        net.Backward([&](int layer) {
+          if (push_status.ok() && !push_after_layer_[layer].empty()) {
+            device_gradients_->Start(push_after_layer_[layer]);
+            push_status = device_gradients_->Drain(/*wait=*/false, push);
+          }
+        });
+        if (push_status.ok()) push_status = device_gradients_->Drain(/*wait=*/true, push);
+      } else if (last && !clip_at_end) {
         net.Backward([&](int layer) {
           if (push_status.ok() && !push_after_layer_[layer].empty()) {
             push_status = client_->Push(push_after_layer_[layer], clock, -1.0);

@@ -3,11 +3,15 @@
 // Per iteration t: wait for the weights of t (pulled at the end of t-1),
 // forward, backward — each parameter's gradient is pushed the moment the
 // backward pass is done with it, so communication overlaps the rest of
-// backward — then ask for the weights of t+1. Worker 0 also sends the initial
-// weights, evaluates the TEST-phase net every test_interval on the weights of
-// one version, and at snapshot iterations (where the servers hold every
-// worker at one clock and write their shard files) writes the .caffemodel,
-// a deploy.prototxt and, last, the checkpoint manifest.
+// backward — then ask for the weights of t+1. On the GPU engine the gradients
+// are copied to pinned host memory on a side stream and pushed as each copy
+// completes (DeviceGradients); pulled weights are written into the blobs'
+// host data and reach the device by the blobs' lazy sync at the next forward.
+// Worker 0 also sends the initial weights, evaluates the TEST-phase net every
+// test_interval on the weights of one version, and at snapshot iterations
+// (where the servers hold every worker at one clock and write their shard
+// files) writes the .caffemodel, a deploy.prototxt and, last, the checkpoint
+// manifest.
 #pragma once
 
 #include <functional>
@@ -16,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "common/status.hpp"
+#include "worker/device_gradients.hpp"
 #include "worker/ps_client.hpp"
 #include "worker/trainer.hpp"
 
@@ -29,7 +34,7 @@ struct PsWorkerOptions {
   int staleness = 0;
   int straggle_ms = 0;          // sleep this long every iteration (experiments)
   int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
-  Engine engine = Engine::kFast;
+  Engine engine = Engine::kFast;  // kGpu: the caller has selected the device (UseCudaDevice)
   std::function<void(const TrainEvent&)> on_event;
 };
 
@@ -50,6 +55,7 @@ class PsWorker {
   std::unique_ptr<PsClient> client_;
   std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
+  std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
 };
 
 }  // namespace pstrain

@@ -42,7 +42,7 @@ void OnSignal(int sig) { g_signal = sig; }
 
 struct Flags {
   ShardConfig config;
-  std::string bind, advertise, coordinator, solver, mode = "bsp", resume;
+  std::string bind, advertise, coordinator, solver, mode = "bsp", resume, device = "cpu";
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -80,6 +80,8 @@ int Fail(int shard, const std::string& message) {
 
 // Builds the shard's configuration from the flags and the solver file.
 Status Configure(Flags& f) {
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
+  if (f.config.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(f.config.device));
   caffe::SolverParameter solver;
   PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.solver, &solver));
   auto hyper = pstrain::optim::SolverHyperFromProto(solver);
@@ -156,6 +158,8 @@ int main(int argc, char** argv) {
       "coordinator", po::value(&f.coordinator), "server 0's endpoint (shards > 0, for clipping)")(
       "solver", po::value(&f.solver), "solver prototxt (update rule, lr policy, snapshots)")(
       "mode", po::value(&f.mode)->default_value("bsp"), "bsp, ssp or asp")(
+      "device", po::value(&f.device)->default_value("cpu"),
+      "where the weights live and updates run: cpu or gpu:N (CUDA builds)")(
       "staleness", po::value(&f.config.staleness)->default_value(0), "ssp staleness bound")(
       "chunk-bytes", po::value(&f.config.chunk_bytes)->default_value(1 << 20), "chunk size")(
       "job-key", po::value(&f.job_key)->default_value(0), "the job's key")(
@@ -208,6 +212,7 @@ int main(int argc, char** argv) {
   printer.Event(printer.Base("listening")
                     .Add("endpoint", Advertised(router.value()->endpoint(), f.advertise))
                     .Add("mode", f.mode)
+                    .Add("device", f.device)
                     .Add("version", core.version()),
                 "listening on " + router.value()->endpoint());
   std::signal(SIGINT, OnSignal);

@@ -3,6 +3,7 @@
 //   ps-net train --solver S.prototxt [--weights W.caffemodel] [--snapshot X.solverstate]
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
 //   ps-net time  --model M.prototxt [--iterations N] [--batch B]
+// Every command takes --gpu N to run the layers on CUDA device N (CUDA builds).
 // Every command prints readable lines, or with --json one JSON object a line.
 // Exit status: 0 done, 1 a failure (the message names the file/place), 2 bad
 // command-line arguments.
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -35,13 +37,15 @@ struct CommonFlags {
   bool json = false;
   int threads = 0;
   std::string engine = "fast";
+  int gpu = -1;  // >= 0: the GPU engine on this CUDA device
 };
 
 void AddCommon(po::options_description& desc, CommonFlags& flags) {
   desc.add_options()("json", po::bool_switch(&flags.json), "print one JSON object a line")(
       "threads", po::value<int>(&flags.threads)->default_value(0),
       "CPU threads (0: all cores)")("engine", po::value<std::string>(&flags.engine)->default_value("fast"),
-                                    "layer engine: fast (oneDNN) or reference");
+                                    "layer engine: fast (oneDNN) or reference")(
+      "gpu", po::value<int>(&flags.gpu), "run on CUDA device N (overrides --engine)");
 }
 
 int Fail(const std::string& message) {
@@ -60,6 +64,21 @@ pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
   if (name == "fast") return pstrain::Engine::kFast;
   if (name == "reference") return pstrain::Engine::kReference;
   return Status::Error("--engine must be 'fast' or 'reference', got '" + name + "'");
+}
+
+// The engine the flags ask for; with --gpu N, selects device N first. Returns
+// 0 and sets *engine, or an exit status (2 bad --engine, 1 no usable GPU).
+int SelectEngine(const CommonFlags& flags, pstrain::Engine* engine) {
+  if (flags.gpu != -1) {
+    const Status s = pstrain::UseCudaDevice(flags.gpu, "--gpu " + std::to_string(flags.gpu));
+    if (!s.ok()) return Fail(s.message());
+    *engine = pstrain::Engine::kGpu;
+    return 0;
+  }
+  auto parsed = ParseEngine(flags.engine);
+  if (!parsed.ok()) return Usage(parsed.status().message());
+  *engine = parsed.value();
+  return 0;
 }
 
 // Parses the flags of one command; returns 0 to go on, else an exit status.
@@ -98,12 +117,12 @@ int Train(int argc, char** argv) {
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"solver"}); rc != 0) return rc < 0 ? 0 : rc;
   if (!weights.empty() && !snapshot.empty()) return Usage("give --weights or --snapshot, not both");
-  auto engine = ParseEngine(common.engine);
-  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::Engine engine = pstrain::Engine::kFast;
+  if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   pstrain::TrainerOptions options;
-  options.engine = engine.value();
+  options.engine = engine;
   options.resume_from = snapshot;
   options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json); };
   auto trainer = pstrain::Trainer::FromFile(solver, options);
@@ -131,13 +150,13 @@ int Test(int argc, char** argv) {
     return rc < 0 ? 0 : rc;
   }
   if (iterations < 1) return Usage("--iterations must be at least 1");
-  auto engine = ParseEngine(common.engine);
-  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::Engine engine = pstrain::Engine::kFast;
+  if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   pstrain::NetOptions options;
   options.state.set_phase(caffe::TEST);
-  options.context.engine = engine.value();
+  options.context.engine = engine;
   auto net = pstrain::Net::FromFile(model, options);
   if (!net.ok()) return Fail(net.status().message());
   Status s = net.value()->CopyTrainedLayersFromFile(weights);
@@ -194,8 +213,8 @@ int Time(int argc, char** argv) {
   if (iterations < 1) return Usage("--iterations must be at least 1");
   if (batch < 0) return Usage("--batch must be >= 0");
   if (phase != "train" && phase != "test") return Usage("--phase must be 'train' or 'test'");
-  auto engine = ParseEngine(common.engine);
-  if (!engine.ok()) return Usage(engine.status().message());
+  pstrain::Engine engine = pstrain::Engine::kFast;
+  if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   caffe::NetParameter param;
@@ -210,12 +229,14 @@ int Time(int argc, char** argv) {
   if (batch > 0) pstrain::OverrideBatchSize(&param, batch);
   pstrain::NetOptions options;
   options.state.set_phase(phase == "train" ? caffe::TRAIN : caffe::TEST);
-  options.context.engine = engine.value();
+  options.context.engine = engine;
   options.source = model;
   options.layer_lines = lines;
   auto net = pstrain::Net::Create(param, options);
   if (!net.ok()) return Fail(net.status().message());
-  const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations);
+  std::function<void()> sync;
+  if (engine == pstrain::Engine::kGpu) sync = pstrain::SynchronizeGpu;
+  const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations, sync);
   for (const auto& layer : t.layers) {
     if (common.json) {
       std::printf("%s\n", JsonLine()
@@ -237,7 +258,7 @@ int Time(int argc, char** argv) {
                             .Add("model", model)
                             .Add("iterations", t.iterations)
                             .Add("threads", pstrain::CpuThreads())
-                            .Add("engine", common.engine)
+                            .Add("engine", common.gpu >= 0 ? "gpu" : common.engine)
                             .Add("forward_ms", t.forward_ms)
                             .Add("backward_ms", t.backward_ms)
                             .Add("total_ms", t.total_ms)

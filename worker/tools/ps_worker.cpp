@@ -3,7 +3,7 @@
 //   ps-worker --solver S.prototxt --rank R --workers W --servers EP0,EP1,...
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
-//             [--threads N] [--engine fast|reference] [--json] [--timeout-s T]
+//             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Normally started by ps-train; useful by hand for experiments. Prints the
 // training events (worker 0 also test results and snapshots). Exit status 0
@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/device.hpp"
 #include "common/math_cpu.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "worker/ps_worker.hpp"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   std::string servers, engine = "fast";
   int threads = 1;
   int timeout_s = 120;
+  int gpu = -1;
   bool json = false;
   uint64_t job_key = 0;
   po::options_description desc("ps-worker");
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
       "a server silent this long is an error")(
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
       "engine", po::value(&engine)->default_value("fast"), "fast or reference")(
+      "gpu", po::value(&gpu), "train on CUDA device N (CUDA builds; overrides --engine)")(
       "json", po::bool_switch(&json), "one JSON object a line");
   po::variables_map vm;
   try {
@@ -84,6 +87,14 @@ int main(int argc, char** argv) {
   options.client.timeout = std::chrono::seconds(timeout_s);
   options.engine = engine == "fast" ? pstrain::Engine::kFast : pstrain::Engine::kReference;
   const std::string rank = std::to_string(options.client.rank);
+  if (vm.count("gpu")) {
+    const pstrain::Status s = pstrain::UseCudaDevice(gpu, "--gpu " + std::to_string(gpu));
+    if (!s.ok()) {
+      std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), s.message().c_str());
+      return 1;
+    }
+    options.engine = pstrain::Engine::kGpu;
+  }
   options.on_event = [&](const pstrain::TrainEvent& e) {
     std::printf("%s\n", pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
     std::fflush(stdout);

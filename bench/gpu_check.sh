@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# GPU check of PSTrain on a 1-GPU machine, in one run (about 5-8 minutes):
+#   1. builds with CUDA (cmake -DPSTRAIN_WITH_CUDA=ON) into build-gpu;
+#   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*');
+#   3. trains LeNet on Fashion-MNIST with 2 GPU workers sharing GPU 0 and one
+#      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
+#      bsp) and checks the final test accuracy >= 0.89;
+#   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
+#      with `ps-net time --gpu 0` and, when `import torch` works, the same
+#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on), with the ratio.
+# Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
+# line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json.
+# Exit status: 0 when every check passed, 1 otherwise (summary.txt says which).
+#
+# Data: data/fashion-mnist/{train,test}_lmdb, made here from the IDX files in
+# ${FMNIST_IDX:-/usr/share/datasets/fashion-mnist} when missing (carry either).
+#
+# Knobs (environment): BUILD (build folder, default build-gpu), SKIP_BUILD=1
+# (use BUILD as it is), LENET_ITERS (per worker, default 10000), GPU (device,
+# default 0), JOBS (build jobs, default nproc). CPU_DRY_RUN=1 runs steps 3-4
+# without any GPU flag on a CPU build (a few iterations): a check of this
+# script itself, not of the GPU.
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${OUT:-$root/bench/gpu_out}"
+build="${BUILD:-$root/build-gpu}"
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
+gpu="${GPU:-0}"
+jobs="${JOBS:-$(nproc)}"
+dry="${CPU_DRY_RUN:-0}"
+iters="${LENET_ITERS:-10000}"
+[[ "$dry" == 1 ]] && iters="${LENET_ITERS:-40}"
+mkdir -p "$out"
+summary="$out/summary.txt"
+: > "$summary"
+failed=0
+started=$SECONDS
+
+say() { echo "[gpu_check +$((SECONDS - started))s] $*" | tee -a "$summary"; }
+fail() { say "FAIL: $*"; failed=1; }
+
+# --- 1. build ------------------------------------------------------------------
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+  say "building into $build (-j$jobs)"
+  if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_WITH_CUDA=ON \
+           -DPSTRAIN_BUILD_BENCH=OFF &&
+         timeout 420 cmake --build "$build" -j "$jobs" --target pstrain_tests ps-server \
+           ps-worker ps-net ps-data; } > "$out/build.log" 2>&1; then
+    fail "build (tail of $out/build.log follows)"
+    tail -20 "$out/build.log" | tee -a "$summary"
+    exit 1
+  fi
+  say "build ok; $(grep -c 'warning' "$out/build.log") warning line(s)"
+fi
+bin="$build/bin"
+if [[ "$dry" == 1 ]]; then
+  server_dev=(); worker_dev=(); net_dev=()
+else
+  server_dev=(--device "gpu:$gpu"); worker_dev=(--gpu "$gpu"); net_dev=(--gpu "$gpu")
+fi
+
+# --- 2. GPU tests ------------------------------------------------------------------
+if [[ "$dry" != 1 ]]; then
+  say "GPU tests"
+  timeout 300 "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' > "$out/gpu_tests.log" 2>&1
+  rc=$?
+  say "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/gpu_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$out/gpu_tests.log" | tee -a "$summary"
+  if grep -q 'no CUDA device' "$out/gpu_tests.log"; then
+    fail "GPU tests skipped: $(grep -m1 -o 'no CUDA device.*' "$out/gpu_tests.log")"
+  fi
+  [[ $rc -eq 0 ]] || fail "GPU tests (exit $rc; see $out/gpu_tests.log)"
+fi
+
+# --- 3. LeNet on Fashion-MNIST, GPU workers and GPU server ------------------------
+lmdb="$root/data/fashion-mnist"
+if [[ ! -d "$lmdb/train_lmdb" || ! -d "$lmdb/test_lmdb" ]]; then
+  say "preparing Fashion-MNIST from ${FMNIST_IDX:-/usr/share/datasets/fashion-mnist}"
+  "$root/scripts/prepare_data.sh" "$build" "${FMNIST_IDX:-/usr/share/datasets/fashion-mnist}" \
+    >> "$out/build.log" 2>&1 || fail "no Fashion-MNIST LMDBs (scripts/prepare_data.sh failed)"
+fi
+if [[ -d "$lmdb/train_lmdb" && -d "$lmdb/test_lmdb" ]]; then
+  say "LeNet: 2 workers x $iters iterations, bsp," \
+    "server ${server_dev[*]:-cpu}, workers ${worker_dev[*]:-cpu}"
+  ITERS="$iters" OUTDIR="$out" BUILD_DIR="$build" DRY="$dry" \
+  SERVER_DEV="${server_dev[*]}" WORKER_DEV="${worker_dev[*]}" \
+    timeout 600 python3 - "$root" > "$out/lenet_job.txt" 2>&1 <<'PY'
+import os, pathlib, sys, time
+root = pathlib.Path(sys.argv[1])
+sys.path.insert(0, str(root / "tests" / "e2e"))
+from ps_job import run_job
+
+out = pathlib.Path(os.environ["OUTDIR"]) / "lenet"
+out.mkdir(parents=True, exist_ok=True)
+iters = int(os.environ["ITERS"])
+lines = []
+for line in (root / "configs/nets/lenet_solver.prototxt").read_text().splitlines():
+    if line.split(":")[0].strip() in ("net", "max_iter", "test_interval", "snapshot",
+                                      "snapshot_prefix", "display", "solver_mode"):
+        continue
+    lines.append(line)
+lines += [f'net: "{root}/configs/nets/lenet_train_test.prototxt"', f"max_iter: {iters}",
+          f"test_interval: {max(iters // 4, 1)}", "snapshot: 0",
+          f'snapshot_prefix: "{out}/lenet"', f"display: {max(iters // 20, 1)}"]
+solver = out / "solver.prototxt"
+solver.write_text("\n".join(lines) + "\n")
+worker_dev = os.environ["WORKER_DEV"].split()
+server_dev = os.environ["SERVER_DEV"].split()
+start = time.monotonic()
+result = run_job(pathlib.Path(os.environ["BUILD_DIR"]), solver, workers=2, mode="bsp",
+                 timeout=560, cwd=root, server_args=server_dev,
+                 worker_args={0: worker_dev, 1: worker_dev})
+wall = time.monotonic() - start
+for name, code in result.returncodes.items():
+    print(f"{name}: exit {code}")
+    if code != 0:
+        print(result.stderr[name][-2000:])
+tests = result.of("test", "worker-0")
+rates = [e.get("images_per_second", 0) for e in result.of("train")]
+accuracy = tests[-1]["accuracy"] if tests else float("nan")
+print(f"RESULT accuracy={accuracy:.4f} wall_s={wall:.1f} "
+      f"images_per_s_per_worker={sorted(rates)[len(rates) // 2] if rates else 0:.0f}")
+ok = all(c == 0 for c in result.returncodes.values()) and tests and \
+    (accuracy >= 0.89 or os.environ["DRY"] == "1")
+sys.exit(0 if ok else 1)
+PY
+  rc=$?
+  say "LeNet: $(grep '^RESULT' "$out/lenet_job.txt" || echo "no result") (exit $rc)"
+  [[ $rc -eq 0 ]] || fail "LeNet job (accuracy < 0.89 or a process failed; see $out/lenet_job.txt)"
+fi
+
+# --- 4. forward+backward throughput: ps-net time vs PyTorch ------------------------
+declare -A ps_rate
+for spec in alexnet:128 resnet50:32; do
+  model="${spec%%:*}"; batch="${spec##*:}"
+  [[ "$dry" == 1 ]] && batch=2
+  timing="$out/time_${model}.json"
+  if timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
+       --batch "$batch" --iterations "$([[ "$dry" == 1 ]] && echo 1 || echo 20)" \
+       "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}.err"; then
+    rate=$(python3 -c "import json,sys
+e=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]
+print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$batch")
+    ps_rate[$model]=$rate
+    say "ps-net time $model batch $batch: $rate images/s (forward+backward)"
+  else
+    fail "ps-net time $model: $(tail -1 "$out/time_${model}.err")"
+  fi
+done
+
+if [[ "$dry" != 1 ]] && python3 -c "import torch" 2> /dev/null; then
+  for spec in alexnet:128 resnet50:32; do
+    model="${spec%%:*}"; batch="${spec##*:}"
+    if timeout 180 python3 - "$model" "$batch" "$gpu" > "$out/torch_${model}.json" \
+         2> "$out/torch_${model}.err" <<'PY'
+import json, sys, time
+import torch
+model_name, batch, gpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+try:
+    import torchvision.models as tvm
+except ImportError:
+    print(json.dumps({"skipped": "torchvision is not installed"}))
+    sys.exit(0)
+torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as PSTrain computes
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.benchmark = True
+dev = torch.device(f"cuda:{gpu}")
+net = (tvm.alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
+size = 227 if model_name == "alexnet" else 224
+x = torch.randn(batch, 3, size, size, device=dev)
+def step():
+    net.zero_grad(set_to_none=False)
+    net(x).sum().backward()
+for _ in range(5):
+    step()
+torch.cuda.synchronize(dev)
+times = []
+for _ in range(20):
+    start = time.perf_counter()
+    step()
+    torch.cuda.synchronize(dev)
+    times.append(time.perf_counter() - start)
+times.sort()
+median = times[len(times) // 2]
+print(json.dumps({"model": model_name, "batch": batch, "median_ms": median * 1e3,
+                  "images_per_s": batch / median, "torch": torch.__version__}))
+PY
+    then
+      line=$(tail -1 "$out/torch_${model}.json")
+      rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('images_per_s', ''))" \
+        "$line")
+      if [[ -n "$rate" && -n "${ps_rate[$model]:-}" ]]; then
+        say "PyTorch $model batch $batch: $(printf '%.1f' "$rate") images/s; PSTrain/PyTorch = $(
+          python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
+            "${ps_rate[$model]}" "$rate")"
+      else
+        say "PyTorch $model: $line"
+      fi
+    else
+      say "PyTorch $model failed: $(tail -1 "$out/torch_${model}.err")"
+    fi
+  done
+elif [[ "$dry" != 1 ]]; then
+  say "PyTorch: not installed (python3 -c 'import torch' fails); no comparison"
+fi
+
+verdict="all checks passed"
+[[ $failed -eq 0 ]] || verdict="some checks FAILED"
+say "done in $((SECONDS - started)) s: $verdict"
+exit $failed
