@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_line.hpp"
 #include "worker/data/mnist.hpp"
 
 namespace po = boost::program_options;
@@ -23,23 +24,6 @@ constexpr const char* kUsage =
     "  Converts MNIST-format IDX image and label files (gzipped or plain) into a new\n"
     "  LMDB of Caffe Datum records (keys %08d, as Caffe's convert_mnist_data).\n";
 constexpr const char* kUsageHint = " (usage: ps-data mnist IMAGES LABELS OUT_LMDB [--json])";
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 int Fail(const std::string& message, int code) {
   std::cerr << "ps-data: " << message << "\n";
@@ -80,9 +64,15 @@ int main(int argc, char** argv) {
   if (!result.ok()) return Fail(result.status().message(), 1);
   const auto& r = result.value();
   if (json) {
-    std::cout << "{\"event\":\"ps-data\",\"command\":\"mnist\",\"records\":" << r.records
-              << ",\"rows\":" << r.rows << ",\"cols\":" << r.cols
-              << ",\"output\":" << JsonString(args[3]) << "}\n";
+    std::cout << pstrain::JsonLine()
+                     .Add("event", "ps-data")
+                     .Add("command", "mnist")
+                     .Add("records", static_cast<int64_t>(r.records))
+                     .Add("rows", static_cast<int64_t>(r.rows))
+                     .Add("cols", static_cast<int64_t>(r.cols))
+                     .Add("output", args[3])
+                     .str()
+              << "\n";
   } else {
     std::cout << "wrote " << r.records << " records (" << r.rows << "x" << r.cols << ") to "
               << args[3] << "\n";
