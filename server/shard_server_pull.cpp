@@ -74,8 +74,13 @@ void ShardServer::ServeReadyPulls(Out& out) {
     }
     if (PullsByChunk(pull.clock)) {
       const int64_t t = pull.clock;
-      Outgoing part = PullReply(pull, [this, t](int local) { return ChunkReady(local, t); });
-      if (part.header.chunks_size() > 0) out.push_back(std::move(part));
+      auto ready = [this, &pull, t](int local) {
+        const size_t c = static_cast<size_t>(local);
+        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, t);
+      };
+      bool any = false;
+      for (int c = 0; c < layout_.store->num_chunks() && !any; ++c) any = ready(c);
+      if (any) out.push_back(PullReply(pull, ready));
     }
     ++i;
   }
