@@ -93,6 +93,7 @@ void ShardServer::Install(ShardLayout layout) {
     std::vector<int64_t> lengths;
     for (uint32_t id : store.chunk_ids()) lengths.push_back(store.length(id));
     step_.emplace(config_.num_workers, lengths);
+    chunk_steps_.assign(lengths.size(), 0);
   }
 }
 

@@ -4,15 +4,19 @@
 // hand.
 //
 // Consistency (a worker's clock = iterations it has completely pushed here):
-//   bsp  A PULL for iteration t is answered once step t-1 is applied
-//        (version >= t). The W gradients of each chunk are summed in rank
+//   bsp  A PULL for iteration t is answered chunk by chunk: each chunk goes
+//        out (in a PULL_REPLY with the chunks that became ready together) as
+//        soon as that chunk's step t-1 is applied; the last part leaves when
+//        version >= t. The W gradients of each chunk are summed in rank
 //        order, scaled by 1/W and applied as ONE step (iter = t); version
 //        becomes t+1 when every chunk of step t is applied. With
 //        clip_gradients >= 0 the step waits for the global norm: each shard
 //        sends NORM_PARTIAL (the sum of squares of its averaged gradient) to
 //        server 0, which adds all partials in shard order, sends NORM_TOTAL to
 //        every other server and applies its own step.
-//   ssp  A PULL for t is answered once every clock >= t - staleness.
+//        A reply's `version` is the shard version when it is sent (a chunk
+//        ahead of it already has the step); reply_chunks_total = all chunks.
+//   ssp  A PULL for t is answered (whole) once every clock >= t - staleness.
 //   asp  A PULL is answered at once.
 //   ssp/asp apply every pushed chunk on arrival, scaled 1/W (and by the clip
 //        factor of the push's own sum_squares). version counts global steps:
@@ -25,6 +29,7 @@
 // t % snapshot_interval == 0, waits until every clock == t, then the shard
 // writes <snapshot_prefix>_iter_<t>.shard<k>.state and the PULL_REPLY carries
 // its path in `text` (empty when the write failed; the failure is logged).
+// Barrier pulls are answered whole, in one PULL_REPLY.
 //
 // Not thread-safe: one event loop calls everything.
 #pragma once
@@ -126,6 +131,8 @@ class ShardServer {
     int64_t clock = 0;
     uint64_t request_id = 0;
     TimePoint since, last_warning;
+    std::vector<char> sent;  // bsp, per local chunk: already in a partial reply
+    int sent_count = 0;
   };
 
   // shard_server.cpp: dispatch, HELLO, INIT_PUSH, replies.
@@ -160,8 +167,12 @@ class ShardServer {
   void OnPull(const Incoming& m, TimePoint now, Out& out);
   bool IsCheckpointIteration(int64_t t) const;
   bool PullReady(int64_t t) const;
+  // bsp, not a barrier: the pull may go out chunk by chunk.
+  bool PullsByChunk(int64_t t) const;
+  bool ChunkReady(int local, int64_t t) const;
   void ServeReadyPulls(Out& out);
-  Outgoing PullReply(const DeferredPull& pull);
+  // The chunks of `pull` (by local index) not yet sent, that `ready` accepts.
+  Outgoing PullReply(DeferredPull& pull, const std::function<bool(int)>& ready);
   void CutCheckpoint(int64_t t);
   std::string WaitReason(int64_t t) const;
 
@@ -171,6 +182,9 @@ class ShardServer {
   ShardLayout layout_;                  // store unset until INIT_PUSH (or Restore)
   std::optional<RankOrderedSum> step_;  // bsp: the sums of step `version_`
   int step_chunks_complete_ = 0;        // bsp: chunks of step version_ with all W gradients
+  // bsp, per local chunk: version_ + 1 once its step version_ is applied
+  // ahead of the rest; at most version_ otherwise (the version is max of both).
+  std::vector<int64_t> chunk_steps_;
   std::map<int64_t, std::vector<std::optional<double>>> norm_partials_;  // server 0: [clock][shard]
   std::optional<std::pair<int64_t, double>> norm_total_;  // received before the own sums were done
   std::vector<DeferredPull> deferred_;                    // in arrival order

@@ -1,4 +1,5 @@
 // ShardServer: PULL (consistency bound, checkpoint barrier) and wait warnings.
+#include <algorithm>
 #include <cstdio>
 
 #include "server/shard_server.hpp"
@@ -24,7 +25,7 @@ void ShardServer::OnPull(const Incoming& m, TimePoint now, Out& out) {
     return;
   }
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
-  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), h.request_id(), now, now});
+  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), h.request_id(), now, now, {}, 0});
 }
 
 bool ShardServer::IsCheckpointIteration(int64_t t) const {
@@ -50,18 +51,38 @@ bool ShardServer::PullReady(int64_t t) const {
   return false;
 }
 
+bool ShardServer::PullsByChunk(int64_t t) const {
+  return initialized() && config_.mode == Mode::kBsp && !IsCheckpointIteration(t);
+}
+
+bool ShardServer::ChunkReady(int local, int64_t t) const {
+  return std::max(version_, chunk_steps_[static_cast<size_t>(local)]) >= t;
+}
+
 void ShardServer::ServeReadyPulls(Out& out) {
   for (size_t i = 0; i < deferred_.size();) {
-    const DeferredPull& pull = deferred_[i];
-    if (!PullReady(pull.clock)) {
-      ++i;
+    DeferredPull& pull = deferred_[i];
+    if (PullReady(pull.clock)) {
+      if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
+        CutCheckpoint(pull.clock);
+      }
+      const bool partly_sent = pull.sent_count > 0;
+      Outgoing rest = PullReply(pull, [](int) { return true; });
+      if (rest.header.chunks_size() > 0 || !partly_sent) out.push_back(std::move(rest));
+      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
-      CutCheckpoint(pull.clock);
+    if (PullsByChunk(pull.clock)) {
+      const int64_t t = pull.clock;
+      auto ready = [this, &pull, t](int local) {
+        const size_t c = static_cast<size_t>(local);
+        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, t);
+      };
+      bool any = false;
+      for (int c = 0; c < layout_.store->num_chunks() && !any; ++c) any = ready(c);
+      if (any) out.push_back(PullReply(pull, ready));
     }
-    out.push_back(PullReply(pull));
-    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++i;
   }
 }
 
@@ -78,7 +99,7 @@ void ShardServer::CutCheckpoint(int64_t t) {
   Log("checkpoint at iteration " + std::to_string(t) + " written to " + path);
 }
 
-Outgoing ShardServer::PullReply(const DeferredPull& pull) {
+Outgoing ShardServer::PullReply(DeferredPull& pull, const std::function<bool(int)>& ready) {
   ChunkStore& store = *layout_.store;
   Outgoing o;
   o.peer = pull.peer;
@@ -86,16 +107,24 @@ Outgoing ShardServer::PullReply(const DeferredPull& pull) {
   o.header.set_clock(pull.clock);
   o.header.set_version(version_);
   o.header.set_request_id(pull.request_id);
+  o.header.set_reply_chunks_total(static_cast<uint32_t>(store.num_chunks()));
   if (IsCheckpointIteration(pull.clock) && pull.clock == checkpoint_cut_) {
     o.header.set_text(checkpoint_path_);
   }
-  for (uint32_t id : store.chunk_ids()) {
+  pull.sent.resize(static_cast<size_t>(store.num_chunks()), 0);
+  for (int c = 0; c < store.num_chunks(); ++c) {
+    if (pull.sent[static_cast<size_t>(c)] || !ready(c)) continue;
+    pull.sent[static_cast<size_t>(c)] = 1;
+    ++pull.sent_count;
+    const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
     pstrain::ChunkRef* ref = o.header.add_chunks();
     ref->set_id(id);
     ref->set_length(static_cast<uint64_t>(store.length(id)));
     o.payloads.push_back(store.Snapshot(id));
   }
-  workers_[static_cast<size_t>(pull.worker)].served_version = version_;
+  if (pull.sent_count == store.num_chunks()) {
+    workers_[static_cast<size_t>(pull.worker)].served_version = version_;
+  }
   return o;
 }
 

@@ -69,6 +69,7 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
         const float average =
             1.f / static_cast<float>(config_.num_workers * config_.hyper.iter_size);
         store.ApplyGradientInPlace(id, step_->sum(local), average, static_cast<int>(t));
+        chunk_steps_[static_cast<size_t>(local)] = t + 1;  // pulls for t + 1 may take it now
       }
     }
   }

@@ -73,6 +73,7 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
   if (type == pstrain::PUSH_ACK) {
     in_flight_[ready] = std::max(0, in_flight_[ready] - 1);
   }
+  if (type == pstrain::PULL_REPLY) PSTRAIN_RETURN_IF_ERROR(AcceptPullReply(ready, message));
   return std::optional<std::pair<int, InMessage>>(std::make_pair(ready, std::move(message)));
 }
 
@@ -148,49 +149,98 @@ Status PsClient::InitPush() {
 }
 
 Status PsClient::Pull(int64_t clock) {
+  if (pull_outstanding_) return Status::Error("a pull is already outstanding");
+  pull_arrived_.assign(placement_.chunks().size(), 0);
+  pull_missing_.assign(channels_.size(), 0);
+  pull_version_.assign(channels_.size(), INT64_MIN);
+  pull_files_.assign(channels_.size(), "");
   for (size_t k = 0; k < channels_.size(); ++k) {
     if (!shard_has_chunks_[k]) continue;
+    pull_missing_[k] = static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
     OutMessage m{NewHeader(pstrain::PULL), {}};
     m.header.set_clock(clock);
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   pull_clock_ = clock;
+  pull_outstanding_ = true;
+  return Status::Ok();
+}
+
+Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
+  const std::string server = "server " + std::to_string(shard);
+  const size_t k = static_cast<size_t>(shard);
+  if (!pull_outstanding_ || !shard_has_chunks_[k]) {
+    return Status::Error(server + " sent a pull reply that no pull asked for");
+  }
+  if (reply.header.clock() != pull_clock_) {
+    return Status::Error(server + " answered a pull for iteration " +
+                         std::to_string(reply.header.clock()) + ", expected " +
+                         std::to_string(pull_clock_));
+  }
+  const auto& expected = placement_.shard_chunks(shard);
+  if (reply.header.has_reply_chunks_total() &&
+      reply.header.reply_chunks_total() != expected.size()) {
+    return Status::Error(server + " answers with " +
+                         std::to_string(reply.header.reply_chunks_total()) +
+                         " chunks in all, expected " + std::to_string(expected.size()));
+  }
+  if (reply.header.chunks_size() > pull_missing_[k] ||
+      reply.payload_count() != static_cast<size_t>(reply.header.chunks_size())) {
+    return Status::Error(server + " sent " + std::to_string(reply.header.chunks_size()) +
+                         " chunks, expected at most " + std::to_string(pull_missing_[k]));
+  }
+  for (int i = 0; i < reply.header.chunks_size(); ++i) {
+    const uint32_t id = reply.header.chunks(i).id();
+    if (id >= placement_.chunks().size() || placement_.chunk(id).shard != shard ||
+        reply.payload_length(i) != static_cast<size_t>(placement_.chunk(id).length) ||
+        pull_arrived_[id]) {
+      return Status::Error(server + " sent a bad chunk " + std::to_string(id));
+    }
+    pull_arrived_[id] = 1;
+    const Chunk& c = placement_.chunk(id);
+    std::memcpy(params_[c.param].blob->mutable_cpu_data() + c.offset, reply.payload(i),
+                c.length * sizeof(float));
+  }
+  pull_missing_[k] -= reply.header.chunks_size();
+  pull_version_[k] = std::max(pull_version_[k], reply.header.version());
+  if (!reply.header.text().empty()) pull_files_[k] = reply.header.text();
   return Status::Ok();
 }
 
 Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files) {
+  if (!pull_outstanding_) return Status::Error("WaitPull without a Pull");
   const auto start = Clock::now();
-  std::vector<InMessage> replies;
-  PSTRAIN_RETURN_IF_ERROR(AwaitFromShards(pstrain::PULL_REPLY, shard_has_chunks_, &replies));
-  int64_t smallest = INT64_MAX;
-  if (checkpoint_files) checkpoint_files->clear();
-  for (size_t k = 0; k < replies.size(); ++k) {
-    if (!shard_has_chunks_[k]) continue;
-    const InMessage& reply = replies[k];
-    const auto& expected = placement_.shard_chunks(static_cast<int>(k));
-    if (reply.header.chunks_size() != static_cast<int>(expected.size()) ||
-        reply.payload_count() != expected.size()) {
-      return Status::Error("server " + std::to_string(k) + " sent " +
-                           std::to_string(reply.header.chunks_size()) + " chunks, expected " +
-                           std::to_string(expected.size()));
+  auto last_heard = start;
+  auto missing = [&] {
+    return std::any_of(pull_missing_.begin(), pull_missing_.end(), [](int64_t n) { return n > 0; });
+  };
+  while (missing()) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
+    if (got.has_value()) {
+      last_heard = Clock::now();
+      continue;
     }
-    for (int i = 0; i < reply.header.chunks_size(); ++i) {
-      const uint32_t id = reply.header.chunks(i).id();
-      if (id >= placement_.chunks().size() || placement_.chunk(id).shard != static_cast<int>(k) ||
-          reply.payload_length(i) != static_cast<size_t>(placement_.chunk(id).length)) {
-        return Status::Error("server " + std::to_string(k) + " sent a bad chunk " +
-                             std::to_string(id));
+    if (Clock::now() - last_heard > options_.timeout) {
+      std::string who;
+      for (size_t k = 0; k < pull_missing_.size(); ++k) {
+        if (pull_missing_[k] > 0) who += (who.empty() ? "" : ", ") + options_.servers[k];
       }
-      const Chunk& c = placement_.chunk(id);
-      std::memcpy(params_[c.param].blob->mutable_cpu_data() + c.offset, reply.payload(i),
-                  c.length * sizeof(float));
-    }
-    smallest = std::min(smallest, reply.header.version());
-    if (checkpoint_files && !reply.header.text().empty()) {
-      checkpoint_files->push_back(reply.header.text());
+      return Status::Error("no answer from server(s) " + who + " for " +
+                           std::to_string(options_.timeout.count() / 1000) + " s");
     }
   }
+  pull_outstanding_ = false;
+  int64_t smallest = INT64_MAX;
+  for (size_t k = 0; k < pull_version_.size(); ++k) {
+    if (shard_has_chunks_[k]) smallest = std::min(smallest, pull_version_[k]);
+  }
   *version = smallest == INT64_MAX ? 0 : smallest;
+  if (checkpoint_files) {
+    checkpoint_files->clear();
+    for (const std::string& file : pull_files_) {  // in shard order
+      if (!file.empty()) checkpoint_files->push_back(file);
+    }
+  }
   traffic_.pull_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
 }
@@ -233,7 +283,7 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
         return Status::Error("server " + options_.servers[k] + " acknowledged no push for " +
                              std::to_string(options_.timeout.count() / 1000) + " s");
       }
-      // Pull replies that arrive meanwhile are not expected: pulls follow pushes.
+      // Pull replies that arrive meanwhile are copied in by ReceiveOne.
     }
     traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     pstrain::Header header = NewHeader(pstrain::PUSH);

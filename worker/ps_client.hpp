@@ -2,7 +2,12 @@
 // ZeroMQ DEALER per shard) — ps-lite's small asynchronous API.
 //
 //   Pull(t)  asks every shard for the weights to compute iteration t;
-//   WaitPull copies the replies straight into the net's parameter blobs;
+//   WaitPull waits until every chunk has arrived. A shard may answer in
+//            several PULL_REPLYs (bsp: each chunk once its step is applied);
+//            each is copied straight into the net's parameter blobs as soon
+//            as it is received, also while Push or Flush waits for acks (so
+//            in bsp a pull may be sent before backward: a chunk's new value
+//            exists only after this worker pushed that chunk's gradient);
 //   Push(params, t) sends those parameters' gradients (per layer, as backward
 //            produces them), at most `max_pushes_in_flight` unacknowledged per
 //            shard, so memory stays bounded;
@@ -68,7 +73,7 @@ class PsClient {
   Status InitPush();
   // Asks every shard for the weights of iteration `clock`.
   Status Pull(int64_t clock);
-  // Waits for the replies of the last Pull and copies them into the blobs.
+  // Waits until every chunk of the last Pull has been copied into the blobs.
   // `version` receives the smallest shard version; `checkpoint_files` the
   // shard checkpoint paths when the pull was a snapshot barrier.
   Status WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files);
@@ -100,6 +105,9 @@ class PsClient {
   Status AwaitFromShards(pstrain::MessageType type, std::vector<bool> waiting,
                          std::vector<transport::InMessage>* replies);
   std::shared_ptr<std::vector<float>> StagingBuffer(size_t count);
+  // Checks a (partial) PULL_REPLY from `shard` against the outstanding pull
+  // and copies its chunks into the blobs.
+  Status AcceptPullReply(int shard, const transport::InMessage& reply);
 
   PsClientOptions options_;
   std::vector<PsParam> params_;
@@ -111,6 +119,13 @@ class PsClient {
   std::vector<std::shared_ptr<std::vector<float>>> pool_;
   uint64_t next_request_ = 1;
   int64_t pull_clock_ = -1;
+  // The outstanding pull: per chunk id, arrived; per shard, chunks still
+  // missing, the largest version of its replies and its checkpoint path.
+  std::vector<char> pull_arrived_;
+  std::vector<int64_t> pull_missing_;
+  std::vector<int64_t> pull_version_;
+  std::vector<std::string> pull_files_;
+  bool pull_outstanding_ = false;
   PsTraffic traffic_;
 };
 

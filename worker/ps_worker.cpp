@@ -110,6 +110,11 @@ Status PsWorker::Run() {
   }
 
   const int64_t max_iter = solver.max_iter();
+  // bsp: the next pull goes out before the last backward, so that the weights
+  // of the layers pushed first travel while backward still runs.
+  // GPU workers keep the pull after the pushes: pulled weights land in host
+  // memory while backward still runs on the device.
+  const bool early_pull = options_.mode == "bsp" && !device_gradients_;
   PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
   double loss_sum = 0;  // since the last display
   int loss_count = 0;
@@ -142,6 +147,12 @@ Status PsWorker::Run() {
     for (int k = 0; k < iter_size; ++k) {
       loss += net.Forward();
       const bool last = k == iter_size - 1;
+      if (last && early_pull && (clock + 1 < max_iter || rank == 0)) {
+        // The shards answer chunk by chunk as each chunk's step is applied,
+        // which needs this worker's push of it: the weights backward still
+        // reads are never overwritten.
+        PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock + 1));
+      }
       if (last && !clip_at_end && device_gradients_) {
         // Copy each layer's gradients out on the side stream; push the ones
         // whose copies are done as backward goes on, then the rest.
@@ -207,7 +218,9 @@ Status PsWorker::Run() {
       loss_sum = 0;
       loss_count = 0;
     }
-    if (clock < max_iter || rank == 0) PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
+    if (!early_pull && (clock < max_iter || rank == 0)) {
+      PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
+    }
   }
   PSTRAIN_RETURN_IF_ERROR(client_->Flush());
   if (rank != 0) return Status::Ok();

@@ -252,20 +252,67 @@ TEST(ShardServerTest, BspWeightsDoNotDependOnArrivalOrder) {
 }
 
 TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
+  // Each chunk goes out once its own step 0 is applied; the union of the
+  // replies is the whole shard, the last part leaves at version 1.
   Shard s(Config(Mode::kBsp, 2));
   s.Send(Init(0, 1));
   s.Send(Push(0, 0, {0, 1, 2}));
   EXPECT_EQ(Count(s.Send(Pull(0, 1, 11)), pstrain::PULL_REPLY), 0);
-  EXPECT_EQ(Count(s.Send(Push(1, 0, {0, 1})), pstrain::PULL_REPLY), 0);
+  auto early = s.Send(Push(1, 0, {0, 1}));
+  ASSERT_EQ(Count(early, pstrain::PULL_REPLY), 1);
+  const Outgoing* part = Find(early, pstrain::PULL_REPLY);
+  EXPECT_EQ(part->peer, "w0");
+  EXPECT_EQ(part->header.request_id(), 11u);
+  EXPECT_EQ(part->header.version(), 0);  // the shard's version when sent
+  EXPECT_EQ(part->header.reply_chunks_total(), 3u);
+  ASSERT_EQ(part->header.chunks_size(), 2);
+  EXPECT_EQ(part->header.chunks(0).id(), 0u);
+  EXPECT_EQ(part->header.chunks(1).id(), 1u);
   auto out = s.Send(Push(1, 0, {2}));
+  ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
   const Outgoing* reply = Find(out, pstrain::PULL_REPLY);
-  ASSERT_NE(reply, nullptr);
   EXPECT_EQ(reply->peer, "w0");
   EXPECT_EQ(reply->header.request_id(), 11u);
   EXPECT_EQ(reply->header.version(), 1);
-  EXPECT_EQ(reply->header.chunks_size(), 3);
-  EXPECT_EQ(reply->payloads.size(), 3u);
-  EXPECT_EQ(*reply->payloads[1], (std::vector<float>{s.Weights()[4], s.Weights()[5]}));
+  EXPECT_EQ(reply->header.reply_chunks_total(), 3u);
+  ASSERT_EQ(reply->header.chunks_size(), 1);
+  EXPECT_EQ(reply->header.chunks(0).id(), 2u);
+  EXPECT_EQ(reply->payloads.size(), 1u);
+  EXPECT_EQ(part->payloads.size(), 2u);
+  EXPECT_EQ(*part->payloads[1], (std::vector<float>{s.Weights()[4], s.Weights()[5]}));
+  EXPECT_EQ(*reply->payloads[0], (std::vector<float>{s.Weights()[6], s.Weights()[7]}));
+  EXPECT_EQ(Count(s.Send(Push(0, 1, {2})), pstrain::PULL_REPLY), 0);  // nothing sent twice
+}
+
+TEST(ShardServerTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
+  Shard s(Config(Mode::kBsp, 1));
+  s.Send(Init(0, 1));
+  EXPECT_EQ(Count(s.Send(Pull(0, 1, 7)), pstrain::PULL_REPLY), 0);  // sent early
+  // Chunk 0 (values 0..3) is pushed first, like a late layer's weights.
+  auto out = s.Send(Push(0, 0, {0}));
+  ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
+  const Outgoing* early = Find(out, pstrain::PULL_REPLY);
+  ASSERT_EQ(early->header.chunks_size(), 1);
+  EXPECT_EQ(early->header.chunks(0).id(), 0u);
+  const std::vector<double> stepped = HandBsp(1, 1);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ((*early->payloads[0])[static_cast<size_t>(i)], stepped[static_cast<size_t>(i)]);
+  }
+  EXPECT_EQ(s.server.version(), 0);
+  // A barrier-free pull for an iteration further ahead gets nothing yet.
+  EXPECT_EQ(Count(s.Send(Pull(0, 2, 8)), pstrain::PULL_REPLY), 0);
+  out = s.Send(Push(0, 0, {1, 2}));
+  ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
+  const Outgoing* rest = Find(out, pstrain::PULL_REPLY);
+  EXPECT_EQ(rest->header.request_id(), 7u);
+  ASSERT_EQ(rest->header.chunks_size(), 2);
+  EXPECT_EQ(rest->header.chunks(0).id(), 1u);
+  EXPECT_EQ(rest->header.chunks(1).id(), 2u);
+  EXPECT_EQ(rest->header.version(), 1);
+  for (int i = 4; i < kValues; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    EXPECT_FLOAT_EQ((*rest->payloads[k < 6 ? 0 : 1])[k < 6 ? k - 4 : k - 6], stepped[k]);
+  }
 }
 
 // Workers 0 (acts every round) and 1 (every third round) loop pull, push;
