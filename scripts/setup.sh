@@ -24,7 +24,7 @@ apt_packages=(
   libprotobuf-dev protobuf-compiler
   liblmdb-dev zlib1g-dev
   libboost-program-options-dev
-  libopenblas-dev libdnnl-dev
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3 python3-pip
