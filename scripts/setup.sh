@@ -2,14 +2,21 @@
 # PSTrain setup: installs every dependency on Debian 12 (apt and pip), builds
 # into build/, and then optionally runs something.
 #
-#   bash scripts/setup.sh          set up and build
+#   bash scripts/setup.sh          set up and build the programs
 #   bash scripts/setup.sh run      ... then install ps-train, prepare Fashion-MNIST and run
 #                                  the default job (configs/fmnist_lenet.yaml)
-#   bash scripts/setup.sh test     ... then install ps-train and run every test (ctest, pytest)
+#   bash scripts/setup.sh test     ... install what the tests need, build the tests and
+#                                  benchmarks too, and run every test (ctest, pytest)
 #
-# Idempotent: installed packages and an up-to-date build are left alone.
-# Environment: PSTRAIN_BUILD_DIR (default build), PSTRAIN_JOBS (default: all cores),
-# PSTRAIN_WITH_CUDA (AUTO|ON|OFF, default AUTO).
+# `run` builds only the four programs the job needs; `test` reuses those objects
+# and adds the test suites. Idempotent: installed packages and an up-to-date build
+# are left alone. At the end it prints how long each phase took.
+# Environment:
+#   PSTRAIN_BUILD_DIR       build folder (default build)
+#   PSTRAIN_JOBS            parallel compile jobs (default: all cores)
+#   PSTRAIN_WITH_CUDA       AUTO|ON|OFF (default AUTO: CUDA only where nvcc and a GPU are)
+#   PSTRAIN_RUN_ITERATIONS  `run` only: train the default job for this many iterations
+#                           per worker instead of 3000 (e.g. 300 for a quick check)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,6 +25,20 @@ action="${1:-build}"
 build_dir="${PSTRAIN_BUILD_DIR:-build}"
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
+case "$action" in
+  build|run|test) ;;
+  *)
+    echo "setup: unknown action '$action' (use: build, run, test)" >&2
+    exit 2
+    ;;
+esac
+if [[ -n "${PSTRAIN_RUN_ITERATIONS:-}" && ! "$PSTRAIN_RUN_ITERATIONS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "setup: PSTRAIN_RUN_ITERATIONS must be a positive whole number, got '$PSTRAIN_RUN_ITERATIONS'" >&2
+  exit 2
+fi
+
+# What building and running need. ocl-icd-opencl-dev: Debian's oneDNN CMake config
+# asks for OpenCL (it is only a Recommends of libdnnl-dev, which --no-install-recommends skips).
 apt_packages=(
   build-essential cmake pkg-config ccache
   libzmq3-dev cppzmq-dev libsodium-dev
@@ -25,14 +46,27 @@ apt_packages=(
   liblmdb-dev zlib1g-dev
   libboost-program-options-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   python3 python3-pip
 )
+# What the tests and benchmarks add.
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev)
+
+# Python modules: import name and PyPI requirement, for ps-train, then for the tests.
+pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib")
+pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5")
+
+phase_times=()
+phase() {  # phase NAME COMMAND...: runs COMMAND and records how long it took
+  local name="$1" t0=$SECONDS
+  shift
+  "$@"
+  phase_times+=("$name $((SECONDS - t0)) s")
+}
 
 install_apt() {
   local missing=()
-  for p in "${apt_packages[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -44,15 +78,15 @@ install_apt() {
 }
 
 install_pip() {
-  local missing=()
-  python3 -c "import yaml" 2>/dev/null || missing+=(pyyaml)
-  python3 -c "import tqdm" 2>/dev/null || missing+=(tqdm)
-  python3 -c "import matplotlib" 2>/dev/null || missing+=(matplotlib)
-  python3 -c "import pytest" 2>/dev/null || missing+=(pytest)
-  python3 -c "import numpy" 2>/dev/null || missing+=(numpy)
-  python3 -c "import cv2; cv2.dnn.readNetFromCaffe" 2>/dev/null || missing+=("opencv-python-headless<5")
+  local missing=() entry module requirement
+  for entry in "$@"; do
+    module="${entry%% *}"
+    requirement="${entry#* }"
+    python3 -c "import $module" 2>/dev/null || missing+=("$requirement")
+  done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "setup: installing Python packages: ${missing[*]}"
+  # Debian's own python3 refuses pip outside a virtual environment (PEP 668) unless told.
   python3 -m pip install -q "${missing[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${missing[@]}"
 }
@@ -76,35 +110,58 @@ ps_train() {
   fi
 }
 
-build() {
+build() {  # build TESTS(ON|OFF) [TARGET...]
+  local tests="$1"
+  shift
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
-    -DPSTRAIN_WITH_CUDA="${PSTRAIN_WITH_CUDA:-AUTO}" >/dev/null
-  cmake --build "$build_dir" -j "$jobs"
+    -DPSTRAIN_WITH_CUDA="${PSTRAIN_WITH_CUDA:-AUTO}" \
+    -DPSTRAIN_BUILD_TESTS="$tests" -DPSTRAIN_BUILD_BENCH="$tests" >/dev/null
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 }
 
-install_apt
-install_pip
-build
+report_phases() {
+  local line="" entry
+  for entry in "${phase_times[@]}"; do line+="${line:+, }$entry"; done
+  echo "setup: time per phase: $line"
+}
 
+programs=(ps-server ps-worker ps-net ps-data)
 case "$action" in
-  build) ;;
+  build)
+    phase apt install_apt "${apt_packages[@]}"
+    phase pip install_pip "${pip_modules[@]}"
+    phase build build OFF "${programs[@]}"
+    report_phases
+    ;;
   run)
-    install_package
-    bash scripts/prepare_data.sh "$build_dir"
-    ps_train configs/fmnist_lenet.yaml
+    phase apt install_apt "${apt_packages[@]}"
+    phase pip install_pip "${pip_modules[@]}"
+    phase build build OFF "${programs[@]}"
+    phase package install_package
+    phase data bash scripts/prepare_data.sh "$build_dir"
+    overrides=()
+    if [[ -n "${PSTRAIN_RUN_ITERATIONS:-}" ]]; then
+      overrides=(--set "solver_overrides.max_iter=$PSTRAIN_RUN_ITERATIONS")
+    fi
+    phase job ps_train configs/fmnist_lenet.yaml "${overrides[@]}"
+    report_phases
     ;;
   test)
-    install_package
-    bash scripts/prepare_data.sh "$build_dir"
+    phase apt install_apt "${apt_packages[@]}" "${apt_test_packages[@]}"
+    phase pip install_pip "${pip_modules[@]}" "${pip_test_modules[@]}"
+    phase build build ON
+    phase package install_package
+    phase data bash scripts/prepare_data.sh "$build_dir"
     status=0
+    t0=$SECONDS
     (cd "$build_dir" && ctest --output-on-failure -j "$jobs") || status=1
-    if [ -d tests/python ] || [ -d tests/e2e ]; then
-      PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q tests || status=1
-    fi
+    phase_times+=("ctest $((SECONDS - t0)) s")
+    t0=$SECONDS
+    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q tests || status=1
+    phase_times+=("pytest $((SECONDS - t0)) s")
+    report_phases
     exit $status
-    ;;
-  *)
-    echo "setup: unknown action '$action' (use: build, run, test)" >&2
-    exit 2
     ;;
 esac

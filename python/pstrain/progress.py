@@ -1,8 +1,11 @@
 """What the terminal shows while a job runs: a tqdm bar (iteration of worker 0 of
-max_iter, loss, last test accuracy, images/s, ETA) or, quiet, plain log lines."""
+max_iter, loss, last test accuracy, images/s, ETA) on a terminal, or plain log lines,
+one per display interval, when quiet or when the output is a file or a pipe (a bar's
+carriage-return updates would pile up into one unreadable line there)."""
 from __future__ import annotations
 
 import sys
+from typing import TextIO, Union
 
 from .metrics import accuracy_of
 
@@ -74,3 +77,17 @@ class BarProgress:
 
     def close(self) -> None:
         self.bar.close()
+
+
+Progress = Union[LineProgress, BarProgress]
+
+
+def make_progress(name: str, total: int, *, quiet: bool,
+                  stream: TextIO | None = None) -> Progress:
+    """The bar only where it can redraw in place: not quiet, and `stream` (default
+    stderr, where the bar draws) is a terminal. Otherwise plain lines."""
+    stream = sys.stderr if stream is None else stream
+    is_terminal = getattr(stream, "isatty", lambda: False)()
+    if quiet or not is_terminal:
+        return LineProgress(name, total)
+    return BarProgress(name, total)

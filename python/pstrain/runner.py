@@ -18,7 +18,7 @@ from .errors import JobError
 from .launcher import ProcessHandle
 from .metrics import MetricsLog, read_records, summarize, to_record
 from .plan import Plan, make_plan
-from .progress import BarProgress, LineProgress
+from .progress import make_progress
 
 SERVER_START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -120,8 +120,7 @@ class _Run:
         self.timeout = timeout
         self.events: queue.Queue[tuple[ProcessHandle, dict, float]] = queue.Queue()
         self.metrics = MetricsLog(plan.run_dir / "metrics.jsonl")
-        progress_cls = LineProgress if quiet else BarProgress
-        self.progress = progress_cls(self.job.name, plan.max_iter)
+        self.progress = make_progress(self.job.name, plan.max_iter, quiet=quiet)
         self.servers: list[ProcessHandle] = []
         self.workers: dict[int, ProcessHandle] = {}
         self.finished: set[int] = set()     # worker ranks that exited 0
