@@ -16,7 +16,8 @@
 #   PSTRAIN_JOBS            parallel compile jobs (default: all cores)
 #   PSTRAIN_WITH_CUDA       AUTO|ON|OFF (default AUTO: CUDA only where nvcc and a GPU are)
 #   PSTRAIN_RUN_ITERATIONS  `run` only: train the default job for this many iterations
-#                           per worker instead of 3000 (e.g. 300 for a quick check)
+#                           per worker instead of 3000 (e.g. 300 for a quick check),
+#                           testing at the last one
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -144,6 +145,10 @@ case "$action" in
     overrides=()
     if [[ -n "${PSTRAIN_RUN_ITERATIONS:-}" ]]; then
       overrides=(--set "solver_overrides.max_iter=$PSTRAIN_RUN_ITERATIONS")
+      # The job tests every 500 iterations; test at the last one too.
+      if ((PSTRAIN_RUN_ITERATIONS % 500 != 0)); then
+        overrides+=(--set "solver_overrides.test_interval=$PSTRAIN_RUN_ITERATIONS")
+      fi
     fi
     phase job ps_train configs/fmnist_lenet.yaml "${overrides[@]}"
     report_phases
