@@ -9,6 +9,7 @@ code, the current folder).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import pathlib
 import re
 from typing import Any, Union
@@ -16,7 +17,7 @@ from typing import Any, Union
 import yaml
 
 from .errors import JobError
-from .solver import check_override
+from .solver import check_override, normalize_override
 
 MODES = ("bsp", "ssp", "asp")
 ENGINES = ("fast", "reference")
@@ -119,7 +120,9 @@ class _Reader:
         for k in data:
             if k not in fields:
                 dotted = f"{key}.{k}" if key else str(k)
-                raise JobError(f"{self.source}: unknown key '{dotted}'")
+                close = difflib.get_close_matches(str(k), fields, n=1)
+                hint = f"; did you mean '{(key + '.') if key else ''}{close[0]}'?" if close else ""
+                raise JobError(f"{self.source}: unknown key '{dotted}'{hint}")
         for k in required:
             if k not in data or data[k] is None:
                 raise JobError(f"{self.source}: {key + '.' if key else ''}{k}: is required")
@@ -162,6 +165,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
     overrides = data.get("solver_overrides") or {}
     if not isinstance(overrides, dict):
         raise r.fail("solver_overrides", f"must be a mapping of solver fields, got {overrides!r}")
+    overrides = {k: normalize_override(str(k), v) for k, v in overrides.items()}
     for k, v in overrides.items():
         problem = check_override(str(k), v)
         if problem:

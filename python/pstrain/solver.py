@@ -8,6 +8,7 @@ field the package does not touch stay as the user wrote them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import pathlib
 import re
 from typing import Any
@@ -29,12 +30,12 @@ SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
     "average_loss": ("int", False),
     "max_iter": ("int", False),
     "iter_size": ("int", False),
-    "lr_policy": ("string", False),
+    "lr_policy": ("string:fixed,step,exp,inv,multistep,poly,sigmoid", False),
     "gamma": ("float", False),
     "power": ("float", False),
     "momentum": ("float", False),
     "weight_decay": ("float", False),
-    "regularization_type": ("string", False),
+    "regularization_type": ("string:L1,L2", False),
     "stepsize": ("int", False),
     "stepvalue": ("int", True),
     "clip_gradients": ("float", False),
@@ -45,7 +46,7 @@ SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
     "solver_mode": ("enum:CPU,GPU", False),
     "device_id": ("int", False),
     "random_seed": ("int", False),
-    "type": ("string", False),
+    "type": ("string:SGD,Nesterov,AdaGrad,RMSProp,AdaDelta,Adam", False),
     "delta": ("float", False),
     "momentum2": ("float", False),
     "rms_decay": ("float", False),
@@ -63,10 +64,30 @@ _TOP_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*(#.*)?$")
 _PATH_FIELD = re.compile(r'^(\s*(?:source|mean_file)\s*:\s*)"([^"]*)"(.*)$')
 
 
+# A number as YAML 1.2 and protobuf's text format write it. PyYAML follows YAML 1.1,
+# which reads 1e-3 (no dot) as a string.
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def normalize_override(name: str, value: Any) -> Any:
+    """`value` as the Python value of solver field `name`: numbers written the way
+    YAML 1.1 leaves as strings ("1e-3") become floats; anything else is unchanged."""
+    kind = SOLVER_FIELDS.get(name, ("", False))[0]
+
+    def one(v: Any) -> Any:
+        if kind == "float" and isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+            return float(v)
+        return v
+
+    return [one(v) for v in value] if isinstance(value, list) else one(value)
+
+
 def check_override(name: str, value: Any) -> str | None:
     """Why `value` cannot be solver field `name`, or None when it can."""
     if name not in SOLVER_FIELDS:
-        return f"'{name}' is not a SolverParameter field (see proto/caffe.proto)"
+        close = difflib.get_close_matches(name, SOLVER_FIELDS, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"'{name}' is not a SolverParameter field (see proto/caffe.proto){hint}"
     if name in RESERVED_FIELDS:
         return f"'{name}' is set by ps-train (the run folder); change the solver file instead"
     kind, repeated = SOLVER_FIELDS[name]
@@ -88,12 +109,14 @@ def _check_scalar(kind: str, v: Any) -> str | None:
         return None if isinstance(v, bool) else "true or false"
     if kind == "string":
         return None if isinstance(v, str) else "a string"
+    # "enum:A,B" is a protobuf enum (written bare); "string:a,b" a string field
+    # with a closed set of values (written quoted), such as lr_policy.
     names = kind.split(":", 1)[1].split(",")
     return None if v in names else "one of " + ", ".join(names)
 
 
 def format_value(kind: str, v: Any) -> str:
-    if kind == "string":
+    if kind == "string" or kind.startswith("string:"):
         return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
     if kind == "bool":
         return "true" if v else "false"

@@ -30,11 +30,14 @@ def expect_error(capsys, tmp_path: pathlib.Path, job: dict, message: str, *extra
 def test_unknown_key(capsys, tmp_path):
     job = base_job(tmp_path)
     job["cluster"]["wrokers"] = 2
-    expect_error(capsys, tmp_path, job, "unknown key 'cluster.wrokers'")
+    expect_error(capsys, tmp_path, job,
+                 "unknown key 'cluster.wrokers'; did you mean 'cluster.workers'?")
 
 
 def test_unknown_top_level_key(capsys, tmp_path):
-    expect_error(capsys, tmp_path, base_job(tmp_path, solvr="x"), "unknown key 'solvr'")
+    expect_error(capsys, tmp_path, base_job(tmp_path, solvr="x"),
+                 "unknown key 'solvr'; did you mean 'solver'?")
+    expect_error(capsys, tmp_path, base_job(tmp_path, zzz="x"), "unknown key 'zzz'")
 
 
 def test_wrong_type(capsys, tmp_path):
@@ -82,9 +85,39 @@ def test_bad_solver_override(capsys, tmp_path):
     job = base_job(tmp_path)
     job["solver_overrides"]["max_iters"] = 10
     expect_error(capsys, tmp_path, job, "solver_overrides.max_iters: 'max_iters' is not a "
-                 "SolverParameter field (see proto/caffe.proto)")
+                 "SolverParameter field (see proto/caffe.proto); did you mean 'max_iter'?")
     job["solver_overrides"] = {"base_lr": "fast"}
     expect_error(capsys, tmp_path, job, "solver_overrides.base_lr: must be a number, got 'fast'")
+
+
+def test_closed_string_fields_are_checked_before_anything_runs(capsys, tmp_path):
+    path = write_job(tmp_path, base_job(tmp_path))
+    code, _, err = ps_train(capsys, path, "--dry-run", "--set", "solver_overrides.lr_policy=steps")
+    assert code == 2
+    assert err.strip() == (f"ps-train: {path}: solver_overrides.lr_policy: must be one of "
+                           "fixed, step, exp, inv, multistep, poly, sigmoid, got 'steps'")
+    code, _, err = ps_train(capsys, path, "--dry-run", "--set", "solver_overrides.type=adam")
+    assert code == 2
+    assert "solver_overrides.type: must be one of SGD, Nesterov, AdaGrad, RMSProp, AdaDelta, " \
+           "Adam, got 'adam'" in err
+
+
+@pytest.mark.parametrize("text, value", [("1e-3", 1e-3), ("2.5E-2", 0.025), (".5", 0.5),
+                                         ("-1e+2", -100.0)])
+def test_numbers_yaml_1_1_reads_as_strings_are_numbers(capsys, tmp_path, text, value):
+    path = write_job(tmp_path, base_job(tmp_path))
+    code, out, err = ps_train(capsys, path, "--dry-run", "--set", f"solver_overrides.base_lr={text}")
+    assert code == 0, err
+    assert f"base_lr: {value}" in out
+    job = base_job(tmp_path)
+    job["solver_overrides"]["base_lr"] = text   # as PyYAML reads `base_lr: 1e-3` in a job file
+    assert Job.from_yaml(write_job(tmp_path, job)).config.solver_overrides["base_lr"] == value
+
+
+def test_a_closed_string_field_is_written_quoted(tmp_path):
+    from pstrain.solver import format_value, SOLVER_FIELDS
+    assert format_value(SOLVER_FIELDS["lr_policy"][0], "step") == '"step"'
+    assert format_value(SOLVER_FIELDS["solver_mode"][0], "CPU") == "CPU"
 
 
 def test_gpu_job_is_refused(capsys):
