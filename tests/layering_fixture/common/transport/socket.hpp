@@ -1,0 +1,2 @@
+// A layering-check fixture: ZeroMQ in a header.
+#include <zmq.hpp>

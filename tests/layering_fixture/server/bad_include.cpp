@@ -1,0 +1,3 @@
+// A layering-check fixture: server/ includes the worker.
+#include "server/shard_server.hpp"
+#include "worker/net.hpp"
