@@ -11,7 +11,10 @@
 #   server/                 common/, proto/ and server/
 # worker/ and server/ never include each other. ZeroMQ (<zmq.h>, <zmq.hpp>,
 # <zmq_addon.hpp>) is private to the transport: only common/transport/*.cpp
-# include it. A violation names the file, its line and the rule, and fails.
+# include it. oneDNN (<oneapi/dnnl/dnnl.hpp>, <dnnl.hpp> and
+# "common/dnnl_context.hpp") is private to the layers' fast paths: only
+# worker/layers/*_dnnl.cpp and common/dnnl_context.* include it.
+# A violation names the file, its line and the rule, and fails.
 if(NOT ROOT)
   message(FATAL_ERROR "check_layering: pass -DROOT=<source tree>")
 endif()
@@ -71,6 +74,14 @@ foreach(folder common worker server)
         if(NOT src MATCHES "^common/transport/[^/]*\\.cpp$")
           list(APPEND violations
                "${src}:${line_no}: includes ZeroMQ, which only common/transport/*.cpp may")
+        endif()
+      endif()
+      if(line MATCHES
+         "^[ \t]*#[ \t]*include[ \t]*[<\"](oneapi/dnnl/dnnl|dnnl|common/dnnl_context)\\.hpp[>\"]")
+        if(NOT src MATCHES "^worker/layers/[a-z_]+_dnnl\\.cpp$"
+           AND NOT src MATCHES "^common/dnnl_context\\.(hpp|cpp)$")
+          list(APPEND violations "${src}:${line_no}: includes oneDNN, which only \
+worker/layers/*_dnnl.cpp and common/dnnl_context.* may")
         endif()
       endif()
     endforeach()
