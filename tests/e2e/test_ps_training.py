@@ -119,6 +119,7 @@ def test_bsp_with_dropout_is_large_batch_sgd(build_dir, fashion_mnist, tmp_path)
     # ends far outside 1e-5, so the match above needs every sample's mask to
     # agree; had worker 1 drawn worker 0's masks, half of them would not.
     code, other = compare(build_dir, final_model(one, iters), final_model(other_masks, iters))
+    print(f"control, other masks: max_rel {other['max_rel']:.3g}")
     assert code == 1 and not other["mismatches"] and other["max_rel"] > 1e-3, other
 
 
@@ -185,6 +186,8 @@ def test_ssp_bound_holds_and_fast_worker_waits(build_dir, fashion_mnist, tmp_pat
     for w in range(2):
         assert reported_iters(result, f"worker-{w}") == list(range(1, iters + 1))
     gaps = clock_gaps(result, 2)
+    print(f"ssp staleness {staleness}: worker clock gaps, largest {max(gaps)}, "
+          f"server staleness_max {[s['staleness_max'] for s in servers]}")
     assert gaps and max(gaps) <= staleness + 1, gaps
     # The slow worker is 30 ms behind at every iteration; the fast one runs up
     # to the bound while it waits, so it was `staleness` ahead at some report.
