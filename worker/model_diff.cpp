@@ -60,8 +60,9 @@ std::string Number(double x) {
 }
 
 // Name -> the layer with blobs of that name (the first, when repeated).
-std::map<std::string, const caffe::LayerParameter*> LayersWithBlobs(
-    const caffe::NetParameter& net, const std::string& side, ModelDiff* report) {
+std::map<std::string, const caffe::LayerParameter*> LayersWithBlobs(const caffe::NetParameter& net,
+                                                                    const std::string& side,
+                                                                    ModelDiff* report) {
   std::map<std::string, const caffe::LayerParameter*> layers;
   for (const auto& layer : net.layer()) {
     if (layer.blobs_size() == 0) continue;

@@ -25,10 +25,10 @@
 namespace pstrain {
 
 struct ModelDiff {
-  int blobs_compared = 0;          // blob pairs whose values were compared
+  int blobs_compared = 0;  // blob pairs whose values were compared
   double max_abs = 0;
   double max_rel = 0;
-  std::string worst;               // "<layer>/<blob index>" of the largest rel
+  std::string worst;                    // "<layer>/<blob index>" of the largest rel
   std::vector<std::string> mismatches;  // one line each, naming layer and blob
 
   // No mismatch and max_rel <= max_rel_allowed (0: every value equal).

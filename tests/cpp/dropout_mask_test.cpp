@@ -43,8 +43,9 @@ TEST(DropoutMaskTest, HashMatchesHandEvaluatedValues) {
 }
 
 std::string Proto(float ratio, const std::string& name = "drop") {
-  return "name: '" + name + "' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: " +
-         std::to_string(ratio) + " }";
+  return "name: '" + name +
+         "' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: " + std::to_string(ratio) +
+         " }";
 }
 
 // Runs one TRAIN forward of a fresh layer over a {samples, inner} bottom of

@@ -59,7 +59,7 @@ TEST(ModelDiffTest, IdenticalModelsAreEqual) {
 }
 
 TEST(ModelDiffTest, LargestAbsoluteAndRelativeDifferences) {
-  caffe::NetParameter b = Model({1, -2, 3, 4.5});  // |4 - 4.5| = 0.5 over max |.| = 4.5
+  caffe::NetParameter b = Model({1, -2, 3, 4.5});         // |4 - 4.5| = 0.5 over max |.| = 4.5
   b.mutable_layer(2)->mutable_blobs(0)->set_data(1, 21);  // |20 - 21| = 1 over 21
   const ModelDiff d = CompareModels(Model(), b);
   EXPECT_EQ(d.blobs_compared, 3);
@@ -77,15 +77,16 @@ TEST(ModelDiffTest, NaNOnEitherSideIsAMismatch) {
     double a, b;
     std::string a_text, b_text;
   };
-  for (const Case& c : {Case{kNaN, 4, "nan", "4"}, Case{4, kNaN, "4", "nan"},
-                        Case{kNaN, kNaN, "nan", "nan"}, Case{kInf, 4, "inf", "4"},
-                        Case{kInf, -kInf, "inf", "-inf"}}) {
+  for (const Case& c :
+       {Case{kNaN, 4, "nan", "4"}, Case{4, kNaN, "4", "nan"}, Case{kNaN, kNaN, "nan", "nan"},
+        Case{kInf, 4, "inf", "4"}, Case{kInf, -kInf, "inf", "-inf"}}) {
     SCOPED_TRACE(c.a_text + " vs " + c.b_text);
     const ModelDiff d = CompareModels(Model({1, -2, 3, c.a}), Model({1, -2, 3, c.b}));
     ASSERT_EQ(d.mismatches.size(), 1u);
-    EXPECT_EQ(d.mismatches[0], "layer 'ip1' blob 0: 1 value not comparable (NaN, or an infinity "
-                               "facing another value); the first at index 3: " +
-                                   c.a_text + " in A, " + c.b_text + " in B");
+    EXPECT_EQ(d.mismatches[0],
+              "layer 'ip1' blob 0: 1 value not comparable (NaN, or an infinity "
+              "facing another value); the first at index 3: " +
+                  c.a_text + " in A, " + c.b_text + " in B");
     EXPECT_EQ(d.max_abs, kInf);
     EXPECT_EQ(d.max_rel, kInf);
     EXPECT_FALSE(d.Equal(1e300));
@@ -213,16 +214,16 @@ TEST(ModelDiffTest, PsNetDiffExitStatusAndOutput) {
   o = PsNetDiff(a + " " + nan + " --json --max-rel 1e9");
   EXPECT_EQ(o.exit_code, 1) << o.out;
   EXPECT_NE(o.out.find("\"max_abs\":null,\"max_rel\":null"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("\"equal\":false,\"mismatches\":[\"layer 'ip1' blob 0: 1 value not comparable "
-                       "(NaN, or an infinity facing another value); the first at index 2: 3 in " +
-                       a + ", nan in " + nan + "\"]"),
-            std::string::npos)
+  EXPECT_NE(
+      o.out.find("\"equal\":false,\"mismatches\":[\"layer 'ip1' blob 0: 1 value not comparable "
+                 "(NaN, or an infinity facing another value); the first at index 2: 3 in " +
+                 a + ", nan in " + nan + "\"]"),
+      std::string::npos)
       << o.out;
 
   o = PsNetDiff(extra + " " + a);
   EXPECT_EQ(o.exit_code, 1) << o.out;
-  EXPECT_NE(o.out.find("mismatch: layer 'ip3' has 1 blob in " + extra + " and none in " + a +
-                       "\n"),
+  EXPECT_NE(o.out.find("mismatch: layer 'ip3' has 1 blob in " + extra + " and none in " + a + "\n"),
             std::string::npos)
       << o.out;
 

@@ -15,7 +15,8 @@ __global__ void DropoutKernel(int64_t n, int64_t inner, uint64_t key, int64_t fi
   PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
     const int64_t sample = i / inner;
     const uint64_t sample_key = DropoutSampleKey(key, static_cast<uint64_t>(first + sample));
-    const bool keep = DropoutBits(sample_key, static_cast<uint64_t>(i - sample * inner)) >= threshold;
+    const bool keep =
+        DropoutBits(sample_key, static_cast<uint64_t>(i - sample * inner)) >= threshold;
     y[i] = keep ? x[i] * scale : 0.f;
   }
 }

@@ -91,9 +91,9 @@ class DropoutLayer : public Layer {
   float ratio_ = 0.5f;
   float scale_ = 2.f;
   uint32_t threshold_ = 0;
-  std::vector<float> mask_;     // CPU paths: per element, 0 or scale_ (last TRAIN forward)
-  int64_t first_sample_ = 0;    // of the last TRAIN forward (the GPU path recomputes its mask)
-  int64_t own_batches_ = 0;     // TRAIN forwards that had no data source's position
+  std::vector<float> mask_;   // CPU paths: per element, 0 or scale_ (last TRAIN forward)
+  int64_t first_sample_ = 0;  // of the last TRAIN forward (the GPU path recomputes its mask)
+  int64_t own_batches_ = 0;   // TRAIN forwards that had no data source's position
 };
 
 }  // namespace pstrain

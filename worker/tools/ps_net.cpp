@@ -322,8 +322,8 @@ int Diff(int argc, char** argv) {
                             .str()
                             .c_str());
   } else {
-    std::printf("%d blobs compared: max |a-b| = %.9g, max relative = %.9g (%s)\n",
-                d.blobs_compared, d.max_abs, d.max_rel, d.worst.c_str());
+    std::printf("%d blobs compared: max |a-b| = %.9g, max relative = %.9g (%s)\n", d.blobs_compared,
+                d.max_abs, d.max_rel, d.worst.c_str());
     for (const auto& m : d.mismatches) std::printf("mismatch: %s\n", m.c_str());
     if (!equal) std::printf("%s and %s differ\n", files[0].c_str(), files[1].c_str());
   }
