@@ -45,7 +45,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/blob.hpp"
 #include "common/transport/malloc_tuning.hpp"
@@ -220,6 +219,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps-bench: bad arguments (see --help)\n");
     return 2;
   }
+  const auto mode = pstrain::ParseConsistencyMode(f.mode);
+  if (!mode.ok()) {
+    std::fprintf(stderr, "ps-bench: --mode: %s\n", mode.status().message().c_str());
+    return 2;
+  }
   if (auto s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
     std::fprintf(stderr, "ps-bench: %s\n", s.message().c_str());
   }
@@ -301,7 +305,7 @@ int main(int argc, char** argv) {
   const int warmup = f.warmup > 0 ? f.warmup : 0;
 
   auto worker_main = [&](int rank) {
-    zmq::context_t context(1);
+    pstrain::transport::Context context;
     std::vector<std::unique_ptr<pstrain::Blob>> blobs;
     std::vector<pstrain::PsParam> params;
     for (int p = 0; p < f.params; ++p) {
@@ -317,6 +321,7 @@ int main(int argc, char** argv) {
     options.rank = rank;
     options.world_size = f.workers;
     options.job_key = job_key;
+    options.mode = mode.value();
     options.chunk_bytes = f.chunk_bytes;
     options.max_pushes_in_flight = f.max_in_flight;
     options.timeout = std::chrono::milliseconds(60000);

@@ -28,8 +28,6 @@ void* DeviceAlloc(size_t bytes);
 // Work queued on other threads' streams or on copy streams that uses the
 // block must be complete or ordered before this thread's stream().
 void DeviceFree(void* ptr);
-// Returns every cached block of every device to CUDA.
-void DeviceCacheTrim();
 
 struct DeviceMemoryStats {
   int64_t in_use_bytes = 0;   // handed out and not freed (size-class bytes)
@@ -45,8 +43,7 @@ size_t DeviceSizeClass(size_t bytes);
 // Page-locked host memory (cudaHostAlloc, portable across devices); copies
 // from and to it run asynchronously. bytes == 0 gives nullptr.
 Result<void*> TryPinnedAlloc(size_t bytes);
-void* PinnedAlloc(size_t bytes);  // aborts with TryPinnedAlloc's error
-// REQUIRES: ptr from PinnedAlloc/TryPinnedAlloc, or null.
+// REQUIRES: ptr from TryPinnedAlloc, or null.
 void PinnedFree(void* ptr);
 
 }  // namespace pstrain
