@@ -157,7 +157,8 @@ void ShardServer::OnNormPartial(const Incoming& m, Out& out) {
 }
 
 bool ShardServer::ExpectsNorms() const {
-  return config_.mode == ConsistencyMode::kBsp && config_.hyper.clip_gradients >= 0 && initialized();
+  return config_.mode == ConsistencyMode::kBsp && config_.hyper.clip_gradients >= 0 &&
+         initialized();
 }
 
 void ShardServer::NotePartial(int shard, int64_t clock, double sum_squares, Out& out) {

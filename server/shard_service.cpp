@@ -28,8 +28,8 @@ ShardService::ShardService(ShardServer shard, ShardServiceOptions options)
 ShardService::~ShardService() = default;
 
 Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& context,
-                                                         ShardServer shard,
-                                                         ShardServiceOptions options) {
+                                                           ShardServer shard,
+                                                           ShardServiceOptions options) {
   std::unique_ptr<ShardService> service(new ShardService(std::move(shard), std::move(options)));
   service->shard_.log = service->options_.log;
   transport::SocketOptions router_options;

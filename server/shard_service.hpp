@@ -41,8 +41,9 @@ namespace pstrain::server {
 struct ShardServiceOptions {
   std::string bind = "tcp://127.0.0.1:0";  // an address as MakeAddress makes it; port 0: any
   std::string coordinator;                 // shards > 0: server 0's endpoint ("" = none)
-  std::chrono::milliseconds idle_exit{600000};  // Run fails after this long without a message; 0: never
-  std::chrono::milliseconds tick{1000};         // how often Tick and the liveness check run
+  std::chrono::milliseconds idle_exit{
+      600000};                           // Run fails after this long without a message; 0: never
+  std::chrono::milliseconds tick{1000};  // how often Tick and the liveness check run
   std::chrono::milliseconds silence_warning = transport::kSilenceWarning;
   std::chrono::milliseconds poll{100};  // longest single wait for a message
   // > 0: a worker whose clock here reached this has finished training; its
@@ -93,10 +94,10 @@ class ShardService {
   std::unique_ptr<transport::Channel> router_;
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
-  std::map<std::string, bool> server_peers_;          // server 0: the other shards' routing ids
-  transport::PeerLiveness liveness_;                  // keyed "worker R"
-  std::vector<std::string> worker_names_;             // "worker R" at index R
-  std::map<std::string, TimePoint> reported_;         // reported silent: last heard then
+  std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
+  transport::PeerLiveness liveness_;                 // keyed "worker R"
+  std::vector<std::string> worker_names_;            // "worker R" at index R
+  std::map<std::string, TimePoint> reported_;        // reported silent: last heard then
   std::atomic<bool> stop_{false};
   static_assert(std::atomic<bool>::is_always_lock_free, "Stop() must be async-signal-safe");
 };

@@ -36,8 +36,8 @@ std::string SecondsText(std::chrono::milliseconds ms) {
 class PsClient::Heartbeats {
  public:
   static Result<std::unique_ptr<Heartbeats>> Start(transport::Context& context,
-                                                  const PsClientOptions& options,
-                                                  transport::Origin origin) {
+                                                   const PsClientOptions& options,
+                                                   transport::Origin origin) {
     std::unique_ptr<Heartbeats> h(new Heartbeats(options.servers.size()));
     h->header_ = transport::NewHeader(origin, pstrain::HEARTBEAT);
     h->interval_ = options.heartbeat_interval;
@@ -90,8 +90,8 @@ class PsClient::Heartbeats {
   pstrain::Header header_;
   std::chrono::milliseconds interval_{0};
   std::vector<std::unique_ptr<transport::Channel>> channels_;  // used by thread_ only
-  std::vector<std::atomic<int64_t>> last_sent_;  // per shard, steady_clock ticks
-  std::mutex mutex_;                             // guards stop_
+  std::vector<std::atomic<int64_t>> last_sent_;                // per shard, steady_clock ticks
+  std::mutex mutex_;                                           // guards stop_
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread thread_;
@@ -391,8 +391,8 @@ Status PsClient::Flush() {
 
 Status PsClient::Shutdown() {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(
-        Send(static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::SHUTDOWN), {}}));
+    PSTRAIN_RETURN_IF_ERROR(Send(
+        static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::SHUTDOWN), {}}));
   }
   // Wait for the acknowledgements: closing with linger 0 would drop the requests.
   const auto saved = options_.timeout;

@@ -18,10 +18,10 @@ namespace pstrain {
 namespace {
 
 struct Block {
-  size_t bytes = 0;                // size class
+  size_t bytes = 0;  // size class
   int device = 0;
-  cudaStream_t stream = nullptr;   // the freeing thread's stream
-  cudaEvent_t freed = nullptr;     // recorded on `stream` at the last free
+  cudaStream_t stream = nullptr;  // the freeing thread's stream
+  cudaEvent_t freed = nullptr;    // recorded on `stream` at the last free
 };
 
 // Process-wide cache; never destroyed (the CUDA runtime may be gone at exit).
@@ -111,8 +111,8 @@ Result<void*> TryDeviceAlloc(size_t bytes) {
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaStatus(err, "cannot allocate " + SizeText(bytes) + " on CUDA device " +
-                               std::to_string(device));
+    return CudaStatus(
+        err, "cannot allocate " + SizeText(bytes) + " on CUDA device " + std::to_string(device));
   }
   std::lock_guard<std::mutex> lock(cache.mu);
   Block block;

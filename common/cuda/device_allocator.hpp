@@ -30,10 +30,10 @@ void* DeviceAlloc(size_t bytes);
 void DeviceFree(void* ptr);
 
 struct DeviceMemoryStats {
-  int64_t in_use_bytes = 0;   // handed out and not freed (size-class bytes)
-  int64_t cached_bytes = 0;   // freed, kept for reuse
-  int64_t cuda_mallocs = 0;   // cudaMalloc calls so far
-  int64_t cache_hits = 0;     // DeviceAlloc calls served from the cache
+  int64_t in_use_bytes = 0;  // handed out and not freed (size-class bytes)
+  int64_t cached_bytes = 0;  // freed, kept for reuse
+  int64_t cuda_mallocs = 0;  // cudaMalloc calls so far
+  int64_t cache_hits = 0;    // DeviceAlloc calls served from the cache
 };
 DeviceMemoryStats GetDeviceMemoryStats();
 

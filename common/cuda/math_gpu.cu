@@ -64,8 +64,8 @@ void GpuGemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, con
              const float* b, float beta, float* c) {
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
-  PSTRAIN_CUBLAS_CHECK(cublasSgemm(Cublas(), CublasOp(trans_b), CublasOp(trans_a), n, m, k,
-                                   &alpha, b, ldb, a, lda, &beta, c, n));
+  PSTRAIN_CUBLAS_CHECK(cublasSgemm(Cublas(), CublasOp(trans_b), CublasOp(trans_a), n, m, k, &alpha,
+                                   b, ldb, a, lda, &beta, c, n));
 }
 
 // Row-major A (MxN) is column-major A^T (NxM, leading dimension N).
@@ -91,8 +91,7 @@ void GpuScaleCopy(int64_t n, float alpha, const float* x, float* y) {
 
 void GpuCopy(int64_t n, const float* x, float* y) {
   if (n <= 0 || x == y) return;
-  PSTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, Stream()));
+  PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, Stream()));
 }
 
 void GpuSet(int64_t n, float value, float* x) {

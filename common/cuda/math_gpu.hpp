@@ -22,11 +22,11 @@ constexpr int kCudaThreads = 256;
 // Enough blocks to cover n with kCudaThreads threads, capped (the loop strides); at least 1.
 inline int CudaBlocks(int64_t n) {
   constexpr int64_t kMaxBlocks = 32768;
-  return static_cast<int>(std::clamp<int64_t>((n + kCudaThreads - 1) / kCudaThreads, 1,
-                                              kMaxBlocks));
+  return static_cast<int>(
+      std::clamp<int64_t>((n + kCudaThreads - 1) / kCudaThreads, 1, kMaxBlocks));
 }
 
-#define PSTRAIN_CUDA_KERNEL_LOOP(i, n)                                               \
+#define PSTRAIN_CUDA_KERNEL_LOOP(i, n)                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 

@@ -15,7 +15,8 @@ const char* ModeName(ConsistencyMode mode) {
 }
 
 Result<ConsistencyMode> ParseConsistencyMode(const std::string& name) {
-  for (ConsistencyMode mode : {ConsistencyMode::kBsp, ConsistencyMode::kSsp, ConsistencyMode::kAsp}) {
+  for (ConsistencyMode mode :
+       {ConsistencyMode::kBsp, ConsistencyMode::kSsp, ConsistencyMode::kAsp}) {
     if (name == ModeName(mode)) return mode;
   }
   return Status::Error("mode \"" + name + "\" is not one of bsp, ssp, asp");

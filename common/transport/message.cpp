@@ -1,9 +1,10 @@
 #include "common/transport/message.hpp"
 
+#include <zmq.h>
+
 #include <cstdint>
 #include <cstring>
 #include <utility>
-#include <zmq.h>
 
 #include "common/status.hpp"
 

@@ -42,8 +42,8 @@ struct Payload {
 // when the Frame moves.
 class Frame {
  public:
-  Frame();                          // empty
-  explicit Frame(size_t bytes);     // `bytes` uninitialised bytes to fill in
+  Frame();                                 // empty
+  explicit Frame(size_t bytes);            // `bytes` uninitialised bytes to fill in
   explicit Frame(std::string_view bytes);  // a copy of `bytes`
   // Zero-copy: the frame holds a reference to payload.owner, dropped by
   // ZeroMQ (possibly on its I/O thread) when it is done with the bytes.
@@ -81,7 +81,7 @@ struct InMessage {
   std::string peer;  // ROUTER routing id of the sender; "" on a DEALER
   pstrain::Header header;
   std::vector<Frame> frames;  // payload frames (frame 0, the header, already parsed)
-  size_t header_bytes = 0;             // size of frame 0 as received
+  size_t header_bytes = 0;    // size of frame 0 as received
 
   size_t payload_count() const { return frames.size(); }
   // The values of payload frame i, 4-aligned.

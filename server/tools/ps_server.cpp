@@ -221,8 +221,8 @@ int main(int argc, char** argv) {
 
   ShardServer& core = service.shard();
   if (ended.value() == ShardService::Ending::kStopped) {
-    const std::string path = f.config.snapshot_prefix + "_interrupted.shard" +
-                             std::to_string(shard) + ".state";
+    const std::string path =
+        f.config.snapshot_prefix + "_interrupted.shard" + std::to_string(shard) + ".state";
     Status s = core.initialized() ? core.WriteCheckpoint(path)
                                   : Status::Error("not initialised, nothing to save");
     printer.Log(s.ok() ? "interrupted: wrote " + path

@@ -40,9 +40,9 @@ TEST(GpuMathTest, GemmAllTransposes) {
       std::vector<float> expected = Values(*c);
       CpuGemm(ta, tb, m, n, k, 1.5f, a->cpu_data(), b->cpu_data(), 0.5f, expected.data());
       GpuGemm(ta, tb, m, n, k, 1.5f, a->gpu_data(), b->gpu_data(), 0.5f, c->mutable_gpu_data());
-      ExpectBlobsNear(expected.data(), c->cpu_data(), m * n, 1e-5f,
-                      "gemm " + std::to_string(static_cast<int>(ta)) +
-                          std::to_string(static_cast<int>(tb)));
+      ExpectBlobsNear(
+          expected.data(), c->cpu_data(), m * n, 1e-5f,
+          "gemm " + std::to_string(static_cast<int>(ta)) + std::to_string(static_cast<int>(tb)));
     }
   }
 }

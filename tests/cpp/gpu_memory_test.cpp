@@ -84,8 +84,9 @@ TEST(GpuMemoryTest, StatusesNameTheError) {
   const Status s = CudaStatus(cudaErrorMemoryAllocation, "copying weights");
   EXPECT_EQ(s.message(), "copying weights: cudaErrorMemoryAllocation (out of memory)");
   EXPECT_TRUE(CudaStatus(cudaSuccess, "x").ok());
-  EXPECT_EQ(CublasStatus(CUBLAS_STATUS_ALLOC_FAILED, "gemm").message().rfind(
-                "gemm: CUBLAS_STATUS_ALLOC_FAILED (", 0),
+  EXPECT_EQ(CublasStatus(CUBLAS_STATUS_ALLOC_FAILED, "gemm")
+                .message()
+                .rfind("gemm: CUBLAS_STATUS_ALLOC_FAILED (", 0),
             0u);
   EXPECT_EQ(CudnnStatus(CUDNN_STATUS_BAD_PARAM, "conv").message(), "conv: CUDNN_STATUS_BAD_PARAM");
 }

@@ -3,6 +3,8 @@
 // worker from being reported silent, a mode that differs from the servers',
 // and, against a bare ROUTER playing a server, a silent server and a malformed
 // reply, each an error naming the server's address. Every wait is bounded.
+#include "worker/ps_client.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,7 +16,6 @@
 #include "server/shard_service.hpp"
 #include "tests/cpp/shard_server_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
-#include "worker/ps_client.hpp"
 
 namespace pstrain {
 namespace {
@@ -49,8 +50,7 @@ class PsClientTest : public ::testing::Test {
       std::lock_guard<std::mutex> lock(mutex_);
       logs_.push_back(line);
     };
-    auto created =
-        ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+    auto created = ShardService::Create(context_, server::ShardServer(std::move(config)), options);
     ASSERT_TRUE(created.ok()) << created.status().message();
     service_ = std::move(created).value();
     thread_ = std::thread([this] { (void)service_->Run(); });
@@ -111,7 +111,8 @@ TEST_F(PsClientTest, HelloInitPullPushGivesTheHandComputedStep) {
   EXPECT_EQ(version, 1);
   const std::vector<double> expected = HandBsp(1, 1);
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(w_.cpu_data()[i], expected[static_cast<size_t>(i)]);
-  for (int i = 0; i < 2; ++i) EXPECT_FLOAT_EQ(b_.cpu_data()[i], expected[static_cast<size_t>(6 + i)]);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_FLOAT_EQ(b_.cpu_data()[i], expected[static_cast<size_t>(6 + i)]);
   auto stats = client->Stats();
   ASSERT_TRUE(stats.ok()) << stats.status().message();
   ASSERT_EQ(stats->size(), 1u);
@@ -201,12 +202,12 @@ TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {
   std::thread answer([this] {
     transport::InMessage hello = Next(pstrain::HELLO);
     const transport::Origin server{pstrain::SERVER, 0, 0};
-    ASSERT_TRUE(router_
-                    ->Send(hello.peer, OutMessage{transport::HelloAckHeader(
-                                                      server, hello.header, 0, 0,
-                                                      ConsistencyMode::kBsp, 1),
-                                                  {}})
-                    .ok());
+    ASSERT_TRUE(
+        router_
+            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
+                                                                    ConsistencyMode::kBsp, 1),
+                                          {}})
+            .ok());
     transport::InMessage pull = Next(pstrain::PULL);
     // Chunk 1 holds 2 values; this reply claims 3.
     OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};

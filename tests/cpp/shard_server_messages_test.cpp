@@ -75,8 +75,9 @@ TEST(ShardServerTest, RestoreRejectsAStateOfAnotherShardLayout) {
   s.Send(Init(0, 1));
   const std::string path = dir / "x.state";
   ASSERT_TRUE(s.server.WriteCheckpoint(path).ok());
-  EXPECT_EQ(ShardServer::Restore(Config(ConsistencyMode::kBsp, 2, 0, 0, 2), path).status().message(),
-            path + ": the state is for shard 0 of 1, this server is shard 0 of 2");
+  EXPECT_EQ(
+      ShardServer::Restore(Config(ConsistencyMode::kBsp, 2, 0, 0, 2), path).status().message(),
+      path + ": the state is for shard 0 of 1, this server is shard 0 of 2");
   EXPECT_EQ(ShardServer::Restore(Config(ConsistencyMode::kBsp, 3), path).status().message(),
             path + ": the state has clocks of 2 workers, this job has 3");
   ShardConfig adam = Config(ConsistencyMode::kBsp, 2);

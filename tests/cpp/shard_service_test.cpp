@@ -3,6 +3,8 @@
 // round trip against hand-computed weights, bad messages dropped at entry
 // without an answer and counted in STATS, the liveness warnings, the idle
 // exit, and Stop. Every wait is bounded.
+#include "server/shard_service.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -11,7 +13,6 @@
 #include <thread>
 
 #include "common/transport/protocol.hpp"
-#include "server/shard_service.hpp"
 #include "tests/cpp/shard_server_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 
@@ -119,8 +120,9 @@ class ShardServiceTest : public ::testing::Test {
 
   // Greets the shard as worker 0 of `workers` and sends the initial weights.
   void HelloAndInit(transport::Channel& w0, int workers) {
-    InMessage ack = Ask(w0, OutMessage{transport::HelloHeader({pstrain::WORKER, 0, kJobKey}, workers), {}},
-                        pstrain::HELLO_ACK);
+    InMessage ack =
+        Ask(w0, OutMessage{transport::HelloHeader({pstrain::WORKER, 0, kJobKey}, workers), {}},
+            pstrain::HELLO_ACK);
     EXPECT_EQ(ack.header.clock(), 0);
     OutMessage init = WithChunks(WorkerHeader(pstrain::INIT_PUSH, 0), {0, 1, 2}, kInitial);
     for (const auto& p : Params()) *init.header.add_params() = p;
@@ -150,8 +152,9 @@ TEST_F(ShardServiceTest, PushPullRoundTripGivesTheHandComputedStep) {
   for (const auto& p : Params()) *init.header.add_params() = p;
   Ask(w0, std::move(init), pstrain::INIT_ACK);
 
-  InMessage weights = Ask(w0, OutMessage{transport::PullHeader({pstrain::WORKER, 0, kJobKey}, 0), {}},
-                          pstrain::PULL_REPLY);
+  InMessage weights =
+      Ask(w0, OutMessage{transport::PullHeader({pstrain::WORKER, 0, kJobKey}, 0), {}},
+          pstrain::PULL_REPLY);
   ASSERT_EQ(weights.payload_count(), 3u);
   for (size_t c = 0; c < 3; ++c) {
     const uint32_t id = weights.header.chunks(static_cast<int>(c)).id();
@@ -205,12 +208,15 @@ TEST_F(ShardServiceTest, BadMessagesAreDroppedUnansweredAndCountedInStats) {
   partial.set_sum_squares(1);
   bad.push_back(OutMessage{partial, {}});
   // Chunk lists: a chunk twice, a wrong length, a chunk that does not exist.
-  bad.push_back(WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {0, 0}, grad));
-  OutMessage wrong_length = WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {}, grad);
+  bad.push_back(
+      WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {0, 0}, grad));
+  OutMessage wrong_length =
+      WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {}, grad);
   transport::AddChunk(wrong_length.header, 1, 3);
   wrong_length.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(3, 1.f)));
   bad.push_back(std::move(wrong_length));
-  OutMessage missing = WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {}, grad);
+  OutMessage missing =
+      WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {}, grad);
   transport::AddChunk(missing.header, 7, 2);
   missing.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(2, 1.f)));
   bad.push_back(std::move(missing));
@@ -299,8 +305,9 @@ TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
   HelloAndInit(w0, 2);
   Ask(w1, OutMessage{transport::HelloHeader({pstrain::WORKER, 1, kJobKey}, 2), {}},
       pstrain::HELLO_ACK);
-  Ask(w1, WithChunks(transport::PushHeader({pstrain::WORKER, 1, kJobKey}, 0, -1), {0, 1, 2},
-                     std::vector<float>(kValues, 1.f)),
+  Ask(w1,
+      WithChunks(transport::PushHeader({pstrain::WORKER, 1, kJobKey}, 0, -1), {0, 1, 2},
+                 std::vector<float>(kValues, 1.f)),
       pstrain::PUSH_ACK);
   // Worker 0 keeps sending heartbeats; worker 1 falls silent at clock 1.
   const auto until = Clock::now() + 600ms;
@@ -310,9 +317,10 @@ TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
   }
   ASSERT_TRUE(Logged("warning: worker 1 (clock 1) has been silent for 0."));
   std::vector<std::string> logs = Logs();
-  EXPECT_EQ(std::count_if(logs.begin(), logs.end(),
-                          [](const std::string& l) { return l.find("silent") != std::string::npos; }),
-            1);  // once, and never worker 0
+  EXPECT_EQ(
+      std::count_if(logs.begin(), logs.end(),
+                    [](const std::string& l) { return l.find("silent") != std::string::npos; }),
+      1);  // once, and never worker 0
   ASSERT_TRUE(w1.Send("", OutMessage{WorkerHeader(pstrain::HEARTBEAT, 1), {}}).ok());
   EXPECT_TRUE(Logged("worker 1 is heard from again after 0."));
   // Heartbeats are never answered.
@@ -328,8 +336,9 @@ TEST_F(ShardServiceTest, AWorkerThatFinishedTrainingIsNotReportedSilent) {
   Start(JobConfig(ConsistencyMode::kAsp, 1), options);
   transport::Channel& w0 = Connect("w0");
   HelloAndInit(w0, 1);
-  Ask(w0, WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {0, 1, 2},
-                     std::vector<float>(kValues, 1.f)),
+  Ask(w0,
+      WithChunks(transport::PushHeader({pstrain::WORKER, 0, kJobKey}, 0, -1), {0, 1, 2},
+                 std::vector<float>(kValues, 1.f)),
       pstrain::PUSH_ACK);  // clock 1 = max_iter: done
   std::this_thread::sleep_for(600ms);
   for (const std::string& line : Logs()) EXPECT_EQ(line.find("silent"), std::string::npos) << line;
