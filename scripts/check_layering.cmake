@@ -18,6 +18,9 @@
 if(NOT ROOT)
   message(FATAL_ERROR "check_layering: pass -DROOT=<source tree>")
 endif()
+# A relative ROOT ("." as in the usage above) would make GLOB's RELATIVE paths
+# start with "../", and no rule would match them.
+get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 
 # A file's rule: allowed include prefixes, and denied ones among those.
 set(allow_common "common/" "proto/")
@@ -47,7 +50,12 @@ foreach(folder common worker server)
       set(allowed ${allow_common})
       set(denied "")
     endif()
-    file(STRINGS "${ROOT}/${src}" lines)
+    # One list element per line. Characters that CMake's lists treat
+    # specially go first: ';' would split a line, '[' ']' and a '\' before the
+    # separator would join lines (and shift every line number after them).
+    file(READ "${ROOT}/${src}" text)
+    string(REGEX REPLACE "[][;\\]" "_" text "${text}")
+    string(REPLACE "\n" ";" lines "${text}")
     set(line_no 0)
     foreach(line IN LISTS lines)
       math(EXPR line_no "${line_no} + 1")

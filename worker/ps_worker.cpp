@@ -13,7 +13,7 @@ namespace pstrain {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::unique_ptr<PsWorker>> PsWorker::Create(zmq::context_t& context,
+Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
                                                    const PsWorkerOptions& options) {
   std::unique_ptr<PsWorker> worker(new PsWorker());
   worker->options_ = options;
@@ -77,7 +77,7 @@ Status PsWorker::WriteSnapshot(int64_t iter, const std::vector<std::string>& sha
   for (const auto& f : shard_files) manifest.add_shard_files(f);
   manifest.set_caffemodel(model);
   if (deploy.ok()) manifest.set_deploy_prototxt(deploy_path);
-  manifest.set_mode(options_.mode);
+  manifest.set_mode(ModeName(options_.client.mode));
   manifest.set_staleness(options_.staleness);
   manifest.set_workers(options_.client.world_size);
   PSTRAIN_RETURN_IF_ERROR(WriteTextProto(manifest, base + ".manifest"));
@@ -90,7 +90,8 @@ Status PsWorker::Run() {
   Net& net = trainer_->net();
   const int rank = options_.client.rank;
   const int iter_size = std::max(1, solver.iter_size());
-  const bool clip_at_end = solver.clip_gradients() >= 0 && options_.mode != "bsp";
+  const bool clip_at_end =
+      solver.clip_gradients() >= 0 && options_.client.mode != ConsistencyMode::kBsp;
 
   int64_t clock = 0;
   PSTRAIN_RETURN_IF_ERROR(client_->Hello(&clock));
@@ -114,7 +115,7 @@ Status PsWorker::Run() {
   // of the layers pushed first travel while backward still runs.
   // GPU workers keep the pull after the pushes: pulled weights land in host
   // memory while backward still runs on the device.
-  const bool early_pull = options_.mode == "bsp" && !device_gradients_;
+  const bool early_pull = options_.client.mode == ConsistencyMode::kBsp && !device_gradients_;
   PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
   double loss_sum = 0;  // since the last display
   int loss_count = 0;

@@ -1,4 +1,4 @@
-// PsWorker: one training worker of a parameter-server job (DESIGN §1).
+// PsWorker: one training worker of a parameter-server job.
 //
 // Per iteration t: wait for the weights of t (pulled at the end of t-1),
 // forward, backward — each parameter's gradient is pushed the moment the
@@ -17,9 +17,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <zmq.hpp>
 
 #include "common/status.hpp"
+#include "common/transport/context.hpp"
 #include "worker/device_gradients.hpp"
 #include "worker/ps_client.hpp"
 #include "worker/trainer.hpp"
@@ -28,9 +28,8 @@ namespace pstrain {
 
 struct PsWorkerOptions {
   std::string solver_path;
-  PsClientOptions client;
+  PsClientOptions client;       // client.mode: bsp | ssp | asp (clipping in ssp/asp pushes at the end)
   std::string weights;          // rank 0, fresh job: initial weights (.caffemodel)
-  std::string mode = "bsp";     // bsp | ssp | asp (clipping in ssp/asp pushes at the end)
   int staleness = 0;
   int straggle_ms = 0;          // sleep this long every iteration (experiments)
   int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
@@ -40,7 +39,8 @@ struct PsWorkerOptions {
 
 class PsWorker {
  public:
-  static Result<std::unique_ptr<PsWorker>> Create(zmq::context_t& context,
+  // `context` must outlive the worker.
+  static Result<std::unique_ptr<PsWorker>> Create(transport::Context& context,
                                                   const PsWorkerOptions& options);
   // Trains until max_iter; worker 0 then snapshots and stops the servers.
   Status Run();
