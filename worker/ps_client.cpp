@@ -89,8 +89,8 @@ Status PsClient::AwaitFromShards(pstrain::MessageType type, std::vector<bool> wa
         for (size_t k = 0; k < waiting.size(); ++k) {
           if (waiting[k]) who += (who.empty() ? "" : ", ") + options_.servers[k];
         }
-        return Status::Error("no answer from server(s) " + who + " for " +
-                             std::to_string(options_.timeout.count() / 1000) + " s");
+        return Status::DeadlineExceeded("no answer from server(s) " + who + " for " +
+                                        std::to_string(options_.timeout.count() / 1000) + " s");
       }
       continue;
     }
@@ -225,8 +225,8 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
       for (size_t k = 0; k < pull_missing_.size(); ++k) {
         if (pull_missing_[k] > 0) who += (who.empty() ? "" : ", ") + options_.servers[k];
       }
-      return Status::Error("no answer from server(s) " + who + " for " +
-                           std::to_string(options_.timeout.count() / 1000) + " s");
+      return Status::DeadlineExceeded("no answer from server(s) " + who + " for " +
+                                      std::to_string(options_.timeout.count() / 1000) + " s");
     }
   }
   pull_outstanding_ = false;
@@ -280,8 +280,9 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     while (in_flight_[k] >= options_.max_pushes_in_flight) {
       PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
       if (!got.has_value() && Clock::now() - start > options_.timeout) {
-        return Status::Error("server " + options_.servers[k] + " acknowledged no push for " +
-                             std::to_string(options_.timeout.count() / 1000) + " s");
+        return Status::DeadlineExceeded("server " + options_.servers[k] +
+                                        " acknowledged no push for " +
+                                        std::to_string(options_.timeout.count() / 1000) + " s");
       }
       // Pull replies that arrive meanwhile are copied in by ReceiveOne.
     }
@@ -302,8 +303,8 @@ Status PsClient::Flush() {
   while (std::any_of(in_flight_.begin(), in_flight_.end(), [](int n) { return n > 0; })) {
     PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
     if (!got.has_value() && Clock::now() - start > options_.timeout) {
-      return Status::Error("pushes were not acknowledged within " +
-                           std::to_string(options_.timeout.count() / 1000) + " s");
+      return Status::DeadlineExceeded("pushes were not acknowledged within " +
+                                      std::to_string(options_.timeout.count() / 1000) + " s");
     }
   }
   return Status::Ok();
