@@ -30,12 +30,12 @@ std::string DeviceSummary() {
 }
 
 Status CheckCudaDevice(int device, const std::string& what) {
-  if (!BuiltWithCuda()) return Status::Error(what + " needs a CUDA build");
+  if (!BuiltWithCuda()) return Status::FailedPrecondition(what + " needs a CUDA build");
   std::string why;
   const int n = CudaDeviceCountImpl(&why);
   if (device >= 0 && device < n) return Status::Ok();
   if (n > 0) why = std::to_string(n) + " device" + (n == 1 ? "" : "s") + " visible";
-  return Status::Error("no CUDA device " + std::to_string(device) + " (" + why + ")");
+  return Status::FailedPrecondition("no CUDA device " + std::to_string(device) + " (" + why + ")");
 }
 
 Status UseCudaDevice(int device, const std::string& what) {

@@ -47,10 +47,17 @@ Status ParseWithParser(google::protobuf::TextFormat::Parser& parser, const std::
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, message)) {
-    if (errors.has_error()) return Status::Error(errors.Describe(name));
-    return Status::Error(name + ": not a valid " + message->GetTypeName() + " text file");
+    if (errors.has_error()) return Status::InvalidArgument(errors.Describe(name));
+    return Status::InvalidArgument(name + ": not a valid " + message->GetTypeName() + " text file");
   }
   return Status::Ok();
+}
+
+// A file that cannot be opened: NotFound when it does not exist, else IOError.
+Status OpenError(const std::string& path, int err, const char* verb = "open") {
+  const std::string message = path + ": cannot " + verb + " (" + std::strerror(err) + ")";
+  if (err == ENOENT || err == ENOTDIR) return Status::NotFound(message);
+  return Status::IOError(message);
 }
 
 }  // namespace
@@ -62,10 +69,10 @@ bool FileExists(const std::string& path) {
 
 Status ReadFileToString(const std::string& path, std::string* contents) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!in) return OpenError(path, errno);
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) return Status::Error(path + ": read error");
+  if (in.bad()) return Status::IOError(path + ": read error");
   *contents = buffer.str();
   return Status::Ok();
 }
@@ -100,14 +107,14 @@ Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message
 
 Status ReadBinaryProto(const std::string& path, google::protobuf::Message* message) {
   int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return Status::Error(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (fd < 0) return OpenError(path, errno);
   google::protobuf::io::FileInputStream raw(fd);
   raw.SetCloseOnDelete(true);
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT_MAX);
   if (!message->ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-    return Status::Error(path + ": not a valid binary " + message->GetTypeName() +
-                         " (truncated or corrupt)");
+    return Status::Corruption(path + ": not a valid binary " + message->GetTypeName() +
+                              " (truncated or corrupt)");
   }
   return Status::Ok();
 }
@@ -115,7 +122,7 @@ Status ReadBinaryProto(const std::string& path, google::protobuf::Message* messa
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::Error(path + ": cannot create (" + std::strerror(errno) + ")");
+  if (fd < 0) return OpenError(path, errno, "create");
   size_t done = 0;
   while (done < contents.size()) {
     ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
@@ -124,18 +131,18 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
       std::string why = std::strerror(errno);
       ::close(fd);
       ::unlink(tmp.c_str());
-      return Status::Error(path + ": write failed (" + why + ")");
+      return Status::IOError(path + ": write failed (" + why + ")");
     }
     done += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     ::unlink(tmp.c_str());
-    return Status::Error(path + ": cannot flush to disk");
+    return Status::IOError(path + ": cannot flush to disk");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
-    return Status::Error(path + ": cannot rename into place (" + why + ")");
+    return Status::IOError(path + ": cannot rename into place (" + why + ")");
   }
   return Status::Ok();
 }

@@ -1,9 +1,11 @@
 // Status and Result<T>: recoverable failures as values.
 //
-// A Status is either ok or carries one human-readable message that names the
-// place of the failure (file and line, layer, key or peer). Result<T> holds a
-// value or a non-ok Status. Neither ever aborts; PSTRAIN_CHECK is reserved for
-// broken invariants of our own code.
+// A Status is either ok or carries a code and one human-readable message that
+// names the place of the failure (file and line, layer, key or peer). The code
+// says what kind of failure it is, so that callers decide by kind (IsNotFound,
+// IsRetryable) and never by parsing messages; common/exit_code.hpp maps it to
+// a process's exit status. Result<T> holds a value or a non-ok Status. Neither
+// ever aborts; PSTRAIN_CHECK is reserved for broken invariants of our own code.
 #pragma once
 
 #include <cstdio>
@@ -14,25 +16,117 @@
 
 namespace pstrain {
 
+// What went wrong, in LevelDB's manner. Permanent unless noted: running the
+// same thing again fails the same way.
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,     // bad input: a prototxt, a layer type, a flag, a value
+  kNotFound,            // a file, LMDB or key that does not exist
+  kCorruption,          // a file or record that exists but does not parse
+  kIOError,             // the operating system refused a read or write
+  kFailedPrecondition,  // the system is not in a state to do it (no CUDA device)
+  kDiverged,            // training produced a loss that is not finite
+  kUnavailable,         // retryable: a peer is gone or cannot be reached
+  kDeadlineExceeded,    // retryable: a peer did not answer in time
+  kUnknown,             // anything else (Status::Error)
+};
+
+// "InvalidArgument", "NotFound", ...; "OK" for kOk.
+inline const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kIOError:
+      return "IOError";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kDiverged:
+      return "Diverged";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kUnknown:
+      return "Unknown";
+  }
+  return "Unknown";
+}
+
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   static Status Ok() { return Status(); }
-  static Status Error(std::string message) { return Status(std::move(message)); }
+  // A failure of no particular kind (code kUnknown: permanent).
+  static Status Error(std::string message) {
+    return Status(StatusCode::kUnknown, std::move(message));
+  }
+  static Status InvalidArgument(std::string message) {
+    return Status(StatusCode::kInvalidArgument, std::move(message));
+  }
+  static Status NotFound(std::string message) {
+    return Status(StatusCode::kNotFound, std::move(message));
+  }
+  static Status Corruption(std::string message) {
+    return Status(StatusCode::kCorruption, std::move(message));
+  }
+  static Status IOError(std::string message) {
+    return Status(StatusCode::kIOError, std::move(message));
+  }
+  static Status FailedPrecondition(std::string message) {
+    return Status(StatusCode::kFailedPrecondition, std::move(message));
+  }
+  static Status Diverged(std::string message) {
+    return Status(StatusCode::kDiverged, std::move(message));
+  }
+  static Status Unavailable(std::string message) {
+    return Status(StatusCode::kUnavailable, std::move(message));
+  }
+  static Status DeadlineExceeded(std::string message) {
+    return Status(StatusCode::kDeadlineExceeded, std::move(message));
+  }
+  static Status Unknown(std::string message) {
+    return Status(StatusCode::kUnknown, std::move(message));
+  }
+  // REQUIRES: code != kOk.
+  static Status FromCode(StatusCode code, std::string message) {
+    return Status(code == StatusCode::kOk ? StatusCode::kUnknown : code, std::move(message));
+  }
 
-  bool ok() const { return !failed_; }
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  bool IsInvalidArgument() const { return code_ == StatusCode::kInvalidArgument; }
+  bool IsNotFound() const { return code_ == StatusCode::kNotFound; }
+  bool IsCorruption() const { return code_ == StatusCode::kCorruption; }
+  bool IsIOError() const { return code_ == StatusCode::kIOError; }
+  bool IsFailedPrecondition() const { return code_ == StatusCode::kFailedPrecondition; }
+  bool IsDiverged() const { return code_ == StatusCode::kDiverged; }
+  bool IsUnavailable() const { return code_ == StatusCode::kUnavailable; }
+  bool IsDeadlineExceeded() const { return code_ == StatusCode::kDeadlineExceeded; }
+  // True for the failures that may pass when tried again (a peer gone or
+  // late); every other failure recurs.
+  bool IsRetryable() const { return IsUnavailable() || IsDeadlineExceeded(); }
+  // "OK", or "<code name>: <message>" (for logs and tests; programs print message()).
+  std::string ToString() const {
+    return ok() ? "OK" : std::string(StatusCodeName(code_)) + ": " + message_;
+  }
 
-  // Returns this status with `context + ": "` put in front of the message;
-  // an ok status stays ok.
+  // Returns this status with `context + ": "` put in front of the message and
+  // the same code; an ok status stays ok.
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
-    return Status(context + ": " + message_);
+    return Status(code_, context + ": " + message_);
   }
 
  private:
-  explicit Status(std::string message) : failed_(true), message_(std::move(message)) {}
-  bool failed_ = false;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  StatusCode code_ = StatusCode::kOk;
   std::string message_;
 };
 

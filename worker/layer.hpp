@@ -115,6 +115,13 @@ class Layer {
   // range): Forward cannot fail, so such a layer keeps the first error here
   // and the net checks it after each forward. Ok for most layers.
   virtual Status RuntimeStatus() const { return Status::Ok(); }
+  // True for the layers that bring samples into the net (Data, DummyData,
+  // Input): their first top's first dimension is the batch (Net::batch_size).
+  virtual bool IsDataSource() const { return false; }
+  // A layer that reads a data stream delivers global step t (counted in
+  // forwards from the start of the stream) at its next Forward; the others
+  // ignore it. REQUIRES: t >= 0, after SetUp.
+  virtual void SeekToBatch(int64_t /*t*/) {}
 
  protected:
   virtual void ForwardReference(const BlobVec& bottom, const BlobVec& top) = 0;

@@ -18,7 +18,8 @@ Result<std::unique_ptr<Layer>> LayerRegistry::Create(const caffe::LayerParameter
   if (it == factories_.end()) {
     std::string known;
     for (const auto& [name, factory] : factories_) known += (known.empty() ? "" : ", ") + name;
-    return Status::Error("unknown layer type '" + param.type() + "' (known types: " + known + ")");
+    return Status::InvalidArgument("unknown layer type '" + param.type() +
+                                   "' (known types: " + known + ")");
   }
   return it->second(param);
 }

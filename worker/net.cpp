@@ -285,6 +285,19 @@ Status Net::Reshape() {
   return Status::Ok();
 }
 
+void Net::SeekData(int64_t t) {
+  for (const auto& layer : layers_) layer->SeekToBatch(t);
+}
+
+int Net::batch_size() const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->IsDataSource() && !top_vecs_[i].empty() && top_vecs_[i][0]->num_axes() > 0) {
+      return top_vecs_[i][0]->shape(0);
+    }
+  }
+  return 0;
+}
+
 Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& in_weights,
                                   const std::string& source) {
   caffe::NetParameter weights = in_weights;

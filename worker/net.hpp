@@ -69,6 +69,12 @@ class Net {
   Status RuntimeStatus() const;
   // Re-runs every layer's Reshape (after an input shape changed).
   Status Reshape();
+  // Every data stream delivers global step t at its next Forward (a test pass
+  // starts at 0; a resumed run at iteration * iter_size).
+  void SeekData(int64_t t);
+  // Samples one Forward takes in: the first dimension of the first data
+  // source's first top (Layer::IsDataSource); 0 when the net has none.
+  int batch_size() const;
 
   // Copies learned blobs from `weights` into the layers of the same name
   // (Caffe's CopyTrainedLayersFrom). Layers absent from `weights` keep their

@@ -147,8 +147,7 @@ Status PsClient::Silent(const std::vector<bool>& waiting) const {
   for (size_t k = 0; k < waiting.size(); ++k) {
     if (waiting[k]) who += (who.empty() ? "" : ", ") + ServerName(k);
   }
-  // retryable: Unavailable
-  return Status::Error("no answer from " + who + " for " + SecondsText(options_.timeout));
+  return Status::DeadlineExceeded("no answer from " + who + " for " + SecondsText(options_.timeout));
 }
 
 Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
@@ -360,8 +359,7 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     while (in_flight_[k] >= options_.max_pushes_in_flight) {
       PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
       if (!got.has_value() && Clock::now() - start > options_.timeout) {
-        // retryable: Unavailable
-        return Status::Error(ServerName(k) + " acknowledged no push for " +
+        return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
                              SecondsText(options_.timeout));
       }
       // Pull replies that arrive meanwhile are copied in by ReceiveOne.

@@ -1,23 +1,39 @@
-// PsWorker: one training worker of a parameter-server job.
+// PsWorker: one training worker of a parameter-server job — the parameter
+// server plugged into the one training loop (worker/trainer) as a
+// Trainer::Callback. The trainer runs the forward and backward passes, tests,
+// displays and checks for divergence; its local update is off (the servers
+// apply the update rule) and so are its own snapshots.
 //
-// Per iteration t: wait for the weights of t (pulled at the end of t-1),
-// forward, backward — each parameter's gradient is pushed the moment the
-// backward pass is done with it, so communication overlaps the rest of
-// backward — then ask for the weights of t+1. On the GPU engine the gradients
-// are copied to pinned host memory on a side stream and pushed as each copy
-// completes (DeviceGradients); pulled weights are written into the blobs'
-// host data and reach the device by the blobs' lazy sync at the next forward.
-// Worker 0 also sends the initial weights, evaluates the TEST-phase net every
-// test_interval on the weights of one version, and at snapshot iterations
-// (where the servers hold every worker at one clock and write their shard
-// files) writes the .caffemodel, a deploy.prototxt and, last, the checkpoint
-// manifest.
+// Per iteration t, as hooks of the loop:
+//   OnStart(t)            wait for the weights of t (pulled during t-1); at a
+//                         snapshot barrier worker 0 writes the checkpoint
+//   OnLastForward(t)      bsp on the CPU: ask for the weights of t+1 already
+//                         (each shard answers a chunk once this worker pushed
+//                         its gradient and the step is applied)
+//   AfterBackward(t, l)   push the gradients layer l owns the moment backward
+//                         is done with them, so communication overlaps the rest
+//                         of backward (GPU: copy them to pinned host memory on
+//                         a side stream and push as each copy completes)
+//   OnGradientsReady(t)   push what is left (ssp/asp with clipping push every
+//                         gradient here, with their sum of squares); otherwise
+//                         ask for the weights of t+1
+//   OnFinish(T)           wait for the acknowledgements; worker 0 waits for
+//                         the final weights (a barrier: every worker done),
+//                         writes the last checkpoint and reports the servers'
+//                         statistics; after the final test Run stops the servers
+// Pulled weights are written into the blobs' host data and reach the device by
+// the blobs' lazy sync at the next forward. Worker 0 also sends the initial
+// weights and evaluates the TEST-phase net every test_interval on the weights
+// of one version; at snapshot iterations (where the servers hold every worker
+// at one clock and write their shard files) it writes the .caffemodel, a
+// deploy.prototxt and, last, the checkpoint manifest.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "common/rng.hpp"
 #include "common/status.hpp"
 #include "common/transport/context.hpp"
 #include "worker/device_gradients.hpp"
@@ -37,16 +53,31 @@ struct PsWorkerOptions {
   std::function<void(const TrainEvent&)> on_event;
 };
 
-class PsWorker {
+class PsWorker : public Trainer::Callback {
  public:
   // `context` must outlive the worker.
   static Result<std::unique_ptr<PsWorker>> Create(transport::Context& context,
                                                   const PsWorkerOptions& options);
-  // Trains until max_iter; worker 0 then snapshots and stops the servers.
+  PsWorker(const PsWorker&) = delete;
+  PsWorker& operator=(const PsWorker&) = delete;
+
+  // Trains from the servers' clock to max_iter; worker 0 then snapshots and
+  // stops the servers.
   Status Run();
 
  private:
+  // Trainer::Callback, called by trainer_'s loop only.
+  Status OnStart(int iter) override;
+  Status OnLastForward(int iter) override;
+  Status AfterBackward(int iter, int layer) override;
+  Status OnGradientsReady(int iter) override;
+  void OnEvent(TrainEvent* event) override;
+  Status OnFinish(int iter) override;
+
   PsWorker() = default;
+  // Asks for the weights of iteration `iter` when anyone will use them: every
+  // worker before max_iter, worker 0 also at max_iter (the final weights).
+  Status PullFor(int iter);
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   void Emit(TrainEvent event) const;
 
@@ -56,6 +87,11 @@ class PsWorker {
   std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
+  bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
+  bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward
+  Rng straggle_rng_{0};
+  int64_t version_ = 0;        // of the weights the current iteration trains on
+  PsTraffic display_traffic_;  // at the previous train event
 };
 
 }  // namespace pstrain

@@ -35,4 +35,16 @@ std::string FormatEvent(const TrainEvent& e, bool json,
   return out;
 }
 
+void SmoothedLoss::Add(float loss) {
+  if (losses_.size() < window_) {
+    losses_.push_back(loss);
+    value_ = (value_ * static_cast<double>(losses_.size() - 1) + loss) /
+             static_cast<double>(losses_.size());
+    return;
+  }
+  value_ += (loss - losses_[oldest_]) / static_cast<double>(window_);
+  losses_[oldest_] = loss;
+  oldest_ = (oldest_ + 1) % window_;
+}
+
 }  // namespace pstrain

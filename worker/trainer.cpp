@@ -8,7 +8,6 @@
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
-#include "worker/layers/data_layer.hpp"
 
 namespace pstrain {
 namespace {
@@ -20,10 +19,6 @@ caffe::NetState StateFor(caffe::Phase phase, const caffe::NetState* extra) {
   state.set_phase(phase);
   return state;
 }
-
-// Data layers restart from their first record at every evaluation, so each
-// test pass sees the same samples.
-void RewindDataLayers(Net& net);
 
 }  // namespace
 
@@ -57,8 +52,10 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   if (!hyper.ok()) return hyper.status().WithContext(solver_path);
   hyper_ = hyper.value();
   PSTRAIN_ASSIGN_OR_RETURN(rule_, optim::MakeUpdateRule(hyper_));
+  smoothed_loss_ = SmoothedLoss(solver_.average_loss());
   if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
-    return Status::Error(solver_path + ": snapshot_format HDF5 is not supported; use BINARYPROTO");
+    return Status::InvalidArgument(solver_path +
+                                   ": snapshot_format HDF5 is not supported; use BINARYPROTO");
   }
 
   NetContext context = options.context;
@@ -75,9 +72,10 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   const int sources = solver_.has_train_net_param() + solver_.has_train_net() +
                       solver_.has_net_param() + solver_.has_net();
   if (sources != 1) {
-    return Status::Error(solver_path + ": give exactly one of net, net_param, train_net, "
-                                       "train_net_param (found " +
-                         std::to_string(sources) + ")");
+    return Status::InvalidArgument(solver_path +
+                                   ": give exactly one of net, net_param, train_net, "
+                                   "train_net_param (found " +
+                                   std::to_string(sources) + ")");
   }
   NetOptions train_options;
   train_options.context = context;
@@ -99,15 +97,16 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   const bool generic = solver_.has_net() || solver_.has_net_param();
   const int num_tests = generic ? solver_.test_iter_size() : explicit_tests;
   if (solver_.test_iter_size() != num_tests) {
-    return Status::Error(solver_path + ": test_iter must be given once per test net (" +
-                         std::to_string(num_tests) + " test nets, " +
-                         std::to_string(solver_.test_iter_size()) + " test_iter values)");
+    return Status::InvalidArgument(solver_path + ": test_iter must be given once per test net (" +
+                                   std::to_string(num_tests) + " test nets, " +
+                                   std::to_string(solver_.test_iter_size()) + " test_iter values)");
   }
   if (num_tests > 0 && solver_.test_interval() <= 0 && solver_.test_interval() != 0) {
-    return Status::Error(solver_path + ": test_interval must be >= 0");
+    return Status::InvalidArgument(solver_path + ": test_interval must be >= 0");
   }
   if (solver_.test_state_size() != 0 && solver_.test_state_size() != num_tests) {
-    return Status::Error(solver_path + ": test_state must be given once per test net or not at all");
+    return Status::InvalidArgument(solver_path +
+                                   ": test_state must be given once per test net or not at all");
   }
   context.rank = 0;
   context.world_size = 1;
@@ -151,69 +150,96 @@ void Trainer::Emit(TrainEvent event) const {
   if (options_.on_event) options_.on_event(event);
 }
 
+void Trainer::StartAt(int iter) {
+  iter_ = iter;
+  net_->SeekData(static_cast<int64_t>(iter) * hyper_.iter_size);
+}
+
 Status Trainer::Solve() {
   PSTRAIN_RETURN_IF_ERROR(Step(solver_.max_iter() - iter_));
-  if (solver_.snapshot_after_train() &&
+  for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnFinish(iter_));
+  if (options_.write_snapshots && solver_.snapshot_after_train() &&
       (solver_.snapshot() == 0 || iter_ % solver_.snapshot() != 0)) {
     PSTRAIN_RETURN_IF_ERROR(Snapshot().status());
   }
-  if (solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0) {
+  if (options_.run_tests && solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0) {
     PSTRAIN_RETURN_IF_ERROR(TestAll().status());
   }
-  Emit({"done", iter_, {{"loss", smoothed_loss_}}, ""});
+  TrainEvent done{"done", iter_, {{"loss", smoothed_loss_.value()}}, ""};
+  for (Callback* c : callbacks_) c->OnEvent(&done);
+  Emit(done);
   return Status::Ok();
 }
 
 Status Trainer::Step(int iters) {
   const int stop = iter_ + iters;
-  const int average = std::max(1, solver_.average_loss());
-  auto last_display = std::chrono::steady_clock::now();
-  int last_display_iter = iter_;
+  display_start_ = Clock::now();
+  display_last_iter_ = iter_ - 1;  // the first window counts this call's first iteration
   while (iter_ < stop) {
-    if (solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0 &&
+    for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnStart(iter_));
+    if (options_.run_tests && solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0 &&
         (iter_ > 0 || solver_.test_initialization()) && !test_nets_.empty()) {
       PSTRAIN_RETURN_IF_ERROR(TestAll().status());
     }
-    net_->ClearParamDiffs();
     float loss = 0.f;
-    for (int i = 0; i < hyper_.iter_size; ++i) {
-      loss += net_->ForwardBackward();
-      PSTRAIN_RETURN_IF_ERROR(net_->RuntimeStatus());
-    }
-    loss /= static_cast<float>(hyper_.iter_size);
+    PSTRAIN_RETURN_IF_ERROR(ForwardBackward(&loss));
     if (!std::isfinite(loss)) {
-      return Status::Error("training diverged: the loss is " + std::to_string(loss) +
-                           " at iteration " + std::to_string(iter_) +
-                           " (lower base_lr or check the data)");
+      return Status::Diverged("training diverged: the loss is " + std::to_string(loss) +
+                              " at iteration " + std::to_string(iter_) +
+                              " (lower base_lr or check the data)");
     }
-    if (static_cast<int>(recent_losses_.size()) < average) {
-      recent_losses_.push_back(loss);
-      smoothed_loss_ = (smoothed_loss_ * (recent_losses_.size() - 1) + loss) /
-                       static_cast<double>(recent_losses_.size());
-    } else {
-      const int idx = iter_ % average;
-      smoothed_loss_ += (loss - recent_losses_[idx]) / average;
-      recent_losses_[idx] = loss;
-    }
+    smoothed_loss_.Add(loss);
     const float rate = optim::LearningRate(hyper_, iter_);
-    if (solver_.display() > 0 && iter_ % solver_.display() == 0) {
-      const auto now = std::chrono::steady_clock::now();
-      const double seconds = std::chrono::duration<double>(now - last_display).count();
-      TrainEvent event{"train", iter_, {{"loss", smoothed_loss_}, {"lr", rate}}, ""};
-      if (iter_ > last_display_iter && seconds > 0) {
-        event.values.push_back({"iters_per_second", (iter_ - last_display_iter) / seconds});
-      }
-      Emit(event);
-      last_display = now;
-      last_display_iter = iter_;
-    }
-    PSTRAIN_RETURN_IF_ERROR(ApplyUpdate());
+    if (solver_.display() > 0 && iter_ % solver_.display() == 0) Display(rate);
+    for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnGradientsReady(iter_));
+    if (options_.apply_updates) PSTRAIN_RETURN_IF_ERROR(ApplyUpdate());
     ++iter_;
-    if (solver_.snapshot() > 0 && iter_ % solver_.snapshot() == 0) {
+    if (options_.write_snapshots && solver_.snapshot() > 0 && iter_ % solver_.snapshot() == 0) {
       PSTRAIN_RETURN_IF_ERROR(Snapshot().status());
     }
   }
   return Status::Ok();
+}
+
+// iter_size forward/backward passes; *loss is their mean. The callbacks see
+// the last pass, when the gradients become final.
+Status Trainer::ForwardBackward(float* loss) {
+  net_->ClearParamDiffs();
+  float sum = 0.f;
+  for (int i = 0; i < hyper_.iter_size; ++i) {
+    sum += net_->Forward();
+    const bool last = i == hyper_.iter_size - 1;
+    if (last && !callbacks_.empty()) {
+      for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnLastForward(iter_));
+      Status hook_status;
+      net_->Backward([&](int layer) {
+        for (Callback* c : callbacks_) {
+          if (hook_status.ok()) hook_status = c->AfterBackward(iter_, layer);
+        }
+      });
+      PSTRAIN_RETURN_IF_ERROR(hook_status);
+    } else {
+      net_->Backward();
+    }
+    PSTRAIN_RETURN_IF_ERROR(net_->RuntimeStatus());
+  }
+  *loss = sum / static_cast<float>(hyper_.iter_size);
+  return Status::Ok();
+}
+
+void Trainer::Display(float rate) {
+  const auto now = Clock::now();
+  const double seconds = std::chrono::duration<double>(now - display_start_).count();
+  const double iters = iter_ - display_last_iter_;
+  const double iters_per_second = seconds > 0 ? iters / seconds : 0;
+  TrainEvent event{"train", iter_, {{"loss", smoothed_loss_.value()}, {"lr", rate}}, ""};
+  event.values.push_back({"iters_per_second", iters_per_second});
+  event.values.push_back(
+      {"images_per_second", iters_per_second * net_->batch_size() * hyper_.iter_size});
+  for (Callback* c : callbacks_) c->OnEvent(&event);
+  Emit(event);
+  display_start_ = now;
+  display_last_iter_ = iter_;
 }
 
 Status Trainer::ApplyUpdate() {
@@ -243,7 +269,7 @@ Result<std::map<std::string, double>> Trainer::TestAll() {
   TrainEvent event{"test", iter_, {}, ""};
   for (size_t j = 0; j < test_nets_.size(); ++j) {
     Net& test = *test_nets_[j];
-    RewindDataLayers(test);
+    test.SeekData(0);  // every evaluation sees the same samples
     const int iters = solver_.test_iter(static_cast<int>(j));
     const std::string prefix = test_nets_.size() > 1 ? "test" + std::to_string(j) + "/" : "";
     std::map<std::string, std::vector<double>> sums;
@@ -279,7 +305,7 @@ Result<std::string> Trainer::Snapshot() {
   const std::filesystem::path parent = std::filesystem::path(base).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec) return Status::Error(parent.string() + ": cannot create folder (" + ec.message() + ")");
+  if (ec) return Status::IOError(parent.string() + ": cannot create folder (" + ec.message() + ")");
   const std::string model = base + ".caffemodel";
   PSTRAIN_RETURN_IF_ERROR(net_->WriteCaffemodel(model));
   caffe::SolverState state;
@@ -301,20 +327,22 @@ Result<std::string> Trainer::Snapshot() {
   return model;
 }
 
-Status Trainer::Restore(const caffe::SolverState& state, const std::string& solverstate) {  const auto& params = net_->learnable_params();
+Status Trainer::Restore(const caffe::SolverState& state, const std::string& solverstate) {
+  const auto& params = net_->learnable_params();
   const size_t expected = history_.size() * params.size();
   if (static_cast<size_t>(state.history_size()) != expected) {
-    return Status::Error(solverstate + ": holds " + std::to_string(state.history_size()) +
-                         " history blobs, the " + rule_->type() + " solver on this net needs " +
-                         std::to_string(expected));
+    return Status::InvalidArgument(solverstate + ": holds " + std::to_string(state.history_size()) +
+                                   " history blobs, the " + rule_->type() +
+                                   " solver on this net needs " + std::to_string(expected));
   }
   for (size_t s = 0; s < history_.size(); ++s) {
     for (size_t i = 0; i < params.size(); ++i) {
       const auto& blob = state.history(static_cast<int>(s * params.size() + i));
       if (blob.data_size() != params[i].blob->count()) {
-        return Status::Error(solverstate + ": history blob for '" + params[i].name + "' has " +
-                             std::to_string(blob.data_size()) + " values, the net needs " +
-                             std::to_string(params[i].blob->count()));
+        return Status::InvalidArgument(solverstate + ": history blob for '" + params[i].name +
+                                       "' has " + std::to_string(blob.data_size()) +
+                                       " values, the net needs " +
+                                       std::to_string(params[i].blob->count()));
       }
     }
   }
@@ -336,15 +364,5 @@ Status Trainer::Restore(const caffe::SolverState& state, const std::string& solv
   iter_ = state.iter();
   return Status::Ok();
 }
-
-namespace {
-
-void RewindDataLayers(Net& net) {
-  for (const auto& layer : net.layers()) {
-    if (auto* data = dynamic_cast<DataLayer*>(layer.get())) data->Rewind();
-  }
-}
-
-}  // namespace
 
 }  // namespace pstrain

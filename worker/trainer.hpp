@@ -1,15 +1,33 @@
-// Trainer: single-process training of a Caffe solver on the CPU, the
-// equivalent of `caffe train` — builds the train net and the test nets
-// (sharing the train net's weights), steps the solver with the update rules
-// of common/optim, evaluates every test_interval, displays, and writes
-// snapshots (.caffemodel + .solverstate) that Caffe can read and that resume
-// a run exactly.
+// Trainer: the one training loop, the equivalent of Caffe's Solver — builds
+// the train net and the test nets (sharing the train net's weights), steps
+// the solver with the update rules of common/optim, evaluates every
+// test_interval, displays, and writes snapshots (.caffemodel + .solverstate)
+// that Caffe can read and that resume a run exactly. `ps-net train` runs it as
+// it is; a parameter-server worker (worker/ps_worker) plugs into it as a
+// Callback that pulls the weights before each forward and pushes each layer's
+// gradients after its backward, with the local update turned off.
+//
+// One iteration (Step), in order:
+//   callbacks' OnStart(iter)            the weights of iter must be in place
+//   TestAll                             every test_interval (run_tests)
+//   iter_size x { Forward; Backward }   diffs accumulate; before the last
+//                                       backward OnLastForward(iter), during
+//                                       it AfterBackward(iter, layer) per layer
+//   divergence check                    a loss that is not finite: Diverged
+//   display                             every `display` iterations: a "train"
+//                                       event (callbacks' OnEvent add values)
+//   callbacks' OnGradientsReady(iter)   every gradient of iter is in the diffs
+//   ApplyUpdate                         the update rule (apply_updates)
+//   ++iter; snapshot                    every `snapshot` iterations (write_snapshots)
+// Solve runs Step to max_iter, then callbacks' OnFinish(max_iter), the final
+// snapshot and test, and the "done" event.
 //
 // Relative paths inside the solver (net, snapshot_prefix) are taken relative
 // to the current directory, as Caffe does; a `net` path that does not exist
 // there is also looked up next to the solver file.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,10 +50,45 @@ struct TrainerOptions {
   // weights are restored and the data layers continue where the run stopped.
   std::string resume_from;
   std::function<void(const TrainEvent&)> on_event;  // may be empty
+  // The local update rule changes the weights after each iteration. False
+  // when a callback owns the weights (a parameter-server worker: the servers
+  // apply the update and the next pull brings it).
+  bool apply_updates = true;
+  // The test nets run every test_interval and after the last iteration.
+  bool run_tests = true;
+  // .caffemodel + .solverstate every `snapshot` iterations and after training.
+  bool write_snapshots = true;
 };
 
 class Trainer {
  public:
+  // Hooks into the loop, in the manner of Caffe's Solver::Callback and
+  // Net::add_after_backward. Every hook runs on the thread that runs the
+  // loop; a hook that returns an error stops the loop with that error.
+  class Callback {
+   public:
+    virtual ~Callback() = default;
+    // At the start of iteration `iter`, before its tests and forward passes.
+    // When it returns, the net must hold the weights iteration `iter` trains on.
+    virtual Status OnStart(int /*iter*/) { return Status::Ok(); }
+    // After the last forward pass of the iteration (the only one unless
+    // iter_size > 1), before its backward.
+    virtual Status OnLastForward(int /*iter*/) { return Status::Ok(); }
+    // Right after layer `layer`'s backward in the iteration's last pass: the
+    // gradients of the parameters owned by that layer (LearnableParam's
+    // layer_index) are final. An error here stops the loop after the pass.
+    virtual Status AfterBackward(int /*iter*/, int /*layer*/) { return Status::Ok(); }
+    // Every gradient of the iteration is in the diffs (summed over iter_size
+    // passes, not yet scaled), before the local update.
+    virtual Status OnGradientsReady(int /*iter*/) { return Status::Ok(); }
+    // Before the trainer emits a "train" (display) or "done" event: may add
+    // values to it.
+    virtual void OnEvent(TrainEvent* /*event*/) {}
+    // After the last iteration, before the final snapshot and test: when it
+    // returns, the net must hold the final weights.
+    virtual Status OnFinish(int /*iter*/) { return Status::Ok(); }
+  };
+
   // Reads and upgrades the solver, builds the nets, and fills the weights.
   static Result<std::unique_ptr<Trainer>> FromFile(const std::string& solver_path,
                                                    const TrainerOptions& options);
@@ -45,11 +98,17 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  // Adds a hook. REQUIRES: `callback` outlives the trainer's Solve and Step calls.
+  void add_callback(Callback* callback) { callbacks_.push_back(callback); }
   // Copies weights from a .caffemodel (Caffe's --weights).
   Status LoadWeights(const std::string& caffemodel);
+  // Continues at iteration `iter` with the weights the net holds (a
+  // parameter-server worker starts at the servers' clock): the data layers
+  // deliver iteration iter's batches next. REQUIRES: iter >= 0.
+  void StartAt(int iter);
   // Trains to max_iter, testing and snapshotting on the way (Caffe's Solve).
   Status Solve();
-  // Runs `iters` solver steps (no final test or snapshot).
+  // Runs `iters` iterations (no final test or snapshot).
   Status Step(int iters);
   // Evaluates every test net; returns "<net#>/<output>" -> mean value, plus "loss".
   Result<std::map<std::string, double>> TestAll();
@@ -60,15 +119,19 @@ class Trainer {
   // The first test net, or null when the solver has none.
   const Net* test_net() const { return test_nets_.empty() ? nullptr : test_nets_[0].get(); }
   int iter() const { return iter_; }
-  // Sets the iteration that events and snapshots report (a parameter-server
-  // worker counts its own clock; the trainer does not step).
-  void set_iter(int iter) { iter_ = iter; }
   const caffe::SolverParameter& solver() const { return solver_; }
+  int iter_size() const { return hyper_.iter_size; }
+  // Caffe's smoothed loss: the mean over the last average_loss iterations.
+  double smoothed_loss() const { return smoothed_loss_.value(); }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
   Trainer() = default;
   Status Init(const caffe::SolverParameter& solver, const std::string& solver_path,
               const TrainerOptions& options);
+  Status ForwardBackward(float* loss);
+  void Display(float rate);
   Status ApplyUpdate();
   Status Restore(const caffe::SolverState& state, const std::string& path);
   void Emit(TrainEvent event) const;
@@ -82,9 +145,12 @@ class Trainer {
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
   std::vector<std::vector<std::vector<float>>> history_;  // [slot][param][element]
-  std::vector<float> recent_losses_;
+  std::vector<Callback*> callbacks_;                      // not owned
   int iter_ = 0;
-  double smoothed_loss_ = 0;
+  SmoothedLoss smoothed_loss_{1};
+  // The display window: when the last one ended and the last iteration it counted.
+  Clock::time_point display_start_;
+  int display_last_iter_ = 0;
 };
 
 }  // namespace pstrain

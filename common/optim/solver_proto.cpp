@@ -8,7 +8,7 @@ namespace {
 Result<std::string> SolverType(const caffe::SolverParameter& p) {
   if (!p.has_solver_type()) return p.type();
   if (p.has_type()) {
-    return Status::Error(
+    return Status::InvalidArgument(
         "solver_type (deprecated enum) and type (string) cannot both be specified");
   }
   switch (p.solver_type()) {
@@ -25,13 +25,15 @@ Result<std::string> SolverType(const caffe::SolverParameter& p) {
     case caffe::SolverParameter::ADAM:
       return std::string("Adam");
   }
-  return Status::Error("solver_type: unknown enum value " + std::to_string(p.solver_type()));
+  return Status::InvalidArgument("solver_type: unknown enum value " +
+                                 std::to_string(p.solver_type()));
 }
 
 Result<Regularization> RegularizationType(const std::string& name) {
   if (name == "L2") return Regularization::kL2;
   if (name == "L1") return Regularization::kL1;
-  return Status::Error("regularization_type: unknown type \"" + name + "\"; known types: L2, L1");
+  return Status::InvalidArgument("regularization_type: unknown type \"" + name +
+                                 "\"; known types: L2, L1");
 }
 
 }  // namespace

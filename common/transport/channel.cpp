@@ -75,10 +75,11 @@ class ZmqChannel : public Channel {
 Status ZmqChannel::SendError(const std::string& peer, int err) const {
   std::string where = endpoint_ + ": send";
   if (router_) where += " to peer '" + PrintablePeer(peer) + "'";
-  if (err == EHOSTUNREACH) return Status::Error(where + ": peer is unknown or gone");
+  if (err == EHOSTUNREACH) return Status::Unavailable(where + ": peer is unknown or gone");
   if (err == EAGAIN) {
-    return Status::Error(where + ": queue full (high-water mark " + std::to_string(send_hwm_) +
-                         ") for " + std::to_string(send_timeout_ms_) + " ms");
+    return Status::DeadlineExceeded(where + ": queue full (high-water mark " +
+                                    std::to_string(send_hwm_) + ") for " +
+                                    std::to_string(send_timeout_ms_) + " ms");
   }
   return Status::Error(where + ": " + ZmqError(err));
 }

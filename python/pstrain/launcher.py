@@ -17,7 +17,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Sequence
 
-from . import programs
+from . import exitcodes, programs
 from .errors import JobError
 
 EventSink = Callable[["ProcessHandle", dict], None]
@@ -122,8 +122,9 @@ class ProcessHandle:
         self._reader.join(timeout)
 
     def describe_exit(self) -> str:
+        """'worker-1 exited with 1 (a permanent failure): <its last error line>'."""
         rc = self.proc.poll()
-        how = f"was killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with {rc}"
+        how = "is still running" if rc is None else exitcodes.describe(rc)
         tail = f": {self.tail[-1]}" if self.tail else ""
         return f"{self.name} {how}{tail}"
 

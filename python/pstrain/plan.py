@@ -57,6 +57,21 @@ class Plan:
     def snapshot_prefix(self) -> pathlib.Path:
         return self.run_dir / "snapshots" / self.job.name
 
+    @property
+    def originals(self) -> dict[pathlib.Path, pathlib.Path]:
+        """Each prototxt copy in the run folder -> the user's file it was made from.
+        A copy keeps every line of its original at the same line number."""
+        copies = {self.solver_copy: self.job.solver}
+        copies.update({self.run_dir / name: original for name, (original, _) in self.nets.items()})
+        return copies
+
+    def user_paths(self, text: str) -> str:
+        """`text` (a program's message) with the copies named by the user's files,
+        so that "<copy>:12: ..." reads "<the user's net>:12: ..."."""
+        for copy, original in sorted(self.originals.items(), key=lambda c: -len(str(c[0]))):
+            text = text.replace(str(copy), str(original))
+        return text
+
     def bind_address(self, shard: int) -> str:
         t = self.job.transport
         if t.kind == "ipc":

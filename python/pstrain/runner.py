@@ -1,6 +1,7 @@
 """Job (the API's entry point) and the run: start the servers, then the workers,
-watch every process, restart workers that die, stop everything on a server
-failure or a signal, and leave a complete run folder behind."""
+watch every process, restart a worker whose failure may pass (a retryable exit
+or a death by signal, see exitcodes), fail the job at once on any other worker
+failure, a server failure or a signal, and leave a complete run folder behind."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from . import plots, programs, runfolder
+from . import exitcodes, plots, programs, runfolder
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .launcher import ProcessHandle
@@ -238,7 +239,9 @@ class _Run:
                         w0_done_at = now
                     continue
                 h.join_output(2)
-                why = h.describe_exit()
+                why = self.plan.user_paths(h.describe_exit())
+                if not exitcodes.is_retryable(rc):
+                    return "failed", f"{why}; not restarted, it would fail again (see {h.log_path})"
                 if self.restarts >= self.job.restart.max_worker_restarts:
                     return "failed", (f"{why}; no worker restarts left "
                                       f"(restart.max_worker_restarts = "
@@ -254,7 +257,8 @@ class _Run:
             for h, rc in zip(self.servers, exits):
                 if rc is not None and rc != 0:
                     h.join_output(2)
-                    return "failed", f"{h.describe_exit()}; stopping the job (see {h.log_path})"
+                    return "failed", (f"{self.plan.user_paths(h.describe_exit())}; stopping the "
+                                      f"job (see {h.log_path})")
             if all(rc == 0 for rc in exits):
                 if w0_done_at is not None:
                     return "ok", ""

@@ -150,9 +150,12 @@ class SolverText:
         return [_unquote(v) for _, f, v in self.top_level() if f == name]
 
     def replace(self, name: str, values: list[str]) -> None:
-        """Drops every top-level `name:` line and appends `name: v` for each formatted v."""
+        """Comments out every top-level `name:` line and appends `name: v` for each
+        formatted v. Every other line keeps its number, so a message about line N
+        of the copy is about line N of the user's file."""
         drop = {i for i, f, _ in self.top_level() if f == name}
-        self.lines = [l for i, l in enumerate(self.lines) if i not in drop]
+        self.lines = [f"# {l.strip()}  (ps-train: replaced below)" if i in drop else l
+                      for i, l in enumerate(self.lines)]
         self.lines += [f"{name}: {v}" for v in values]
 
     def text(self) -> str:

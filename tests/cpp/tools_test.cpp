@@ -1,7 +1,8 @@
 // Tests of the programs ps-net and ps-data, run as subprocesses (the built
 // binaries under PSTRAIN_BINARY_DIR/bin): exit statuses, the one-line error
 // messages, --json output (every line a JSON object), the files a training
-// run writes, and that failures leave no output behind.
+// run writes, and that failures leave no output behind. ps-worker's exit codes
+// for bad input and an absent server are here too (common/exit_code.hpp).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -30,6 +31,7 @@ namespace {
 
 const std::string kPsNet = PSTRAIN_BINARY_DIR "/bin/ps-net";
 const std::string kPsData = PSTRAIN_BINARY_DIR "/bin/ps-data";
+const std::string kPsWorker = PSTRAIN_BINARY_DIR "/bin/ps-worker";
 
 struct RunResult {
   int exit_code = -1;  // -1: killed (timeout or signal)
@@ -397,6 +399,112 @@ TEST_F(ToolsTest, PsNetTrainJsonWritesEventsAndSnapshots) {
   auto net = testing::BuildNet(kTinyNet);
   ASSERT_NE(net, nullptr);
   EXPECT_TRUE(net->CopyTrainedLayersFromFile(prefix + "_iter_4.caffemodel").ok());
+}
+
+// A net whose fourth line holds a layer of a type nobody registered.
+constexpr const char* kUnknownTypeNet = R"(name: "unknown"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 4 dim: 6 } shape { dim: 4 } } }
+layer { name: "x" type: "Frobnicate" bottom: "data" top: "s" }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" }
+)";
+
+std::string SolverFor(const std::string& net, const std::string& extra) {
+  return "net: \"" + net + "\"\nlr_policy: \"fixed\" random_seed: 1 max_iter: 50\n" + extra + "\n";
+}
+
+bool StartsWith(const std::string& text, const std::string& prefix) {
+  return text.rfind(prefix, 0) == 0;
+}
+
+TEST_F(ToolsTest, PsNetExitCodesSayWhatFailed) {
+  // Bad input: 1, the message names the user's file and line.
+  testing::WriteTextFile(dir_ / "unknown.prototxt", kUnknownTypeNet);
+  testing::WriteTextFile(dir_ / "unknown_solver.prototxt",
+                         SolverFor(dir_ / "unknown.prototxt", "base_lr: 0.1"));
+  RunResult r = RunProgram({kPsNet, "train", "--solver", dir_ / "unknown_solver.prototxt"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(StartsWith(r.err, "ps-net: " + (dir_ / "unknown.prototxt") +
+                                    ":4: layer 'x' (Frobnicate): unknown layer type "
+                                    "'Frobnicate' (known types: "))
+      << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u);
+
+  // Divergence: 3.
+  testing::WriteTextFile(dir_ / "euclid.prototxt", R"(name: "euclid"
+layer { name: "data" type: "DummyData" top: "data" top: "target"
+        dummy_data_param { shape { dim: 4 dim: 3 } shape { dim: 4 dim: 2 }
+                           data_filler { type: "gaussian" std: 1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 1 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "target" top: "loss" }
+)");
+  testing::WriteTextFile(dir_ / "diverge_solver.prototxt",
+                         SolverFor(dir_ / "euclid.prototxt", "base_lr: 1e20"));
+  r = RunProgram({kPsNet, "train", "--solver", dir_ / "diverge_solver.prototxt"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(StartsWith(r.err, "ps-net: training diverged: the loss is ")) << r.err;
+
+  // The same solver with a sane rate trains: the 3 was the divergence's.
+  testing::WriteTextFile(
+      dir_ / "sane_solver.prototxt",
+      SolverFor(dir_ / "euclid.prototxt", "base_lr: 0.01") + "snapshot_after_train: false");
+  r = RunProgram({kPsNet, "train", "--solver", dir_ / "sane_solver.prototxt"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  // A bad flag value: 2.
+  r = RunProgram({kPsNet, "train", "--solver", dir_ / "sane_solver.prototxt", "--engine", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).at(0), "ps-net: --engine must be 'fast' or 'reference', got 'x'");
+}
+
+TEST_F(ToolsTest, PsWorkerExitCodesSeparateRetryableFailures) {
+  ASSERT_TRUE(FileExists(kPsWorker)) << kPsWorker << " is not built";
+  // Port 1 on the loopback: nobody listens there (it needs root), so the
+  // worker's greeting goes unanswered.
+  const std::string absent_server = "tcp://127.0.0.1:1";
+  RunResult r = RunProgram({kPsWorker, "--servers", absent_server});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "ps-worker: --solver is required\n");
+
+  const std::string missing = dir_ / "absent_solver.prototxt";
+  r = RunProgram({kPsWorker, "--solver", missing, "--servers", absent_server});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "ps-worker 0: " + missing + ": cannot open (No such file or directory)\n");
+
+  testing::WriteTextFile(dir_ / "unknown.prototxt", kUnknownTypeNet);
+  testing::WriteTextFile(dir_ / "unknown_solver.prototxt",
+                         SolverFor(dir_ / "unknown.prototxt", "base_lr: 0.1"));
+  r = RunProgram(
+      {kPsWorker, "--solver", dir_ / "unknown_solver.prototxt", "--servers", absent_server});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(StartsWith(r.err, "ps-worker 0: " + (dir_ / "unknown.prototxt") +
+                                    ":4: layer 'x' (Frobnicate): unknown layer type"))
+      << r.err;
+
+  // A good job and no server: retryable (75), after --timeout-s.
+  testing::WriteTextFile(dir_ / "tiny.prototxt", kTinyNet);
+  testing::WriteTextFile(dir_ / "solver.prototxt",
+                         SolverFor(dir_ / "tiny.prototxt", "base_lr: 0.1"));
+  const auto start = std::chrono::steady_clock::now();
+  r = RunProgram({kPsWorker, "--solver", dir_ / "solver.prototxt", "--servers", absent_server,
+                  "--timeout-s", "1"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_TRUE(StartsWith(r.err, "ps-worker 0: ")) << r.err;
+  EXPECT_NE(r.err.find(absent_server), std::string::npos) << r.err;
+  EXPECT_GE(seconds, 1.0);
+  EXPECT_LT(seconds, 20.0);
+}
+
+TEST_F(ToolsTest, PsDataMissingInputExitsOne) {
+  const std::string images = dir_ / "absent-images.idx";
+  testing::WriteFile(dir_ / "labels.idx", testing::IdxLabels(std::string("\x01\x02", 2)), false);
+  RunResult r = RunProgram({kPsData, "mnist", images, dir_ / "labels.idx", dir_ / "out_lmdb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(StartsWith(r.err, "ps-data: " + images + ": cannot open")) << r.err;
+  EXPECT_FALSE(FileExists(dir_ / "out_lmdb"));
 }
 
 TEST_F(ToolsTest, PsDataBadMagicLeavesNoOutput) {

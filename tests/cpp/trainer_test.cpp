@@ -45,6 +45,7 @@ std::unique_ptr<Trainer> MakeTrainer(const std::string& solver_text, TrainerOpti
 std::string TrainerError(const std::string& solver_text) {
   auto trainer = Trainer::Create(ParseSolver(solver_text), "solver.prototxt", TrainerOptions());
   EXPECT_FALSE(trainer.ok());
+  EXPECT_TRUE(trainer.ok() || trainer.status().IsInvalidArgument()) << trainer.status().ToString();
   return trainer.ok() ? "" : trainer.status().message();
 }
 
@@ -270,6 +271,7 @@ TEST(TrainerTest, DivergingRunFails) {
   ASSERT_NE(trainer, nullptr);
   Status s = trainer->Solve();
   ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(s.IsDiverged()) << s.ToString();
   const std::string& m = s.message();
   EXPECT_EQ(m.rfind("training diverged: the loss is ", 0), 0u) << m;
   const std::string tail = " (lower base_lr or check the data)";
@@ -302,6 +304,7 @@ TEST(TrainerTest, SolverErrors) {
       "values)");
   auto missing = Trainer::FromFile("/nonexistent/solver.prototxt", TrainerOptions());
   ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(missing.status().IsNotFound());
   EXPECT_EQ(missing.status().message(),
             "/nonexistent/solver.prototxt: cannot open (No such file or directory)");
 }

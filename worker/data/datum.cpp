@@ -24,7 +24,7 @@ std::string DatumShapeString(const caffe::Datum& datum) {
 }
 
 Status ParseDatum(std::string_view value, const std::string& where, caffe::Datum* datum) {
-  auto fail = [&](const std::string& what) { return Status::Error(where + ": " + what); };
+  auto fail = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
   if (value.size() > static_cast<size_t>(INT32_MAX) ||
       !datum->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
     return fail("not a valid Datum (corrupt protobuf)");

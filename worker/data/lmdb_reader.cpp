@@ -2,12 +2,15 @@
 
 #include <lmdb.h>
 
+#include <cerrno>
+
 namespace pstrain {
 
 Result<std::unique_ptr<LmdbReader>> LmdbReader::Open(const std::string& path) {
   std::unique_ptr<LmdbReader> reader(new LmdbReader(path));
   auto fail = [&](int rc) {
-    return Status::Error(path + ": cannot open LMDB (" + mdb_strerror(rc) + ")");
+    const std::string message = path + ": cannot open LMDB (" + mdb_strerror(rc) + ")";
+    return rc == ENOENT ? Status::NotFound(message) : Status::IOError(message);
   };
   int rc = mdb_env_create(&reader->env_);
   if (rc != MDB_SUCCESS) return fail(rc);
@@ -49,8 +52,8 @@ Status LmdbReader::Step(unsigned op) {
     ++position_;
   }
   if (rc != MDB_SUCCESS) {
-    return Status::Error(path_ + ": cannot read record " + std::to_string(position_) + " (" +
-                         mdb_strerror(rc) + ")");
+    return Status::Corruption(path_ + ": cannot read record " + std::to_string(position_) + " (" +
+                              mdb_strerror(rc) + ")");
   }
   current_.index = position_;
   current_.key = std::string_view(static_cast<const char*>(key.mv_data), key.mv_size);

@@ -44,6 +44,7 @@ class DataLayer : public Layer {
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Data"; }
+  bool IsDataSource() const override { return true; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
@@ -55,7 +56,7 @@ class DataLayer : public Layer {
   // rank 0 of 1): used between test passes.
   void Rewind() { SeekToBatch(0); }
   // The next Forward delivers global step t. REQUIRES: t >= 0, after SetUp.
-  void SeekToBatch(int64_t t);
+  void SeekToBatch(int64_t t) override;
   // Global step the next Forward delivers.
   int64_t next_batch() const { return next_batch_; }
   int64_t record_count() const;

@@ -22,6 +22,7 @@ class DummyDataLayer : public Layer {
   // Leaves the tops as they are: shapes are set once, at setup.
   Status Reshape(const BlobVec&, const BlobVec&) override { return Status::Ok(); }
   const char* type() const override { return "DummyData"; }
+  bool IsDataSource() const override { return true; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
 

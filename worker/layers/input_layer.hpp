@@ -15,6 +15,7 @@ class InputLayer : public Layer {
   // Leaves the tops as they are: shapes are set once, at setup.
   Status Reshape(const BlobVec&, const BlobVec&) override { return Status::Ok(); }
   const char* type() const override { return "Input"; }
+  bool IsDataSource() const override { return true; }
   int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
 

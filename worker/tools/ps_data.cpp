@@ -5,13 +5,15 @@
 // Converts MNIST-format IDX files (gzipped or plain) into an LMDB of Caffe
 // Datums, as Caffe's convert_mnist_data does. Prints one line on success
 // ("wrote N records (RxC) to OUT", or with --json one JSON object). Errors:
-// one line "ps-data: <message>" on stderr; exit 1, or 2 for bad arguments.
+// one line "ps-data: <message>" on stderr; exit 2 for bad arguments, else as
+// common/exit_code.hpp maps the failure (1: bad or missing input files).
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "worker/data/mnist.hpp"
 
@@ -47,21 +49,22 @@ int main(int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    return Fail(std::string(e.what()) + kUsageHint, 2);
+    return Fail(std::string(e.what()) + kUsageHint, pstrain::kExitUsage);
   }
   if (vm.count("help")) {
     std::cout << kUsage << visible;
     return 0;
   }
-  if (args.empty()) return Fail(std::string("missing command") + kUsageHint, 2);
-  if (args[0] != "mnist") return Fail("unknown command '" + args[0] + "'" + kUsageHint, 2);
+  if (args.empty()) return Fail(std::string("missing command") + kUsageHint, pstrain::kExitUsage);
+  if (args[0] != "mnist")
+    return Fail("unknown command '" + args[0] + "'" + kUsageHint, pstrain::kExitUsage);
   if (args.size() != 4) {
     return Fail("mnist takes IMAGES LABELS OUT_LMDB, got " + std::to_string(args.size() - 1) +
                     " arguments" + kUsageHint,
-                2);
+                pstrain::kExitUsage);
   }
   auto result = pstrain::ConvertMnistToLmdb(args[1], args[2], args[3]);
-  if (!result.ok()) return Fail(result.status().message(), 1);
+  if (!result.ok()) return pstrain::ExitWith(result.status(), "ps-data");
   const auto& r = result.value();
   if (json) {
     std::cout << pstrain::JsonLine()

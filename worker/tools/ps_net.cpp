@@ -7,20 +7,23 @@
 //   ps-net devices
 // Every command takes --gpu N to run the layers on CUDA device N (CUDA builds).
 // Every command prints readable lines, or with --json one JSON object a line.
-// Exit status: 0 done, 1 a failure (the message names the file/place) or,
-// for diff, files that differ, 2 bad command-line arguments.
-#include <boost/program_options.hpp>
+// `train` prints the same events as ps-worker (worker/train_event.hpp).
+// Exit status (common/exit_code.hpp): 0 done, 1 a failure (the message names
+// the file/place) or, for diff, files that differ, 2 bad command-line
+// arguments, 3 training diverged.
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/device.hpp"
+#include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
@@ -53,14 +56,17 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
-  return 1;
+  return pstrain::kExitFailure;
 }
+
+// Prints the status's message; returns its exit code (common/exit_code.hpp).
+int Fail(const Status& status) { return pstrain::ExitWith(status, "ps-net"); }
 
 int Usage(const std::string& message, const po::options_description* desc = nullptr) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
   if (desc != nullptr) std::cerr << *desc;
   std::fprintf(stderr, "usage: ps-net train|test|time|diff|devices [options] (ps-net COMMAND --help)\n");
-  return 2;
+  return pstrain::kExitUsage;
 }
 
 pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
@@ -74,7 +80,7 @@ pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
 int SelectEngine(const CommonFlags& flags, pstrain::Engine* engine) {
   if (flags.gpu != -1) {
     const Status s = pstrain::UseCudaDevice(flags.gpu, "--gpu " + std::to_string(flags.gpu));
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail(s);
     *engine = pstrain::Engine::kGpu;
     return 0;
   }
@@ -129,13 +135,13 @@ int Train(int argc, char** argv) {
   options.resume_from = snapshot;
   options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json); };
   auto trainer = pstrain::Trainer::FromFile(solver, options);
-  if (!trainer.ok()) return Fail(trainer.status().message());
+  if (!trainer.ok()) return Fail(trainer.status());
   if (!weights.empty()) {
     Status s = trainer.value()->LoadWeights(weights);
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail(s);
   }
   Status s = trainer.value()->Solve();
-  if (!s.ok()) return Fail(s.message());
+  if (!s.ok()) return Fail(s);
   return 0;
 }
 
@@ -161,16 +167,16 @@ int Test(int argc, char** argv) {
   options.state.set_phase(caffe::TEST);
   options.context.engine = engine;
   auto net = pstrain::Net::FromFile(model, options);
-  if (!net.ok()) return Fail(net.status().message());
+  if (!net.ok()) return Fail(net.status());
   Status s = net.value()->CopyTrainedLayersFromFile(weights);
-  if (!s.ok()) return Fail(s.message());
+  if (!s.ok()) return Fail(s);
   std::map<std::string, double> sums;
   std::vector<std::string> order;
   double loss = 0;
   for (int i = 0; i < iterations; ++i) {
     loss += net.value()->Forward();
     s = net.value()->RuntimeStatus();
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail(s);
     for (const auto& name : net.value()->output_blob_names()) {
       const pstrain::Blob* blob = net.value()->blob_by_name(name);
       for (int64_t k = 0; k < blob->count(); ++k) {
@@ -223,10 +229,10 @@ int Time(int argc, char** argv) {
   caffe::NetParameter param;
   std::vector<int> lines;
   Status s = pstrain::ReadTextProtoWithLines(model, &param, "layer", &lines);
-  if (!s.ok()) return Fail(s.message());
+  if (!s.ok()) return Fail(s);
   if (pstrain::NetNeedsUpgrade(param)) {
     s = pstrain::UpgradeNet(&param, model);
-    if (!s.ok()) return Fail(s.message());
+    if (!s.ok()) return Fail(s);
     lines.clear();
   }
   if (batch > 0) pstrain::OverrideBatchSize(&param, batch);
@@ -236,7 +242,7 @@ int Time(int argc, char** argv) {
   options.source = model;
   options.layer_lines = lines;
   auto net = pstrain::Net::Create(param, options);
-  if (!net.ok()) return Fail(net.status().message());
+  if (!net.ok()) return Fail(net.status());
   std::function<void()> sync;
   if (engine == pstrain::Engine::kGpu) sync = pstrain::SynchronizeGpu;
   const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations, sync);

@@ -6,17 +6,21 @@
 //             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Normally started by ps-train; useful by hand for experiments. Prints the
-// training events (worker 0 also test results and snapshots). Exit status 0
-// done, 1 failure (one line naming the cause), 2 bad arguments.
+// training events (worker 0 also test results and snapshots). On failure one
+// line "ps-worker R: <cause>" on stderr. Exit status (common/exit_code.hpp):
+// 0 done, 1 a permanent failure, 2 bad arguments, 3 training diverged, 75 a
+// server gone or silent past --timeout-s (retryable).
+#include "worker/ps_worker.hpp"
+
 #include <boost/algorithm/string.hpp>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
 
 #include "common/device.hpp"
+#include "common/exit_code.hpp"
 #include "common/math_cpu.hpp"
 #include "common/transport/malloc_tuning.hpp"
-#include "worker/ps_worker.hpp"
 
 namespace po = boost::program_options;
 
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "ps-worker: %s\n", e.what());
-    return 2;
+    return pstrain::kExitUsage;
   }
   if (vm.count("help")) {
     std::cout << desc;
@@ -66,7 +70,7 @@ int main(int argc, char** argv) {
   }
   const auto usage = [](const std::string& m) {
     std::fprintf(stderr, "ps-worker: %s\n", m.c_str());
-    return 2;
+    return pstrain::kExitUsage;
   };
   if (options.solver_path.empty()) return usage("--solver is required");
   if (servers.empty()) return usage("--servers is required");
@@ -87,12 +91,10 @@ int main(int argc, char** argv) {
   options.client.timeout = std::chrono::seconds(timeout_s);
   options.engine = engine == "fast" ? pstrain::Engine::kFast : pstrain::Engine::kReference;
   const std::string rank = std::to_string(options.client.rank);
+  const std::string program = "ps-worker " + rank;
   if (vm.count("gpu")) {
     const pstrain::Status s = pstrain::UseCudaDevice(gpu, "--gpu " + std::to_string(gpu));
-    if (!s.ok()) {
-      std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), s.message().c_str());
-      return 1;
-    }
+    if (!s.ok()) return pstrain::ExitWith(s, program);
     options.engine = pstrain::Engine::kGpu;
   }
   options.on_event = [&](const pstrain::TrainEvent& e) {
@@ -106,14 +108,6 @@ int main(int argc, char** argv) {
 
   pstrain::transport::Context context;
   auto worker = pstrain::PsWorker::Create(context, options);
-  if (!worker.ok()) {
-    std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), worker.status().message().c_str());
-    return 1;
-  }
-  pstrain::Status s = worker.value()->Run();
-  if (!s.ok()) {
-    std::fprintf(stderr, "ps-worker %s: %s\n", rank.c_str(), s.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (!worker.ok()) return pstrain::ExitWith(worker.status(), program);
+  return pstrain::ExitWith(worker.value()->Run(), program);
 }
