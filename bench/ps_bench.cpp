@@ -48,7 +48,7 @@
 
 #include "common/blob.hpp"
 #include "common/transport/malloc_tuning.hpp"
-#include "worker/ps_client.hpp"
+#include "worker/ps/ps_client.hpp"
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;

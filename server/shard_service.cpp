@@ -65,8 +65,7 @@ Result<ShardService::Ending> ShardService::Run() {
     }
     if (ready < 0) {
       if (options_.idle_exit.count() > 0 && now - last_message > options_.idle_exit) {
-        // retryable: DeadlineExceeded
-        return Status::Error("no message for " + Seconds(now - last_message) + " s; exiting");
+        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) + " s; exiting");
       }
       continue;
     }

@@ -3,7 +3,7 @@
 // worker from being reported silent, a mode that differs from the servers',
 // and, against a bare ROUTER playing a server, a silent server and a malformed
 // reply, each an error naming the server's address. Every wait is bounded.
-#include "worker/ps_client.hpp"
+#include "worker/ps/ps_client.hpp"
 
 #include <gtest/gtest.h>
 

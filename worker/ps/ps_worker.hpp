@@ -36,8 +36,8 @@
 #include "common/rng.hpp"
 #include "common/status.hpp"
 #include "common/transport/context.hpp"
-#include "worker/device_gradients.hpp"
-#include "worker/ps_client.hpp"
+#include "worker/ps/device_gradients.hpp"
+#include "worker/ps/ps_client.hpp"
 #include "worker/trainer.hpp"
 
 namespace pstrain {

@@ -10,7 +10,7 @@
 // line "ps-worker R: <cause>" on stderr. Exit status (common/exit_code.hpp):
 // 0 done, 1 a permanent failure, 2 bad arguments, 3 training diverged, 75 a
 // server gone or silent past --timeout-s (retryable).
-#include "worker/ps_worker.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 #include <boost/algorithm/string.hpp>
 #include <boost/program_options.hpp>

@@ -1,4 +1,4 @@
-#include "worker/ps_worker.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 #include <chrono>
 #include <filesystem>

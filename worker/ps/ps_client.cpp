@@ -1,4 +1,4 @@
-#include "worker/ps_client.hpp"
+#include "worker/ps/ps_client.hpp"
 
 #include <algorithm>
 #include <atomic>
