@@ -129,6 +129,33 @@ std::string Advertised(const std::string& endpoint, const std::string& advertise
   return "tcp://" + advertise + endpoint.substr(colon);
 }
 
+// After a signal: the shard's state, to resume from.
+void SaveInterrupted(const ShardServer& shard, const Printer& printer) {
+  const ShardConfig& c = shard.config();
+  const std::string path =
+      c.snapshot_prefix + "_interrupted.shard" + std::to_string(c.shard) + ".state";
+  Status s = shard.initialized() ? shard.WriteCheckpoint(path)
+                                 : Status::Error("not initialised, nothing to save");
+  printer.Log(s.ok() ? "interrupted: wrote " + path
+                     : "interrupted: no checkpoint (" + s.message() + ")");
+}
+
+// The last line after a SHUTDOWN, each field once.
+void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
+  std::string histogram = "[";  // [k] = gradients applied with staleness k
+  for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
+    histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
+  }
+  histogram += "]";
+  printer.Event(printer.Base("done")
+                    .Add("version", stats.version())
+                    .Add("pushes_applied", stats.pushes_applied())
+                    .AddRaw("staleness_histogram", histogram)
+                    .Add("staleness_max", stats.staleness_max())
+                    .Add("bad_messages", stats.bad_messages()),
+                "done at version " + std::to_string(stats.version()));
+}
+
 pstrain::Result<ShardServer> MakeShard(const Flags& f) {
   if (f.resume.empty()) return ShardServer(f.config);
   pstrain::CheckpointManifest manifest;
@@ -219,28 +246,10 @@ int main(int argc, char** argv) {
   g_service = nullptr;
   if (!ended.ok()) return Fail(shard, ended.status().message());
 
-  ShardServer& core = service.shard();
   if (ended.value() == ShardService::Ending::kStopped) {
-    const std::string path =
-        f.config.snapshot_prefix + "_interrupted.shard" + std::to_string(shard) + ".state";
-    Status s = core.initialized() ? core.WriteCheckpoint(path)
-                                  : Status::Error("not initialised, nothing to save");
-    printer.Log(s.ok() ? "interrupted: wrote " + path
-                       : "interrupted: no checkpoint (" + s.message() + ")");
-    return 0;
+    SaveInterrupted(service.shard(), printer);
+  } else {
+    PrintDone(service.shard().Stats(), printer);
   }
-  const pstrain::ShardStats stats = core.Stats();
-  std::string histogram = "[";  // [k] = gradients applied with staleness k
-  for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
-    histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
-  }
-  histogram += "]";
-  printer.Event(printer.Base("done")
-                    .Add("version", stats.version())
-                    .Add("pushes_applied", stats.pushes_applied())
-                    .AddRaw("staleness_histogram", histogram)
-                    .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages()),
-                "done at version " + std::to_string(stats.version()));
   return 0;
 }
