@@ -79,6 +79,9 @@ int Fail(int shard, const std::string& message) {
 
 // Builds the shard's configuration from the flags and the solver file.
 Status Configure(Flags& f) {
+  auto mode = pstrain::ParseConsistencyMode(f.mode);
+  if (!mode.ok()) return mode.status().WithContext("--mode");
+  f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
   if (f.config.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(f.config.device));
   caffe::SolverParameter solver;
@@ -86,7 +89,6 @@ Status Configure(Flags& f) {
   auto hyper = pstrain::optim::SolverHyperFromProto(solver);
   if (!hyper.ok()) return hyper.status().WithContext(f.solver);
   f.config.hyper = hyper.value();
-  PSTRAIN_ASSIGN_OR_RETURN(f.config.mode, pstrain::ParseConsistencyMode(f.mode));
   f.config.job_key = f.job_key;
   f.max_iter = solver.max_iter();
   f.config.snapshot_interval = solver.snapshot();

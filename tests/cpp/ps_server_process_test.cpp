@@ -218,5 +218,18 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
   EXPECT_NE(all.find("chunk 0: header says 2 values, the chunk has 4"), std::string::npos) << all;
 }
 
+TEST(PsServerFlagsTest, AnUnknownModeIsOneClearError) {
+  const std::string bin = std::string(PSTRAIN_BINARY_DIR) + "/bin/ps-server";
+  FILE* out = popen((bin + " --solver /nonexistent.prototxt --mode sync 2>&1").c_str(), "r");
+  ASSERT_NE(out, nullptr);
+  std::string text;
+  char line[512];
+  while (fgets(line, sizeof(line), out)) text += line;
+  const int status = pclose(out);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  EXPECT_EQ(text, "ps-server 0: --mode: mode \"sync\" is not one of bsp, ssp, asp\n");
+}
+
 }  // namespace
 }  // namespace pstrain
