@@ -21,8 +21,6 @@
 // and as the median over runs: iterations/s of one worker, push+pull payload
 // GB/s of one worker (2 x size x iterations/s) and in total (x W).
 // GB = 1e9 bytes.
-#include <boost/algorithm/string.hpp>
-#include <boost/program_options.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,6 +29,8 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <boost/algorithm/string.hpp>
+#include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,11 +45,10 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/blob.hpp"
 #include "common/transport/malloc_tuning.hpp"
-#include "worker/ps_client.hpp"
+#include "worker/ps/ps_client.hpp"
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
@@ -81,13 +80,20 @@ int64_t ParseSize(const std::string& text) {
   const double value = std::stod(text, &pos);
   std::string unit = boost::algorithm::to_upper_copy(text.substr(pos));
   int64_t scale = 1;
-  if (unit == "" || unit == "B") scale = 1;
-  else if (unit == "K" || unit == "KB") scale = 1000;
-  else if (unit == "KI" || unit == "KIB") scale = 1024;
-  else if (unit == "M" || unit == "MB") scale = 1000 * 1000;
-  else if (unit == "MI" || unit == "MIB") scale = 1 << 20;
-  else if (unit == "G" || unit == "GB") scale = 1000 * 1000 * 1000;
-  else throw std::runtime_error("unknown size unit in '" + text + "'");
+  if (unit == "" || unit == "B")
+    scale = 1;
+  else if (unit == "K" || unit == "KB")
+    scale = 1000;
+  else if (unit == "KI" || unit == "KIB")
+    scale = 1024;
+  else if (unit == "M" || unit == "MB")
+    scale = 1000 * 1000;
+  else if (unit == "MI" || unit == "MIB")
+    scale = 1 << 20;
+  else if (unit == "G" || unit == "GB")
+    scale = 1000 * 1000 * 1000;
+  else
+    throw std::runtime_error("unknown size unit in '" + text + "'");
   return static_cast<int64_t>(value * static_cast<double>(scale));
 }
 
@@ -181,7 +187,8 @@ int main(int argc, char** argv) {
   Flags f;
   po::options_description desc("ps-bench");
   desc.add_options()("help,h", "show this help")(
-      "size", po::value(&f.size)->default_value(f.size), "total parameter bytes (4K, 1M, 16M, 64M; 1000-based, Mi = 2^20)")(
+      "size", po::value(&f.size)->default_value(f.size),
+      "total parameter bytes (4K, 1M, 16M, 64M; 1000-based, Mi = 2^20)")(
       "params", po::value(&f.params)->default_value(f.params), "number of parameter blobs")(
       "workers", po::value(&f.workers)->default_value(f.workers), "worker threads")(
       "servers", po::value(&f.servers)->default_value(f.servers), "ps-server processes")(
@@ -191,12 +198,11 @@ int main(int argc, char** argv) {
       "staleness", po::value(&f.staleness)->default_value(f.staleness), "ssp bound")(
       "runs", po::value(&f.runs)->default_value(f.runs), "timed runs")(
       "run-seconds", po::value(&f.run_seconds)->default_value(f.run_seconds),
-      "approximate length of one run")(
-      "warmup", po::value(&f.warmup)->default_value(f.warmup),
-      "warm-up iterations (0: about 0.5 s worth, at least 3)")(
+      "approximate length of one run")("warmup", po::value(&f.warmup)->default_value(f.warmup),
+                                       "warm-up iterations (0: about 0.5 s worth, at least 3)")(
       "max-in-flight", po::value(&f.max_in_flight)->default_value(f.max_in_flight),
-      "unacknowledged pushes per server")(
-      "server-bin", po::value(&f.server_bin), "ps-server program (default: next to ps-bench)")(
+      "unacknowledged pushes per server")("server-bin", po::value(&f.server_bin),
+                                          "ps-server program (default: next to ps-bench)")(
       "server-wrapper", po::value(&f.server_wrapper),
       "command the servers run under, e.g. \"perf record -g -o /tmp/p.data --\"")(
       "verbose", po::bool_switch(&f.verbose), "echo the servers' output")(
@@ -218,6 +224,11 @@ int main(int argc, char** argv) {
   if (f.workers < 1 || f.servers < 1 || f.params < 1 || f.runs < 1 || total_bytes < 4 * f.params ||
       (f.transport != "tcp" && f.transport != "ipc")) {
     std::fprintf(stderr, "ps-bench: bad arguments (see --help)\n");
+    return 2;
+  }
+  const auto mode = pstrain::ParseConsistencyMode(f.mode);
+  if (!mode.ok()) {
+    std::fprintf(stderr, "ps-bench: --mode: %s\n", mode.status().message().c_str());
     return 2;
   }
   if (auto s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
@@ -255,13 +266,26 @@ int main(int argc, char** argv) {
       const std::string bind = f.transport == "tcp"
                                    ? std::string("tcp://127.0.0.1:0")
                                    : "ipc://" + (dir / ("s" + std::to_string(k))).string();
-      for (const std::string& a :
-           {f.server_bin, std::string("--shard"), std::to_string(k), std::string("--num-servers"),
-            std::to_string(f.servers), std::string("--workers"), std::to_string(f.workers),
-            std::string("--bind"), bind, std::string("--solver"), solver, std::string("--mode"),
-            f.mode, std::string("--staleness"), std::to_string(f.staleness),
-            std::string("--job-key"), std::to_string(job_key), std::string("--chunk-bytes"),
-            std::to_string(f.chunk_bytes), std::string("--json")}) {
+      for (const std::string& a : {f.server_bin,
+                                   std::string("--shard"),
+                                   std::to_string(k),
+                                   std::string("--num-servers"),
+                                   std::to_string(f.servers),
+                                   std::string("--workers"),
+                                   std::to_string(f.workers),
+                                   std::string("--bind"),
+                                   bind,
+                                   std::string("--solver"),
+                                   solver,
+                                   std::string("--mode"),
+                                   f.mode,
+                                   std::string("--staleness"),
+                                   std::to_string(f.staleness),
+                                   std::string("--job-key"),
+                                   std::to_string(job_key),
+                                   std::string("--chunk-bytes"),
+                                   std::to_string(f.chunk_bytes),
+                                   std::string("--json")}) {
         cmd.push_back(a);
       }
       if (k > 0) {
@@ -290,8 +314,8 @@ int main(int argc, char** argv) {
   sizes.back() += total_floats - (total_floats / f.params) * f.params;
   const double payload_bytes = 4.0 * static_cast<double>(total_floats);  // one direction
 
-  // Phases: 0 and 1 warm-up (1 sizes the runs), 2..runs+1 timed. Every participant (W workers + main)
-  // meets at the barrier before and after each phase.
+  // Phases: 0 and 1 warm-up (1 sizes the runs), 2..runs+1 timed. Every participant (W workers +
+  // main) meets at the barrier before and after each phase.
   std::barrier sync(f.workers + 1);
   std::atomic<int> iterations{0};
   std::atomic<bool> failed{false};
@@ -301,7 +325,7 @@ int main(int argc, char** argv) {
   const int warmup = f.warmup > 0 ? f.warmup : 0;
 
   auto worker_main = [&](int rank) {
-    zmq::context_t context(1);
+    pstrain::transport::Context context;
     std::vector<std::unique_ptr<pstrain::Blob>> blobs;
     std::vector<pstrain::PsParam> params;
     for (int p = 0; p < f.params; ++p) {
@@ -317,6 +341,7 @@ int main(int argc, char** argv) {
     options.rank = rank;
     options.world_size = f.workers;
     options.job_key = job_key;
+    options.mode = mode.value();
     options.chunk_bytes = f.chunk_bytes;
     options.max_pushes_in_flight = f.max_in_flight;
     options.timeout = std::chrono::milliseconds(60000);
@@ -381,9 +406,9 @@ int main(int argc, char** argv) {
   // Warm-up: `warmup` (or 3) iterations, then about 0.5 s worth, which sizes the runs.
   double per_iteration = 0;
   for (int phase = 0; phase < 2; ++phase) {
-    const int n = phase == 0 ? (warmup > 0 ? warmup : 3)
-                             : std::clamp(static_cast<int>(0.5 / std::max(per_iteration, 1e-6)), 3,
-                                          100000);
+    const int n =
+        phase == 0 ? (warmup > 0 ? warmup : 3)
+                   : std::clamp(static_cast<int>(0.5 / std::max(per_iteration, 1e-6)), 3, 100000);
     iterations = failed ? 0 : n;
     sync.arrive_and_wait();
     const auto start = Clock::now();
@@ -407,14 +432,18 @@ int main(int argc, char** argv) {
     bool exited = false;
     for (int i = 0; i < 100 && !exited; ++i) {
       int st = 0;
-      if (waitpid(s.pid, &st, WNOHANG) == s.pid) exited = true;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (waitpid(s.pid, &st, WNOHANG) == s.pid)
+        exited = true;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     if (!exited) {
       kill(s.pid, SIGINT);  // a wrapper (perf, strace) passes it on and writes its report
       for (int i = 0; i < 100 && !exited; ++i) {
-        if (waitpid(s.pid, nullptr, WNOHANG) == s.pid) exited = true;
-        else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (waitpid(s.pid, nullptr, WNOHANG) == s.pid)
+          exited = true;
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       if (!exited) {
         kill(s.pid, SIGKILL);

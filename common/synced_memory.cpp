@@ -8,7 +8,6 @@
 #include "common/cuda/cuda_check.hpp"
 #include "common/cuda/device_allocator.hpp"
 #include "common/cuda/gpu_context.hpp"
-#include "common/device.hpp"
 #endif
 
 namespace pstrain {
@@ -43,30 +42,16 @@ float* SyncedMemory::mutable_host_data() {
 
 SyncedMemory::~SyncedMemory() {
   WaitForUpload();
-  FreeHost(host_, host_pinned_);
+  std::free(host_);
   DeviceFree(device_);
 }
 
 void SyncedMemory::AllocateHost() {
   if (host_ != nullptr || count_ == 0) return;
   const size_t bytes = HostBytes(count_);
-  if (want_pinned_) {
-    host_ = static_cast<float*>(PinnedAlloc(bytes));
-    host_pinned_ = true;
-  } else {
-    host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-    if (host_ == nullptr) throw std::bad_alloc();
-    host_pinned_ = false;
-  }
+  host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+  if (host_ == nullptr) throw std::bad_alloc();
   std::memset(host_, 0, bytes);
-}
-
-void SyncedMemory::FreeHost(float* host, bool pinned) {
-  if (pinned) {
-    PinnedFree(host);
-  } else {
-    std::free(host);
-  }
 }
 
 void SyncedMemory::WaitForUpload() {
@@ -141,18 +126,6 @@ float* SyncedMemory::mutable_device_data() {
   ToDevice();
   if (count_ > 0) head_ = Head::kAtDevice;
   return device_;
-}
-
-void SyncedMemory::set_pinned(bool pinned) {
-  want_pinned_ = pinned && CudaDeviceCount() > 0;
-  if (host_ == nullptr || want_pinned_ == host_pinned_) return;
-  WaitForUpload();
-  float* old = host_;
-  const bool old_pinned = host_pinned_;
-  host_ = nullptr;
-  AllocateHost();
-  std::memcpy(host_, old, count_ * sizeof(float));
-  FreeHost(old, old_pinned);
 }
 
 #endif  // PSTRAIN_HAVE_CUDA

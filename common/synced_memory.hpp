@@ -11,8 +11,7 @@
 // A mutable_ accessor makes its side the only current one. Copies run on
 // GpuContext::ForThisThread().stream(); a copy to the host waits for it, and
 // mutable_host_data() waits for an upload still reading the host buffer.
-// Host memory is plain 64-byte-aligned memory unless set_pinned(true) asks
-// for page-locked memory (granted only when a CUDA device exists).
+// Host memory is plain 64-byte-aligned memory.
 #pragma once
 
 #include <cstddef>
@@ -35,27 +34,20 @@ class SyncedMemory {
   Head head() const { return head_; }
   const float* device_data();
   float* mutable_device_data();
-  // Asks for page-locked host memory (faster, asynchronous copies); moves an
-  // existing host buffer. Ignored without a CUDA device.
-  void set_pinned(bool pinned);
-  bool host_pinned() const { return host_pinned_; }
 #endif
 
  private:
   void AllocateHost();
   size_t count_;
-  float* host_ = nullptr;  // 64-byte aligned (or pinned), owned
+  float* host_ = nullptr;  // 64-byte aligned, owned
 
 #ifdef PSTRAIN_HAVE_CUDA
   void ToHost();
   void ToDevice();
   void WaitForUpload();
-  void FreeHost(float* host, bool pinned);
 
   float* device_ = nullptr;  // from DeviceAlloc, owned
   Head head_ = Head::kUninitialized;
-  bool want_pinned_ = false;
-  bool host_pinned_ = false;
   bool upload_in_flight_ = false;  // an async host -> device copy may still read host_
 #endif
 };

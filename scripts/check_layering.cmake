@@ -11,10 +11,16 @@
 #   server/                 common/, proto/ and server/
 # worker/ and server/ never include each other. ZeroMQ (<zmq.h>, <zmq.hpp>,
 # <zmq_addon.hpp>) is private to the transport: only common/transport/*.cpp
-# include it. A violation names the file, its line and the rule, and fails.
+# include it. oneDNN (<oneapi/dnnl/dnnl.hpp>, <dnnl.hpp> and
+# "common/dnnl_context.hpp") is private to the layers' fast paths: only
+# worker/layers/*_dnnl.cpp and common/dnnl_context.* include it.
+# A violation names the file, its line and the rule, and fails.
 if(NOT ROOT)
   message(FATAL_ERROR "check_layering: pass -DROOT=<source tree>")
 endif()
+# A relative ROOT ("." as in the usage above) would make GLOB's RELATIVE paths
+# start with "../", and no rule would match them.
+get_filename_component(ROOT "${ROOT}" ABSOLUTE)
 
 # A file's rule: allowed include prefixes, and denied ones among those.
 set(allow_common "common/" "proto/")
@@ -44,7 +50,12 @@ foreach(folder common worker server)
       set(allowed ${allow_common})
       set(denied "")
     endif()
-    file(STRINGS "${ROOT}/${src}" lines)
+    # One list element per line. Characters that CMake's lists treat
+    # specially go first: ';' would split a line, '[' ']' and a '\' before the
+    # separator would join lines (and shift every line number after them).
+    file(READ "${ROOT}/${src}" text)
+    string(REGEX REPLACE "[][;\\]" "_" text "${text}")
+    string(REPLACE "\n" ";" lines "${text}")
     set(line_no 0)
     foreach(line IN LISTS lines)
       math(EXPR line_no "${line_no} + 1")
@@ -71,6 +82,14 @@ foreach(folder common worker server)
         if(NOT src MATCHES "^common/transport/[^/]*\\.cpp$")
           list(APPEND violations
                "${src}:${line_no}: includes ZeroMQ, which only common/transport/*.cpp may")
+        endif()
+      endif()
+      if(line MATCHES
+         "^[ \t]*#[ \t]*include[ \t]*[<\"](oneapi/dnnl/dnnl|dnnl|common/dnnl_context)\\.hpp[>\"]")
+        if(NOT src MATCHES "^worker/layers/[a-z_]+_dnnl\\.cpp$"
+           AND NOT src MATCHES "^common/dnnl_context\\.(hpp|cpp)$")
+          list(APPEND violations "${src}:${line_no}: includes oneDNN, which only \
+worker/layers/*_dnnl.cpp and common/dnnl_context.* may")
         endif()
       endif()
     endforeach()

@@ -2,8 +2,8 @@
 //
 // A worker's clock is the number of iterations whose gradients it has
 // completely pushed to this shard (every chunk the shard holds). The table
-// also remembers the largest clock gap (max - min) it has seen, which DESIGN
-// §4 reports as staleness_max.
+// also remembers the largest clock gap (max - min) it has seen, which the
+// shard reports as staleness_max (ShardStats).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // RankOrderedSum: the BSP sum of one step's W gradients per chunk, always
 // g_0 + g_1 + ... + g_{W-1} in rank order whatever order they arrive in, so
-// reruns are bit-identical (DESIGN §1).
+// reruns are bit-identical.
 //
 // Gradients arriving in rank order are added at once; one arriving early is
 // copied aside until its turn. Buffers are kept across steps (Reset), so a

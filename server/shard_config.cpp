@@ -4,25 +4,6 @@
 
 namespace pstrain::server {
 
-const char* ModeName(Mode mode) {
-  switch (mode) {
-    case Mode::kBsp:
-      return "bsp";
-    case Mode::kSsp:
-      return "ssp";
-    case Mode::kAsp:
-      return "asp";
-  }
-  return "?";
-}
-
-Result<Mode> ParseMode(const std::string& name) {
-  for (Mode mode : {Mode::kBsp, Mode::kSsp, Mode::kAsp}) {
-    if (name == ModeName(mode)) return mode;
-  }
-  return Status::Error("mode \"" + name + "\" is not one of bsp, ssp, asp");
-}
-
 Status ValidateShardConfig(const ShardConfig& c) {
   if (c.num_shards < 1) {
     return Status::Error("num_shards must be at least 1, got " + std::to_string(c.num_shards));

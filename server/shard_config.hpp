@@ -7,23 +7,16 @@
 #include <string>
 
 #include "common/optim/solver_hyper.hpp"
+#include "common/ps/consistency_mode.hpp"
 #include "common/status.hpp"
 
 namespace pstrain::server {
-
-// Consistency model (DESIGN §4): BSP aggregates all W gradients of a clock
-// into one step; SSP applies gradients on arrival and bounds the clock gap by
-// `staleness`; ASP applies on arrival without a bound.
-enum class Mode { kBsp, kSsp, kAsp };
-
-const char* ModeName(Mode mode);                  // "bsp", "ssp", "asp"
-Result<Mode> ParseMode(const std::string& name);  // the inverse; an error names the value
 
 struct ShardConfig {
   int shard = 0;  // this shard's rank, 0 <= shard < num_shards; shard 0 coordinates
   int num_shards = 1;
   int num_workers = 1;
-  Mode mode = Mode::kBsp;
+  ConsistencyMode mode = ConsistencyMode::kBsp;
   int staleness = 0;  // ssp only: a pull for iteration t waits until every clock >= t - staleness
   optim::SolverHyper hyper;
   int64_t chunk_bytes = 1 << 20;  // KeyPlacement's chunk size

@@ -2,7 +2,6 @@
 #include "server/shard_server.hpp"
 
 #include <algorithm>
-#include <set>
 
 namespace pstrain::server {
 namespace {
@@ -14,40 +13,7 @@ std::string Sender(const pstrain::Header& h) {
   return role + std::to_string(h.sender());
 }
 
-bool IsWorkerMessage(pstrain::MessageType type) {
-  return type == pstrain::HELLO || type == pstrain::INIT_PUSH || type == pstrain::PULL ||
-         type == pstrain::PUSH;
-}
-
 }  // namespace
-
-Status ShardServer::CheckChunks(const Incoming& m, const ChunkStore& store, bool all) {
-  const pstrain::Header& h = m.header;
-  if (static_cast<int>(m.payloads.size()) != h.chunks_size()) {
-    return Status::Error(std::to_string(h.chunks_size()) + " chunks but " +
-                         std::to_string(m.payloads.size()) + " payloads");
-  }
-  if (h.dtype() != pstrain::FLOAT32) return Status::Error("dtype must be FLOAT32");
-  std::set<uint32_t> seen;
-  for (const pstrain::ChunkRef& c : h.chunks()) {
-    if (!store.Holds(c.id())) {
-      return Status::Error("chunk " + std::to_string(c.id()) + " is not held by this shard");
-    }
-    if (static_cast<int64_t>(c.length()) != store.length(c.id())) {
-      return Status::Error("chunk " + std::to_string(c.id()) + " has " +
-                           std::to_string(c.length()) + " values, expected " +
-                           std::to_string(store.length(c.id())));
-    }
-    if (!seen.insert(c.id()).second) {
-      return Status::Error("chunk " + std::to_string(c.id()) + " appears twice");
-    }
-  }
-  if (all && static_cast<int>(seen.size()) != store.num_chunks()) {
-    return Status::Error("it carries " + std::to_string(seen.size()) + " of the shard's " +
-                         std::to_string(store.num_chunks()) + " chunks");
-  }
-  return Status::Ok();
-}
 
 ShardServer::ShardServer(ShardConfig config)
     : config_(std::move(config)),
@@ -60,7 +26,7 @@ Result<ShardServer> ShardServer::Restore(ShardConfig config, const std::string& 
   PSTRAIN_RETURN_IF_ERROR(ValidateShardConfig(config));
   PSTRAIN_ASSIGN_OR_RETURN(RestoredShard restored, ReadShardState(path, config));
   const ShardProgress& p = restored.progress;
-  if (config.mode == Mode::kBsp) {
+  if (config.mode == ConsistencyMode::kBsp) {
     for (int64_t clock : p.worker_clocks) {
       if (clock != p.version) {
         return Status::Error(path + ": not a bsp step boundary (a worker clock " +
@@ -89,7 +55,7 @@ void ShardServer::Install(ShardLayout layout) {
     w.arrived_count = 0;
     w.served_version = version_;
   }
-  if (config_.mode == Mode::kBsp) {
+  if (config_.mode == ConsistencyMode::kBsp) {
     std::vector<int64_t> lengths;
     for (uint32_t id : store.chunk_ids()) lengths.push_back(store.length(id));
     step_.emplace(config_.num_workers, lengths);
@@ -97,23 +63,24 @@ void ShardServer::Install(ShardLayout layout) {
   }
 }
 
+transport::ValidationRules ShardServer::RulesFor(const pstrain::Header& header) const {
+  transport::ValidationRules rules;
+  rules.receiver = pstrain::SERVER;
+  rules.job_key = config_.job_key;
+  rules.num_workers = config_.num_workers;
+  rules.num_servers = config_.num_shards;
+  if (header.type() != pstrain::INIT_PUSH) {
+    rules.placement = placement();
+    rules.shard = config_.shard;
+  }
+  return rules;
+}
+
 std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
   Out out;
   const pstrain::Header& h = m.header;
   for (const pstrain::ChunkRef& c : h.chunks()) {
     bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
-  }
-  if (config_.job_key != 0 && h.job_key() != config_.job_key) {
-    ++bad_messages_;  // a stray from another job: no answer
-    Log(pstrain::MessageType_Name(h.type()) + " from " + Sender(h) + " (peer " + m.peer +
-        ") dropped: wrong job key");
-    return out;
-  }
-  if (IsWorkerMessage(h.type()) &&
-      (h.role() != pstrain::WORKER || h.sender() < 0 || h.sender() >= config_.num_workers)) {
-    Reject(m, "not from a worker of this job (" + std::to_string(config_.num_workers) + " workers)",
-           out);
-    return out;
   }
   switch (h.type()) {
     case pstrain::HELLO:
@@ -123,7 +90,7 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
       OnInitPush(m, out);
       break;
     case pstrain::PULL:
-      OnPull(m, now, out);
+      OnPull(m, now);
       break;
     case pstrain::PUSH:
       OnPush(m, out);
@@ -160,13 +127,6 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
 
 void ShardServer::OnHello(const Incoming& m, Out& out) {
   const int w = m.header.sender();
-  if (m.header.world_size() != config_.num_workers) {
-    Reject(m,
-           "world_size " + std::to_string(m.header.world_size()) + " but this job has " +
-               std::to_string(config_.num_workers) + " workers",
-           out);
-    return;
-  }
   WorkerState& worker = workers_[static_cast<size_t>(w)];
   if (!worker.peer.empty() && worker.peer != m.peer) {
     Log("worker " + std::to_string(w) + " reconnected (peer " + worker.peer + " -> " + m.peer +
@@ -175,11 +135,10 @@ void ShardServer::OnHello(const Incoming& m, Out& out) {
     std::erase_if(deferred_, [&](const DeferredPull& p) { return p.peer == worker.peer; });
   }
   worker.peer = m.peer;
-  Outgoing reply = Reply(m, pstrain::HELLO_ACK);
-  reply.header.set_clock(clocks_.clock(w));
-  reply.header.set_version(version_);
-  reply.header.set_world_size(config_.num_workers);
-  reply.header.set_text(ModeName(config_.mode));
+  Outgoing reply;
+  reply.peer = m.peer;
+  reply.header = transport::HelloAckHeader(origin(), m.header, clocks_.clock(w), version_,
+                                           config_.mode, config_.num_workers);
   out.push_back(std::move(reply));
 }
 
@@ -207,7 +166,8 @@ void ShardServer::OnInitPush(const Incoming& m, Out& out) {
     return;
   }
   ChunkStore& store = *layout->store;
-  if (Status s = CheckChunks(m, store, /*all=*/true); !s.ok()) {
+  if (Status s = transport::CheckChunkList(h, layout->placement, config_.shard, /*complete=*/true);
+      !s.ok()) {
     Reject(m, s.message(), out);
     return;
   }
@@ -242,7 +202,7 @@ ShardProgress ShardServer::Progress() const {
   p.version = version_;
   p.pushes_applied = pushes_applied_;
   p.worker_clocks = clocks_.clocks();
-  if (config_.mode == Mode::kBsp) {
+  if (config_.mode == ConsistencyMode::kBsp) {
     // Gradients buffered for the step not yet applied are not in the file.
     for (int64_t& clock : p.worker_clocks) clock = std::min(clock, version_);
   }
@@ -256,21 +216,10 @@ Status ShardServer::WriteCheckpoint(const std::string& path) const {
   return WriteShardState(path, config_, layout_, Progress());
 }
 
-pstrain::Header ShardServer::MakeHeader(pstrain::MessageType type) const {
-  pstrain::Header h;
-  h.set_type(type);
-  h.set_role(pstrain::SERVER);
-  h.set_sender(config_.shard);
-  if (config_.job_key != 0) h.set_job_key(config_.job_key);
-  return h;
-}
-
 Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const {
   Outgoing o;
   o.peer = m.peer;
-  o.header = MakeHeader(type);
-  if (m.header.has_request_id()) o.header.set_request_id(m.header.request_id());
-  if (m.header.has_clock()) o.header.set_clock(m.header.clock());
+  o.header = transport::ReplyHeader(origin(), m.header, type);
   return o;
 }
 
@@ -278,8 +227,9 @@ void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
   ++bad_messages_;
   Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
       " rejected: " + why);
-  Outgoing reply = Reply(m, pstrain::ERROR);
-  reply.header.set_text(why);
+  Outgoing reply;
+  reply.peer = m.peer;
+  reply.header = transport::ErrorHeader(origin(), m.header, why);
   out.push_back(std::move(reply));
 }
 

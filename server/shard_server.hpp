@@ -1,7 +1,7 @@
-// ShardServer: one parameter-server shard as a message-driven state machine
-// (DESIGN §4), without sockets. The ps-server event loop feeds it each
-// validated incoming message and sends what Handle returns; tests drive it by
-// hand.
+// ShardServer: one parameter-server shard as a message-driven state machine,
+// without sockets. ShardService (shard_service.hpp) validates each incoming
+// message against RulesFor(), feeds it to Handle and sends what Handle
+// returns; tests drive it by hand.
 //
 // Consistency (a worker's clock = iterations it has completely pushed here):
 //   bsp  A PULL for iteration t is answered chunk by chunk: each chunk goes
@@ -44,6 +44,8 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "common/transport/protocol.hpp"
+#include "common/transport/validate.hpp"
 #include "proto/pstrain.pb.h"
 #include "server/clock_table.hpp"
 #include "server/rank_ordered_sum.hpp"
@@ -53,9 +55,11 @@
 
 namespace pstrain::server {
 
-// A message as the transport delivers it: size, dtype and payload count
-// already checked against the header (one payload of chunks[i].length floats
-// per chunk). The payloads stay valid for the duration of Handle only.
+// A message as the transport delivers it, validated (transport::Validate with
+// ShardServer::RulesFor(header)): one payload of chunks[i].length floats per
+// chunk, each chunk held by this shard (but for an INIT_PUSH, which the shard
+// checks against the layout it builds from it). The payloads stay valid for
+// the duration of Handle only.
 struct Incoming {
   std::string peer;  // the transport's id of the sender, for replies
   pstrain::Header header;
@@ -90,11 +94,20 @@ class ShardServer {
   ShardServer(const ShardServer&) = delete;
   ShardServer& operator=(const ShardServer&) = delete;
 
+  // The rules a message must pass before Handle may take it: the job's key,
+  // worker and server counts, the kinds a server accepts, and, once the shard
+  // is initialised, its chunks (not for INIT_PUSH).
+  transport::ValidationRules RulesFor(const pstrain::Header& header) const;
   // Processes one message; returns the messages to send (replies, deferred
-  // PULL_REPLYs that became ready, NORM_* exchanges). A bad message gets an
-  // ERROR reply (when it has a sender to answer), a log line and a count in
-  // bad_messages; it never changes a weight.
+  // PULL_REPLYs that became ready, NORM_* exchanges). A message that is valid
+  // but wrong here (a push of a future iteration, a second worker 0 with other
+  // parameters) gets an ERROR reply, a log line and a count in bad_messages;
+  // it never changes a weight.
+  // REQUIRES: transport::Validate(message, RulesFor(message.header)) accepted it.
   std::vector<Outgoing> Handle(const Incoming& message, TimePoint now);
+  // Counts a message dropped before Handle (it failed validation, or its
+  // header did not parse), so that Stats().bad_messages counts every bad one.
+  void CountBadMessage() { ++bad_messages_; }
   // Periodic: logs one line for every pull deferred longer than wait_warn_ms
   // (again at most every wait_warn_ms). Returns no messages today.
   std::vector<Outgoing> Tick(TimePoint now);
@@ -129,7 +142,6 @@ class ShardServer {
     std::string peer;
     int worker = 0;
     int64_t clock = 0;
-    uint64_t request_id = 0;
     TimePoint since, last_warning;
     std::vector<char> sent;  // bsp, per local chunk: already in a partial reply
     int sent_count = 0;
@@ -139,11 +151,7 @@ class ShardServer {
   void OnHello(const Incoming& m, Out& out);
   void OnInitPush(const Incoming& m, Out& out);
   void Install(ShardLayout layout);
-  // The chunk list of a PUSH or INIT_PUSH against this shard's chunks: each
-  // held here, its length right, none twice, a payload each; `all`: every
-  // chunk of the shard.
-  static Status CheckChunks(const Incoming& m, const ChunkStore& store, bool all);
-  pstrain::Header MakeHeader(pstrain::MessageType type) const;
+  transport::Origin origin() const { return {pstrain::SERVER, config_.shard, config_.job_key}; }
   Outgoing Reply(const Incoming& m, pstrain::MessageType type) const;
   void Reject(const Incoming& m, const std::string& why, Out& out);
   void Log(const std::string& line) const;
@@ -164,7 +172,7 @@ class ShardServer {
   void FinishBspStep();
 
   // shard_server_pull.cpp: PULL, the checkpoint barrier, wait warnings.
-  void OnPull(const Incoming& m, TimePoint now, Out& out);
+  void OnPull(const Incoming& m, TimePoint now);
   bool IsCheckpointIteration(int64_t t) const;
   bool PullReady(int64_t t) const;
   // bsp, not a barrier: the pull may go out chunk by chunk.

@@ -18,14 +18,10 @@ std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers
 
 }  // namespace
 
-void ShardServer::OnPull(const Incoming& m, TimePoint now, Out& out) {
+void ShardServer::OnPull(const Incoming& m, TimePoint now) {
   const pstrain::Header& h = m.header;
-  if (!h.has_clock() || h.clock() < 0) {
-    Reject(m, "a pull needs the iteration (clock >= 0) it computes", out);
-    return;
-  }
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
-  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), h.request_id(), now, now, {}, 0});
+  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), now, now, {}, 0});
 }
 
 bool ShardServer::IsCheckpointIteration(int64_t t) const {
@@ -38,21 +34,21 @@ bool ShardServer::PullReady(int64_t t) const {
   if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
     // One global cut: every worker has finished t iterations and none more.
     if (!clocks_.NotAt(t).empty()) return false;
-    return config_.mode != Mode::kBsp || version_ >= t;
+    return config_.mode != ConsistencyMode::kBsp || version_ >= t;
   }
   switch (config_.mode) {
-    case Mode::kBsp:
+    case ConsistencyMode::kBsp:
       return version_ >= t;
-    case Mode::kSsp:
+    case ConsistencyMode::kSsp:
       return clocks_.min() >= t - config_.staleness;
-    case Mode::kAsp:
+    case ConsistencyMode::kAsp:
       return true;
   }
   return false;
 }
 
 bool ShardServer::PullsByChunk(int64_t t) const {
-  return initialized() && config_.mode == Mode::kBsp && !IsCheckpointIteration(t);
+  return initialized() && config_.mode == ConsistencyMode::kBsp && !IsCheckpointIteration(t);
 }
 
 bool ShardServer::ChunkReady(int local, int64_t t) const {
@@ -103,10 +99,9 @@ Outgoing ShardServer::PullReply(DeferredPull& pull, const std::function<bool(int
   ChunkStore& store = *layout_.store;
   Outgoing o;
   o.peer = pull.peer;
-  o.header = MakeHeader(pstrain::PULL_REPLY);
+  o.header = transport::NewHeader(origin(), pstrain::PULL_REPLY);
   o.header.set_clock(pull.clock);
   o.header.set_version(version_);
-  o.header.set_request_id(pull.request_id);
   o.header.set_reply_chunks_total(static_cast<uint32_t>(store.num_chunks()));
   if (IsCheckpointIteration(pull.clock) && pull.clock == checkpoint_cut_) {
     o.header.set_text(checkpoint_path_);
@@ -117,9 +112,7 @@ Outgoing ShardServer::PullReply(DeferredPull& pull, const std::function<bool(int
     pull.sent[static_cast<size_t>(c)] = 1;
     ++pull.sent_count;
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
-    pstrain::ChunkRef* ref = o.header.add_chunks();
-    ref->set_id(id);
-    ref->set_length(static_cast<uint64_t>(store.length(id)));
+    transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
     o.payloads.push_back(store.Snapshot(id));
   }
   if (pull.sent_count == store.num_chunks()) {
@@ -137,7 +130,7 @@ std::string ShardServer::WaitReason(int64_t t) const {
              WorkerList(clocks_, off);
     }
   }
-  const int64_t bound = config_.mode == Mode::kSsp ? t - config_.staleness : t;
+  const int64_t bound = config_.mode == ConsistencyMode::kSsp ? t - config_.staleness : t;
   const std::vector<int> behind = clocks_.Below(bound);
   if (!behind.empty()) return WorkerList(clocks_, behind);
   std::string step = "step " + std::to_string(t - 1);

@@ -16,11 +16,7 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
   const int w = h.sender();
   const int64_t t = h.clock();
   const int64_t clock = clocks_.clock(w);
-  if (Status s = CheckChunks(m, store, /*all=*/false); !s.ok()) {
-    Reject(m, s.message(), out);
-    return;
-  }
-  if (!h.has_clock() || t > clock) {
+  if (t > clock) {
     Reject(m,
            "pushed iteration " + std::to_string(t) + " but the worker's clock is " +
                std::to_string(clock),
@@ -34,7 +30,7 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
     out.push_back(Reply(m, pstrain::PUSH_ACK));
     return;
   }
-  const bool bsp = config_.mode == Mode::kBsp;
+  const bool bsp = config_.mode == ConsistencyMode::kBsp;
   const bool clipping = config_.hyper.clip_gradients >= 0;
   if (bsp && t != version_) {
     Reject(m,
@@ -96,7 +92,7 @@ void ShardServer::WorkerCompleted(int w) {
   std::fill(worker.arrived.begin(), worker.arrived.end(), 0);
   worker.arrived_count = 0;
   clocks_.Advance(w);
-  if (config_.mode != Mode::kBsp) {
+  if (config_.mode != ConsistencyMode::kBsp) {
     RecordStaleness(w);
     ++pushes_applied_;
     version_ = pushes_applied_ / config_.num_workers;
@@ -128,7 +124,7 @@ void ShardServer::BspAggregated(Out& out) {
   }
   Outgoing o;
   o.to = Outgoing::To::kCoordinator;
-  o.header = MakeHeader(pstrain::NORM_PARTIAL);
+  o.header = transport::NewHeader(origin(), pstrain::NORM_PARTIAL);
   o.header.set_clock(version_);
   o.header.set_sum_squares(partial);
   out.push_back(std::move(o));
@@ -137,9 +133,8 @@ void ShardServer::BspAggregated(Out& out) {
 
 void ShardServer::OnNormPartial(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
-  if (config_.shard != 0 || h.role() != pstrain::SERVER || h.sender() <= 0 ||
-      h.sender() >= config_.num_shards || !h.has_clock() || !h.has_sum_squares()) {
-    Reject(m, "NORM_PARTIAL goes from servers 1.. to server 0 with a clock and sum_squares", out);
+  if (config_.shard != 0 || h.sender() == 0) {
+    Reject(m, "NORM_PARTIAL goes from servers 1.. to server 0", out);
     return;
   }
   if (!ExpectsNorms()) {
@@ -162,7 +157,8 @@ void ShardServer::OnNormPartial(const Incoming& m, Out& out) {
 }
 
 bool ShardServer::ExpectsNorms() const {
-  return config_.mode == Mode::kBsp && config_.hyper.clip_gradients >= 0 && initialized();
+  return config_.mode == ConsistencyMode::kBsp && config_.hyper.clip_gradients >= 0 &&
+         initialized();
 }
 
 void ShardServer::NotePartial(int shard, int64_t clock, double sum_squares, Out& out) {
@@ -178,7 +174,7 @@ void ShardServer::NotePartial(int shard, int64_t clock, double sum_squares, Out&
   if (config_.num_shards > 1) {
     Outgoing o;
     o.to = Outgoing::To::kAllServers;
-    o.header = MakeHeader(pstrain::NORM_TOTAL);
+    o.header = transport::NewHeader(origin(), pstrain::NORM_TOTAL);
     o.header.set_clock(clock);
     o.header.set_sum_squares(total);
     out.push_back(std::move(o));
@@ -188,9 +184,8 @@ void ShardServer::NotePartial(int shard, int64_t clock, double sum_squares, Out&
 
 void ShardServer::OnNormTotal(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
-  if (config_.shard == 0 || h.role() != pstrain::SERVER || h.sender() != 0 || !h.has_clock() ||
-      !h.has_sum_squares()) {
-    Reject(m, "NORM_TOTAL goes from server 0 to the others with a clock and sum_squares", out);
+  if (config_.shard == 0 || h.sender() != 0) {
+    Reject(m, "NORM_TOTAL goes from server 0 to the others", out);
     return;
   }
   if (!ExpectsNorms()) {

@@ -42,6 +42,15 @@ struct NetContext {
   Engine engine = Engine::kFast;
 };
 
+// What one forward carries besides blobs: where its samples sit in the data
+// stream. Sample n of the batch (index n along axis 0) is record
+// first_sample + n of the global stream ShardedBatchReader defines, the same
+// number on every worker and for every batch size. -1: no data source before
+// the layer reports positions (Input, DummyData, a layer a test drives alone).
+struct ForwardContext {
+  int64_t first_sample = -1;
+};
+
 class Layer {
  public:
   explicit Layer(const caffe::LayerParameter& param);
@@ -80,6 +89,13 @@ class Layer {
   virtual bool HasGpuPath() const { return false; }
   void set_context(const NetContext& context) { context_ = context; }
   const NetContext& context() const { return context_; }
+  // Set by Net before each Forward; read by layers whose output depends on
+  // the sample (Dropout).
+  void set_forward_context(const ForwardContext& context) { forward_context_ = context; }
+  const ForwardContext& forward_context() const { return forward_context_; }
+  // A data source: the stream position of the first sample of the batch its
+  // last Forward delivered (Net hands it to the layers after it); else -1.
+  virtual int64_t DeliveredFirstSample() const { return -1; }
 
   // Blob-count rules (-1: no rule). Checked by SetUp with a clear message.
   virtual int ExactNumBottomBlobs() const { return -1; }
@@ -129,6 +145,7 @@ class Layer {
   caffe::LayerParameter param_;
   std::vector<std::shared_ptr<Blob>> blobs_;
   NetContext context_;
+  ForwardContext forward_context_;
 
  private:
   Status CheckBlobCounts(const BlobVec& bottom, const BlobVec& top) const;

@@ -246,8 +246,12 @@ void Net::ComputeBackwardNeeds(bool force_backward) {
 
 float Net::Forward() {
   float loss = 0.f;
+  ForwardContext batch;  // from the last data source so far
   for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->set_forward_context(batch);
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    const int64_t first = layers_[i]->DeliveredFirstSample();
+    if (first >= 0) batch.first_sample = first;
   }
   return loss;
 }

@@ -52,7 +52,8 @@ class Net {
   Net(const Net&) = delete;
   Net& operator=(const Net&) = delete;
 
-  // Forward through every layer; returns the total weighted loss.
+  // Forward through every layer; returns the total weighted loss. Each layer
+  // gets the ForwardContext of the last data source before it.
   float Forward();
   // Backward through the layers that need it (param diffs accumulate).
   // `after_layer(i)`, when given, runs right after layer i's backward, so a

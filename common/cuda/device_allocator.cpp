@@ -18,10 +18,10 @@ namespace pstrain {
 namespace {
 
 struct Block {
-  size_t bytes = 0;                // size class
+  size_t bytes = 0;  // size class
   int device = 0;
-  cudaStream_t stream = nullptr;   // the freeing thread's stream
-  cudaEvent_t freed = nullptr;     // recorded on `stream` at the last free
+  cudaStream_t stream = nullptr;  // the freeing thread's stream
+  cudaEvent_t freed = nullptr;    // recorded on `stream` at the last free
 };
 
 // Process-wide cache; never destroyed (the CUDA runtime may be gone at exit).
@@ -43,14 +43,14 @@ std::string SizeText(size_t bytes) {
   return std::to_string(bytes) + " bytes (" + mib + " MiB)";
 }
 
-// Returns the cached blocks of `device` (all devices when device < 0) to CUDA.
+// Returns the cached blocks of `device` to CUDA.
 void Trim(int device) {
   std::vector<std::pair<void*, Block>> blocks;
   {
     DeviceCache& cache = Cache();
     std::lock_guard<std::mutex> lock(cache.mu);
     for (auto it = cache.free.begin(); it != cache.free.end();) {
-      if (device >= 0 && it->first.first != device) {
+      if (it->first.first != device) {
         ++it;
         continue;
       }
@@ -111,8 +111,8 @@ Result<void*> TryDeviceAlloc(size_t bytes) {
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaStatus(err, "cannot allocate " + SizeText(bytes) + " on CUDA device " +
-                               std::to_string(device));
+    return CudaStatus(
+        err, "cannot allocate " + SizeText(bytes) + " on CUDA device " + std::to_string(device));
   }
   std::lock_guard<std::mutex> lock(cache.mu);
   Block block;
@@ -152,8 +152,6 @@ void DeviceFree(void* ptr) {
   cache.stats.cached_bytes += static_cast<int64_t>(block.bytes);
 }
 
-void DeviceCacheTrim() { Trim(-1); }
-
 DeviceMemoryStats GetDeviceMemoryStats() {
   DeviceCache& cache = Cache();
   std::lock_guard<std::mutex> lock(cache.mu);
@@ -169,12 +167,6 @@ Result<void*> TryPinnedAlloc(size_t bytes) {
     return CudaStatus(err, "cannot allocate " + SizeText(bytes) + " of pinned host memory");
   }
   return ptr;
-}
-
-void* PinnedAlloc(size_t bytes) {
-  Result<void*> ptr = TryPinnedAlloc(bytes);
-  PSTRAIN_CHECK_MSG(ptr.ok(), ptr.status().message());
-  return ptr.value();
 }
 
 void PinnedFree(void* ptr) {

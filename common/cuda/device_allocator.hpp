@@ -28,14 +28,12 @@ void* DeviceAlloc(size_t bytes);
 // Work queued on other threads' streams or on copy streams that uses the
 // block must be complete or ordered before this thread's stream().
 void DeviceFree(void* ptr);
-// Returns every cached block of every device to CUDA.
-void DeviceCacheTrim();
 
 struct DeviceMemoryStats {
-  int64_t in_use_bytes = 0;   // handed out and not freed (size-class bytes)
-  int64_t cached_bytes = 0;   // freed, kept for reuse
-  int64_t cuda_mallocs = 0;   // cudaMalloc calls so far
-  int64_t cache_hits = 0;     // DeviceAlloc calls served from the cache
+  int64_t in_use_bytes = 0;  // handed out and not freed (size-class bytes)
+  int64_t cached_bytes = 0;  // freed, kept for reuse
+  int64_t cuda_mallocs = 0;  // cudaMalloc calls so far
+  int64_t cache_hits = 0;    // DeviceAlloc calls served from the cache
 };
 DeviceMemoryStats GetDeviceMemoryStats();
 
@@ -45,8 +43,7 @@ size_t DeviceSizeClass(size_t bytes);
 // Page-locked host memory (cudaHostAlloc, portable across devices); copies
 // from and to it run asynchronously. bytes == 0 gives nullptr.
 Result<void*> TryPinnedAlloc(size_t bytes);
-void* PinnedAlloc(size_t bytes);  // aborts with TryPinnedAlloc's error
-// REQUIRES: ptr from PinnedAlloc/TryPinnedAlloc, or null.
+// REQUIRES: ptr from TryPinnedAlloc, or null.
 void PinnedFree(void* ptr);
 
 }  // namespace pstrain

@@ -33,9 +33,6 @@ void Binary(int64_t n, const float* a, const float* b, float* y, Op op) {
   PSTRAIN_CUDA_KERNEL_CHECK();
 }
 
-struct AddOp {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
 struct SubOp {
   __device__ float operator()(float a, float b) const { return a - b; }
 };
@@ -58,29 +55,6 @@ struct SetOp {
   float value;
   __device__ float operator()(float) const { return value; }
 };
-struct AddScalarOp {
-  float alpha;
-  __device__ float operator()(float a) const { return a + alpha; }
-};
-struct PowxOp {
-  float alpha;
-  __device__ float operator()(float a) const { return powf(a, alpha); }
-};
-struct ExpOp {
-  __device__ float operator()(float a) const { return expf(a); }
-};
-struct LogOp {
-  __device__ float operator()(float a) const { return logf(a); }
-};
-struct AbsOp {
-  __device__ float operator()(float a) const { return fabsf(a); }
-};
-struct SqrOp {
-  __device__ float operator()(float a) const { return a * a; }
-};
-struct SqrtOp {
-  __device__ float operator()(float a) const { return sqrtf(a); }
-};
 
 }  // namespace
 
@@ -90,8 +64,8 @@ void GpuGemm(Trans trans_a, Trans trans_b, int m, int n, int k, float alpha, con
              const float* b, float beta, float* c) {
   const int lda = trans_a == Trans::kNo ? k : m;
   const int ldb = trans_b == Trans::kNo ? n : k;
-  PSTRAIN_CUBLAS_CHECK(cublasSgemm(Cublas(), CublasOp(trans_b), CublasOp(trans_a), n, m, k,
-                                   &alpha, b, ldb, a, lda, &beta, c, n));
+  PSTRAIN_CUBLAS_CHECK(cublasSgemm(Cublas(), CublasOp(trans_b), CublasOp(trans_a), n, m, k, &alpha,
+                                   b, ldb, a, lda, &beta, c, n));
 }
 
 // Row-major A (MxN) is column-major A^T (NxM, leading dimension N).
@@ -111,19 +85,13 @@ void GpuAxpby(int64_t n, float alpha, const float* x, float beta, float* y) {
   Binary(n, x, y, y, AxpbyOp{alpha, beta});
 }
 
-void GpuScale(int64_t n, float alpha, float* x) {
-  if (n <= 0) return;
-  PSTRAIN_CUBLAS_CHECK(cublasSscal_64(Cublas(), n, &alpha, x, 1));
-}
-
 void GpuScaleCopy(int64_t n, float alpha, const float* x, float* y) {
   Unary(n, x, y, ScaleOp{alpha});
 }
 
 void GpuCopy(int64_t n, const float* x, float* y) {
   if (n <= 0 || x == y) return;
-  PSTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, Stream()));
+  PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, Stream()));
 }
 
 void GpuSet(int64_t n, float value, float* x) {
@@ -141,22 +109,8 @@ float GpuDot(int64_t n, const float* x, const float* y) {
   return result;
 }
 
-float GpuAsum(int64_t n, const float* x) {
-  float result = 0.f;
-  if (n > 0) PSTRAIN_CUBLAS_CHECK(cublasSasum_64(Cublas(), n, x, 1, &result));
-  return result;
-}
-
-void GpuAdd(int64_t n, const float* a, const float* b, float* y) { Binary(n, a, b, y, AddOp{}); }
 void GpuSub(int64_t n, const float* a, const float* b, float* y) { Binary(n, a, b, y, SubOp{}); }
 void GpuMul(int64_t n, const float* a, const float* b, float* y) { Binary(n, a, b, y, MulOp{}); }
 void GpuDiv(int64_t n, const float* a, const float* b, float* y) { Binary(n, a, b, y, DivOp{}); }
-void GpuExp(int64_t n, const float* a, float* y) { Unary(n, a, y, ExpOp{}); }
-void GpuLog(int64_t n, const float* a, float* y) { Unary(n, a, y, LogOp{}); }
-void GpuAbs(int64_t n, const float* a, float* y) { Unary(n, a, y, AbsOp{}); }
-void GpuSqr(int64_t n, const float* a, float* y) { Unary(n, a, y, SqrOp{}); }
-void GpuSqrt(int64_t n, const float* a, float* y) { Unary(n, a, y, SqrtOp{}); }
-void GpuPowx(int64_t n, const float* a, float alpha, float* y) { Unary(n, a, y, PowxOp{alpha}); }
-void GpuAddScalar(int64_t n, float alpha, float* y) { Unary(n, y, y, AddScalarOp{alpha}); }
 
 }  // namespace pstrain

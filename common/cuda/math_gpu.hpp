@@ -1,9 +1,9 @@
-// GPU math (CUDA builds only): the routines of common/math_cpu.hpp on device
-// pointers, plus the elementwise kernels the layers share. Row-major like the
-// CPU side; sizes are element counts. Everything is queued on
-// GpuContext::ForThisThread().stream(); only GpuDot and GpuAsum wait for it
-// (they return a host value). Pointers may alias where the CPU versions allow
-// it (y == a in GpuAdd and the like).
+// GPU math (CUDA builds only): the routines of common/math_cpu.hpp that the
+// layers' .cu files use, on device pointers, plus the elementwise kernels
+// they share. Row-major like the CPU side; sizes are element counts.
+// Everything is queued on GpuContext::ForThisThread().stream(); only GpuDot
+// waits for it (it returns a host value). Pointers may alias where the CPU
+// versions allow it (y == a in GpuMul and the like).
 //
 // Also the launch helpers for .cu files: kCudaThreads threads a block,
 // CudaBlocks(n) blocks, and a grid-stride loop:
@@ -22,11 +22,11 @@ constexpr int kCudaThreads = 256;
 // Enough blocks to cover n with kCudaThreads threads, capped (the loop strides); at least 1.
 inline int CudaBlocks(int64_t n) {
   constexpr int64_t kMaxBlocks = 32768;
-  return static_cast<int>(std::clamp<int64_t>((n + kCudaThreads - 1) / kCudaThreads, 1,
-                                              kMaxBlocks));
+  return static_cast<int>(
+      std::clamp<int64_t>((n + kCudaThreads - 1) / kCudaThreads, 1, kMaxBlocks));
 }
 
-#define PSTRAIN_CUDA_KERNEL_LOOP(i, n)                                               \
+#define PSTRAIN_CUDA_KERNEL_LOOP(i, n)                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
@@ -38,24 +38,14 @@ void GpuGemv(Trans trans_a, int m, int n, float alpha, const float* a, const flo
              float* y);
 void GpuAxpy(int64_t n, float alpha, const float* x, float* y);               // y += alpha x
 void GpuAxpby(int64_t n, float alpha, const float* x, float beta, float* y);  // y = a x + b y
-void GpuScale(int64_t n, float alpha, float* x);                              // x *= alpha
 void GpuScaleCopy(int64_t n, float alpha, const float* x, float* y);          // y = alpha x
 void GpuCopy(int64_t n, const float* x, float* y);
 void GpuSet(int64_t n, float value, float* x);
 float GpuDot(int64_t n, const float* x, const float* y);
-float GpuAsum(int64_t n, const float* x);  // sum |x_i|
 
-// Elementwise: y_i = a_i op b_i, or y_i = f(a_i).
-void GpuAdd(int64_t n, const float* a, const float* b, float* y);
+// Elementwise: y_i = a_i op b_i.
 void GpuSub(int64_t n, const float* a, const float* b, float* y);
 void GpuMul(int64_t n, const float* a, const float* b, float* y);
 void GpuDiv(int64_t n, const float* a, const float* b, float* y);
-void GpuExp(int64_t n, const float* a, float* y);
-void GpuLog(int64_t n, const float* a, float* y);
-void GpuAbs(int64_t n, const float* a, float* y);
-void GpuSqr(int64_t n, const float* a, float* y);
-void GpuSqrt(int64_t n, const float* a, float* y);
-void GpuPowx(int64_t n, const float* a, float alpha, float* y);  // y_i = a_i ^ alpha
-void GpuAddScalar(int64_t n, float alpha, float* y);             // y_i += alpha
 
 }  // namespace pstrain

@@ -2,8 +2,27 @@
 
 #include <cerrno>
 #include <utility>
+#include <zmq.hpp>
 
 namespace pstrain::transport {
+
+struct Context::Impl {
+  zmq::context_t context{1};  // one I/O thread
+};
+
+Context::Context() : impl_(std::make_unique<Impl>()) {}
+Context::~Context() = default;
+
+class ContextAccess {
+ public:
+  static zmq::context_t& Of(Context& context) { return context.impl_->context; }
+};
+
+class FrameAccess {
+ public:
+  static zmq_msg_t* Of(Frame& frame) { return reinterpret_cast<zmq_msg_t*>(frame.message_); }
+};
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -37,14 +56,14 @@ class ZmqChannel : public Channel {
         send_timeout_ms_(options.send_timeout_ms),
         send_hwm_(options.send_hwm) {}
 
-  Status SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) override;
+  Status SendFrames(const std::string& peer, std::vector<Frame> frames) override;
   Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) override;
   const std::string& endpoint() const override { return endpoint_; }
-  zmq::socket_t& socket() override { return socket_; }
 
  private:
+  void* poll_handle() override { return socket_.handle(); }
   Status SendError(const std::string& peer, int err) const;
-  Result<std::optional<InMessage>> ReadMessage(zmq::message_t first);
+  Result<std::optional<InMessage>> ReadMessage(Frame first);
 
   zmq::socket_t socket_;
   bool router_;
@@ -65,19 +84,23 @@ Status ZmqChannel::SendError(const std::string& peer, int err) const {
   return Status::Error(where + ": " + ZmqError(err));
 }
 
-Status ZmqChannel::SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) {
+Status ZmqChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
   void* s = socket_.handle();
   if (router_) {
     if (peer.empty()) return Status::Error(endpoint_ + ": send on a ROUTER needs a peer");
-    zmq::message_t route(peer.data(), peer.size());
-    if (zmq_msg_send(route.handle(), s, ZMQ_SNDMORE) < 0) return SendError(peer, zmq_errno());
+    Frame route{std::string_view(peer)};
+    if (zmq_msg_send(FrameAccess::Of(route), s, ZMQ_SNDMORE) < 0) {
+      return SendError(peer, zmq_errno());
+    }
   }
   for (size_t i = 0; i < frames.size(); ++i) {
     int flags = i + 1 < frames.size() ? ZMQ_SNDMORE : 0;
     // Once the first frame is queued the rest of the message always fits
     // (ZeroMQ counts whole messages against the high-water mark).
-    if (zmq_msg_send(frames[i].handle(), s, flags) < 0) return SendError(peer, zmq_errno());
+    if (zmq_msg_send(FrameAccess::Of(frames[i]), s, flags) < 0) {
+      return SendError(peer, zmq_errno());
+    }
   }
   return Status::Ok();
 }
@@ -85,8 +108,8 @@ Status ZmqChannel::SendFrames(const std::string& peer, std::vector<zmq::message_
 Result<std::optional<InMessage>> ZmqChannel::Receive(std::chrono::milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
-    zmq::message_t first;
-    if (zmq_msg_recv(first.handle(), socket_.handle(), ZMQ_DONTWAIT) >= 0) {
+    Frame first;
+    if (zmq_msg_recv(FrameAccess::Of(first), socket_.handle(), ZMQ_DONTWAIT) >= 0) {
       return ReadMessage(std::move(first));
     }
     if (zmq_errno() != EAGAIN) {
@@ -104,14 +127,14 @@ Result<std::optional<InMessage>> ZmqChannel::Receive(std::chrono::milliseconds t
 
 // Reads the rest of a message whose first frame is `first`. ZeroMQ delivers
 // multipart messages whole, so the remaining frames are already there.
-Result<std::optional<InMessage>> ZmqChannel::ReadMessage(zmq::message_t first) {
+Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
   InMessage message;
-  std::vector<zmq::message_t> parts;
+  std::vector<Frame> parts;
   bool more = first.more();
   parts.push_back(std::move(first));
   while (more) {
-    zmq::message_t part;
-    if (zmq_msg_recv(part.handle(), socket_.handle(), 0) < 0) {
+    Frame part;
+    if (zmq_msg_recv(FrameAccess::Of(part), socket_.handle(), 0) < 0) {
       return Status::Error(endpoint_ + ": receive: " + ZmqError(zmq_errno()));
     }
     more = part.more();
@@ -119,13 +142,13 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(zmq::message_t first) {
   }
   size_t header_index = 0;
   if (router_) {
-    message.peer = parts[0].to_string();
+    message.peer.assign(static_cast<const char*>(parts[0].data()), parts[0].size());
     header_index = 1;
   }
   std::string from = endpoint_ + ": message from " +
                      (router_ ? "peer '" + PrintablePeer(message.peer) + "'" : "the server");
   if (parts.size() <= header_index) return Status::Error(from + ": no header frame");
-  const zmq::message_t& head = parts[header_index];
+  const Frame& head = parts[header_index];
   if (!message.header.ParseFromArray(head.data(), static_cast<int>(head.size()))) {
     return Status::Error(from + ": header does not parse");
   }
@@ -169,13 +192,13 @@ Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Channel>> MakeChannel(zmq::context_t& ctx, zmq::socket_type type,
+Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type type,
                                              const std::string& address,
                                              const SocketOptions& options) {
   const bool router = type == zmq::socket_type::router;
   zmq::socket_t socket;
   try {
-    socket = zmq::socket_t(ctx, type);
+    socket = zmq::socket_t(ContextAccess::Of(context), type);
   } catch (const zmq::error_t& e) {
     return Status::Error(address + ": cannot create socket: " + e.what());
   }
@@ -224,29 +247,29 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
   if (!header.IsInitialized()) {
     return Status::Error(where() + ": header misses " + header.InitializationErrorString());
   }
-  std::vector<zmq::message_t> frames;
+  std::vector<Frame> frames;
   frames.reserve(message.payloads.size() + 1);
   frames.emplace_back(header.ByteSizeLong());
   header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(frames[0].data()));
-  for (const Payload& payload : message.payloads) frames.push_back(PayloadFrame(payload));
+  for (const Payload& payload : message.payloads) frames.push_back(Frame::Of(payload));
   return SendFrames(peer, std::move(frames));
 }
 
-Result<std::unique_ptr<Channel>> BindRouter(zmq::context_t& ctx, const std::string& address,
+Result<std::unique_ptr<Channel>> BindRouter(Context& context, const std::string& address,
                                             const SocketOptions& options) {
-  return MakeChannel(ctx, zmq::socket_type::router, address, options);
+  return MakeChannel(context, zmq::socket_type::router, address, options);
 }
 
-Result<std::unique_ptr<Channel>> ConnectDealer(zmq::context_t& ctx, const std::string& address,
+Result<std::unique_ptr<Channel>> ConnectDealer(Context& context, const std::string& address,
                                                const SocketOptions& options) {
-  return MakeChannel(ctx, zmq::socket_type::dealer, address, options);
+  return MakeChannel(context, zmq::socket_type::dealer, address, options);
 }
 
 Result<int> PollAny(const std::vector<Channel*>& channels, std::chrono::milliseconds timeout) {
   std::vector<zmq_pollitem_t> items;
   items.reserve(channels.size());
   for (Channel* channel : channels) {
-    items.push_back(zmq_pollitem_t{channel->socket().handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back(zmq_pollitem_t{channel->poll_handle(), 0, ZMQ_POLLIN, 0});
   }
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {

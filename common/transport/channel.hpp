@@ -1,9 +1,9 @@
 // Channel: one ZeroMQ socket that sends and receives whole PSTrain messages.
 //
 // A server binds one ROUTER (BindRouter); a worker holds one DEALER per server
-// (ConnectDealer). A Channel is used by one thread at a time; the
-// zmq::context_t it was made in must outlive it. Tests wrap a Channel in a
-// fault-injecting one (fault.hpp).
+// (ConnectDealer). A Channel is used by one thread at a time; the Context it
+// was made in must outlive it. Tests wrap a Channel in a fault-injecting one
+// (fault.hpp). ZeroMQ itself stays inside common/transport/*.cpp.
 #pragma once
 
 #include <chrono>
@@ -12,9 +12,9 @@
 #include <optional>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/status.hpp"
+#include "common/transport/context.hpp"
 #include "common/transport/message.hpp"
 
 namespace pstrain::transport {
@@ -48,7 +48,7 @@ class Channel {
   // Sends frames as they are: frames[0] is the header, already serialized,
   // the rest are payloads. Nothing is checked (the fault injector uses this to
   // send broken messages). REQUIRES: !frames.empty().
-  virtual Status SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) = 0;
+  virtual Status SendFrames(const std::string& peer, std::vector<Frame> frames) = 0;
 
   // Waits up to `timeout` for one whole message; std::nullopt on timeout. A
   // message whose frame 0 is not a Header (or that has no frame 0) is consumed
@@ -59,18 +59,23 @@ class Channel {
 
   // The bound address (port resolved when bound to port 0) or the connected one.
   virtual const std::string& endpoint() const = 0;
-  // The socket, for polling several channels (PollAny); not for sending.
-  virtual zmq::socket_t& socket() = 0;
+
+ private:
+  friend Result<int> PollAny(const std::vector<Channel*>& channels,
+                             std::chrono::milliseconds timeout);
+  friend class FaultChannel;
+  // The ZeroMQ socket to poll, opaque outside channel.cpp.
+  virtual void* poll_handle() = 0;
 };
 
 // A ROUTER bound to `address` (MakeAddress), with ZMQ_ROUTER_MANDATORY (sends
 // to unknown peers fail) and ZMQ_ROUTER_HANDOVER (a peer reconnecting with the
 // same identity takes over its routing id).
-Result<std::unique_ptr<Channel>> BindRouter(zmq::context_t& ctx, const std::string& address,
+Result<std::unique_ptr<Channel>> BindRouter(Context& context, const std::string& address,
                                             const SocketOptions& options = {});
 // A DEALER connected to `address`. Messages sent before the connection is up
 // are queued (up to send_hwm).
-Result<std::unique_ptr<Channel>> ConnectDealer(zmq::context_t& ctx, const std::string& address,
+Result<std::unique_ptr<Channel>> ConnectDealer(Context& context, const std::string& address,
                                                const SocketOptions& options = {});
 
 // Index of the first channel with a message ready, or -1 after `timeout`.

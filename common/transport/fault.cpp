@@ -8,8 +8,8 @@ namespace pstrain::transport {
 namespace {
 
 // A copy of `frame` with its first `size` bytes (size <= frame.size()).
-zmq::message_t CopyPrefix(const zmq::message_t& frame, size_t size) {
-  zmq::message_t copy(size);
+Frame CopyPrefix(const Frame& frame, size_t size) {
+  Frame copy(size);
   if (size > 0) std::memcpy(copy.data(), frame.data(), size);
   return copy;
 }
@@ -28,7 +28,7 @@ uint64_t FaultChannel::Next() {
   return z ^ (z >> 31);
 }
 
-size_t FaultChannel::PickPayload(const std::vector<zmq::message_t>& frames, uint64_t random) {
+size_t FaultChannel::PickPayload(const std::vector<Frame>& frames, uint64_t random) {
   std::vector<size_t> candidates;
   for (size_t i = 1; i < frames.size(); ++i) {
     if (frames[i].size() > 0) candidates.push_back(i);
@@ -36,7 +36,7 @@ size_t FaultChannel::PickPayload(const std::vector<zmq::message_t>& frames, uint
   return candidates.empty() ? 0 : candidates[random % candidates.size()];
 }
 
-Status FaultChannel::SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) {
+Status FaultChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
   ++counts_.messages;
   // Every decision is drawn for every message so that one fault's outcome
@@ -55,13 +55,13 @@ Status FaultChannel::SendFrames(const std::string& peer, std::vector<zmq::messag
     return Status::Ok();
   }
   if (corrupt_header && frames[0].size() > 0) {
-    zmq::message_t copy = CopyPrefix(frames[0], frames[0].size());
+    Frame copy = CopyPrefix(frames[0], frames[0].size());
     static_cast<unsigned char*>(copy.data())[header_pos % copy.size()] ^= 0xFF;
     frames[0] = std::move(copy);
     ++counts_.header_corrupted;
   }
   if (size_t i = corrupt_payload ? PickPayload(frames, payload_pick) : 0; i > 0) {
-    zmq::message_t copy = CopyPrefix(frames[i], frames[i].size());
+    Frame copy = CopyPrefix(frames[i], frames[i].size());
     static_cast<unsigned char*>(copy.data())[payload_pos % copy.size()] ^= 0xFF;
     frames[i] = std::move(copy);
     ++counts_.payload_corrupted;
@@ -71,8 +71,9 @@ Status FaultChannel::SendFrames(const std::string& peer, std::vector<zmq::messag
     ++counts_.truncated;
   }
   if (duplicate) {
-    std::vector<zmq::message_t> again(frames.size());
-    for (size_t i = 0; i < frames.size(); ++i) again[i].copy(frames[i]);  // shares the bytes
+    std::vector<Frame> again;
+    again.reserve(frames.size());
+    for (Frame& frame : frames) again.push_back(frame.Share());
     PSTRAIN_RETURN_IF_ERROR(inner_->SendFrames(peer, std::move(again)));
     ++counts_.duplicated;
   }

@@ -34,12 +34,11 @@ class FaultChannel : public Channel {
 
   // Applies the faults, then sends through the inner channel. Damaged frames
   // are copies: the caller's payload memory is never written.
-  Status SendFrames(const std::string& peer, std::vector<zmq::message_t> frames) override;
+  Status SendFrames(const std::string& peer, std::vector<Frame> frames) override;
   Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) override {
     return inner_->Receive(timeout);
   }
   const std::string& endpoint() const override { return inner_->endpoint(); }
-  zmq::socket_t& socket() override { return inner_->socket(); }
 
   const FaultCounts& counts() const { return counts_; }
 
@@ -48,7 +47,8 @@ class FaultChannel : public Channel {
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }  // [0, 1)
   bool Happens(double p) { return Uniform() < p; }
   // Index of a non-empty payload frame (frames[1..]) chosen by `random`, or 0 if none.
-  static size_t PickPayload(const std::vector<zmq::message_t>& frames, uint64_t random);
+  static size_t PickPayload(const std::vector<Frame>& frames, uint64_t random);
+  void* poll_handle() override { return inner_->poll_handle(); }
 
   std::unique_ptr<Channel> inner_;
   FaultSpec faults_;

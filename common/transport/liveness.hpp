@@ -1,9 +1,10 @@
 // PeerLiveness: when each peer was last heard from, to find the silent ones.
 //
 // ZeroMQ's own heartbeats (SocketOptions) close dead tcp connections; this
-// table is the application's view: a server marks a worker heard on every
-// message (HEARTBEAT included) and reports the workers silent for longer than
-// the job's timeout. Not thread-safe: one owner thread.
+// table is the application's view: ShardService marks a worker heard on every
+// valid message (HEARTBEAT included) and reports the workers silent for
+// longer than kSilenceWarning (protocol.hpp). Not thread-safe: one owner
+// thread.
 #pragma once
 
 #include <chrono>
@@ -25,6 +26,8 @@ class PeerLiveness {
   void Forget(const std::string& peer);
 
   bool Knows(const std::string& peer) const { return last_heard_.count(peer) > 0; }
+  // REQUIRES: Knows(peer).
+  TimePoint last_heard(const std::string& peer) const { return last_heard_.at(peer); }
   size_t size() const { return last_heard_.size(); }
 
  private:

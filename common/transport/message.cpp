@@ -1,5 +1,7 @@
 #include "common/transport/message.hpp"
 
+#include <zmq.h>
+
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -14,17 +16,71 @@ void ReleaseOwner(void* /*data*/, void* hint) {
 }
 
 // True when `frame` must be copied before it can be read as floats: its data
-// is not 4-aligned, or it lives inside the zmq_msg_t itself (ZeroMQ keeps
-// frames of up to 33 bytes there, so their address changes when the frame
-// object moves).
-bool NeedsAlignedCopy(const zmq::message_t& frame) {
+// is not 4-aligned, or it lives inside the Frame itself (ZeroMQ keeps frames
+// of up to 33 bytes there, so their address changes when the frame moves).
+bool NeedsAlignedCopy(const Frame& frame) {
   const auto* data = static_cast<const unsigned char*>(frame.data());
   const auto* self = reinterpret_cast<const unsigned char*>(&frame);
   bool inside = data >= self && data < self + sizeof(frame);
   return inside || reinterpret_cast<uintptr_t>(data) % alignof(float) != 0;
 }
 
+zmq_msg_t* Msg(unsigned char* storage) { return reinterpret_cast<zmq_msg_t*>(storage); }
+const zmq_msg_t* Msg(const unsigned char* storage) {
+  return reinterpret_cast<const zmq_msg_t*>(storage);
+}
+
 }  // namespace
+
+static_assert(sizeof(zmq_msg_t) == 64 && alignof(zmq_msg_t) <= 8,
+              "Frame's storage must hold a zmq_msg_t");
+
+Frame::Frame() { zmq_msg_init(Msg(message_)); }
+
+Frame::Frame(size_t bytes) {
+  // Fails only when out of memory.
+  PSTRAIN_CHECK_MSG(zmq_msg_init_size(Msg(message_), bytes) == 0, "out of memory for a frame");
+}
+
+Frame::Frame(std::string_view bytes) : Frame(bytes.size()) {
+  if (!bytes.empty()) std::memcpy(data(), bytes.data(), bytes.size());
+}
+
+Frame Frame::Of(const Payload& payload) {
+  Frame frame;
+  if (payload.count == 0) return frame;
+  auto* hint = new std::shared_ptr<const void>(payload.owner);
+  // Fails only when out of memory; then ZeroMQ never calls ReleaseOwner.
+  if (zmq_msg_init_data(Msg(frame.message_), const_cast<float*>(payload.data), payload.bytes(),
+                        &ReleaseOwner, hint) != 0) {
+    delete hint;
+    PSTRAIN_CHECK_MSG(false, "out of memory for a frame");
+  }
+  return frame;
+}
+
+Frame Frame::Share() {
+  Frame shared;
+  PSTRAIN_CHECK(zmq_msg_copy(Msg(shared.message_), Msg(message_)) == 0);
+  return shared;
+}
+
+Frame::~Frame() { zmq_msg_close(Msg(message_)); }
+
+Frame::Frame(Frame&& other) noexcept {
+  zmq_msg_init(Msg(message_));
+  zmq_msg_move(Msg(message_), Msg(other.message_));
+}
+
+Frame& Frame::operator=(Frame&& other) noexcept {
+  if (this != &other) zmq_msg_move(Msg(message_), Msg(other.message_));  // closes the old one
+  return *this;
+}
+
+void* Frame::data() { return zmq_msg_data(Msg(message_)); }
+const void* Frame::data() const { return zmq_msg_data(const_cast<zmq_msg_t*>(Msg(message_))); }
+size_t Frame::size() const { return zmq_msg_size(Msg(message_)); }
+bool Frame::more() const { return zmq_msg_more(Msg(message_)) != 0; }
 
 Payload Payload::Of(std::shared_ptr<const std::vector<float>> values) {
   PSTRAIN_CHECK(values != nullptr);
@@ -38,24 +94,6 @@ Payload Payload::Slice(std::shared_ptr<const std::vector<float>> values, size_t 
   PSTRAIN_CHECK(offset <= values->size() && count <= values->size() - offset);
   const float* data = values->data() + offset;
   return Payload{std::move(values), data, count};
-}
-
-Payload Payload::Borrow(const float* data, size_t count, std::shared_ptr<const void> owner) {
-  PSTRAIN_CHECK(owner != nullptr);
-  PSTRAIN_CHECK(count == 0 || reinterpret_cast<uintptr_t>(data) % alignof(float) == 0);
-  return Payload{std::move(owner), data, count};
-}
-
-zmq::message_t PayloadFrame(const Payload& payload) {
-  if (payload.count == 0) return zmq::message_t();
-  auto* hint = new std::shared_ptr<const void>(payload.owner);
-  try {
-    // Fails only when out of memory; then ZeroMQ never calls ReleaseOwner.
-    return zmq::message_t(const_cast<float*>(payload.data), payload.bytes(), &ReleaseOwner, hint);
-  } catch (...) {
-    delete hint;
-    throw;
-  }
 }
 
 const float* InMessage::payload(size_t i) const {
@@ -75,7 +113,7 @@ size_t InMessage::bytes() const {
 void InMessage::AlignPayloads() {
   aligned.clear();
   for (size_t i = 0; i < frames.size(); ++i) {
-    const zmq::message_t& frame = frames[i];
+    const Frame& frame = frames[i];
     if (frame.size() == 0 || frame.size() % sizeof(float) != 0 || !NeedsAlignedCopy(frame)) {
       continue;
     }

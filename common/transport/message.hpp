@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
-#include <zmq.hpp>
 
 #include "proto/pstrain.pb.h"
 
@@ -32,11 +32,40 @@ struct Payload {
   // values[offset, offset + count). REQUIRES: offset + count <= values->size().
   static Payload Slice(std::shared_ptr<const std::vector<float>> values, size_t offset,
                        size_t count);
-  // Any memory kept alive by `owner` (e.g. a pinned buffer, a Blob).
-  // REQUIRES: owner != nullptr; data 4-byte aligned (or count == 0).
-  static Payload Borrow(const float* data, size_t count, std::shared_ptr<const void> owner);
-
   size_t bytes() const { return count * sizeof(float); }
+};
+
+// One frame of a message, as ZeroMQ holds it: received frames are ZeroMQ's
+// receive buffers, read in place; a frame made with Of(payload) hands the
+// payload's memory to ZeroMQ without a copy. Move-only. Small frames (up to
+// 33 bytes) live inside the Frame object itself, so their data() changes
+// when the Frame moves.
+class Frame {
+ public:
+  Frame();                                 // empty
+  explicit Frame(size_t bytes);            // `bytes` uninitialised bytes to fill in
+  explicit Frame(std::string_view bytes);  // a copy of `bytes`
+  // Zero-copy: the frame holds a reference to payload.owner, dropped by
+  // ZeroMQ (possibly on its I/O thread) when it is done with the bytes.
+  static Frame Of(const Payload& payload);
+  // Another frame over the same bytes (ZeroMQ counts the references; frames
+  // small enough to live inside the Frame are copied).
+  Frame Share();
+  ~Frame();
+  Frame(Frame&& other) noexcept;
+  Frame& operator=(Frame&& other) noexcept;
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+
+  void* data();
+  const void* data() const;
+  size_t size() const;
+  bool more() const;  // received: another frame of the message follows
+
+ private:
+  friend class FrameAccess;  // channel.cpp: the ZeroMQ message inside
+  // ZeroMQ's zmq_msg_t (64 bytes, pointer-aligned), kept opaque here.
+  alignas(8) unsigned char message_[64];
 };
 
 // What a channel sends. REQUIRES (checked by Channel::Send):
@@ -51,8 +80,8 @@ struct OutMessage {
 struct InMessage {
   std::string peer;  // ROUTER routing id of the sender; "" on a DEALER
   pstrain::Header header;
-  std::vector<zmq::message_t> frames;  // payload frames (frame 0, the header, already parsed)
-  size_t header_bytes = 0;             // size of frame 0 as received
+  std::vector<Frame> frames;  // payload frames (frame 0, the header, already parsed)
+  size_t header_bytes = 0;    // size of frame 0 as received
 
   size_t payload_count() const { return frames.size(); }
   // The values of payload frame i, 4-aligned.
@@ -73,10 +102,6 @@ struct InMessage {
   // Aligned copies, indexed like frames; empty where the frame is read in place.
   std::vector<std::vector<float>> aligned;
 };
-
-// A zero-copy ZeroMQ frame over the payload: the frame holds a reference to
-// payload.owner, dropped by ZeroMQ (possibly on its I/O thread) when done.
-zmq::message_t PayloadFrame(const Payload& payload);
 
 // A routing id as text: itself when printable ASCII, else "0x" + hex bytes
 // (ZeroMQ's generated ids are binary).

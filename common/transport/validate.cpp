@@ -4,6 +4,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/transport/protocol.hpp"
+
 namespace pstrain::transport {
 namespace {
 
@@ -40,56 +42,79 @@ Status CheckSender(const Header& h, const ValidationRules& rules) {
   return Status::Ok();
 }
 
-Status CheckChunks(const InMessage& message, const ValidationRules& rules) {
+// Frame count, the chunk list and each payload's byte size.
+Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
   if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
     return Status::Error("header lists " + to_string(h.chunks_size()) + " chunks but " +
                          to_string(message.frames.size()) + " payload frames follow");
   }
-  const KeyPlacement* placement = rules.placement;
-  std::vector<bool> seen(placement != nullptr ? placement->chunks().size() : 0);
-  std::unordered_set<uint32_t> seen_ids;  // without a placement only
-  for (int i = 0; i < h.chunks_size(); ++i) {
-    const ChunkRef& ref = h.chunks(i);
-    const std::string name = "chunk " + to_string(ref.id());
-    uint64_t needed = ref.length();
-    if (placement != nullptr) {
-      if (ref.id() >= placement->chunks().size()) {
-        return Status::Error(name + " does not exist (" + to_string(placement->chunks().size()) +
-                             " chunks)");
+  if (rules.placement != nullptr) {
+    PSTRAIN_RETURN_IF_ERROR(CheckChunkList(h, *rules.placement, rules.shard, false));
+  } else {
+    std::unordered_set<uint32_t> seen;
+    for (const ChunkRef& ref : h.chunks()) {
+      if (!seen.insert(ref.id()).second) {
+        return Status::Error("chunk " + to_string(ref.id()) + " appears twice");
       }
-      const Chunk& chunk = placement->chunk(ref.id());
-      if (rules.shard >= 0 && chunk.shard != rules.shard) {
-        return Status::Error(name + " is held by shard " + to_string(chunk.shard) + ", not shard " +
-                             to_string(rules.shard));
-      }
-      if (seen[ref.id()]) return Status::Error(name + " appears twice");
-      seen[ref.id()] = true;
-      needed = static_cast<uint64_t>(chunk.length);
-      if (ref.length() != needed) {
-        return Status::Error(name + ": header says " + to_string(ref.length()) +
-                             " values, the chunk has " + to_string(needed));
-      }
-    } else if (!seen_ids.insert(ref.id()).second) {
-      return Status::Error(name + " appears twice");
     }
-    size_t bytes = message.frames[i].size();
+  }
+  for (int i = 0; i < h.chunks_size(); ++i) {
+    const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above
+    const size_t bytes = message.frames[static_cast<size_t>(i)].size();
     if (needed > UINT64_MAX / sizeof(float) || bytes != needed * sizeof(float)) {
-      return Status::Error(name + ": payload has " + to_string(bytes) + " bytes, the chunk needs " +
+      return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": payload has " +
+                           to_string(bytes) + " bytes, the chunk needs " +
                            to_string(needed * sizeof(float)));
     }
+  }
+  if (h.type() == PULL_REPLY && rules.placement != nullptr && rules.shard >= 0 &&
+      h.reply_chunks_total() != rules.placement->shard_chunks(rules.shard).size()) {
+    return Status::Error("PULL_REPLY says " + to_string(h.reply_chunks_total()) +
+                         " chunks in all, shard " + to_string(rules.shard) + " holds " +
+                         to_string(rules.placement->shard_chunks(rules.shard).size()));
   }
   return Status::Ok();
 }
 
 }  // namespace
 
+Status CheckChunkList(const Header& h, const KeyPlacement& placement, int shard, bool complete) {
+  std::vector<bool> seen(placement.chunks().size());
+  for (const ChunkRef& ref : h.chunks()) {
+    const std::string name = "chunk " + to_string(ref.id());
+    if (ref.id() >= placement.chunks().size()) {
+      return Status::Error(name + " does not exist (" + to_string(placement.chunks().size()) +
+                           " chunks)");
+    }
+    const Chunk& chunk = placement.chunk(ref.id());
+    if (shard >= 0 && chunk.shard != shard) {
+      return Status::Error(name + " is held by shard " + to_string(chunk.shard) + ", not shard " +
+                           to_string(shard));
+    }
+    if (seen[ref.id()]) return Status::Error(name + " appears twice");
+    seen[ref.id()] = true;
+    if (ref.length() != static_cast<uint64_t>(chunk.length)) {
+      return Status::Error(name + ": header says " + to_string(ref.length()) +
+                           " values, the chunk has " + to_string(chunk.length));
+    }
+  }
+  if (complete && shard >= 0 &&
+      static_cast<size_t>(h.chunks_size()) != placement.shard_chunks(shard).size()) {
+    return Status::Error("it carries " + to_string(h.chunks_size()) + " of shard " +
+                         to_string(shard) + "'s " +
+                         to_string(placement.shard_chunks(shard).size()) + " chunks");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
   if (rules.job_key != 0 && h.job_key() != rules.job_key) return Status::Error("job key mismatch");
   if (h.dtype() != FLOAT32 || HasUnknownDtype(h)) return Status::Error("unsupported dtype");
+  if (rules.receiver) PSTRAIN_RETURN_IF_ERROR(CheckKind(h, *rules.receiver));
   PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
-  PSTRAIN_RETURN_IF_ERROR(CheckChunks(message, rules));
+  PSTRAIN_RETURN_IF_ERROR(CheckPayloads(message, rules));
   if (h.type() == PUSH || h.type() == PULL) {
     if (!h.has_clock()) return Status::Error(MessageType_Name(h.type()) + " has no clock");
     if (h.clock() < rules.min_clock || h.clock() > rules.max_clock) {

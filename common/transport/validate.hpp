@@ -1,9 +1,12 @@
-// Validate: every received message is checked before it touches state
-// (DESIGN §7). A rejected message is dropped by the caller with the reason
-// logged and counted; it never changes a weight.
+// Validate: every received message is checked once, where it enters a
+// process, before it touches state. A server drops a rejected message with the
+// reason logged and counted (ShardStats.bad_messages); a worker fails with the
+// reason. Code behind the entry (ShardServer::Handle, PsClient's handling of
+// replies) takes validated messages and does not check them again.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
@@ -12,12 +15,17 @@
 namespace pstrain::transport {
 
 struct ValidationRules {
+  // Set: the kind must be one this role accepts, from a sender role allowed
+  // to send it, with the fields the kind needs (protocol.hpp).
+  std::optional<Role> receiver;
   uint64_t job_key = 0;  // header.job_key must equal this (0: not checked)
   int num_workers = 0;   // > 0: a WORKER sender must be in [0, num_workers)
   int num_servers = 0;   // > 0: a SERVER sender must be in [0, num_servers)
   // Set: chunk ids must exist and lengths equal the chunk's length.
   const KeyPlacement* placement = nullptr;  // not owned; must outlive the call
-  int shard = -1;  // >= 0 (with placement): every chunk must be held by this shard
+  // >= 0 (with placement): every chunk must be held by this shard, and a
+  // PULL_REPLY's reply_chunks_total must be the number it holds.
+  int shard = -1;
   int64_t min_clock = 0, max_clock = INT64_MAX;  // PUSH and PULL clocks must lie in this range
 };
 
@@ -25,16 +33,29 @@ struct ValidationRules {
 // logging), checked in this order:
 //   "job key mismatch"
 //   "unsupported dtype"
+//   "a server does not accept PULL_REPLY"                         (receiver set)
+//   "a server accepts PUSH only from a worker"                    (receiver set)
+//   "HELLO has no world_size" / "NORM_TOTAL has no sum_squares"  (receiver set)
 //   "worker 5 is not in this job (2 workers)" / "server 3 is not in this job (2 servers)"
 //   "world size 3 does not match this job (2 workers)"           (HELLO)
 //   "header lists 3 chunks but 2 payload frames follow"
-//   "chunk 17 does not exist (12 chunks)"
-//   "chunk 17 is held by shard 1, not shard 0"
-//   "chunk 3 appears twice"
-//   "chunk 3: header says 100 values, the chunk has 400"
+//   CheckChunkList's reasons                                      (placement set)
+//   "chunk 3 appears twice"                                       (no placement)
 //   "chunk 3: payload has 1000 bytes, the chunk needs 1600"
+//   "PULL_REPLY says 5 chunks in all, shard 1 holds 3"            (placement, shard)
 //   "PUSH has no clock" / "clock 900 is outside [3, 12]"          (PUSH, PULL)
 // Cost: O(chunks), no work per value.
 Status Validate(const InMessage& message, const ValidationRules& rules);
+
+// The chunk list of `header` against `placement`, in this order:
+//   "chunk 17 does not exist (12 chunks)"
+//   "chunk 17 is held by shard 1, not shard 0"                    (shard >= 0)
+//   "chunk 3 appears twice"
+//   "chunk 3: header says 100 values, the chunk has 400"
+//   "it carries 1 of shard 0's 2 chunks"                          (complete)
+// `complete`: the list must hold every chunk of `shard` (an INIT_PUSH, which a
+// shard checks against the placement it builds from the message itself).
+Status CheckChunkList(const Header& header, const KeyPlacement& placement, int shard,
+                      bool complete);
 
 }  // namespace pstrain::transport

@@ -66,6 +66,21 @@ def accuracy_of(record: dict) -> float | None:
     return None
 
 
+def _bad_messages(server_done: list[dict], server_stats: list[dict]) -> int | None:
+    """Messages the servers dropped or refused: the sum over the shards' last
+    lines (the final count, per shard), else worker 0's STATS before shutdown
+    (already summed over the shards), else None."""
+    latest: dict[int, int] = {}
+    for r in server_done:
+        if isinstance(r.get("bad_messages"), (int, float)):
+            latest[r.get("rank")] = int(r["bad_messages"])
+    if latest:
+        return sum(latest.values())
+    counts = [int(r["bad_messages"]) for r in server_stats
+              if isinstance(r.get("bad_messages"), (int, float))]
+    return counts[-1] if counts else None
+
+
 def summarize(records: list[dict], *, name: str, status: str, mode: str, staleness: int,
               workers: int, servers: int, batch: int, wall_seconds: float,
               train_seconds: float, worker_restarts: int, run_dir: pathlib.Path,
@@ -82,6 +97,7 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
     gaps = [r["staleness_max"] for r in server_done + of("server_stats")
             if isinstance(r.get("staleness_max"), (int, float))]
     staleness_max = int(max(gaps)) if gaps else None
+    bad_messages = _bad_messages(server_done, of("server_stats"))
     histogram = next((r.get("staleness_histogram") for r in server_done
                       if r.get("rank") == 0 and r.get("staleness_histogram") is not None), None)
     snapshots = of("snapshot")
@@ -105,6 +121,7 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
         "final_test_loss": tests[-1].get("loss") if tests else None,
         "staleness_max": staleness_max,
         "staleness_histogram": histogram,
+        "bad_messages": bad_messages,
         "snapshot": snapshot,
         "deploy_prototxt": str(deploy) if deploy.exists() else None,
         "worker_restarts": worker_restarts,

@@ -1,4 +1,4 @@
-// ps-server: one parameter-server shard (DESIGN §1, §4).
+// ps-server: one parameter-server shard.
 //
 //   ps-server --shard K --num-servers S --workers W --bind tcp://127.0.0.1:0
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
@@ -7,38 +7,36 @@
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
-// then serves until a SHUTDOWN, a signal (SIGINT/SIGTERM: the shard writes
-// <snapshot_prefix>_interrupted.shard<K>.state and exits), or --idle-exit-s
-// seconds without any message. Every received message is validated before it
-// reaches the shard; a bad one is logged, counted and dropped.
+// then serves (ShardService) until a SHUTDOWN, a signal (SIGINT/SIGTERM: the
+// shard writes <snapshot_prefix>_interrupted.shard<K>.state and exits 0), or
+// --idle-exit-s seconds without any message (exit 1). Its last line is
+//   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
+//    "staleness_max":...,"bad_messages":...}
 #include <boost/program_options.hpp>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-#include <map>
 
 #include "common/json_line.hpp"
-#include "proto/caffe.pb.h"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
 #include "common/transport/address.hpp"
-#include "common/transport/channel.hpp"
 #include "common/transport/malloc_tuning.hpp"
-#include "common/transport/validate.hpp"
-#include "server/shard_server.hpp"
+#include "proto/caffe.pb.h"
+#include "server/shard_service.hpp"
 
 namespace po = boost::program_options;
 using pstrain::JsonLine;
 using pstrain::Status;
 using namespace pstrain::server;  // NOLINT: a program over one library
 namespace transport = pstrain::transport;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal = sig; }
+ShardService* g_service = nullptr;  // set while Run runs
+void OnSignal(int) {
+  if (g_service != nullptr) g_service->Stop();
+}
 
 struct Flags {
   ShardConfig config;
@@ -46,6 +44,7 @@ struct Flags {
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
+  int64_t max_iter = 0;
 };
 
 class Printer {
@@ -87,8 +86,9 @@ Status Configure(Flags& f) {
   auto hyper = pstrain::optim::SolverHyperFromProto(solver);
   if (!hyper.ok()) return hyper.status().WithContext(f.solver);
   f.config.hyper = hyper.value();
-  PSTRAIN_ASSIGN_OR_RETURN(f.config.mode, ParseMode(f.mode));
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.mode, pstrain::ParseConsistencyMode(f.mode));
   f.config.job_key = f.job_key;
+  f.max_iter = solver.max_iter();
   f.config.snapshot_interval = solver.snapshot();
   f.config.snapshot_prefix = solver.snapshot_prefix();
   if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
@@ -127,6 +127,33 @@ std::string Advertised(const std::string& endpoint, const std::string& advertise
   if (advertise.empty() || endpoint.rfind("tcp://", 0) != 0) return endpoint;
   const size_t colon = endpoint.rfind(':');
   return "tcp://" + advertise + endpoint.substr(colon);
+}
+
+// After a signal: the shard's state, to resume from.
+void SaveInterrupted(const ShardServer& shard, const Printer& printer) {
+  const ShardConfig& c = shard.config();
+  const std::string path =
+      c.snapshot_prefix + "_interrupted.shard" + std::to_string(c.shard) + ".state";
+  Status s = shard.initialized() ? shard.WriteCheckpoint(path)
+                                 : Status::Error("not initialised, nothing to save");
+  printer.Log(s.ok() ? "interrupted: wrote " + path
+                     : "interrupted: no checkpoint (" + s.message() + ")");
+}
+
+// The last line after a SHUTDOWN, each field once.
+void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
+  std::string histogram = "[";  // [k] = gradients applied with staleness k
+  for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
+    histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
+  }
+  histogram += "]";
+  printer.Event(printer.Base("done")
+                    .Add("version", stats.version())
+                    .Add("pushes_applied", stats.pushes_applied())
+                    .AddRaw("staleness_histogram", histogram)
+                    .Add("staleness_max", stats.staleness_max())
+                    .Add("bad_messages", stats.bad_messages()),
+                "done at version " + std::to_string(stats.version()));
 }
 
 pstrain::Result<ShardServer> MakeShard(const Flags& f) {
@@ -187,133 +214,42 @@ int main(int argc, char** argv) {
   }
   const int shard = f.config.shard;
   if (Status s = Configure(f); !s.ok()) return Fail(shard, s.message());
-  auto made = MakeShard(f);
-  if (!made.ok()) return Fail(shard, made.status().message());
-  ShardServer core = std::move(made).value();
-  const Printer printer(f.json, shard);
-  core.log = [&](const std::string& line) { printer.Log(line); };
-  if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
-
-  zmq::context_t context(1);
-  transport::SocketOptions router_options;
-  router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
   auto bind_address = BindAddress(f.bind);
   if (!bind_address.ok()) return Fail(shard, bind_address.status().message());
-  auto router = transport::BindRouter(context, bind_address.value(), router_options);
-  if (!router.ok()) return Fail(shard, router.status().message());
-  std::unique_ptr<transport::Channel> coordinator;
-  if (shard > 0 && !f.coordinator.empty()) {
-    transport::SocketOptions options;
-    options.identity = "server-" + std::to_string(shard);
-    auto dealer = transport::ConnectDealer(context, f.coordinator, options);
-    if (!dealer.ok()) return Fail(shard, dealer.status().message());
-    coordinator = std::move(dealer).value();
-  }
+  auto made = MakeShard(f);
+  if (!made.ok()) return Fail(shard, made.status().message());
+  const Printer printer(f.json, shard);
+  if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
+
+  ShardServiceOptions options;
+  options.bind = bind_address.value();
+  if (shard > 0) options.coordinator = f.coordinator;
+  options.idle_exit = std::chrono::seconds(f.idle_exit_s);
+  options.max_iter = f.max_iter;
+  options.log = [&](const std::string& line) { printer.Log(line); };
+  transport::Context context;
+  auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
+  if (!created.ok()) return Fail(shard, created.status().message());
+  ShardService& service = *created.value();
   printer.Event(printer.Base("listening")
-                    .Add("endpoint", Advertised(router.value()->endpoint(), f.advertise))
+                    .Add("endpoint", Advertised(service.endpoint(), f.advertise))
                     .Add("mode", f.mode)
                     .Add("device", f.device)
-                    .Add("version", core.version()),
-                "listening on " + router.value()->endpoint());
+                    .Add("version", service.shard().version()),
+                "listening on " + service.endpoint());
+  g_service = &service;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  auto ended = service.Run();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  g_service = nullptr;
+  if (!ended.ok()) return Fail(shard, ended.status().message());
 
-  std::vector<transport::Channel*> channels = {router.value().get()};
-  if (coordinator) channels.push_back(coordinator.get());
-  std::map<std::string, bool> server_peers;  // server 0: the other shards' routing ids
-  auto last_message = Clock::now();
-  auto last_tick = Clock::now();
-  int64_t bad_messages = 0;
-
-  const auto send_all = [&](std::vector<Outgoing> outgoing) {
-    for (auto& o : outgoing) {
-      transport::OutMessage m{std::move(o.header), {}};
-      for (const auto& p : o.payloads) m.payloads.push_back(transport::Payload::Of(p));
-      Status s;
-      if (o.to == Outgoing::To::kPeer) {
-        s = router.value()->Send(o.peer, std::move(m));
-      } else if (o.to == Outgoing::To::kCoordinator) {
-        s = coordinator ? coordinator->Send("", std::move(m))
-                        : Status::Error("clipping needs --coordinator on shards > 0");
-      } else {
-        for (const auto& [peer, unused] : server_peers) {
-          transport::OutMessage copy{m.header, m.payloads};
-          Status one = router.value()->Send(peer, std::move(copy));
-          if (!one.ok()) s = one;
-        }
-      }
-      if (!s.ok()) printer.Log("send failed: " + s.message());
-    }
-  };
-
-  while (!core.done()) {
-    if (g_signal != 0) {
-      const std::string path = f.config.snapshot_prefix + "_interrupted.shard" +
-                               std::to_string(shard) + ".state";
-      Status s = core.initialized() ? core.WriteCheckpoint(path)
-                                    : Status::Error("not initialised, nothing to save");
-      printer.Log(s.ok() ? "interrupted: wrote " + path
-                         : "interrupted: no checkpoint (" + s.message() + ")");
-      return 0;
-    }
-    auto ready = transport::PollAny(channels, std::chrono::milliseconds(100));
-    const auto now = Clock::now();
-    if (now - last_tick > std::chrono::seconds(1)) {
-      send_all(core.Tick(now));
-      last_tick = now;
-    }
-    if (!ready.ok()) return Fail(shard, ready.status().message());
-    if (ready.value() < 0) {
-      if (f.idle_exit_s > 0 && now - last_message > std::chrono::seconds(f.idle_exit_s)) {
-        return Fail(shard, "no message for " + std::to_string(f.idle_exit_s) + " s; exiting");
-      }
-      continue;
-    }
-    transport::Channel* channel = channels[ready.value()];
-    auto received = channel->Receive(std::chrono::milliseconds(0));
-    if (!received.ok()) {
-      ++bad_messages;
-      printer.Log("dropped a message: " + received.status().message());
-      continue;
-    }
-    if (!received.value().has_value()) continue;
-    transport::InMessage message = std::move(*received.value());
-    last_message = now;
-    transport::ValidationRules rules;
-    rules.job_key = f.config.job_key;
-    rules.num_workers = f.config.num_workers;
-    rules.num_servers = f.config.num_shards;
-    rules.placement = core.placement();
-    rules.shard = message.header.type() == pstrain::INIT_PUSH ? -1 : shard;
-    if (message.header.type() == pstrain::INIT_PUSH) rules.placement = nullptr;
-    if (Status s = transport::Validate(message, rules); !s.ok()) {
-      ++bad_messages;
-      printer.Log("dropped " + transport::Describe(message) + ": " + s.message());
-      continue;
-    }
-    if (message.header.role() == pstrain::SERVER && channel == router.value().get()) {
-      server_peers[message.peer] = true;
-    }
-    Incoming incoming{message.peer, message.header, {}};
-    for (size_t i = 0; i < message.payload_count(); ++i) {
-      incoming.payloads.push_back(message.mutable_payload(i));
-    }
-    send_all(core.Handle(incoming, now));
+  if (ended.value() == ShardService::Ending::kStopped) {
+    SaveInterrupted(service.shard(), printer);
+  } else {
+    PrintDone(service.shard().Stats(), printer);
   }
-  const pstrain::ShardStats stats = core.Stats();
-  std::string histogram = "[";  // [k] = gradients applied with staleness k
-  for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
-    histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
-  }
-  histogram += "]";
-  printer.Event(printer.Base("done")
-                    .Add("version", stats.version())
-                    .Add("pushes_applied", stats.pushes_applied())
-                    .AddRaw("staleness_histogram", histogram)
-                    .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages() + bad_messages)
-                    .Add("pushes_applied", stats.pushes_applied())
-                    .AddRaw("staleness_histogram", histogram),
-                "done at version " + std::to_string(stats.version()));
   return 0;
 }

@@ -1,7 +1,7 @@
 // Tests of the layers' GPU paths (Engine::kGpu): each layer against its
 // reference path on realistic shapes (tops, bottom and param gradients,
 // relative error under 1e-4), finite-difference gradient checks on the GPU
-// for a few, and the GPU-only behaviour (dropout's counter-based mask, the
+// for a few, and the GPU-only behaviour (dropout's mask equal to the CPU's, the
 // loss layers' label errors, BatchNorm's running statistics). Every test is
 // skipped, with the reason, where there is no CUDA device.
 #include <gtest/gtest.h>
@@ -343,45 +343,48 @@ TEST(GpuLayersTest, DropoutTestPhaseIsIdentity) {
              {{8, 50}});
 }
 
-// TRAIN: each element is zeroed or scaled by 1 / (1 - ratio); about `ratio`
-// of them are zeroed; Backward applies the same mask; the same seed gives the
-// same mask and the next draw another one.
-TEST(GpuLayersTest, DropoutTrainMask) {
+// TRAIN: the GPU draws the reference path's mask bit for bit (the same
+// function of the sample's stream position and the element), forward and
+// backward, out of place and in place; about `ratio` of the elements are
+// zeroed; without a data source the next forward draws the next batch's mask
+// on both paths.
+TEST(GpuLayersTest, DropoutTrainMaskIsTheReferenceMask) {
   PSTRAIN_SKIP_WITHOUT_GPU();
   const std::string param =
       "name: 'd' type: 'Dropout' phase: TRAIN dropout_param { dropout_ratio: 0.3 }";
-  BlobSet bottoms, tops, other_tops;
-  BlobSet::FillUniform(bottoms.Add({100, 100}), 3, 1.f, 2.f);
-  tops.Add({});
-  other_tops.Add({});
-  auto layer = MakeLayer(param, Engine::kGpu);
-  auto twin = MakeLayer(param, Engine::kGpu);
-  ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
-  ASSERT_TRUE(twin->SetUp(bottoms.vec(), other_tops.vec()).ok());
-  layer->Forward(bottoms.vec(), tops.vec());
-  twin->Forward(bottoms.vec(), other_tops.vec());
-  const int64_t n = bottoms[0]->count();
-  const float* x = bottoms[0]->cpu_data();
-  const float* y = tops[0]->cpu_data();
-  int64_t dropped = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (y[i] == 0.f) {
-      ++dropped;
-    } else {
-      ASSERT_NEAR(y[i], x[i] / 0.7f, 1e-5f) << i;
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "out of place");
+    std::vector<float> y[2], dx[2], second[2];
+    const Engine engines[2] = {Engine::kReference, Engine::kGpu};
+    for (int e = 0; e < 2; ++e) {
+      BlobSet blobs;
+      Blob* bottom = blobs.Add({100, 100});
+      Blob* top = in_place ? bottom : blobs.Add({});
+      BlobSet::FillUniform(bottom, 3, 1.f, 2.f);
+      auto layer = MakeLayer(param, engines[e]);
+      ASSERT_TRUE(layer->SetUp({bottom}, {top}).ok());
+      layer->set_forward_context(ForwardContext{12345});
+      layer->Forward({bottom}, {top});
+      y[e].assign(top->cpu_data(), top->cpu_data() + top->count());
+      std::fill(top->mutable_cpu_diff(), top->mutable_cpu_diff() + top->count(), 1.f);
+      layer->Backward({top}, {true}, {bottom});
+      dx[e].assign(bottom->cpu_diff(), bottom->cpu_diff() + bottom->count());
+      layer->set_forward_context(ForwardContext{});
+      BlobSet::FillUniform(bottom, 3, 1.f, 2.f);
+      layer->Forward({bottom}, {top});
+      second[e].assign(top->cpu_data(), top->cpu_data() + top->count());
     }
+    EXPECT_EQ(y[1], y[0]);
+    EXPECT_EQ(dx[1], dx[0]);
+    EXPECT_EQ(second[1], second[0]);
+    EXPECT_NE(second[1], y[1]);
+    int64_t dropped = 0;
+    for (size_t i = 0; i < y[1].size(); ++i) {
+      dropped += y[1][i] == 0.f;
+      ASSERT_FLOAT_EQ(dx[1][i], y[1][i] == 0.f ? 0.f : 1.f / 0.7f) << i;
+    }
+    EXPECT_NEAR(static_cast<double>(dropped) / y[1].size(), 0.3, 0.02);
   }
-  EXPECT_NEAR(static_cast<double>(dropped) / n, 0.3, 0.02);
-  EXPECT_TRUE(std::equal(y, y + n, other_tops[0]->cpu_data()));
-
-  std::fill(tops[0]->mutable_cpu_diff(), tops[0]->mutable_cpu_diff() + n, 1.f);
-  layer->Backward(tops.vec(), {true}, bottoms.vec());
-  const float* dx = bottoms[0]->cpu_diff();
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_FLOAT_EQ(dx[i], y[i] == 0.f ? 0.f : 1.f / 0.7f) << i;
-  }
-  twin->Forward(bottoms.vec(), other_tops.vec());  // the twin's second draw
-  EXPECT_FALSE(std::equal(y, y + n, other_tops[0]->cpu_data()));
 }
 
 // --- loss layers ------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The real ps-server program under bad input: garbage frames, a stranger's job
-// key, a malformed push — each dropped, logged and counted, no weight changed —
-// and a clean exit on SHUTDOWN. Every wait is bounded; the process is killed
-// in TearDown if it is still there.
+// key, a malformed push — each dropped, logged and counted in STATS and in the
+// last line, no weight changed — and a clean exit on SHUTDOWN. Every wait is
+// bounded; the process is killed in TearDown if it is still there.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -98,14 +98,36 @@ class PsServerProcessTest : public ::testing::Test {
   pid_t pid_ = -1;
   FILE* stdout_ = nullptr;
   std::string endpoint_;
-  zmq::context_t context_{1};
+  transport::Context context_;
   std::unique_ptr<transport::Channel> channel_;
 };
 
+// The value of "key" in a flat JSON line, as text; "" when absent. Fails the
+// test when the key appears more than once.
+std::string JsonField(const std::string& line, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = line.find(quoted);
+  if (at == std::string::npos) return "";
+  EXPECT_EQ(line.find(quoted, at + 1), std::string::npos) << key << " twice in " << line;
+  const size_t begin = at + quoted.size();
+  size_t end = begin;
+  int depth = 0;
+  while (end < line.size() && (depth > 0 || (line[end] != ',' && line[end] != '}'))) {
+    if (line[end] == '[') ++depth;
+    if (line[end] == ']') --depth;
+    ++end;
+  }
+  return line.substr(begin, end - begin);
+}
+
 TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
-  // A frame that is not a header.
-  zmq::message_t garbage(std::string("\x01\x02garbage"));
-  channel_->socket().send(garbage, zmq::send_flags::none);
+  // Frames that are not a header.
+  constexpr int kGarbage = 20;
+  for (int i = 0; i < kGarbage; ++i) {
+    std::vector<transport::Frame> garbage;
+    garbage.emplace_back(std::string("\x01\x02garbage"));
+    ASSERT_TRUE(channel_->SendFrames("", std::move(garbage)).ok());
+  }
   // A stranger's job key: dropped without an answer.
   ASSERT_TRUE(channel_->Send("", OutMessage{Header(pstrain::HELLO, 999), {}}).ok());
 
@@ -161,6 +183,13 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
   ASSERT_TRUE(reply);
   for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(reply->payload(0)[i], i + 1 - 0.5f);
 
+  // STATS counts every bad message: the garbage, the stranger, the short push.
+  ASSERT_TRUE(channel_->Send("", OutMessage{Header(pstrain::STATS), {}}).ok());
+  auto stats = Expect(pstrain::STATS);
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->header.stats().bad_messages(), kGarbage + 2);
+  EXPECT_EQ(stats->header.stats().pushes_applied(), 1);
+
   ASSERT_TRUE(channel_->Send("", OutMessage{Header(pstrain::SHUTDOWN), {}}).ok());
   ASSERT_TRUE(Expect(pstrain::SHUTDOWN));
   int status = 0;
@@ -170,13 +199,23 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
   ASSERT_TRUE(WIFEXITED(status)) << "ps-server did not exit after SHUTDOWN";
   EXPECT_EQ(WEXITSTATUS(status), 0);
   pid_ = -1;
-  // Its last line counts the three bad messages.
-  std::string all;
+  // Its last line: each field once, the same counts as STATS.
+  std::string all, done;
   char line[2048];
-  while (fgets(line, sizeof(line), stdout_)) all += line;
-  const size_t done = all.find("\"event\":\"done\"");
-  ASSERT_NE(done, std::string::npos) << all;
-  EXPECT_NE(all.find("\"bad_messages\":3", done), std::string::npos) << all;
+  while (fgets(line, sizeof(line), stdout_)) {
+    all += line;
+    if (std::string(line).find("\"event\":\"done\"") != std::string::npos) done = line;
+  }
+  ASSERT_FALSE(done.empty()) << all;
+  EXPECT_EQ(JsonField(done, "bad_messages"), std::to_string(kGarbage + 2)) << done;
+  EXPECT_EQ(JsonField(done, "pushes_applied"), "1") << done;
+  EXPECT_EQ(JsonField(done, "staleness_histogram"), "[1]") << done;
+  EXPECT_EQ(JsonField(done, "version"), "1") << done;
+  EXPECT_EQ(JsonField(done, "staleness_max"), "0") << done;
+  // Each drop was logged with its reason.
+  EXPECT_NE(all.find("dropped HELLO from worker 0"), std::string::npos) << all;
+  EXPECT_NE(all.find("job key mismatch"), std::string::npos) << all;
+  EXPECT_NE(all.find("chunk 0: header says 2 values, the chunk has 4"), std::string::npos) << all;
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace {
 using namespace test_support;  // NOLINT: the suite's scripted messages
 
 TEST(ShardServerTest, BspAppliesOneStepOfTheAverage) {
-  Shard s(Config(Mode::kBsp, 2));
+  Shard s(Config(ConsistencyMode::kBsp, 2));
   EXPECT_EQ(Count(s.Send(Init(0, 1)), pstrain::INIT_ACK), 1);
   for (int t = 0; t < 2; ++t) {
     for (int w : {1, 0}) {
@@ -46,7 +46,7 @@ TEST(ShardServerTest, BspWeightsDoNotDependOnArrivalOrder) {
   std::vector<float> first;
   std::mt19937 rng(7);
   for (int run = 0; run < 12; ++run) {
-    Shard s(Config(Mode::kBsp, 3));
+    Shard s(Config(ConsistencyMode::kBsp, 3));
     s.Send(Init(0, 1));
     for (int t = 0; t < 2; ++t) {
       std::vector<std::pair<int, uint32_t>> order;
@@ -69,15 +69,15 @@ TEST(ShardServerTest, BspWeightsDoNotDependOnArrivalOrder) {
 TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
   // Each chunk goes out once its own step 0 is applied; the union of the
   // replies is the whole shard, the last part leaves at version 1.
-  Shard s(Config(Mode::kBsp, 2));
+  Shard s(Config(ConsistencyMode::kBsp, 2));
   s.Send(Init(0, 1));
   s.Send(Push(0, 0, {0, 1, 2}));
-  EXPECT_EQ(Count(s.Send(Pull(0, 1, 11)), pstrain::PULL_REPLY), 0);
+  EXPECT_EQ(Count(s.Send(Pull(0, 1)), pstrain::PULL_REPLY), 0);
   auto early = s.Send(Push(1, 0, {0, 1}));
   ASSERT_EQ(Count(early, pstrain::PULL_REPLY), 1);
   const Outgoing* part = Find(early, pstrain::PULL_REPLY);
   EXPECT_EQ(part->peer, "w0");
-  EXPECT_EQ(part->header.request_id(), 11u);
+  EXPECT_EQ(part->header.clock(), 1);
   EXPECT_EQ(part->header.version(), 0);  // the shard's version when sent
   EXPECT_EQ(part->header.reply_chunks_total(), 3u);
   ASSERT_EQ(part->header.chunks_size(), 2);
@@ -87,7 +87,7 @@ TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
   ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
   const Outgoing* reply = Find(out, pstrain::PULL_REPLY);
   EXPECT_EQ(reply->peer, "w0");
-  EXPECT_EQ(reply->header.request_id(), 11u);
+  EXPECT_EQ(reply->header.clock(), 1);
   EXPECT_EQ(reply->header.version(), 1);
   EXPECT_EQ(reply->header.reply_chunks_total(), 3u);
   ASSERT_EQ(reply->header.chunks_size(), 1);
@@ -100,9 +100,9 @@ TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
 }
 
 TEST(ShardServerTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
-  Shard s(Config(Mode::kBsp, 1));
+  Shard s(Config(ConsistencyMode::kBsp, 1));
   s.Send(Init(0, 1));
-  EXPECT_EQ(Count(s.Send(Pull(0, 1, 7)), pstrain::PULL_REPLY), 0);  // sent early
+  EXPECT_EQ(Count(s.Send(Pull(0, 1)), pstrain::PULL_REPLY), 0);  // sent early
   // Chunk 0 (values 0..3) is pushed first, like a late layer's weights.
   auto out = s.Send(Push(0, 0, {0}));
   ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
@@ -115,11 +115,11 @@ TEST(ShardServerTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
   }
   EXPECT_EQ(s.server.version(), 0);
   // A barrier-free pull for an iteration further ahead gets nothing yet.
-  EXPECT_EQ(Count(s.Send(Pull(0, 2, 8)), pstrain::PULL_REPLY), 0);
+  EXPECT_EQ(Count(s.Send(Pull(0, 2)), pstrain::PULL_REPLY), 0);
   out = s.Send(Push(0, 0, {1, 2}));
   ASSERT_EQ(Count(out, pstrain::PULL_REPLY), 1);
   const Outgoing* rest = Find(out, pstrain::PULL_REPLY);
-  EXPECT_EQ(rest->header.request_id(), 7u);
+  EXPECT_EQ(rest->header.clock(), 1);
   ASSERT_EQ(rest->header.chunks_size(), 2);
   EXPECT_EQ(rest->header.chunks(0).id(), 1u);
   EXPECT_EQ(rest->header.chunks(1).id(), 2u);
@@ -132,7 +132,7 @@ TEST(ShardServerTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
 
 // Workers 0 (acts every round) and 1 (every third round) loop pull, push;
 // every pull must be answered exactly when the bound holds.
-void RunFastAndSlow(Mode mode, int staleness) {
+void RunFastAndSlow(ConsistencyMode mode, int staleness) {
   SCOPED_TRACE(std::string(ModeName(mode)) + " s=" + std::to_string(staleness));
   Shard s(Config(mode, 2, staleness));
   s.Send(Init(0, 1));
@@ -141,7 +141,7 @@ void RunFastAndSlow(Mode mode, int staleness) {
   int deferred = 0;
   auto ready = [&](int64_t t) {
     const int64_t lo = std::min(pushed[0], pushed[1]);
-    return mode == Mode::kAsp || lo >= t - staleness;
+    return mode == ConsistencyMode::kAsp || lo >= t - staleness;
   };
   auto absorb = [&](const std::vector<Outgoing>& out) {
     for (const Outgoing& o : out) {
@@ -170,13 +170,13 @@ void RunFastAndSlow(Mode mode, int staleness) {
         state[k] = 0;
       }
       const int64_t gap = std::max(pushed[0], pushed[1]) - std::min(pushed[0], pushed[1]);
-      if (mode == Mode::kSsp) {
+      if (mode == ConsistencyMode::kSsp) {
         EXPECT_LE(gap, staleness + 1);
       }
     }
   }
   const pstrain::ShardStats stats = s.server.Stats();
-  if (mode == Mode::kSsp) {
+  if (mode == ConsistencyMode::kSsp) {
     EXPECT_GT(deferred, 0);
     EXPECT_EQ(stats.staleness_max(), staleness + 1);
   } else {
@@ -188,13 +188,13 @@ void RunFastAndSlow(Mode mode, int staleness) {
 }
 
 TEST(ShardServerTest, SspAnswersAPullExactlyWhenEveryClockIsWithinTheBound) {
-  for (int s : {0, 1, 3}) RunFastAndSlow(Mode::kSsp, s);
+  for (int s : {0, 1, 3}) RunFastAndSlow(ConsistencyMode::kSsp, s);
 }
 
-TEST(ShardServerTest, AspNeverDefers) { RunFastAndSlow(Mode::kAsp, 0); }
+TEST(ShardServerTest, AspNeverDefers) { RunFastAndSlow(ConsistencyMode::kAsp, 0); }
 
 TEST(ShardServerTest, SspStalenessHistogram) {
-  Shard s(Config(Mode::kSsp, 2, 1));
+  Shard s(Config(ConsistencyMode::kSsp, 2, 1));
   s.Send(Init(0, 1));
   const std::vector<uint32_t> all = {0, 1, 2};
   s.Send(Pull(0, 0));
@@ -220,7 +220,7 @@ TEST(ShardServerTest, SspStalenessHistogram) {
 }
 
 TEST(ShardServerTest, SspAppliesEachPushOnArrivalScaledByOneOverW) {
-  ShardConfig c = Config(Mode::kSsp, 2, 1);
+  ShardConfig c = Config(ConsistencyMode::kSsp, 2, 1);
   c.hyper.momentum = 0;
   Shard s(c);
   s.Send(Init(0, 1));
@@ -251,9 +251,9 @@ TEST(ShardServerTest, ClipGradientsOverTwoShardsEqualsOneShard) {
     c.hyper.momentum = 0.f;
     return c;
   };
-  Shard one(clipped(Config(Mode::kBsp, 2)));
-  Shard s0(clipped(Config(Mode::kBsp, 2, 0, 0, 2)));
-  Shard s1(clipped(Config(Mode::kBsp, 2, 0, 1, 2)));
+  Shard one(clipped(Config(ConsistencyMode::kBsp, 2)));
+  Shard s0(clipped(Config(ConsistencyMode::kBsp, 2, 0, 0, 2)));
+  Shard s1(clipped(Config(ConsistencyMode::kBsp, 2, 0, 1, 2)));
   one.Send(Init(0, 1));
   s0.Send(Init(0, 2));
   s1.Send(Init(1, 2));
@@ -285,7 +285,7 @@ TEST(ShardServerTest, ClipGradientsOverTwoShardsEqualsOneShard) {
 }
 
 TEST(ShardServerTest, NormMessagesOnlyWhenClipping) {
-  Shard s(Config(Mode::kBsp, 1, 0, 0, 2));
+  Shard s(Config(ConsistencyMode::kBsp, 1, 0, 0, 2));
   s.Send(Init(0, 2));
   Message m(pstrain::NORM_PARTIAL, 1, 0, pstrain::SERVER);
   m.header().set_sum_squares(1);

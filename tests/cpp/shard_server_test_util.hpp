@@ -1,6 +1,7 @@
 // Shared pieces of the ShardServer suites: a two-parameter net, scripted
-// HELLO/INIT/PULL/PUSH messages, a shard wrapper that records what it sends,
-// and the hand-computed BSP trajectory.
+// HELLO/INIT/PULL/PUSH messages (valid ones: ShardServer::Handle takes only
+// what transport::Validate accepted), a shard wrapper that records what it
+// sends, and the hand-computed BSP trajectory.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,7 +61,7 @@ inline float RoughGrad(int w, int64_t t, int i) {
 }
 using GradFn = float (*)(int, int64_t, int);
 
-inline ShardConfig Config(Mode mode, int workers, int staleness = 0, int shard = 0,
+inline ShardConfig Config(ConsistencyMode mode, int workers, int staleness = 0, int shard = 0,
                           int shards = 1) {
   ShardConfig c;
   c.shard = shard;
@@ -130,15 +131,10 @@ inline Message Init(int shard, int shards, std::vector<pstrain::ParamMeta> param
   return m;
 }
 
-inline Message Pull(int w, int64_t t, uint64_t request = 0) {
-  Message m(pstrain::PULL, w, t);
-  m.header().set_request_id(request);
-  return m;
-}
+inline Message Pull(int w, int64_t t) { return Message(pstrain::PULL, w, t); }
 
 inline Message Push(int w, int64_t t, const std::vector<uint32_t>& ids, GradFn grad = Grad) {
   Message m(pstrain::PUSH, w, t);
-  m.header().set_request_id(static_cast<uint64_t>(100 * t + w));
   double ss = 0;
   for (int i = 0; i < kValues; ++i) ss += double{grad(w, t, i)} * grad(w, t, i);
   m.header().set_sum_squares(ss);

@@ -52,7 +52,7 @@ class FaultTest : public ::testing::Test {
     return clocks;
   }
 
-  zmq::context_t ctx_;
+  transport::Context ctx_;
   std::shared_ptr<const std::vector<float>> values_ = Ramp(64, 1.0f);
   std::unique_ptr<Channel> router_;
   std::unique_ptr<FaultChannel> faulty_;

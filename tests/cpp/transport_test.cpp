@@ -46,7 +46,7 @@ class TransportKindTest : public ::testing::TestWithParam<std::string> {
   }
 
   testing::TempFolder folder_;
-  zmq::context_t ctx_;
+  transport::Context ctx_;
 };
 
 TEST_P(TransportKindTest, RoundTripSeveralPeersRoutedBackById) {
@@ -105,7 +105,7 @@ TEST_P(TransportKindTest, GarbageHeaderIsConsumedAndTheChannelKeepsWorking) {
   ASSERT_TRUE(router.ok()) << router.status().message();
   auto worker = Dealer(router.value()->endpoint(), "w0");
   ASSERT_TRUE(worker);
-  std::vector<zmq::message_t> garbage;
+  std::vector<transport::Frame> garbage;
   garbage.emplace_back(std::string("\xff\xfe not a header"));
   garbage.emplace_back(std::string("payload"));
   ASSERT_TRUE(worker->SendFrames("", std::move(garbage)).ok());
@@ -175,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, TransportKindTest, ::testing::Values("inproc", "
                          [](const auto& info) { return info.param; });
 
 TEST(TransportTest, SendErrorsNameTheEndpointAndPeer) {
-  zmq::context_t ctx;
+  transport::Context ctx;
   auto router = transport::BindRouter(ctx, "inproc://errors");
   ASSERT_TRUE(router.ok());
   const std::string endpoint = router.value()->endpoint();
@@ -197,7 +197,7 @@ TEST(TransportTest, SendErrorsNameTheEndpointAndPeer) {
 }
 
 TEST(TransportTest, FullQueueFailsAfterTheSendTimeout) {
-  zmq::context_t ctx;
+  transport::Context ctx;
   testing::TempFolder folder;
   transport::SocketOptions options;
   options.send_hwm = 1;
@@ -216,7 +216,7 @@ TEST(TransportTest, FullQueueFailsAfterTheSendTimeout) {
 }
 
 TEST(TransportTest, PollAnyFindsTheDealerWithAMessage) {
-  zmq::context_t ctx;
+  transport::Context ctx;
   std::vector<std::unique_ptr<Channel>> routers, dealers;
   for (int s = 0; s < 2; ++s) {
     auto router = transport::BindRouter(ctx, "inproc://poll" + std::to_string(s));
@@ -267,7 +267,7 @@ TEST(TransportTest, MakeAddressForEachKind) {
 }
 
 TEST(TransportTest, PortZeroBindsAFreePortThatDealersReach) {
-  zmq::context_t ctx;
+  transport::Context ctx;
   auto router = transport::BindRouter(ctx, transport::MakeAddress("tcp", "127.0.0.1", 0).value());
   ASSERT_TRUE(router.ok()) << router.status().message();
   const std::string endpoint = router.value()->endpoint();

@@ -1,10 +1,11 @@
 // Tests of Validate (each malformed kind gives its exact reason, a good
-// message passes) and PeerLiveness.
+// message passes), the protocol's kinds table and builders, and PeerLiveness.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "common/transport/liveness.hpp"
+#include "common/transport/protocol.hpp"
 #include "common/transport/validate.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 
@@ -131,7 +132,7 @@ TEST_F(MessageValidateTest, UnknownDtypeIsRejected) {
 
 TEST_F(MessageValidateTest, AlignedCopiesOnlyWhereNeeded) {
   InMessage in = Push({{3, 4}, {0, 4}}, {16, 16});
-  // Frames of up to 33 bytes live inside the zmq_msg_t: always copied.
+  // Frames of up to 33 bytes live inside the Frame itself: always copied.
   ASSERT_EQ(in.aligned.size(), 2u);
   EXPECT_EQ(in.aligned[0].size(), 4u);
   InMessage big;
@@ -140,6 +141,86 @@ TEST_F(MessageValidateTest, AlignedCopiesOnlyWhereNeeded) {
   big.AlignPayloads();
   EXPECT_TRUE(big.aligned.empty());  // malloc'ed by ZeroMQ: read in place
   EXPECT_EQ(big.payload(0), static_cast<const float*>(big.frames[0].data()));
+}
+
+TEST_F(MessageValidateTest, KindsAreCheckedForTheReceiversRole) {
+  rules_.receiver = SERVER;
+  EXPECT_TRUE(Validate(Good(), rules_).ok());
+  InMessage reply;
+  reply.header = MakeHeader(PULL_REPLY, 0, 3);
+  reply.header.set_job_key(42);
+  EXPECT_EQ(Reason(reply), "a server does not accept PULL_REPLY");
+  InMessage push = Good();
+  push.header.set_role(SERVER);
+  push.header.set_sender(0);
+  EXPECT_EQ(Reason(push), "a server accepts PUSH only from a worker");
+  InMessage stats;
+  stats.header = MakeHeader(STATS, 0, 0);
+  stats.header.set_role(CONTROL);
+  stats.header.set_job_key(42);
+  EXPECT_TRUE(Validate(stats, rules_).ok());  // ps-train asks for STATS too
+  stats.header.set_type(HEARTBEAT);
+  EXPECT_EQ(Reason(stats), "a server accepts HEARTBEAT only from a worker");
+  InMessage hello;
+  hello.header = MakeHeader(HELLO, 0, 0);
+  hello.header.set_job_key(42);
+  EXPECT_EQ(Reason(hello), "HELLO has no world_size");
+  InMessage norm;
+  norm.header = MakeHeader(NORM_TOTAL, 0, 4);
+  norm.header.set_role(SERVER);
+  norm.header.set_job_key(42);
+  EXPECT_EQ(Reason(norm), "NORM_TOTAL has no sum_squares");
+
+  rules_.receiver = WORKER;
+  EXPECT_EQ(Reason(Good()), "a worker does not accept PUSH");
+  reply.header.set_role(SERVER);
+  EXPECT_EQ(Reason(reply), "PULL_REPLY has no version");
+  reply.header.set_version(2);
+  EXPECT_EQ(Reason(reply), "PULL_REPLY has no reply_chunks_total");
+  reply.header.set_reply_chunks_total(3);
+  EXPECT_EQ(Reason(reply), "PULL_REPLY says 3 chunks in all, shard 0 holds 2");
+  reply.header.set_reply_chunks_total(2);
+  EXPECT_TRUE(Validate(reply, rules_).ok());
+}
+
+TEST_F(MessageValidateTest, AChunkListCanBeCheckedForCompleteness) {
+  Header h = Good().header;  // chunks 3 and 0: all of shard 0
+  EXPECT_TRUE(transport::CheckChunkList(h, placement_, 0, /*complete=*/true).ok());
+  h.mutable_chunks()->RemoveLast();
+  EXPECT_EQ(transport::CheckChunkList(h, placement_, 0, true).message(),
+            "it carries 1 of shard 0's 2 chunks");
+  EXPECT_TRUE(transport::CheckChunkList(h, placement_, 0, false).ok());
+  EXPECT_EQ(transport::CheckChunkList(h, placement_, 1, false).message(),
+            "chunk 3 is held by shard 0, not shard 1");
+}
+
+TEST(ProtocolTest, BuildersAndHelloAck) {
+  const transport::Origin worker{WORKER, 3, 9};
+  Header push = transport::PushHeader(worker, 7, -1);
+  EXPECT_EQ(push.type(), PUSH);
+  EXPECT_EQ(push.role(), WORKER);
+  EXPECT_EQ(push.sender(), 3);
+  EXPECT_EQ(push.job_key(), 9u);
+  EXPECT_EQ(push.clock(), 7);
+  EXPECT_FALSE(push.has_sum_squares());
+  EXPECT_EQ(transport::PushHeader(worker, 7, 2.5).sum_squares(), 2.5);
+  EXPECT_FALSE(transport::NewHeader({WORKER, 0, 0}, STATS).has_job_key());
+  const transport::Origin server{SERVER, 1, 9};
+  Header ack = transport::HelloAckHeader(server, transport::HelloHeader(worker, 4), 12, 11,
+                                         ConsistencyMode::kSsp, 4);
+  EXPECT_TRUE(transport::CheckKind(ack, WORKER).ok());
+  auto read = transport::ReadHelloAck(ack);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->clock, 12);
+  EXPECT_EQ(read->version, 11);
+  EXPECT_EQ(read->mode, ConsistencyMode::kSsp);
+  ack.set_text("sync");
+  EXPECT_EQ(transport::ReadHelloAck(ack).status().message(),
+            "HELLO_ACK: mode \"sync\" is not one of bsp, ssp, asp");
+  Header error = transport::ErrorHeader(server, push, "no");
+  EXPECT_EQ(error.type(), ERROR);
+  EXPECT_EQ(error.clock(), 7);  // names the request's iteration
+  EXPECT_EQ(error.text(), "no");
 }
 
 TEST(PeerLivenessTest, ReportsSilentPeersInNameOrder) {
@@ -152,6 +233,7 @@ TEST(PeerLivenessTest, ReportsSilentPeersInNameOrder) {
   EXPECT_EQ(live.Silent(t0 + 8s, 4s), (std::vector<std::string>{"w0", "w1"}));
   live.Heard("w1", t0 + 7s);
   live.Heard("w1", t0 + 1s);  // an older time never moves it back
+  EXPECT_EQ(live.last_heard("w1"), t0 + 7s);
   EXPECT_EQ(live.Silent(t0 + 8s, 4s), (std::vector<std::string>{"w0"}));
   live.Forget("w0");
   EXPECT_FALSE(live.Knows("w0"));

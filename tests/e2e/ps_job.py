@@ -6,6 +6,11 @@ all of them are stopped before the function returns. Jobs are run by the
 `ps-train` orchestrator (python/pstrain, tested in tests/python); these tests
 keep this small launcher because they need exact control over each process's
 flags (extra server/worker arguments, a given job key, raw stderr).
+
+With merge_worker_stdout, the workers write their events into one shared
+file opened for appending: each event is one line written by one write(),
+so the file holds the events of all workers in the order they were written,
+which is what a check of how far apart the workers' clocks were needs.
 """
 from __future__ import annotations
 
@@ -15,18 +20,30 @@ import os
 import pathlib
 import signal
 import subprocess
+import tempfile
 import time
 
 
 @dataclasses.dataclass
 class JobResult:
     returncodes: dict
-    events: list          # every JSON line of every process, with "source" added
+    # Every JSON line of every process, with "source" added; with merged worker
+    # output, the workers' events come first, in the order they were written.
+    events: list
     stderr: dict
 
     def of(self, kind: str, source: str | None = None) -> list:
         return [e for e in self.events
                 if e.get("event") == kind and (source is None or e["source"] == source)]
+
+
+def _appending_temp_file():
+    """An anonymous file opened with O_APPEND: every write goes to its end."""
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    os.close(fd)
+    file = open(path, "a+")
+    os.unlink(path)
+    return file
 
 
 def _read_endpoint(proc: subprocess.Popen, deadline: float) -> str:
@@ -45,11 +62,12 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
             mode: str = "bsp", staleness: int = 0, timeout: float = 300, cwd=None,
             worker_args: dict | None = None, server_args: list | None = None,
             resume: pathlib.Path | None = None, job_key: int = 4242,
-            chunk_bytes: int = 1 << 20) -> JobResult:
+            chunk_bytes: int = 1 << 20, merge_worker_stdout: bool = False) -> JobResult:
     bin_dir = pathlib.Path(build_dir) / "bin"
     deadline = time.monotonic() + timeout
     procs: dict[str, subprocess.Popen] = {}
     outputs: dict[str, str] = {}
+    merged = _appending_temp_file() if merge_worker_stdout else None
     try:
         endpoints = []
         for k in range(servers):
@@ -72,7 +90,8 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
                    "--staleness", str(staleness), "--job-key", str(job_key), "--chunk-bytes",
                    str(chunk_bytes), "--json", "--threads", "1", "--timeout-s", "60"]
             cmd += (worker_args or {}).get(r, [])
-            procs[f"worker-{r}"] = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE,
+            procs[f"worker-{r}"] = subprocess.Popen(cmd, cwd=cwd,
+                                                    stdout=merged or subprocess.PIPE,
                                                     stderr=subprocess.PIPE, text=True,
                                                     start_new_session=True)
         codes = {}
@@ -95,10 +114,17 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
                                   f" stderr tail: {e[-800:]!r}")
                 raise TimeoutError(f"job did not finish in {timeout} s (waiting for {name}):\n"
                                    + "\n".join(report))
-            outputs[name] = out
+            outputs[name] = out or ""
             errs[name] = err
             codes[name] = proc.returncode
         events = []
+        if merged is not None:
+            merged.seek(0)
+            for line in merged.read().splitlines():
+                if line.startswith("{"):
+                    event = json.loads(line)
+                    event["source"] = f"worker-{event['rank']}"
+                    events.append(event)
         for name, out in outputs.items():
             for line in out.splitlines():
                 if line.startswith("{"):
@@ -107,6 +133,8 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
                     events.append(event)
         return JobResult(codes, events, errs)
     finally:
+        if merged is not None:
+            merged.close()
         for proc in procs.values():
             if proc.poll() is None:
                 try:

@@ -1,10 +1,15 @@
 """Parameter-server training end to end: real ps-server and ps-worker processes
 on loopback TCP, on Fashion-MNIST.
 
-BSP must be exactly large-batch SGD; reruns must be bit-identical; SSP must keep
-its staleness bound and make the fast worker wait (ASP never); a resumed job
-must continue to the same weights; and ssp/bsp with 2 servers and 3 workers
-must reach the accuracy of single-process training.
+BSP must be exactly large-batch SGD, with dropout on too; reruns must be
+bit-identical; SSP must keep its staleness bound, seen from the servers and
+from the workers' own reports, and make the fast worker wait (ASP never); a
+resumed job must start where the first run stopped and end bit-identical to
+the uninterrupted one; and ssp/bsp with 2 servers and 3 workers must reach
+the accuracy of single-process training.
+
+Weights are compared with `ps-net diff`, which fails on NaN and on a layer or
+blob missing from either file.
 """
 import json
 import pathlib
@@ -17,18 +22,21 @@ from conftest import ROOT
 from ps_job import run_job
 
 SMOOTH_NET = ROOT / "tests/e2e/nets/mlp_smooth.prototxt"
+DROPOUT_NET = ROOT / "tests/e2e/nets/mlp_dropout.prototxt"
 LENET_NET = ROOT / "configs/nets/lenet_train_test.prototxt"
 
 
 def write_job(tmp: pathlib.Path, name: str, net_template: pathlib.Path, data: pathlib.Path,
               batch: int, max_iter: int, *, snapshot: int = 0, test_interval: int = 0,
-              test_iter: int = 100, base_lr: float = 0.01, extra: str = "") -> pathlib.Path:
+              test_iter: int = 100, base_lr: float = 0.01, display: int = 10,
+              drop_name: str = "drop1", extra: str = "") -> pathlib.Path:
     """A solver and its net in tmp/name/, with the train batch set to `batch`."""
     folder = tmp / name
     folder.mkdir(parents=True, exist_ok=True)
     net = net_template.read_text()
     if "BATCH" in net:
         net = net.replace("BATCH", str(batch)).replace("DATA", str(data))
+        net = net.replace("DROP", drop_name)
     else:  # LeNet: train batch 64, data under data/fashion-mnist
         net, n = re.subn(r"batch_size: 64", f"batch_size: {batch}", net)
         assert n == 1
@@ -39,7 +47,7 @@ def write_job(tmp: pathlib.Path, name: str, net_template: pathlib.Path, data: pa
     solver.write_text(
         f'net: "{folder}/net.prototxt"\n{tests}'
         f"base_lr: {base_lr}\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: \"fixed\"\n"
-        f"display: 10\nmax_iter: {max_iter}\nsnapshot: {snapshot}\n"
+        f"display: {display}\nmax_iter: {max_iter}\nsnapshot: {snapshot}\n"
         f'snapshot_prefix: "{folder}/snap"\nrandom_seed: 7\nsolver_mode: CPU\n{extra}')
     return solver
 
@@ -50,11 +58,21 @@ def final_model(solver: pathlib.Path, max_iter: int) -> pathlib.Path:
     return path
 
 
-def diff(build_dir, a: pathlib.Path, b: pathlib.Path) -> dict:
-    out = subprocess.run([str(build_dir / "bin/ps-net"), "diff", str(a), str(b), "--json"],
+def compare(build_dir, a: pathlib.Path, b: pathlib.Path, max_rel: float = 0.0):
+    """`ps-net diff`: (exit status, report); 0 when equal within max_rel."""
+    out = subprocess.run([str(build_dir / "bin/ps-net"), "diff", str(a), str(b), "--json",
+                          "--max-rel", repr(max_rel)],
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    assert out.returncode in (0, 1) and out.stdout, out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def assert_same(build_dir, a: pathlib.Path, b: pathlib.Path, max_rel: float = 0.0) -> dict:
+    """The report of `ps-net diff`, which must find the models equal within max_rel
+    (0: every value identical)."""
+    code, report = compare(build_dir, a, b, max_rel)
+    assert code == 0 and report["equal"], f"{a} and {b} differ: {report}"
+    return report
 
 
 def ok(result):
@@ -76,9 +94,33 @@ def test_bsp_is_large_batch_sgd(build_dir, fashion_mnist, tmp_path):
                     "--threads", "1", "--json"], check=True, capture_output=True, timeout=300)
 
     reference = final_model(one, iters)
-    assert diff(build_dir, reference, final_model(single, iters))["max_rel"] <= 1e-6
-    assert diff(build_dir, reference, final_model(two, iters))["max_rel"] <= 1e-5
-    assert diff(build_dir, reference, final_model(two_servers, iters))["max_rel"] <= 1e-5
+    assert_same(build_dir, reference, final_model(single, iters), max_rel=1e-6)
+    assert_same(build_dir, reference, final_model(two, iters), max_rel=1e-5)
+    assert_same(build_dir, reference, final_model(two_servers, iters), max_rel=1e-5)
+
+
+def test_bsp_with_dropout_is_large_batch_sgd(build_dir, fashion_mnist, tmp_path):
+    """Dropout masks are keyed by each sample's position in the data stream:
+    worker 1 of 2 (batch 32) draws the masks of samples 32..63 of one worker's
+    batch of 64, not worker 0's masks, so the two jobs end equal."""
+    iters = 50
+    one = write_job(tmp_path, "w1", DROPOUT_NET, fashion_mnist, 64, iters)
+    two = write_job(tmp_path, "w2", DROPOUT_NET, fashion_mnist, 32, iters)
+    other_masks = write_job(tmp_path, "other", DROPOUT_NET, fashion_mnist, 64, iters,
+                            drop_name="drop2")
+    ok(run_job(build_dir, one, workers=1, servers=1))
+    ok(run_job(build_dir, two, workers=2, servers=1))
+    ok(run_job(build_dir, other_masks, workers=1, servers=1))
+    report = assert_same(build_dir, final_model(one, iters), final_model(two, iters),
+                         max_rel=1e-5)
+    print(f"dropout, 2 workers of 32 vs 1 of 64: max_abs {report['max_abs']:.3g}, "
+          f"max_rel {report['max_rel']:.3g}")
+    # The control: the same job with other masks (the layer's name keys them)
+    # ends far outside 1e-5, so the match above needs every sample's mask to
+    # agree; had worker 1 drawn worker 0's masks, half of them would not.
+    code, other = compare(build_dir, final_model(one, iters), final_model(other_masks, iters))
+    print(f"control, other masks: max_rel {other['max_rel']:.3g}")
+    assert code == 1 and not other["mismatches"] and other["max_rel"] > 1e-3, other
 
 
 def test_bsp_lenet_matches_large_batch(build_dir, fashion_mnist, tmp_path):
@@ -86,7 +128,7 @@ def test_bsp_lenet_matches_large_batch(build_dir, fashion_mnist, tmp_path):
     two = write_job(tmp_path, "w2", LENET_NET, fashion_mnist, 32, 3)
     ok(run_job(build_dir, one, workers=1, servers=1))
     ok(run_job(build_dir, two, workers=2, servers=2, chunk_bytes=65536))
-    assert diff(build_dir, final_model(one, 3), final_model(two, 3))["max_rel"] <= 1e-4
+    assert_same(build_dir, final_model(one, 3), final_model(two, 3), max_rel=1e-4)
 
 
 def test_bsp_reruns_are_bit_identical(build_dir, fashion_mnist, tmp_path):
@@ -95,24 +137,61 @@ def test_bsp_reruns_are_bit_identical(build_dir, fashion_mnist, tmp_path):
     for solver in (first, second):
         ok(run_job(build_dir, solver, workers=3, servers=2, chunk_bytes=8192,
                    worker_args={1: ["--straggle-jitter-ms", "5"]}))
-    assert diff(build_dir, final_model(first, 30), final_model(second, 30))["max_abs"] == 0
+    assert_same(build_dir, final_model(first, 30), final_model(second, 30))
 
 
 def pull_wait(result, source: str) -> float:
     return sum(e["pull_wait_seconds"] for e in result.of("train", source))
 
 
+def reported_iters(result, source: str) -> list:
+    return [e["iter"] for e in result.of("train", source)]
+
+
+def clock_gaps(result, workers: int) -> list:
+    """How far the other workers' clocks were ahead of a worker when it reported.
+
+    Needs the workers' events in the order written (merge_worker_stdout) and a
+    train event every iteration (display 1). A worker reports iteration c right
+    after finishing it, before it can start the next one, so c is its clock at
+    that moment; what the others reported last is at most their clock. So each
+    gap is at most the true distance between the clocks at that moment.
+    """
+    last = {}
+    gaps = []
+    for e in result.events:
+        if e["event"] != "train" or not e["source"].startswith("worker"):
+            continue
+        last[e["source"]] = e["iter"]
+        if len(last) == workers:
+            gaps.append(max(last.values()) - e["iter"])
+    return gaps
+
+
 @pytest.mark.parametrize("staleness", [0, 1, 3])
 def test_ssp_bound_holds_and_fast_worker_waits(build_dir, fashion_mnist, tmp_path, staleness):
-    solver = write_job(tmp_path, f"s{staleness}", SMOOTH_NET, fashion_mnist, 16, 40)
+    iters = 40
+    solver = write_job(tmp_path, f"s{staleness}", SMOOTH_NET, fashion_mnist, 16, iters,
+                       display=1)
     result = ok(run_job(build_dir, solver, workers=2, servers=2, mode="ssp",
                         staleness=staleness, chunk_bytes=8192,
-                        worker_args={1: ["--straggle-ms", "30"]}))
+                        worker_args={1: ["--straggle-ms", "30"]}, merge_worker_stdout=True))
     done = result.of("done")
     servers = [e for e in done if e["role"] == "server"]
     assert len(servers) == 2
     for server in servers:
         assert server["staleness_max"] <= staleness + 1, server
+    # From the workers' side: a pull for iteration t waits until every clock
+    # is >= t - staleness, so no worker gets more than staleness + 1 ahead.
+    for w in range(2):
+        assert reported_iters(result, f"worker-{w}") == list(range(1, iters + 1))
+    gaps = clock_gaps(result, 2)
+    print(f"ssp staleness {staleness}: worker clock gaps, largest {max(gaps)}, "
+          f"server staleness_max {[s['staleness_max'] for s in servers]}")
+    assert gaps and max(gaps) <= staleness + 1, gaps
+    # The slow worker is 30 ms behind at every iteration; the fast one runs up
+    # to the bound while it waits, so it was `staleness` ahead at some report.
+    assert max(gaps) >= staleness, gaps
     # 40 iterations, the slow worker 30 ms behind each: the fast one must wait.
     assert pull_wait(result, "worker-0") > 0.5
 
@@ -126,16 +205,22 @@ def test_asp_never_waits(build_dir, fashion_mnist, tmp_path):
 
 
 def test_bsp_resume_continues_exactly(build_dir, fashion_mnist, tmp_path):
-    straight = write_job(tmp_path, "straight", SMOOTH_NET, fashion_mnist, 32, 40)
-    first_half = write_job(tmp_path, "resumed", SMOOTH_NET, fashion_mnist, 32, 20)
+    """With dropout on, so the resumed run must also draw the masks the
+    uninterrupted one drew from iteration 20 on."""
+    straight = write_job(tmp_path, "straight", DROPOUT_NET, fashion_mnist, 32, 40)
+    first_half = write_job(tmp_path, "resumed", DROPOUT_NET, fashion_mnist, 32, 20, display=1)
     ok(run_job(build_dir, straight, workers=2, servers=2, chunk_bytes=16384))
-    ok(run_job(build_dir, first_half, workers=2, servers=2, chunk_bytes=16384))
+    first = ok(run_job(build_dir, first_half, workers=2, servers=2, chunk_bytes=16384))
+    assert reported_iters(first, "worker-0") == list(range(1, 21))
     manifest = first_half.parent / "snap_iter_20.manifest"
     assert manifest.exists()
-    second_half = write_job(tmp_path, "resumed", SMOOTH_NET, fashion_mnist, 32, 40)
-    ok(run_job(build_dir, second_half, workers=2, servers=2, chunk_bytes=16384, resume=manifest))
-    result = diff(build_dir, final_model(straight, 40), final_model(second_half, 40))
-    assert result["max_rel"] <= 1e-6
+    second_half = write_job(tmp_path, "resumed", DROPOUT_NET, fashion_mnist, 32, 40, display=1)
+    second = ok(run_job(build_dir, second_half, workers=2, servers=2, chunk_bytes=16384,
+                        resume=manifest))
+    # Both workers started at iteration 20: their first step was the 21st.
+    for w in range(2):
+        assert reported_iters(second, f"worker-{w}") == list(range(21, 41)), w
+    assert_same(build_dir, final_model(straight, 40), final_model(second_half, 40))
 
 
 @pytest.mark.parametrize("mode,staleness", [("bsp", 0), ("ssp", 2)])

@@ -8,6 +8,8 @@
 // p = (t*W + rank)*B + i come from an Rng seeded with MixSeed(seed, p): they
 // depend only on the seed and the sample's place in the stream, never on
 // thread timing, and W workers draw exactly what one worker with W*B draws.
+// Dropout keys its masks by the same position (FirstSample, which the data
+// layer reports with each batch).
 // One thread at a time.
 #pragma once
 

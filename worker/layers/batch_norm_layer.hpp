@@ -10,7 +10,8 @@
 // updates s = maf * s + 1, mean_sum = maf * mean_sum + mean and
 // var_sum = maf * var_sum + m/(m-1) * var, where m = N * spatial size.
 // In-place (bottom == top) is supported. The fast path runs oneDNN's
-// batch_normalization primitives.
+// batch_normalization primitives (batch_norm_layer_dnnl.cpp, the only file of
+// the layer that includes oneDNN).
 // GPU path (CUDA builds): own kernels (batch_norm_layer.cu).
 #pragma once
 
@@ -50,7 +51,10 @@ class BatchNormLayer : public Layer {
 #endif
 
  private:
-  struct DnnlState;  // oneDNN primitives for the current shape
+  struct DnnlState;  // oneDNN primitives for the current shape (batch_norm_layer_dnnl.cpp)
+  struct DnnlStateDeleter {
+    void operator()(DnnlState* state) const;
+  };
 
   // mean_/variance_ from the stored estimates (global stats).
   void LoadGlobalStats();
@@ -70,7 +74,7 @@ class BatchNormLayer : public Layer {
   Blob variance_;  // [C] (biased) variance used by the last Forward
   Blob std_;       // [C] sqrt(variance + eps)
   Blob x_norm_;    // reference: copy of top; fast: the input when in place
-  std::unique_ptr<DnnlState> dnnl_;
+  std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
 };
 
 }  // namespace pstrain

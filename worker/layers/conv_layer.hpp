@@ -11,7 +11,8 @@
 // Reference path: im2col + GEMM per image and group. Fast path: oneDNN
 // convolution primitives, created per bottom shape and reused until the shape
 // changes (they are built in Reshape, so the first Forward after a shape
-// change pays nothing extra).
+// change pays nothing extra); they live in conv_layer_dnnl.cpp, the only file
+// of the layer that includes oneDNN.
 // GPU path (CUDA builds): cuDNN, descriptors and workspace cached per bottom
 // shape (conv_layer.cu).
 #pragma once
@@ -69,7 +70,10 @@ class ConvolutionLayer : public Layer {
 #endif
 
  private:
-  class DnnlConv;  // the oneDNN primitives for one bottom shape (conv_layer.cpp)
+  class DnnlConv;  // the oneDNN primitives for one bottom shape (conv_layer_dnnl.cpp)
+  struct DnnlConvDeleter {
+    void operator()(DnnlConv* conv) const;
+  };
 
   // True when the fast path has primitives for the current shape (builds them
   // if needed); false when oneDNN cannot run this configuration.
@@ -85,7 +89,7 @@ class ConvolutionLayer : public Layer {
   int out_h_ = 0, out_w_ = 0;
   std::vector<float> col_;              // im2col buffer, (C k_h k_w) x (out_h out_w)
   std::vector<float> bias_multiplier_;  // out_h out_w ones
-  std::unique_ptr<DnnlConv> dnnl_;
+  std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_;
   bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
 #ifdef PSTRAIN_HAVE_CUDA
   struct CudnnConv;  // cuDNN descriptors, algorithms, workspace (conv_layer.cu)

@@ -101,6 +101,7 @@ void DataLayer::PrefetchLoop(int64_t first_batch) {
     }
     if (!batch) batch = std::make_unique<Batch>();
     batch->index = t;
+    batch->first_sample = reader_->FirstSample(t);
     batch->data.resize(data_count);
     batch->label.resize(static_cast<size_t>(data_shape_[0]));
     batch->status = reader_->Read(t, batch->data.data(), batch->label.data());
@@ -135,6 +136,7 @@ void DataLayer::ForwardReference(const BlobVec& /*bottom*/, const BlobVec& top) 
       std::memcpy(top[1]->mutable_cpu_data(), batch->label.data(),
                   batch->label.size() * sizeof(float));
     }
+    delivered_first_ = batch->first_sample;
     ++next_batch_;
   } else {
     status_ = batch->status;

@@ -8,7 +8,9 @@
 // them unset. Tops: data (B x C x H' x W') and optionally label (B).
 //
 // Sharding and determinism: see ShardedBatchReader. The first Forward
-// delivers global step context().start_iter; each Forward the next step.
+// delivers global step context().start_iter; each Forward the next step, and
+// reports the stream position of the batch's first sample
+// (DeliveredFirstSample), which Net hands to the layers after this one.
 //
 // Bad records: a record met by the prefetch thread that cannot be read or
 // parsed stops the stream. The Forward that would deliver that batch leaves
@@ -58,6 +60,9 @@ class DataLayer : public Layer {
   // Global step the next Forward delivers.
   int64_t next_batch() const { return next_batch_; }
   int64_t record_count() const;
+  // Stream position of the first sample of the batch the last successful
+  // Forward delivered; -1 before the first.
+  int64_t DeliveredFirstSample() const override { return delivered_first_; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -66,6 +71,7 @@ class DataLayer : public Layer {
  private:
   struct Batch {
     int64_t index = 0;
+    int64_t first_sample = 0;  // stream position of sample 0
     std::vector<float> data;
     std::vector<float> label;
     Status status;
@@ -79,6 +85,7 @@ class DataLayer : public Layer {
   std::vector<int> data_shape_;
   size_t depth_ = 4;
   int64_t next_batch_ = 0;
+  int64_t delivered_first_ = -1;
   Status status_;
 
   std::thread thread_;

@@ -17,6 +17,7 @@ Status DropoutLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*top*
     return Status::Error(message.str());
   }
   scale_ = 1.f / (1.f - ratio_);
+  threshold_ = DropoutThreshold(ratio_);
   return Status::Ok();
 }
 
@@ -24,6 +25,21 @@ Status DropoutLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
   mask_.resize(bottom[0]->count());
   return Status::Ok();
+}
+
+uint64_t DropoutLayer::Key() const {
+  return MixSeed(context().seed, std::hash<std::string>{}(name()));
+}
+
+int64_t DropoutLayer::NextFirstSample(const Blob& bottom) {
+  if (forward_context().first_sample >= 0) {
+    first_sample_ = forward_context().first_sample;
+  } else {
+    const int64_t batch = bottom.num_axes() > 0 ? bottom.shape(0) : 1;
+    const int64_t t = context().start_iter + own_batches_++;
+    first_sample_ = (t * context().world_size + context().rank) * batch;
+  }
+  return first_sample_;
 }
 
 void DropoutLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
@@ -34,11 +50,17 @@ void DropoutLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
     if (x != y) CpuCopy(n, x, y);
     return;
   }
-  if (!rng_) {
-    rng_ = std::make_unique<Rng>(MixSeed(context().seed, std::hash<std::string>{}(name())));
+  const int64_t first = NextFirstSample(*bottom[0]);
+  const int64_t samples = bottom[0]->num_axes() > 0 ? bottom[0]->shape(0) : 1;
+  const int64_t inner = samples > 0 ? n / samples : 0;
+  const uint64_t key = Key();
+  for (int64_t s = 0; s < samples; ++s) {
+    const uint64_t sample_key = DropoutSampleKey(key, static_cast<uint64_t>(first + s));
+    float* mask = mask_.data() + s * inner;
+    for (int64_t j = 0; j < inner; ++j) {
+      mask[j] = DropoutBits(sample_key, static_cast<uint64_t>(j)) >= threshold_ ? scale_ : 0.f;
+    }
   }
-  const float keep = 1.f - ratio_;
-  for (int64_t i = 0; i < n; ++i) mask_[i] = rng_->Bernoulli(keep) ? scale_ : 0.f;
   const float* mask = mask_.data();
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
 }

@@ -1,39 +1,30 @@
-// Dropout on the GPU. The mask is not the CPU path's (that one comes from a
-// sequential mt19937 stream): element i of draw d is kept when
-// Bits(key, d, i) / 2^32 >= dropout_ratio, where Bits is a counter-based hash
-// and key = MixSeed(context().seed, hash of the layer name). Draw d counts the
-// layer's TRAIN forwards from context().start_iter, so a run (and a resumed
-// run) is reproducible, and Backward recomputes the mask instead of storing it.
-#include <functional>
-#include <string>
-
+// Dropout on the GPU: the mask of dropout_layer.hpp (the same function of
+// the key, the sample's stream position and the element as the CPU paths),
+// computed per element in the kernel. Backward recomputes the mask from the
+// forward's first sample position instead of storing it.
 #include "worker/layers/dropout_layer.hpp"
 #include "worker/layers/layer_kernels.cuh"
 
 namespace pstrain {
 namespace {
 
-__device__ uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+// y[i] = x[i] * scale where the mask keeps element i, else 0; element i is
+// element i % inner of sample i / inner, at stream position first + i / inner.
+__global__ void DropoutKernel(int64_t n, int64_t inner, uint64_t key, int64_t first,
+                              uint32_t threshold, float scale, const float* x, float* y) {
+  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
+    const int64_t sample = i / inner;
+    const uint64_t sample_key = DropoutSampleKey(key, static_cast<uint64_t>(first + sample));
+    const bool keep =
+        DropoutBits(sample_key, static_cast<uint64_t>(i - sample * inner)) >= threshold;
+    y[i] = keep ? x[i] * scale : 0.f;
+  }
 }
 
-// Mix64 is a bijection: for one (key, draw) distinct indices give distinct words.
-__device__ bool Keep(uint64_t key, uint64_t draw, int64_t i, uint32_t threshold) {
-  const uint64_t stream = Mix64(key + 0x9E3779B97F4A7C15ULL * (draw + 1));
-  const uint64_t word = Mix64(stream + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(i) + 1));
-  return static_cast<uint32_t>(word >> 32) >= threshold;
-}
-
-__global__ void DropoutKernel(int64_t n, uint64_t key, uint64_t draw, uint32_t threshold,
-                              float scale, const float* x, float* y) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, n) { y[i] = Keep(key, draw, i, threshold) ? x[i] * scale : 0.f; }
-}
-
-// 2^32 * ratio, rounded down; ratio < 1 so it fits.
-uint32_t Threshold(float ratio) {
-  return static_cast<uint32_t>(static_cast<double>(ratio) * 4294967296.0);
+// Elements per sample (axis 0 is the batch).
+int64_t Inner(const Blob& blob) {
+  const int64_t samples = blob.num_axes() > 0 ? blob.shape(0) : 1;
+  return samples > 0 ? blob.count() / samples : 1;
 }
 
 }  // namespace
@@ -45,9 +36,8 @@ void DropoutLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
     if (bottom[0] != top[0]) GpuCopy(n, bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
     return;
   }
-  gpu_draw_ = static_cast<uint64_t>(context().start_iter) + gpu_draws_++;
-  const uint64_t key = MixSeed(context().seed, std::hash<std::string>{}(name()));
-  LaunchKernel(n, DropoutKernel, n, key, gpu_draw_, Threshold(ratio_), scale_,
+  const int64_t first = NextFirstSample(*bottom[0]);
+  LaunchKernel(n, DropoutKernel, n, Inner(*bottom[0]), Key(), first, threshold_, scale_,
                bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
 }
 
@@ -59,9 +49,8 @@ void DropoutLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& prop
     if (bottom[0] != top[0]) GpuCopy(n, top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
     return;
   }
-  const uint64_t key = MixSeed(context().seed, std::hash<std::string>{}(name()));
-  LaunchKernel(n, DropoutKernel, n, key, gpu_draw_, Threshold(ratio_), scale_, top[0]->gpu_diff(),
-               bottom[0]->mutable_gpu_diff());
+  LaunchKernel(n, DropoutKernel, n, Inner(*top[0]), Key(), first_sample_, threshold_, scale_,
+               top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
 }
 
 }  // namespace pstrain

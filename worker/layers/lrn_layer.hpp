@@ -5,7 +5,8 @@
 // Windows are centred and clipped at the borders (out-of-range terms count as
 // zero, the divisor stays n or n^2). WITHIN_CHANNEL ignores k, as Caffe's
 // pooling-and-power implementation does. local_size n must be odd.
-// The fast path runs oneDNN's lrn primitives (whose conventions match these).
+// The fast path runs oneDNN's lrn primitives (whose conventions match these)
+// in lrn_layer_dnnl.cpp, the only file of the layer that includes oneDNN.
 // Not in-place: Backward reads both bottom data and top data.
 // GPU path (CUDA builds): cuDNN for ACROSS_CHANNELS within its parameter
 // ranges, own kernels otherwise (lrn_layer.cu).
@@ -49,7 +50,10 @@ class LrnLayer : public Layer {
 #endif
 
  private:
-  struct DnnlState;  // oneDNN primitives for the current shape
+  struct DnnlState;  // oneDNN primitives for the current shape (lrn_layer_dnnl.cpp)
+  struct DnnlStateDeleter {
+    void operator()(DnnlState* state) const;
+  };
 
   // out = sum of `in` over each element's window (per sample for ACROSS,
   // per plane for WITHIN). REQUIRES: in != out; both shaped like the bottom.
@@ -64,7 +68,7 @@ class LrnLayer : public Layer {
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   Blob scale_;    // k + alpha * window sum of squares, kept for Backward
   Blob scratch_;  // squares (Forward) or top_diff * top / scale (Backward)
-  std::unique_ptr<DnnlState> dnnl_;
+  std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
 };
 
 }  // namespace pstrain

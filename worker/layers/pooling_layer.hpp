@@ -9,7 +9,8 @@
 // the kernel the whole plane. AVE divides by the window clipped to
 // [-pad, in + pad), before clipping to the input. STOCHASTIC is not supported.
 //
-// Fast path: oneDNN pooling on NCHW memory (with the workspace for MAX
+// Fast path (pooling_layer_dnnl.cpp, the only file of the layer that includes
+// oneDNN): oneDNN pooling on NCHW memory (with the workspace for MAX
 // backward). Configurations oneDNN cannot express exactly (AVE with padding
 // whose last window runs past in + pad; MAX with the mask top) run the
 // reference path.
@@ -62,7 +63,10 @@ class PoolingLayer : public Layer {
 #endif
 
  private:
-  class DnnlPool;  // oneDNN primitives for one bottom shape (pooling_layer.cpp)
+  class DnnlPool;  // oneDNN primitives for one bottom shape (pooling_layer_dnnl.cpp)
+  struct DnnlPoolDeleter {
+    void operator()(DnnlPool* pool) const;
+  };
 
   // True when the fast path has primitives for the current shape (builds them
   // if needed); false when the reference path must serve.
@@ -84,7 +88,7 @@ class PoolingLayer : public Layer {
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   int pooled_h_ = 0, pooled_w_ = 0;
   std::vector<int> max_index_;  // reference MAX argmax when there is no mask top
-  std::unique_ptr<DnnlPool> dnnl_;
+  std::unique_ptr<DnnlPool, DnnlPoolDeleter> dnnl_;
   bool dnnl_unusable_ = false;  // the current shape runs the reference
 #ifdef PSTRAIN_HAVE_CUDA
   Blob max_index_gpu_;  // GPU MAX argmax (as float) when there is no mask top

@@ -3,11 +3,14 @@
 //   ps-net train --solver S.prototxt [--weights W.caffemodel] [--snapshot X.solverstate]
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
 //   ps-net time  --model M.prototxt [--iterations N] [--batch B]
+//   ps-net diff  A.caffemodel B.caffemodel [--max-rel R]
+//   ps-net devices
 // Every command takes --gpu N to run the layers on CUDA device N (CUDA builds).
 // Every command prints readable lines, or with --json one JSON object a line.
 // `train` prints the same events as ps-worker (worker/train_event.hpp).
 // Exit status (common/exit_code.hpp): 0 done, 1 a failure (the message names
-// the file/place), 2 bad command-line arguments, 3 training diverged.
+// the file/place) or, for diff, files that differ, 2 bad command-line
+// arguments, 3 training diverged.
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -24,6 +27,7 @@
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
+#include "worker/model_diff.hpp"
 #include "worker/net.hpp"
 #include "worker/net_timer.hpp"
 #include "worker/trainer.hpp"
@@ -279,13 +283,19 @@ int Time(int argc, char** argv) {
   return 0;
 }
 
-// Largest differences between the blobs of two .caffemodel files, matched by
-// layer name: absolute, and relative to the larger magnitude in each blob.
+// Compares the learned blobs of two .caffemodel files (CompareModels):
+// prints the largest absolute and relative differences and every mismatch
+// (NaN, a layer or blob in one file only, shapes that differ). Exit status 0
+// when the files are equal (every relative difference <= --max-rel, default
+// 0), 1 when they differ or a file cannot be read.
 int Diff(int argc, char** argv) {
   CommonFlags common;
+  double max_rel = 0;
   po::options_description desc("ps-net diff A.caffemodel B.caffemodel");
   std::vector<std::string> files;
-  desc.add_options()("files", po::value(&files)->multitoken(), "two .caffemodel files");
+  desc.add_options()("files", po::value(&files)->multitoken(), "two .caffemodel files")(
+      "max-rel", po::value<double>(&max_rel)->default_value(0),
+      "largest relative difference that counts as equal");
   AddCommon(desc, common);
   po::positional_options_description positional;
   positional.add("files", 2);
@@ -297,59 +307,33 @@ int Diff(int argc, char** argv) {
     return Usage(e.what(), &desc);
   }
   if (files.size() != 2) return Usage("diff takes two .caffemodel files", &desc);
-  caffe::NetParameter a, b;
-  for (int i = 0; i < 2; ++i) {
-    Status s = pstrain::ReadBinaryProto(files[i], i == 0 ? &a : &b);
-    if (!s.ok()) return Fail(s.message());
-  }
-  std::map<std::string, const caffe::LayerParameter*> by_name;
-  for (const auto& layer : b.layer()) by_name[layer.name()] = &layer;
-  double max_abs = 0, max_rel = 0;
-  int compared = 0;
-  std::string worst;
-  for (const auto& layer : a.layer()) {
-    if (layer.blobs_size() == 0) continue;
-    auto it = by_name.find(layer.name());
-    if (it == by_name.end() || it->second->blobs_size() != layer.blobs_size()) {
-      return Fail(files[1] + ": layer '" + layer.name() + "' is missing or has other blobs");
-    }
-    for (int j = 0; j < layer.blobs_size(); ++j) {
-      const auto& x = layer.blobs(j);
-      const auto& y = it->second->blobs(j);
-      if (x.data_size() != y.data_size()) {
-        return Fail("layer '" + layer.name() + "' blob " + std::to_string(j) +
-                    " differs in size: " + std::to_string(x.data_size()) + " vs " +
-                    std::to_string(y.data_size()));
-      }
-      double diff = 0, scale = 0;
-      for (int k = 0; k < x.data_size(); ++k) {
-        diff = std::max(diff, static_cast<double>(std::fabs(x.data(k) - y.data(k))));
-        scale = std::max({scale, static_cast<double>(std::fabs(x.data(k))),
-                          static_cast<double>(std::fabs(y.data(k)))});
-      }
-      const double rel = scale > 0 ? diff / scale : 0;
-      max_abs = std::max(max_abs, diff);
-      if (rel >= max_rel) {
-        max_rel = rel;
-        worst = layer.name() + "/" + std::to_string(j);
-      }
-      ++compared;
-    }
-  }
+  if (!(max_rel >= 0)) return Usage("--max-rel must be >= 0");
+  auto compared = pstrain::CompareModelFiles(files[0], files[1]);
+  if (!compared.ok()) return Fail(compared.status().message());
+  const pstrain::ModelDiff& d = compared.value();
+  const bool equal = d.Equal(max_rel);
   if (common.json) {
+    std::string mismatches;
+    for (const auto& m : d.mismatches) {
+      mismatches += (mismatches.empty() ? "" : ",") + JsonLine::Quote(m);
+    }
     std::printf("%s\n", JsonLine()
                             .Add("event", "diff")
-                            .Add("blobs", compared)
-                            .Add("max_abs", max_abs)
-                            .Add("max_rel", max_rel)
-                            .Add("worst", worst)
+                            .Add("blobs", d.blobs_compared)
+                            .Add("max_abs", d.max_abs)
+                            .Add("max_rel", d.max_rel)
+                            .Add("worst", d.worst)
+                            .Add("equal", equal)
+                            .AddRaw("mismatches", "[" + mismatches + "]")
                             .str()
                             .c_str());
   } else {
-    std::printf("%d blobs compared: max |a-b| = %.9g, max relative = %.9g (%s)\n", compared,
-                max_abs, max_rel, worst.c_str());
+    std::printf("%d blobs compared: max |a-b| = %.9g, max relative = %.9g (%s)\n", d.blobs_compared,
+                d.max_abs, d.max_rel, d.worst.c_str());
+    for (const auto& m : d.mismatches) std::printf("mismatch: %s\n", m.c_str());
+    if (!equal) std::printf("%s and %s differ\n", files[0].c_str(), files[1].c_str());
   }
-  return 0;
+  return equal ? 0 : 1;
 }
 
 // What this build and machine offer: {"event":"devices","cuda_build":...,"cuda_devices":N}.

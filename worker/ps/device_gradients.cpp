@@ -1,4 +1,4 @@
-#include "worker/device_gradients.hpp"
+#include "worker/ps/device_gradients.hpp"
 
 #include <deque>
 

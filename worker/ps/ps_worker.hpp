@@ -32,21 +32,20 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <zmq.hpp>
 
 #include "common/rng.hpp"
 #include "common/status.hpp"
-#include "worker/device_gradients.hpp"
-#include "worker/ps_client.hpp"
+#include "common/transport/context.hpp"
+#include "worker/ps/device_gradients.hpp"
+#include "worker/ps/ps_client.hpp"
 #include "worker/trainer.hpp"
 
 namespace pstrain {
 
 struct PsWorkerOptions {
   std::string solver_path;
-  PsClientOptions client;
+  PsClientOptions client;       // client.mode: bsp | ssp | asp (clipping in ssp/asp pushes at the end)
   std::string weights;          // rank 0, fresh job: initial weights (.caffemodel)
-  std::string mode = "bsp";     // bsp | ssp | asp (clipping in ssp/asp pushes at the end)
   int staleness = 0;
   int straggle_ms = 0;          // sleep this long every iteration (experiments)
   int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
@@ -56,7 +55,8 @@ struct PsWorkerOptions {
 
 class PsWorker : public Trainer::Callback {
  public:
-  static Result<std::unique_ptr<PsWorker>> Create(zmq::context_t& context,
+  // `context` must outlive the worker.
+  static Result<std::unique_ptr<PsWorker>> Create(transport::Context& context,
                                                   const PsWorkerOptions& options);
   PsWorker(const PsWorker&) = delete;
   PsWorker& operator=(const PsWorker&) = delete;

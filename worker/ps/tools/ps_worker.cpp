@@ -10,7 +10,7 @@
 // line "ps-worker R: <cause>" on stderr. Exit status (common/exit_code.hpp):
 // 0 done, 1 a permanent failure, 2 bad arguments, 3 training diverged, 75 a
 // server gone or silent past --timeout-s (retryable).
-#include "worker/ps_worker.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 #include <boost/algorithm/string.hpp>
 #include <boost/program_options.hpp>
@@ -26,7 +26,7 @@ namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "fast";
+  std::string servers, engine = "fast", mode = "bsp";
   int threads = 1;
   int timeout_s = 120;
   int gpu = -1;
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
       "job-key", po::value(&job_key)->default_value(0), "the job's key (guards against strays)")(
       "chunk-bytes", po::value(&options.client.chunk_bytes)->default_value(1 << 20),
       "largest piece of a parameter in one message")(
-      "mode", po::value(&options.mode)->default_value("bsp"), "bsp, ssp or asp")(
+      "mode", po::value(&mode)->default_value("bsp"), "bsp, ssp or asp")(
       "staleness", po::value(&options.staleness)->default_value(0), "ssp staleness bound")(
       "weights", po::value(&options.weights), "initial weights (worker 0, fresh job)")(
       "straggle-ms", po::value(&options.straggle_ms)->default_value(0),
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
   }
-  if (options.mode != "bsp" && options.mode != "ssp" && options.mode != "asp") {
-    return usage("--mode must be bsp, ssp or asp, got '" + options.mode + "'");
-  }
+  auto parsed_mode = pstrain::ParseConsistencyMode(mode);
+  if (!parsed_mode.ok()) return usage("--mode: " + parsed_mode.status().message());
+  options.client.mode = parsed_mode.value();
   if (options.straggle_ms < 0 || options.straggle_jitter_ms < 0) {
     return usage("--straggle-ms and --straggle-jitter-ms must be >= 0");
   }
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps-worker: warning: %s\n", s.message().c_str());
   }
 
-  zmq::context_t context(1);
+  pstrain::transport::Context context;
   auto worker = pstrain::PsWorker::Create(context, options);
   if (!worker.ok()) return pstrain::ExitWith(worker.status(), program);
   return pstrain::ExitWith(worker.value()->Run(), program);

@@ -1,4 +1,4 @@
-#include "worker/ps_worker.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 namespace pstrain {
 
-Result<std::unique_ptr<PsWorker>> PsWorker::Create(zmq::context_t& context,
+Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
                                                    const PsWorkerOptions& options) {
   std::unique_ptr<PsWorker> worker(new PsWorker());
   worker->options_ = options;
@@ -51,12 +51,12 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(zmq::context_t& context,
   PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
                            PsClient::Connect(context, options.client, std::move(params)));
   const caffe::SolverParameter& solver = worker->trainer_->solver();
-  worker->clip_at_end_ = solver.clip_gradients() >= 0 && options.mode != "bsp";
+  worker->clip_at_end_ = solver.clip_gradients() >= 0 && options.client.mode != ConsistencyMode::kBsp;
   // bsp: the next pull goes out before the last backward, so that the weights
   // of the layers pushed first travel while backward still runs. GPU workers
   // keep the pull after the pushes: pulled weights land in host memory while
   // backward still runs on the device.
-  worker->early_pull_ = options.mode == "bsp" && !worker->device_gradients_;
+  worker->early_pull_ = options.client.mode == ConsistencyMode::kBsp && !worker->device_gradients_;
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
   worker->trainer_->add_callback(worker.get());
   return worker;
@@ -205,7 +205,7 @@ Status PsWorker::WriteSnapshot(int64_t iter, const std::vector<std::string>& sha
   for (const auto& f : shard_files) manifest.add_shard_files(f);
   manifest.set_caffemodel(model);
   if (deploy.ok()) manifest.set_deploy_prototxt(deploy_path);
-  manifest.set_mode(options_.mode);
+  manifest.set_mode(ModeName(options_.client.mode));
   manifest.set_staleness(options_.staleness);
   manifest.set_workers(options_.client.world_size);
   PSTRAIN_RETURN_IF_ERROR(WriteTextProto(manifest, base + ".manifest"));

@@ -14,20 +14,28 @@
 //   Flush    waits for every push to be acknowledged.
 // Gradients are staged into reused buffers and handed to ZeroMQ without
 // further copies; the staging buffer returns to the pool when ZeroMQ lets go.
-// Every wait is bounded by `timeout`: a shard that stays silent is an error
-// naming it. Used by one thread.
+// Every message from a shard is validated on arrival (transport::Validate:
+// the kinds a worker accepts, the job key, PULL_REPLY chunks against the
+// shard's part of the placement); one that fails is an error naming the
+// shard. Every wait is bounded by `timeout`: a shard that stays silent that
+// long is an error naming its address.
+// Liveness: while the client exists, a thread of its own sends HEARTBEAT to
+// every shard it has sent nothing else for `heartbeat_interval` (also while
+// the caller computes), on connections of its own.
+// Used by one thread (besides its heartbeat thread).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include "common/blob.hpp"
+#include "common/ps/consistency_mode.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
+#include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
 
 namespace pstrain {
@@ -45,9 +53,12 @@ struct PsClientOptions {
   int rank = 0;
   int world_size = 1;
   uint64_t job_key = 0;
+  ConsistencyMode mode = ConsistencyMode::kBsp;  // every shard must run this mode (HELLO_ACK)
   int64_t chunk_bytes = 1 << 20;
   int max_pushes_in_flight = 16;  // per shard
   std::chrono::milliseconds timeout{120000};
+  // 0: no heartbeats.
+  std::chrono::milliseconds heartbeat_interval = transport::kHeartbeatInterval;
 };
 
 struct PsTraffic {
@@ -59,7 +70,8 @@ struct PsTraffic {
 
 class PsClient {
  public:
-  static Result<std::unique_ptr<PsClient>> Connect(zmq::context_t& context,
+  // `context` must outlive the client.
+  static Result<std::unique_ptr<PsClient>> Connect(transport::Context& context,
                                                    const PsClientOptions& options,
                                                    std::vector<PsParam> params);
   PsClient(const PsClient&) = delete;
@@ -68,6 +80,7 @@ class PsClient {
 
   // Greets every shard; `clock` receives the smallest clock the shards hold
   // for this worker (0 for a fresh job, the resumed iteration otherwise).
+  // Error: a shard runs another consistency mode than options.mode.
   Status Hello(int64_t* clock);
   // Rank 0: sends the parameters' metadata and current values to the shards.
   Status InitPush();
@@ -94,9 +107,13 @@ class PsClient {
   const PsTraffic& traffic() const { return traffic_; }
 
  private:
+  class Heartbeats;  // ps_client.cpp: the heartbeat thread
+
   PsClient() = default;
-  pstrain::Header NewHeader(pstrain::MessageType type) const;
+  transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
   Status Send(int shard, transport::OutMessage message);
+  // "server 1 (tcp://10.0.0.2:40001)"
+  std::string ServerName(size_t shard) const;
   // Receives one message (any shard) within `timeout`, handles acks and
   // errors, and returns it (nullopt when none arrived in time).
   Result<std::optional<std::pair<int, transport::InMessage>>> ReceiveOne(
@@ -106,8 +123,11 @@ class PsClient {
                          std::vector<transport::InMessage>* replies);
   std::shared_ptr<std::vector<float>> StagingBuffer(size_t count);
   // Checks a (partial) PULL_REPLY from `shard` against the outstanding pull
-  // and copies its chunks into the blobs.
+  // (its iteration, no chunk twice) and copies its chunks into the blobs.
+  // REQUIRES: the reply passed Validate with this shard's rules.
   Status AcceptPullReply(int shard, const transport::InMessage& reply);
+  // No answer from the shards `waiting` for options_.timeout.
+  Status Silent(const std::vector<bool>& waiting) const;
 
   PsClientOptions options_;
   std::vector<PsParam> params_;
@@ -117,7 +137,6 @@ class PsClient {
   std::vector<bool> shard_has_chunks_;
   std::vector<int> in_flight_;
   std::vector<std::shared_ptr<std::vector<float>>> pool_;
-  uint64_t next_request_ = 1;
   int64_t pull_clock_ = -1;
   // The outstanding pull: per chunk id, arrived; per shard, chunks still
   // missing, the largest version of its replies and its checkpoint path.
@@ -127,6 +146,7 @@ class PsClient {
   std::vector<std::string> pull_files_;
   bool pull_outstanding_ = false;
   PsTraffic traffic_;
+  std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first
 };
 
 }  // namespace pstrain

@@ -1,7 +1,14 @@
-#include "worker/ps_client.hpp"
+#include "worker/ps/ps_client.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/transport/validate.hpp"
 
 namespace pstrain {
 
@@ -10,7 +17,87 @@ using transport::OutMessage;
 using transport::Payload;
 using Clock = std::chrono::steady_clock;
 
-Result<std::unique_ptr<PsClient>> PsClient::Connect(zmq::context_t& context,
+namespace {
+
+// "120 s", "0.3 s".
+std::string SecondsText(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ms.count()) / 1000);
+  return text;
+}
+
+}  // namespace
+
+// Sends HEARTBEAT to every shard that was sent nothing for the interval, from
+// a thread of its own on DEALERs of its own (a socket serves one thread). The
+// client's thread records its sends in last_sent; stale heartbeats are
+// dropped, never queued (a small high-water mark, no send wait).
+class PsClient::Heartbeats {
+ public:
+  static Result<std::unique_ptr<Heartbeats>> Start(transport::Context& context,
+                                                   const PsClientOptions& options,
+                                                   transport::Origin origin) {
+    std::unique_ptr<Heartbeats> h(new Heartbeats(options.servers.size()));
+    h->header_ = transport::NewHeader(origin, pstrain::HEARTBEAT);
+    h->interval_ = options.heartbeat_interval;
+    transport::SocketOptions socket_options;
+    socket_options.identity = "worker-" + std::to_string(options.rank) + "-heartbeat";
+    socket_options.send_hwm = 2;
+    socket_options.send_timeout_ms = 0;
+    for (const std::string& server : options.servers) {
+      PSTRAIN_ASSIGN_OR_RETURN(auto channel,
+                               transport::ConnectDealer(context, server, socket_options));
+      h->channels_.push_back(std::move(channel));
+    }
+    h->thread_ = std::thread([raw = h.get()] { raw->Loop(); });
+    return h;
+  }
+
+  ~Heartbeats() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  // The client's thread sent shard k a message.
+  void Sent(size_t k) { last_sent_[k].store(Now(), std::memory_order_relaxed); }
+
+ private:
+  explicit Heartbeats(size_t shards) : last_sent_(shards) {
+    for (auto& t : last_sent_) t.store(Now());
+  }
+  static int64_t Now() { return Clock::now().time_since_epoch().count(); }
+
+  void Loop() {
+    const int64_t interval = std::chrono::duration_cast<Clock::duration>(interval_).count();
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, interval_ / 4, [this] { return stop_; })) {
+      for (size_t k = 0; k < channels_.size(); ++k) {
+        const int64_t now = Now();
+        if (now - last_sent_[k].load(std::memory_order_relaxed) < interval) continue;
+        // A full queue (the server is gone or slow) drops this one: the next
+        // interval sends another.
+        (void)channels_[k]->Send("", OutMessage{header_, {}});
+        last_sent_[k].store(now, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  pstrain::Header header_;
+  std::chrono::milliseconds interval_{0};
+  std::vector<std::unique_ptr<transport::Channel>> channels_;  // used by thread_ only
+  std::vector<std::atomic<int64_t>> last_sent_;                // per shard, steady_clock ticks
+  std::mutex mutex_;                                           // guards stop_
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
                                                     const PsClientOptions& options,
                                                     std::vector<PsParam> params) {
   if (options.servers.empty()) return Status::Error("no parameter servers given");
@@ -32,43 +119,59 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(zmq::context_t& context,
     client->shard_has_chunks_.push_back(!client->placement_.shard_chunks(k).empty());
   }
   client->in_flight_.assign(options.servers.size(), 0);
+  if (options.heartbeat_interval.count() > 0) {
+    PSTRAIN_ASSIGN_OR_RETURN(client->heartbeats_,
+                             Heartbeats::Start(context, options, client->origin()));
+  }
   return client;
 }
 
 PsClient::~PsClient() = default;
 
-pstrain::Header PsClient::NewHeader(pstrain::MessageType type) const {
-  pstrain::Header h;
-  h.set_type(type);
-  h.set_role(pstrain::WORKER);
-  h.set_sender(options_.rank);
-  h.set_job_key(options_.job_key);
-  return h;
+std::string PsClient::ServerName(size_t shard) const {
+  return "server " + std::to_string(shard) + " (" + options_.servers[shard] + ")";
 }
 
 Status PsClient::Send(int shard, OutMessage message) {
-  message.header.set_request_id(next_request_++);
   int64_t bytes = static_cast<int64_t>(message.header.ByteSizeLong());
   for (const auto& p : message.payloads) bytes += static_cast<int64_t>(p.bytes());
   Status s = channels_[shard]->Send("", std::move(message));
-  if (!s.ok()) return s.WithContext("server " + std::to_string(shard));
+  if (!s.ok()) return s.WithContext(ServerName(static_cast<size_t>(shard)));
+  if (heartbeats_) heartbeats_->Sent(static_cast<size_t>(shard));
   traffic_.bytes_sent += bytes;
   return Status::Ok();
+}
+
+Status PsClient::Silent(const std::vector<bool>& waiting) const {
+  std::string who;
+  for (size_t k = 0; k < waiting.size(); ++k) {
+    if (waiting[k]) who += (who.empty() ? "" : ", ") + ServerName(k);
+  }
+  return Status::DeadlineExceeded("no answer from " + who + " for " + SecondsText(options_.timeout));
 }
 
 Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
     std::chrono::milliseconds timeout) {
   PSTRAIN_ASSIGN_OR_RETURN(int ready, transport::PollAny(channel_ptrs_, timeout));
   if (ready < 0) return std::optional<std::pair<int, InMessage>>();
-  auto received = channels_[ready]->Receive(std::chrono::milliseconds(0));
-  if (!received.ok()) return received.status().WithContext("server " + std::to_string(ready));
+  const size_t k = static_cast<size_t>(ready);
+  auto received = channels_[k]->Receive(std::chrono::milliseconds(0));
+  if (!received.ok()) return received.status().WithContext(ServerName(k));
   if (!received.value().has_value()) return std::optional<std::pair<int, InMessage>>();
   InMessage message = std::move(*received.value());
   traffic_.bytes_received += static_cast<int64_t>(message.bytes());
+  transport::ValidationRules rules;
+  rules.receiver = pstrain::WORKER;
+  rules.job_key = options_.job_key;
+  rules.num_servers = static_cast<int>(channels_.size());
+  rules.placement = &placement_;
+  rules.shard = ready;
+  if (Status s = transport::Validate(message, rules); !s.ok()) {
+    return s.WithContext(ServerName(k) + ": " + transport::Describe(message));
+  }
   const auto type = message.header.type();
   if (type == pstrain::ERROR) {
-    return Status::Error("server " + std::to_string(ready) + " refused a request: " +
-                         message.header.text());
+    return Status::Error(ServerName(k) + " refused a request: " + message.header.text());
   }
   if (type == pstrain::PUSH_ACK) {
     in_flight_[ready] = std::max(0, in_flight_[ready] - 1);
@@ -84,14 +187,7 @@ Status PsClient::AwaitFromShards(pstrain::MessageType type, std::vector<bool> wa
   while (std::find(waiting.begin(), waiting.end(), true) != waiting.end()) {
     PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
     if (!got.has_value()) {
-      if (Clock::now() - last_heard > options_.timeout) {
-        std::string who;
-        for (size_t k = 0; k < waiting.size(); ++k) {
-          if (waiting[k]) who += (who.empty() ? "" : ", ") + options_.servers[k];
-        }
-        return Status::DeadlineExceeded("no answer from server(s) " + who + " for " +
-                                        std::to_string(options_.timeout.count() / 1000) + " s");
-      }
+      if (Clock::now() - last_heard > options_.timeout) return Silent(waiting);
       continue;
     }
     last_heard = Clock::now();
@@ -106,8 +202,7 @@ Status PsClient::AwaitFromShards(pstrain::MessageType type, std::vector<bool> wa
 
 Status PsClient::Hello(int64_t* clock) {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    OutMessage m{NewHeader(pstrain::HELLO), {}};
-    m.header.set_world_size(options_.world_size);
+    OutMessage m{transport::HelloHeader(origin(), options_.world_size), {}};
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   std::vector<InMessage> replies;
@@ -115,7 +210,13 @@ Status PsClient::Hello(int64_t* clock) {
       AwaitFromShards(pstrain::HELLO_ACK, std::vector<bool>(channels_.size(), true), &replies));
   int64_t smallest = INT64_MAX;
   for (size_t k = 0; k < replies.size(); ++k) {
-    if (shard_has_chunks_[k]) smallest = std::min(smallest, replies[k].header.clock());
+    auto ack = transport::ReadHelloAck(replies[k].header);
+    if (!ack.ok()) return ack.status().WithContext(ServerName(k));
+    if (ack->mode != options_.mode) {
+      return Status::Error(ServerName(k) + " runs " + ModeName(ack->mode) + ", this worker " +
+                           ModeName(options_.mode));
+    }
+    if (shard_has_chunks_[k]) smallest = std::min(smallest, ack->clock);
   }
   *clock = smallest == INT64_MAX ? 0 : smallest;
   return Status::Ok();
@@ -124,7 +225,7 @@ Status PsClient::Hello(int64_t* clock) {
 Status PsClient::InitPush() {
   std::vector<bool> waiting(channels_.size(), false);
   for (size_t k = 0; k < channels_.size(); ++k) {
-    OutMessage m{NewHeader(pstrain::INIT_PUSH), {}};
+    OutMessage m{transport::NewHeader(origin(), pstrain::INIT_PUSH), {}};
     for (const auto& p : params_) {
       pstrain::ParamMeta* meta = m.header.add_params();
       meta->set_name(p.name);
@@ -137,9 +238,7 @@ Status PsClient::InitPush() {
       auto values = StagingBuffer(c.length);
       std::memcpy(values->data(), params_[c.param].blob->cpu_data() + c.offset,
                   c.length * sizeof(float));
-      pstrain::ChunkRef* ref = m.header.add_chunks();
-      ref->set_id(id);
-      ref->set_length(c.length);
+      transport::AddChunk(m.header, id, static_cast<uint64_t>(c.length));
       m.payloads.push_back(Payload::Slice(values, 0, c.length));
     }
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
@@ -157,8 +256,7 @@ Status PsClient::Pull(int64_t clock) {
   for (size_t k = 0; k < channels_.size(); ++k) {
     if (!shard_has_chunks_[k]) continue;
     pull_missing_[k] = static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
-    OutMessage m{NewHeader(pstrain::PULL), {}};
-    m.header.set_clock(clock);
+    OutMessage m{transport::PullHeader(origin(), clock), {}};
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   pull_clock_ = clock;
@@ -167,7 +265,7 @@ Status PsClient::Pull(int64_t clock) {
 }
 
 Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
-  const std::string server = "server " + std::to_string(shard);
+  const std::string server = ServerName(static_cast<size_t>(shard));
   const size_t k = static_cast<size_t>(shard);
   if (!pull_outstanding_ || !shard_has_chunks_[k]) {
     return Status::Error(server + " sent a pull reply that no pull asked for");
@@ -177,24 +275,10 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
                          std::to_string(reply.header.clock()) + ", expected " +
                          std::to_string(pull_clock_));
   }
-  const auto& expected = placement_.shard_chunks(shard);
-  if (reply.header.has_reply_chunks_total() &&
-      reply.header.reply_chunks_total() != expected.size()) {
-    return Status::Error(server + " answers with " +
-                         std::to_string(reply.header.reply_chunks_total()) +
-                         " chunks in all, expected " + std::to_string(expected.size()));
-  }
-  if (reply.header.chunks_size() > pull_missing_[k] ||
-      reply.payload_count() != static_cast<size_t>(reply.header.chunks_size())) {
-    return Status::Error(server + " sent " + std::to_string(reply.header.chunks_size()) +
-                         " chunks, expected at most " + std::to_string(pull_missing_[k]));
-  }
   for (int i = 0; i < reply.header.chunks_size(); ++i) {
     const uint32_t id = reply.header.chunks(i).id();
-    if (id >= placement_.chunks().size() || placement_.chunk(id).shard != shard ||
-        reply.payload_length(i) != static_cast<size_t>(placement_.chunk(id).length) ||
-        pull_arrived_[id]) {
-      return Status::Error(server + " sent a bad chunk " + std::to_string(id));
+    if (pull_arrived_[id]) {
+      return Status::Error(server + " sent chunk " + std::to_string(id) + " twice for one pull");
     }
     pull_arrived_[id] = 1;
     const Chunk& c = placement_.chunk(id);
@@ -221,12 +305,9 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
       continue;
     }
     if (Clock::now() - last_heard > options_.timeout) {
-      std::string who;
-      for (size_t k = 0; k < pull_missing_.size(); ++k) {
-        if (pull_missing_[k] > 0) who += (who.empty() ? "" : ", ") + options_.servers[k];
-      }
-      return Status::DeadlineExceeded("no answer from server(s) " + who + " for " +
-                                      std::to_string(options_.timeout.count() / 1000) + " s");
+      std::vector<bool> waiting;
+      for (int64_t missing : pull_missing_) waiting.push_back(missing > 0);
+      return Silent(waiting);
     }
   }
   pull_outstanding_ = false;
@@ -268,9 +349,7 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
       const Chunk& c = placement_.chunk(id);
       auto values = StagingBuffer(c.length);
       std::memcpy(values->data(), diff + c.offset, c.length * sizeof(float));
-      pstrain::ChunkRef* ref = messages[c.shard].header.add_chunks();
-      ref->set_id(id);
-      ref->set_length(c.length);
+      transport::AddChunk(messages[c.shard].header, id, static_cast<uint64_t>(c.length));
       messages[c.shard].payloads.push_back(Payload::Slice(values, 0, c.length));
     }
   }
@@ -280,16 +359,13 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     while (in_flight_[k] >= options_.max_pushes_in_flight) {
       PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
       if (!got.has_value() && Clock::now() - start > options_.timeout) {
-        return Status::DeadlineExceeded("server " + options_.servers[k] +
-                                        " acknowledged no push for " +
-                                        std::to_string(options_.timeout.count() / 1000) + " s");
+        return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
+                             SecondsText(options_.timeout));
       }
       // Pull replies that arrive meanwhile are copied in by ReceiveOne.
     }
     traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    pstrain::Header header = NewHeader(pstrain::PUSH);
-    header.set_clock(clock);
-    if (sum_squares >= 0) header.set_sum_squares(sum_squares);
+    pstrain::Header header = transport::PushHeader(origin(), clock, sum_squares);
     for (const auto& ref : messages[k].header.chunks()) *header.add_chunks() = ref;
     messages[k].header = header;
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(messages[k])));
@@ -303,8 +379,9 @@ Status PsClient::Flush() {
   while (std::any_of(in_flight_.begin(), in_flight_.end(), [](int n) { return n > 0; })) {
     PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
     if (!got.has_value() && Clock::now() - start > options_.timeout) {
-      return Status::DeadlineExceeded("pushes were not acknowledged within " +
-                                      std::to_string(options_.timeout.count() / 1000) + " s");
+      std::vector<bool> waiting;
+      for (int n : in_flight_) waiting.push_back(n > 0);
+      return Silent(waiting).WithContext("waiting for push acknowledgements");
     }
   }
   return Status::Ok();
@@ -312,7 +389,8 @@ Status PsClient::Flush() {
 
 Status PsClient::Shutdown() {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), OutMessage{NewHeader(pstrain::SHUTDOWN), {}}));
+    PSTRAIN_RETURN_IF_ERROR(Send(
+        static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::SHUTDOWN), {}}));
   }
   // Wait for the acknowledgements: closing with linger 0 would drop the requests.
   const auto saved = options_.timeout;
@@ -324,7 +402,8 @@ Status PsClient::Shutdown() {
 
 Result<std::vector<pstrain::ShardStats>> PsClient::Stats() {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), OutMessage{NewHeader(pstrain::STATS), {}}));
+    PSTRAIN_RETURN_IF_ERROR(
+        Send(static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::STATS), {}}));
   }
   std::vector<InMessage> replies;
   PSTRAIN_RETURN_IF_ERROR(

@@ -1,5 +1,5 @@
-// DeviceGradients: wait-free backprop for a worker on the GPU engine (DESIGN
-// §5). After a layer's backward has been queued on the compute stream,
+// DeviceGradients: wait-free backprop for a worker on the GPU engine.
+// After a layer's backward has been queued on the compute stream,
 // Start(ids) queues copies of those parameters' gradients device-to-host on
 // GpuContext's copy stream into pinned host buffers, ordered after the
 // backward by an event; Drain hands each group to `push` once its copy has

@@ -1,0 +1,157 @@
+#include "common/transport/protocol.hpp"
+
+namespace pstrain::transport {
+namespace {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case WORKER:
+      return "worker";
+    case SERVER:
+      return "server";
+    case CONTROL:
+      return "control tool";
+  }
+  return "?";
+}
+
+// Roles as bits, to name several at once.
+constexpr unsigned Bit(Role role) { return 1u << static_cast<unsigned>(role); }
+constexpr unsigned kWorker = Bit(WORKER), kServer = Bit(SERVER), kControl = Bit(CONTROL);
+
+// The roles that may send `type` to `receiver`; 0: `receiver` does not accept
+// the kind.
+unsigned Senders(MessageType type, Role receiver) {
+  if (receiver == SERVER) {
+    switch (type) {
+      case HELLO:
+      case INIT_PUSH:
+      case PULL:
+      case PUSH:
+      case HEARTBEAT:
+        return kWorker;
+      case NORM_PARTIAL:
+      case NORM_TOTAL:
+        return kServer;
+      case STATS:
+      case SHUTDOWN:
+        return kWorker | kControl;
+      default:
+        return 0;
+    }
+  }
+  switch (type) {  // a worker or a control tool: the answers of servers
+    case HELLO_ACK:
+    case INIT_ACK:
+    case PULL_REPLY:
+    case PUSH_ACK:
+    case ERROR:
+    case STATS:
+    case SHUTDOWN:
+      return kServer;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+Status CheckKind(const Header& h, Role receiver) {
+  const std::string kind = MessageType_Name(h.type());
+  const unsigned senders = Senders(h.type(), receiver);
+  if (senders == 0) {
+    return Status::Error(std::string("a ") + RoleName(receiver) + " does not accept " + kind);
+  }
+  if ((senders & Bit(h.role())) == 0) {
+    std::string who;
+    for (Role r : {WORKER, SERVER, CONTROL}) {
+      if (senders & Bit(r)) who += std::string(who.empty() ? "" : " or a ") + RoleName(r);
+    }
+    return Status::Error(std::string("a ") + RoleName(receiver) + " accepts " + kind +
+                         " only from a " + who);
+  }
+  auto needs = [&](bool has, const char* field) {
+    return has ? Status::Ok() : Status::Error(kind + " has no " + field);
+  };
+  switch (h.type()) {
+    case HELLO:
+      return needs(h.has_world_size(), "world_size");
+    case HELLO_ACK:
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
+      return needs(h.has_version(), "version");
+    case PULL_REPLY:
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_version(), "version"));
+      return needs(h.has_reply_chunks_total(), "reply_chunks_total");
+    case NORM_PARTIAL:
+    case NORM_TOTAL:
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
+      return needs(h.has_sum_squares(), "sum_squares");
+    default:
+      return Status::Ok();  // PUSH and PULL clocks: Validate checks them with their range
+  }
+}
+
+Header NewHeader(const Origin& from, MessageType type) {
+  Header h;
+  h.set_type(type);
+  h.set_role(from.role);
+  h.set_sender(from.rank);
+  if (from.job_key != 0) h.set_job_key(from.job_key);
+  return h;
+}
+
+Header ReplyHeader(const Origin& from, const Header& request, MessageType type) {
+  Header h = NewHeader(from, type);
+  if (request.has_clock()) h.set_clock(request.clock());
+  return h;
+}
+
+void AddChunk(Header& header, uint32_t id, uint64_t length) {
+  ChunkRef* ref = header.add_chunks();
+  ref->set_id(id);
+  ref->set_length(length);
+}
+
+Header HelloHeader(const Origin& worker, int world_size) {
+  Header h = NewHeader(worker, HELLO);
+  h.set_world_size(world_size);
+  return h;
+}
+
+Header PullHeader(const Origin& worker, int64_t clock) {
+  Header h = NewHeader(worker, PULL);
+  h.set_clock(clock);
+  return h;
+}
+
+Header PushHeader(const Origin& worker, int64_t clock, double sum_squares) {
+  Header h = NewHeader(worker, PUSH);
+  h.set_clock(clock);
+  if (sum_squares >= 0) h.set_sum_squares(sum_squares);
+  return h;
+}
+
+Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
+                      ConsistencyMode mode, int world_size) {
+  Header h = ReplyHeader(server, hello, HELLO_ACK);
+  h.set_clock(clock);
+  h.set_version(version);
+  h.set_world_size(world_size);
+  h.set_text(ModeName(mode));
+  return h;
+}
+
+Header ErrorHeader(const Origin& server, const Header& request, const std::string& why) {
+  Header h = ReplyHeader(server, request, ERROR);
+  h.set_text(why);
+  return h;
+}
+
+Result<HelloAck> ReadHelloAck(const Header& header) {
+  auto mode = ParseConsistencyMode(header.text());
+  if (!mode.ok()) return mode.status().WithContext("HELLO_ACK");
+  return HelloAck{header.clock(), header.version(), mode.value()};
+}
+
+}  // namespace pstrain::transport

@@ -1,0 +1,75 @@
+// The protocol's vocabulary: which role sends each message kind to which,
+// the fields each kind needs, the headers' builders and the readers of the
+// answers a worker gets. docs/wire-protocol.md describes every exchange;
+// proto/pstrain.proto is the schema.
+//
+//   kind          sent by -> to                 needs (besides type, role, sender)
+//   HELLO         worker -> server              world_size
+//   HELLO_ACK     server -> worker              clock, version, text = mode
+//   INIT_PUSH     worker 0 -> server            params, chunks (every chunk of the shard)
+//   INIT_ACK      server -> worker 0            version
+//   PULL          worker -> server              clock
+//   PULL_REPLY    server -> worker              clock, version, reply_chunks_total
+//   PUSH          worker -> server              clock, chunks
+//   PUSH_ACK      server -> worker              clock
+//   SHUTDOWN      worker, control -> server; the server's answer back
+//   HEARTBEAT     worker -> server, when it sent nothing else for kHeartbeatInterval
+//   ERROR         server -> worker, control     text
+//   NORM_PARTIAL  server -> server 0            clock, sum_squares
+//   NORM_TOTAL    server 0 -> servers           clock, sum_squares
+//   STATS         worker, control -> server; the answer carries stats
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/ps/consistency_mode.hpp"
+#include "common/status.hpp"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain::transport {
+
+// Liveness (docs/wire-protocol.md, "Liveness"): a worker sends HEARTBEAT to a
+// server it sent nothing else for this long; a server warns about a worker it
+// has not heard from for kSilenceWarning.
+inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+inline constexpr std::chrono::milliseconds kSilenceWarning{10000};
+
+// Ok when a process of role `receiver` accepts the kind of `header` from the
+// sender's role and the header has the fields the kind needs. Errors: "a
+// server does not accept PULL_REPLY", "a server accepts PUSH only from a
+// worker", "HELLO has no world_size".
+Status CheckKind(const Header& header, Role receiver);
+
+// Who sends a header: its role, rank within the role and the job's key.
+struct Origin {
+  Role role = WORKER;
+  int rank = 0;
+  uint64_t job_key = 0;  // 0: none (not written)
+};
+
+Header NewHeader(const Origin& from, MessageType type);
+// An answer to `request` of kind `type`, with the request's clock (if any).
+Header ReplyHeader(const Origin& from, const Header& request, MessageType type);
+void AddChunk(Header& header, uint32_t id, uint64_t length);
+
+Header HelloHeader(const Origin& worker, int world_size);
+Header PullHeader(const Origin& worker, int64_t clock);
+// `sum_squares` < 0: not sent (only clipping in ssp/asp needs it).
+Header PushHeader(const Origin& worker, int64_t clock, double sum_squares);
+// `clock`: the iterations the worker has completely pushed to this shard.
+Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
+                      ConsistencyMode mode, int world_size);
+Header ErrorHeader(const Origin& server, const Header& request, const std::string& why);
+
+// What HELLO_ACK tells a worker. Error (the text is not a mode):
+// `HELLO_ACK: mode "x" is not one of bsp, ssp, asp`.
+struct HelloAck {
+  int64_t clock = 0;
+  int64_t version = 0;
+  ConsistencyMode mode = ConsistencyMode::kBsp;
+};
+Result<HelloAck> ReadHelloAck(const Header& header);
+
+}  // namespace pstrain::transport

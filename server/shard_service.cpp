@@ -1,0 +1,154 @@
+#include "server/shard_service.hpp"
+
+#include <cstdio>
+#include <utility>
+
+#include "common/transport/validate.hpp"
+
+namespace pstrain::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Seconds(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+}  // namespace
+
+ShardService::ShardService(ShardServer shard, ShardServiceOptions options)
+    : shard_(std::move(shard)), options_(std::move(options)) {
+  for (int w = 0; w < shard_.config().num_workers; ++w) {
+    worker_names_.push_back("worker " + std::to_string(w));
+  }
+}
+
+ShardService::~ShardService() = default;
+
+Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& context,
+                                                           ShardServer shard,
+                                                           ShardServiceOptions options) {
+  std::unique_ptr<ShardService> service(new ShardService(std::move(shard), std::move(options)));
+  service->shard_.log = service->options_.log;
+  transport::SocketOptions router_options;
+  router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
+  PSTRAIN_ASSIGN_OR_RETURN(service->router_,
+                           transport::BindRouter(context, service->options_.bind, router_options));
+  service->channels_.push_back(service->router_.get());
+  const int k = service->shard_.config().shard;
+  if (k > 0 && !service->options_.coordinator.empty()) {
+    transport::SocketOptions dealer_options;
+    dealer_options.identity = "server-" + std::to_string(k);
+    PSTRAIN_ASSIGN_OR_RETURN(
+        service->coordinator_,
+        transport::ConnectDealer(context, service->options_.coordinator, dealer_options));
+    service->channels_.push_back(service->coordinator_.get());
+  }
+  return service;
+}
+
+const std::string& ShardService::endpoint() const { return router_->endpoint(); }
+
+Result<ShardService::Ending> ShardService::Run() {
+  auto last_message = Clock::now();
+  auto last_tick = last_message;
+  while (!shard_.done()) {
+    if (stop_.load(std::memory_order_relaxed)) return Ending::kStopped;
+    PSTRAIN_ASSIGN_OR_RETURN(int ready, transport::PollAny(channels_, options_.poll));
+    const auto now = Clock::now();
+    if (now - last_tick >= options_.tick) {
+      SendAll(shard_.Tick(now));
+      CheckLiveness(now);
+      last_tick = now;
+    }
+    if (ready < 0) {
+      if (options_.idle_exit.count() > 0 && now - last_message > options_.idle_exit) {
+        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) + " s; exiting");
+      }
+      continue;
+    }
+    last_message = now;
+    Receive(channels_[static_cast<size_t>(ready)], now);
+  }
+  return Ending::kShutdown;
+}
+
+void ShardService::Receive(transport::Channel* channel, TimePoint now) {
+  auto received = channel->Receive(std::chrono::milliseconds(0));
+  if (!received.ok()) {
+    shard_.CountBadMessage();
+    Log("dropped a message: " + received.status().message());
+    return;
+  }
+  if (!received.value().has_value()) return;
+  transport::InMessage message = std::move(*received.value());
+  if (Status s = transport::Validate(message, shard_.RulesFor(message.header)); !s.ok()) {
+    shard_.CountBadMessage();
+    Log("dropped " + transport::Describe(message) + ": " + s.message());
+    return;
+  }
+  Heard(message.header, now);
+  if (message.header.role() == pstrain::SERVER && channel == router_.get()) {
+    server_peers_[message.peer] = true;
+  }
+  Incoming incoming{message.peer, message.header, {}};
+  for (size_t i = 0; i < message.payload_count(); ++i) {
+    incoming.payloads.push_back(message.mutable_payload(i));
+  }
+  SendAll(shard_.Handle(incoming, now));
+}
+
+void ShardService::SendAll(std::vector<Outgoing> outgoing) {
+  for (auto& o : outgoing) {
+    transport::OutMessage m{std::move(o.header), {}};
+    for (const auto& p : o.payloads) m.payloads.push_back(transport::Payload::Of(p));
+    Status s;
+    if (o.to == Outgoing::To::kPeer) {
+      s = router_->Send(o.peer, std::move(m));
+    } else if (o.to == Outgoing::To::kCoordinator) {
+      s = coordinator_ ? coordinator_->Send("", std::move(m))
+                       : Status::Error("clipping needs --coordinator on shards > 0");
+    } else {
+      for (const auto& [peer, unused] : server_peers_) {
+        Status one = router_->Send(peer, transport::OutMessage{m.header, m.payloads});
+        if (!one.ok()) s = one;
+      }
+    }
+    if (!s.ok()) Log("send failed: " + s.message());
+  }
+}
+
+void ShardService::Heard(const pstrain::Header& header, TimePoint now) {
+  if (header.role() != pstrain::WORKER) return;  // validated: 0 <= sender < num_workers
+  const std::string& name = worker_names_[static_cast<size_t>(header.sender())];
+  if (auto it = reported_.find(name); it != reported_.end()) {
+    Log(name + " is heard from again after " + Seconds(now - it->second) + " s of silence");
+    reported_.erase(it);
+  }
+  liveness_.Heard(name, now);
+}
+
+void ShardService::CheckLiveness(TimePoint now) {
+  for (const std::string& name : liveness_.Silent(now, options_.silence_warning)) {
+    int w = 0;
+    while (worker_names_[static_cast<size_t>(w)] != name) ++w;
+    const int64_t clock = shard_.clocks().clock(w);
+    if (options_.max_iter > 0 && clock >= options_.max_iter) {
+      liveness_.Forget(name);  // done training: silence is expected
+      continue;
+    }
+    if (reported_.count(name) > 0) continue;
+    const TimePoint last = liveness_.last_heard(name);
+    reported_[name] = last;
+    Log("warning: " + name + " (clock " + std::to_string(clock) + ") has been silent for " +
+        Seconds(now - last) + " s");
+  }
+}
+
+void ShardService::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+}  // namespace pstrain::server

@@ -1,0 +1,105 @@
+// ShardService: one shard's socket loop, the ps-server program without its
+// flags and signals.
+//
+// Create binds the shard's ROUTER (and, on shards > 0, a DEALER to server 0
+// for the gradient-norm exchange). Run then polls them until a SHUTDOWN has
+// been answered or Stop is called:
+//   - every message is validated once, on arrival, against
+//     ShardServer::RulesFor; one that fails (or whose header does not parse)
+//     is logged with its reason, counted in the shard's bad_messages (STATS)
+//     and dropped without an answer;
+//   - a valid one goes to ShardServer::Handle, and what Handle returns is sent
+//     (NORM_TOTAL to every server that has sent this shard a message);
+//   - every `tick` the shard logs pulls that waited too long, and the
+//     liveness table is checked: a worker not heard from (any valid message,
+//     HEARTBEAT included) for `silence_warning` is logged once, naming its
+//     rank and clock, and again when it is heard from later;
+//   - after `idle_exit` without any message Run fails.
+//
+// Threads: Create, Run and shard() on one thread at a time; Stop from any
+// thread, or from a signal handler (it only sets an atomic flag). Run notices
+// Stop within one `poll` interval.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "common/transport/channel.hpp"
+#include "common/transport/context.hpp"
+#include "common/transport/liveness.hpp"
+#include "common/transport/protocol.hpp"
+#include "server/shard_server.hpp"
+
+namespace pstrain::server {
+
+struct ShardServiceOptions {
+  std::string bind = "tcp://127.0.0.1:0";  // an address as MakeAddress makes it; port 0: any
+  std::string coordinator;                 // shards > 0: server 0's endpoint ("" = none)
+  std::chrono::milliseconds idle_exit{
+      600000};                           // Run fails after this long without a message; 0: never
+  std::chrono::milliseconds tick{1000};  // how often Tick and the liveness check run
+  std::chrono::milliseconds silence_warning = transport::kSilenceWarning;
+  std::chrono::milliseconds poll{100};  // longest single wait for a message
+  // > 0: a worker whose clock here reached this has finished training; its
+  // silence is no longer reported.
+  int64_t max_iter = 0;
+  std::function<void(const std::string&)> log;  // one line each; may be empty
+};
+
+class ShardService {
+ public:
+  enum class Ending {
+    kShutdown,  // a SHUTDOWN was answered
+    kStopped,   // Stop() was called
+  };
+
+  // Errors: the address cannot be bound, the coordinator cannot be connected.
+  static Result<std::unique_ptr<ShardService>> Create(transport::Context& context,
+                                                      ShardServer shard,
+                                                      ShardServiceOptions options);
+  ShardService(const ShardService&) = delete;
+  ShardService& operator=(const ShardService&) = delete;
+  ~ShardService();
+
+  // The bound endpoint, its port resolved ("tcp://127.0.0.1:40123").
+  const std::string& endpoint() const;
+  // Serves until SHUTDOWN or Stop. Errors: no message for idle_exit (marked
+  // retryable: DeadlineExceeded), a failing poll.
+  Result<Ending> Run();
+  // Makes Run return kStopped within one poll interval. Async-signal-safe.
+  void Stop() { stop_.store(true, std::memory_order_relaxed); }
+
+  // The shard, for its statistics and checkpoint once Run has returned.
+  // REQUIRES: Run is not running.
+  ShardServer& shard() { return shard_; }
+
+ private:
+  using TimePoint = ShardServer::TimePoint;
+  ShardService(ShardServer shard, ShardServiceOptions options);
+
+  void Receive(transport::Channel* channel, TimePoint now);
+  void SendAll(std::vector<Outgoing> outgoing);
+  void CheckLiveness(TimePoint now);
+  void Heard(const pstrain::Header& header, TimePoint now);
+  void Log(const std::string& line) const;
+
+  ShardServer shard_;
+  ShardServiceOptions options_;
+  std::unique_ptr<transport::Channel> router_;
+  std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
+  std::vector<transport::Channel*> channels_;        // router_, then coordinator_
+  std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
+  transport::PeerLiveness liveness_;                 // keyed "worker R"
+  std::vector<std::string> worker_names_;            // "worker R" at index R
+  std::map<std::string, TimePoint> reported_;        // reported silent: last heard then
+  std::atomic<bool> stop_{false};
+  static_assert(std::atomic<bool>::is_always_lock_free, "Stop() must be async-signal-safe");
+};
+
+}  // namespace pstrain::server

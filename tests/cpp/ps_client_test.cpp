@@ -1,0 +1,232 @@
+// PsClient against a real ShardService (tcp on 127.0.0.1, Run on a thread):
+// a whole exchange against hand-computed weights, heartbeats that keep a busy
+// worker from being reported silent, a mode that differs from the servers',
+// and, against a bare ROUTER playing a server, a silent server and a malformed
+// reply, each an error naming the server's address. Every wait is bounded.
+#include "worker/ps/ps_client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/transport/protocol.hpp"
+#include "server/shard_service.hpp"
+#include "tests/cpp/shard_server_test_util.hpp"
+#include "tests/cpp/transport_test_util.hpp"
+
+namespace pstrain {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace server::test_support;  // NOLINT: the shard suites' net and gradients
+using server::ShardService;
+using server::ShardServiceOptions;
+using transport::OutMessage;
+using transport::Payload;
+
+class PsClientTest : public ::testing::Test {
+ protected:
+  // The test net's parameters: "w" {2, 3} and "b" {2}, at kInitial.
+  void SetUp() override {
+    w_.Reshape({2, 3});
+    b_.Reshape({2});
+    std::copy(kInitial.begin(), kInitial.begin() + 6, w_.mutable_cpu_data());
+    std::copy(kInitial.begin() + 6, kInitial.end(), b_.mutable_cpu_data());
+  }
+  void TearDown() override {
+    if (thread_.joinable()) {
+      service_->Stop();
+      thread_.join();
+    }
+  }
+
+  void StartService(ConsistencyMode mode, ShardServiceOptions options = {}) {
+    server::ShardConfig config = Config(mode, 1);
+    options.bind = "tcp://127.0.0.1:0";
+    options.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      logs_.push_back(line);
+    };
+    auto created = ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    service_ = std::move(created).value();
+    thread_ = std::thread([this] { (void)service_->Run(); });
+  }
+
+  PsClientOptions ClientOptions(const std::string& endpoint, ConsistencyMode mode) {
+    PsClientOptions o;
+    o.servers = {endpoint};
+    o.mode = mode;
+    o.chunk_bytes = 16;
+    o.timeout = 5s;
+    return o;
+  }
+
+  std::unique_ptr<PsClient> MustConnect(const PsClientOptions& options) {
+    auto client = PsClient::Connect(context_, options, {{"w", &w_}, {"b", &b_}});
+    EXPECT_TRUE(client.ok()) << client.status().message();
+    return client.ok() ? std::move(client).value() : nullptr;
+  }
+
+  bool AnyLogContains(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::string& line : logs_) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  Blob w_, b_;
+  transport::Context context_;
+  std::unique_ptr<ShardService> service_;
+  std::thread thread_;
+  std::mutex mutex_;  // guards logs_ (the service thread writes them)
+  std::vector<std::string> logs_;
+};
+
+TEST_F(PsClientTest, HelloInitPullPushGivesTheHandComputedStep) {
+  StartService(ConsistencyMode::kBsp);
+  auto client = MustConnect(ClientOptions(service_->endpoint(), ConsistencyMode::kBsp));
+  ASSERT_TRUE(client);
+  int64_t clock = -1;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  EXPECT_EQ(clock, 0);
+  ASSERT_TRUE(client->InitPush().ok());
+  std::fill_n(w_.mutable_cpu_data(), 6, 0.f);  // the pull must bring them back
+  ASSERT_TRUE(client->Pull(0).ok());
+  int64_t version = -1;
+  ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+  EXPECT_EQ(version, 0);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(w_.cpu_data()[i], kInitial[static_cast<size_t>(i)]);
+  for (int i = 0; i < 6; ++i) w_.mutable_cpu_diff()[i] = Grad(0, 0, i);
+  for (int i = 0; i < 2; ++i) b_.mutable_cpu_diff()[i] = Grad(0, 0, 6 + i);
+  ASSERT_TRUE(client->Push({1}, 0, -1).ok());  // per layer, the last one first
+  ASSERT_TRUE(client->Push({0}, 0, -1).ok());
+  ASSERT_TRUE(client->Flush().ok());
+  ASSERT_TRUE(client->Pull(1).ok());
+  ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+  EXPECT_EQ(version, 1);
+  const std::vector<double> expected = HandBsp(1, 1);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(w_.cpu_data()[i], expected[static_cast<size_t>(i)]);
+  for (int i = 0; i < 2; ++i)
+    EXPECT_FLOAT_EQ(b_.cpu_data()[i], expected[static_cast<size_t>(6 + i)]);
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  ASSERT_EQ(stats->size(), 1u);
+  EXPECT_EQ((*stats)[0].pushes_applied(), 1);
+  EXPECT_EQ((*stats)[0].bad_messages(), 0);
+  ASSERT_TRUE(client->Shutdown().ok());
+  thread_.join();
+}
+
+TEST_F(PsClientTest, HeartbeatsKeepAnIdleWorkerAlive) {
+  ShardServiceOptions options;
+  options.poll = 10ms;
+  options.tick = 20ms;
+  options.silence_warning = 300ms;
+  StartService(ConsistencyMode::kAsp, options);
+  PsClientOptions with = ClientOptions(service_->endpoint(), ConsistencyMode::kAsp);
+  with.heartbeat_interval = 50ms;
+  auto client = MustConnect(with);
+  ASSERT_TRUE(client);
+  int64_t clock = 0;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  std::this_thread::sleep_for(800ms);  // "computing": the client's thread sends nothing
+  EXPECT_FALSE(AnyLogContains("silent"));
+
+  client.reset();  // without heartbeats the same pause is reported
+  PsClientOptions without = with;
+  without.heartbeat_interval = 0ms;
+  client = MustConnect(without);
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  std::this_thread::sleep_for(800ms);
+  EXPECT_TRUE(AnyLogContains("warning: worker 0 (clock 0) has been silent for 0."));
+}
+
+TEST_F(PsClientTest, AServerInAnotherModeIsAnError) {
+  StartService(ConsistencyMode::kSsp);
+  auto client = MustConnect(ClientOptions(service_->endpoint(), ConsistencyMode::kBsp));
+  ASSERT_TRUE(client);
+  int64_t clock = 0;
+  EXPECT_EQ(client->Hello(&clock).message(),
+            "server 0 (" + service_->endpoint() + ") runs ssp, this worker bsp");
+}
+
+// A bare ROUTER stands in for server 0: it answers what the test makes it.
+class FakeServerTest : public PsClientTest {
+ protected:
+  void SetUp() override {
+    PsClientTest::SetUp();
+    auto router = transport::BindRouter(context_, "tcp://127.0.0.1:0");
+    ASSERT_TRUE(router.ok()) << router.status().message();
+    router_ = std::move(router).value();
+  }
+  void TearDown() override {
+    router_.reset();
+    PsClientTest::TearDown();
+  }
+  // Receives the client's next message of `type` (skipping heartbeats).
+  transport::InMessage Next(pstrain::MessageType type) {
+    while (true) {
+      transport::InMessage m = testing::MustReceive(*router_);
+      if (m.header.type() != pstrain::HEARTBEAT || type == pstrain::HEARTBEAT) {
+        EXPECT_EQ(m.header.type(), type);
+        return m;
+      }
+    }
+  }
+  std::unique_ptr<transport::Channel> router_;
+};
+
+TEST_F(FakeServerTest, ASilentServerIsAnErrorNamingItsAddress) {
+  PsClientOptions options = ClientOptions(router_->endpoint(), ConsistencyMode::kBsp);
+  options.timeout = 300ms;
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  int64_t clock = 0;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client->Hello(&clock).message(),
+            "no answer from server 0 (" + router_->endpoint() + ") for 0.3 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  // The silent server heard the HELLO, then heartbeats.
+  EXPECT_EQ(Next(pstrain::HELLO).header.world_size(), 1);
+}
+
+TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {
+  auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
+  ASSERT_TRUE(client);
+  std::thread answer([this] {
+    transport::InMessage hello = Next(pstrain::HELLO);
+    const transport::Origin server{pstrain::SERVER, 0, 0};
+    ASSERT_TRUE(
+        router_
+            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
+                                                                    ConsistencyMode::kBsp, 1),
+                                          {}})
+            .ok());
+    transport::InMessage pull = Next(pstrain::PULL);
+    // Chunk 1 holds 2 values; this reply claims 3.
+    OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
+    reply.header.set_version(0);
+    reply.header.set_reply_chunks_total(3);
+    transport::AddChunk(reply.header, 1, 3);
+    reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(3, 9.f)));
+    ASSERT_TRUE(router_->Send(pull.peer, std::move(reply)).ok());
+  });
+  int64_t clock = 0;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  ASSERT_TRUE(client->Pull(0).ok());
+  int64_t version = 0;
+  EXPECT_EQ(client->WaitPull(&version, nullptr).message(),
+            "server 0 (" + router_->endpoint() +
+                "): PULL_REPLY from server 0: chunk 1: header says 3 values, the chunk has 2");
+  answer.join();
+  EXPECT_EQ(w_.cpu_data()[4], kInitial[4]);  // nothing was copied in
+}
+
+}  // namespace
+}  // namespace pstrain

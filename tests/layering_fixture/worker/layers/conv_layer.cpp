@@ -1,0 +1,2 @@
+// A layering-check fixture: a layer's reference path includes oneDNN.
+#include "common/dnnl_context.hpp"

@@ -1,0 +1,138 @@
+"""Messages a server drops reach STATS, metrics.jsonl and summary.json: garbage
+sent to the server of a real job (LeNet on Fashion-MNIST, 1 server, 2 workers)
+while it trains, over a real ZeroMQ DEALER."""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import threading
+import time
+
+import zmq
+
+from ps_train_util import ROOT, leftover_processes
+from pstrain import ClusterConfig, ConsistencyConfig, Job, JobConfig
+
+GARBAGE = 37        # frames that are no header at all
+STRANGERS = 5       # well-formed headers carrying another job's key
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def stats_request(job_key: int) -> bytes:
+    """A pstrain.Header: type STATS (16), role CONTROL (3), sender 0, job_key."""
+    return bytes([0x08, 16, 0x10, 3, 0x18, 0]) + bytes([14 << 3]) + varint(job_key)
+
+
+def fields(message: bytes) -> dict[int, list]:
+    """A protobuf message's fields by number: varints as int, length-delimited
+    fields as bytes (fixed-size fields skipped)."""
+    out: dict[int, list] = {}
+    i = 0
+
+    def read_varint() -> int:
+        nonlocal i
+        value, shift = 0, 0
+        while True:
+            byte = message[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while i < len(message):
+        key = read_varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            out.setdefault(number, []).append(read_varint())
+        elif wire == 2:
+            size = read_varint()
+            out.setdefault(number, []).append(message[i:i + size])
+            i += size
+        elif wire == 1:
+            i += 8
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {wire} at byte {i}")
+    return out
+
+
+def server_command_line(run_dir: pathlib.Path) -> str:
+    found = [c for c in leftover_processes(str(run_dir)) if "ps-server" in c]
+    assert found, "the job's ps-server is not running"
+    return found[0]
+
+
+def test_dropped_messages_reach_stats_metrics_and_summary(tmp_path, fashion_mnist):
+    config = JobConfig(
+        name="garbage", solver=ROOT / "configs/nets/lenet_solver.prototxt",
+        solver_overrides={"max_iter": 60, "test_interval": 0, "snapshot": 0, "display": 10},
+        cluster=ClusterConfig(servers=1, workers=2),
+        consistency=ConsistencyConfig(mode="bsp"), output=tmp_path / "runs")
+    outcome: dict = {}
+    job = threading.Thread(target=lambda: outcome.update(
+        result=Job(config).run(quiet=True, timeout=240)))
+    job.start()
+    try:
+        run_dir = tmp_path / "runs" / "garbage"
+        log = run_dir / "logs" / "server-0.log"
+        deadline = time.monotonic() + 60
+        endpoint = None
+        while endpoint is None and time.monotonic() < deadline:
+            if log.exists():
+                m = re.search(r'"endpoint":"([^"]+)"', log.read_text())
+                endpoint = m.group(1) if m else None
+            time.sleep(0.05)
+        assert endpoint, f"no listening line in {log}"
+        job_key = int(re.search(r"--job-key (\d+)", server_command_line(run_dir)).group(1))
+
+        context = zmq.Context()
+        dealer = context.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.setsockopt(zmq.RCVTIMEO, 20000)
+        dealer.connect(endpoint)
+        try:
+            for i in range(GARBAGE):
+                dealer.send_multipart([b"\x01\x02 not a header", b"payload %d" % i])
+            for _ in range(STRANGERS):
+                dealer.send(stats_request(job_key + 1))
+            # One connection keeps its order: the answer to this STATS comes
+            # after every message above was dropped (none of them is answered).
+            dealer.send(stats_request(job_key))
+            reply = dealer.recv_multipart()
+        finally:
+            dealer.close()
+            context.term()
+        assert len(reply) == 1
+        header = fields(reply[0])
+        assert header[1] == [16] and header[2] == [2]   # STATS from a SERVER
+        stats = fields(header[13][0])
+        assert stats.get(5) == [GARBAGE + STRANGERS]    # ShardStats.bad_messages
+    finally:
+        job.join(300)
+    assert not job.is_alive()
+    result = outcome["result"]
+    assert result.ok, result.summary
+
+    assert result.summary["bad_messages"] == GARBAGE + STRANGERS
+    assert json.loads((result.run_dir / "summary.json").read_text())["bad_messages"] == \
+        GARBAGE + STRANGERS
+    by_event = {(r["role"], r["event"]): r for r in result.metrics
+                if r["event"] in ("server_stats", "done")}
+    assert by_event[("worker", "server_stats")]["bad_messages"] == GARBAGE + STRANGERS
+    assert by_event[("server", "done")]["bad_messages"] == GARBAGE + STRANGERS
+    # The server logged each drop with its reason.
+    text = (result.run_dir / "logs" / "server-0.log").read_text()
+    assert text.count("header does not parse") == GARBAGE
+    assert text.count("dropped STATS from control 0") == STRANGERS
+    assert text.count("job key mismatch") == STRANGERS
