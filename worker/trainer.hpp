@@ -3,7 +3,7 @@
 // the solver with the update rules of common/optim, evaluates every
 // test_interval, displays, and writes snapshots (.caffemodel + .solverstate)
 // that Caffe can read and that resume a run exactly. `ps-net train` runs it as
-// it is; a parameter-server worker (worker/ps_worker) plugs into it as a
+// it is; a parameter-server worker (worker/ps/ps_worker) plugs into it as a
 // Callback that pulls the weights before each forward and pushes each layer's
 // gradients after its backward, with the local update turned off.
 //

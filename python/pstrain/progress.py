@@ -58,7 +58,7 @@ class BarProgress:
             self.images_per_second = record.get("images_per_second")
         elif kind == "test":
             self.accuracy = accuracy_of(record)
-        else:
+        elif kind != "done":      # train events stop short of max_iter (Caffe's count)
             return
         it = record.get("iter") or 0
         if it > self.bar.n:
