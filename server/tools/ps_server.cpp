@@ -9,7 +9,8 @@
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
 // then serves (ShardService) until a SHUTDOWN, a signal (SIGINT/SIGTERM: the
 // shard writes <snapshot_prefix>_interrupted.shard<K>.state and exits 0), or
-// --idle-exit-s seconds without any message (exit 1). Its last line is
+// --idle-exit-s seconds without any message (exit 75, as any failure to
+// hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
 //   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
 //    "staleness_max":...,"bad_messages":...}
 #include <boost/program_options.hpp>
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
@@ -72,9 +74,9 @@ class Printer {
   int shard_;
 };
 
-int Fail(int shard, const std::string& message) {
-  std::fprintf(stderr, "ps-server %d: %s\n", shard, message.c_str());
-  return 1;
+// Prints the failure and returns its exit code (common/exit_code.hpp).
+int Fail(int shard, const Status& status) {
+  return pstrain::ExitWith(status, "ps-server " + std::to_string(shard));
 }
 
 // Builds the shard's configuration from the flags and the solver file.
@@ -215,11 +217,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int shard = f.config.shard;
-  if (Status s = Configure(f); !s.ok()) return Fail(shard, s.message());
+  if (Status s = Configure(f); !s.ok()) return Fail(shard, s);
   auto bind_address = BindAddress(f.bind);
-  if (!bind_address.ok()) return Fail(shard, bind_address.status().message());
+  if (!bind_address.ok()) return Fail(shard, bind_address.status());
   auto made = MakeShard(f);
-  if (!made.ok()) return Fail(shard, made.status().message());
+  if (!made.ok()) return Fail(shard, made.status());
   const Printer printer(f.json, shard);
   if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
 
@@ -231,7 +233,7 @@ int main(int argc, char** argv) {
   options.log = [&](const std::string& line) { printer.Log(line); };
   transport::Context context;
   auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
-  if (!created.ok()) return Fail(shard, created.status().message());
+  if (!created.ok()) return Fail(shard, created.status());
   ShardService& service = *created.value();
   printer.Event(printer.Base("listening")
                     .Add("endpoint", Advertised(service.endpoint(), f.advertise))
@@ -246,7 +248,7 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   g_service = nullptr;
-  if (!ended.ok()) return Fail(shard, ended.status().message());
+  if (!ended.ok()) return Fail(shard, ended.status());
 
   if (ended.value() == ShardService::Ending::kStopped) {
     SaveInterrupted(service.shard(), printer);

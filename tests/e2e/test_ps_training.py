@@ -152,10 +152,11 @@ def clock_gaps(result, workers: int) -> list:
     """How far the other workers' clocks were ahead of a worker when it reported.
 
     Needs the workers' events in the order written (merge_worker_stdout) and a
-    train event every iteration (display 1). A worker reports iteration c right
-    after finishing it, before it can start the next one, so c is its clock at
-    that moment; what the others reported last is at most their clock. So each
-    gap is at most the true distance between the clocks at that moment.
+    train event every iteration (display 1). Events number iterations from 0,
+    as Caffe displays them: a worker reports iteration c after its backward pass
+    of c, before it can start c + 1, so its clock is c or c + 1 then; a worker
+    that reported j had been allowed to start j. With staleness s, j - s is at
+    most the reporter's clock, so every gap is at most s + 1.
     """
     last = {}
     gaps = []
@@ -184,7 +185,7 @@ def test_ssp_bound_holds_and_fast_worker_waits(build_dir, fashion_mnist, tmp_pat
     # From the workers' side: a pull for iteration t waits until every clock
     # is >= t - staleness, so no worker gets more than staleness + 1 ahead.
     for w in range(2):
-        assert reported_iters(result, f"worker-{w}") == list(range(1, iters + 1))
+        assert reported_iters(result, f"worker-{w}") == list(range(iters))
     gaps = clock_gaps(result, 2)
     print(f"ssp staleness {staleness}: worker clock gaps, largest {max(gaps)}, "
           f"server staleness_max {[s['staleness_max'] for s in servers]}")
@@ -211,7 +212,7 @@ def test_bsp_resume_continues_exactly(build_dir, fashion_mnist, tmp_path):
     first_half = write_job(tmp_path, "resumed", DROPOUT_NET, fashion_mnist, 32, 20, display=1)
     ok(run_job(build_dir, straight, workers=2, servers=2, chunk_bytes=16384))
     first = ok(run_job(build_dir, first_half, workers=2, servers=2, chunk_bytes=16384))
-    assert reported_iters(first, "worker-0") == list(range(1, 21))
+    assert reported_iters(first, "worker-0") == list(range(20))
     manifest = first_half.parent / "snap_iter_20.manifest"
     assert manifest.exists()
     second_half = write_job(tmp_path, "resumed", DROPOUT_NET, fashion_mnist, 32, 40, display=1)
@@ -219,7 +220,7 @@ def test_bsp_resume_continues_exactly(build_dir, fashion_mnist, tmp_path):
                         resume=manifest))
     # Both workers started at iteration 20: their first step was the 21st.
     for w in range(2):
-        assert reported_iters(second, f"worker-{w}") == list(range(21, 41)), w
+        assert reported_iters(second, f"worker-{w}") == list(range(20, 40)), w
     assert_same(build_dir, final_model(straight, 40), final_model(second_half, 40))
 
 
