@@ -2,12 +2,14 @@
 
     import pstrain
     job = pstrain.Job.from_yaml("configs/fmnist_lenet.yaml", {"solver_overrides.max_iter": 500})
-    result = job.run(quiet=True)
+    result = job.run(quiet=True)    # prints nothing; a new folder if runs/<name> exists
     print(result.summary["final_test_accuracy"], result.snapshot)
 
 Jobs can also be built in code (JobConfig, ClusterConfig, ...), and single
 processes started by hand with start_server / start_worker.
 """
+__version__ = "0.1.0"   # keep equal to pyproject.toml's [project] version
+
 from .compare import compare
 from .config import (ClusterConfig, ConsistencyConfig, DataConfig, JobConfig, RestartConfig,
                      StragglerConfig, TransportConfig)
@@ -18,4 +20,5 @@ from .runner import Job, RunResult
 
 __all__ = ["ClusterConfig", "ConsistencyConfig", "DataConfig", "Job", "JobConfig", "JobError",
            "ProcessHandle", "ProgramNotFound", "RestartConfig", "RunResult", "StragglerConfig",
-           "TransportConfig", "compare", "find_program", "start_server", "start_worker"]
+           "TransportConfig", "__version__", "compare", "find_program", "start_server",
+           "start_worker"]

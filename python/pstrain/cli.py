@@ -1,8 +1,10 @@
 """ps-train: the command line, a thin layer over the API (Job, compare).
 
-    ps-train JOB.yaml [--set dotted.key=value ...] [--dry-run] [--resume RUN_DIR] [--quiet]
+    ps-train JOB.yaml [--set dotted.key=value ...] [--dry-run] [--resume RUN_DIR] [--overwrite]
+             [--quiet]
     ps-train --resume RUN_DIR [--set ...]
     ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png]
+    ps-train --version
 
 Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
 """
@@ -12,6 +14,7 @@ import argparse
 import pathlib
 import sys
 
+from . import __version__
 from .compare import compare
 from .errors import JobError
 from .runner import Job
@@ -29,7 +32,11 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="print the resolved job and every command; start nothing")
     p.add_argument("--resume", type=pathlib.Path, metavar="RUN_DIR",
                    help="continue a run from its newest complete checkpoint")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing run folder output/name (default: a new run goes "
+                        "to name-2, name-3, ...)")
     p.add_argument("--quiet", action="store_true", help="plain log lines, no progress bar")
+    p.add_argument("--version", action="version", version=f"ps-train {__version__}")
     return p
 
 
@@ -71,7 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(job.dry_run())
         return 0
-    result = job.run(quiet=args.quiet, resume=args.resume is not None)
+    result = job.run(resume=args.resume is not None, overwrite=args.overwrite,
+                     progress="lines" if args.quiet else "auto")
     s = result.summary
     acc = s.get("final_test_accuracy")
     acc_text = f", test accuracy {acc:.4f}" if acc is not None else ""

@@ -77,6 +77,18 @@ def histograms(runs: list[RunCurves]) -> str:
     return "\n".join(lines)
 
 
+def title(runs: list[RunCurves]) -> str:
+    """The figure's title: the runs compared, each with its mode and workers."""
+    parts = []
+    for run in runs:
+        s = run.summary
+        mode = s.get("mode")
+        if mode == "ssp":
+            mode = f"ssp s={s.get('staleness')}"
+        parts.append(f"{run.label} ({mode}, {s.get('workers')} workers)")
+    return "ps-train compare: " + " vs ".join(parts)
+
+
 def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
     import matplotlib
     matplotlib.use("Agg")
@@ -101,6 +113,7 @@ def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
+    fig.suptitle(title(runs))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
@@ -108,8 +121,9 @@ def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
     return out
 
 
-def compare(run_dirs: list[pathlib.Path], out: pathlib.Path) -> str:
+def compare(run_dirs: list[str | pathlib.Path], out: str | pathlib.Path) -> str:
     """Writes the overlay PNG to `out`; returns the table and histograms as text."""
     runs = [load_run(pathlib.Path(d)) for d in run_dirs]
+    out = pathlib.Path(out)
     plot(runs, out)
     return f"{table(runs)}\n\n{histograms(runs)}\n\nfigure: {out}"

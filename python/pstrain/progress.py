@@ -38,6 +38,19 @@ class LineProgress:
         pass
 
 
+class SilentProgress:
+    """Shows nothing (the API's quiet=True); the run's results are in its folder."""
+
+    def event(self, record: dict) -> None:
+        pass
+
+    def notice(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class BarProgress:
     """A tqdm bar on stderr; notices are written above it."""
 
@@ -79,7 +92,7 @@ class BarProgress:
         self.bar.close()
 
 
-Progress = Union[LineProgress, BarProgress]
+Progress = Union[LineProgress, BarProgress, SilentProgress]
 
 
 def make_progress(name: str, total: int, *, quiet: bool,

@@ -16,11 +16,30 @@ from .plan import Plan
 MARKER = "job.resolved.yaml"
 
 
-def create(plan: Plan, *, resume: bool) -> None:
-    """Writes the folder for a run. A fresh run replaces an earlier run folder of the
-    same job (one holding job.resolved.yaml); any other non-empty folder is refused."""
+def _taken(run: pathlib.Path) -> bool:
+    return run.exists() and (not run.is_dir() or any(run.iterdir()))
+
+
+def free_name(output: pathlib.Path, name: str) -> str:
+    """`name` when output/name is free (absent or empty), else the first of name-2,
+    name-3, ... that is: a new run never touches an earlier run's folder."""
+    if not _taken(output / name):
+        return name
+    n = 2
+    while _taken(output / f"{name}-{n}"):
+        n += 1
+    return f"{name}-{n}"
+
+
+def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
+    """Writes the folder for a run. REQUIRES (unless resume): the folder is free, or
+    overwrite, which replaces an earlier run folder (one holding job.resolved.yaml);
+    any other non-empty folder is refused."""
     run = plan.run_dir
-    if not resume and run.exists() and any(run.iterdir()):
+    if not resume and _taken(run):
+        if not overwrite:
+            raise JobError(f"{plan.source}: output: {run} exists; choose another name or "
+                           f"output, or overwrite it")
         if not (run / MARKER).exists():
             raise JobError(f"{plan.source}: output: {run} exists and is not a run folder; "
                            f"choose another name or output")

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import exitcodes, plots, programs, runfolder
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
@@ -19,7 +19,7 @@ from .errors import JobError
 from .launcher import ProcessHandle
 from .metrics import MetricsLog, read_records, summarize, to_record
 from .plan import Plan, make_plan
-from .progress import make_progress
+from .progress import Progress, SilentProgress, make_progress
 
 SERVER_START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
@@ -68,42 +68,64 @@ class Job:
         return cls.from_yaml(path, overrides)
 
     def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
-        preparing = self.config.data is not None and self.config.data.prepare is not None
-        return make_plan(self.config, self.source, resume_manifest=resume_manifest,
-                         preparing_data=preparing)
+        return _plan(self.config, self.source, resume_manifest)
 
     def dry_run(self) -> str:
         """The resolved job and every process's command line; starts nothing."""
         return self.plan().describe()
 
-    def run(self, *, quiet: bool = False, resume: bool = False,
-            timeout: float | None = None) -> RunResult:
-        """Runs the job to the end. resume: continue from the newest complete
-        checkpoint in the run folder. timeout: give up (status failed) after this
-        many seconds. Raises JobError for bad input (nothing started)."""
+    def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
+            overwrite: bool = False, progress: str = "auto",
+            on_event: Callable[[dict], None] | None = None) -> RunResult:
+        """Runs the job to the end. Raises JobError for bad input (nothing started).
+
+        resume: continue from the newest complete checkpoint in the run folder.
+        overwrite: replace an existing run folder output/name; without it a new run
+          goes to the first free output/name-2, name-3, ... (and is named so).
+        timeout: give up (status failed) after this many seconds.
+        quiet: print nothing (stdout and stderr). Otherwise progress: "auto" (a bar on
+          a terminal, plain lines elsewhere) or "lines".
+        on_event: called on the calling thread with each metrics record (a dict, as
+          in metrics.jsonl) as it arrives."""
+        if progress not in ("auto", "lines"):
+            raise JobError(f"progress: must be 'auto' or 'lines', got {progress!r}")
+        say = (lambda text: None) if quiet else (lambda text: print(text, flush=True))
+        config = self.config
+        if not resume and not overwrite:
+            name = runfolder.free_name(config.output, config.name)
+            if name != config.name:
+                config = dataclasses.replace(config, name=name)
+                say(f"[{name}] {self.config.run_dir} exists (overwrite replaces it); "
+                    f"this run goes to {config.run_dir}")
         manifest = None
         if resume:
-            manifest = runfolder.newest_checkpoint(self.config.run_dir)
+            manifest = runfolder.newest_checkpoint(config.run_dir)
             if manifest is None:
-                raise JobError(f"{self.config.run_dir}: no complete checkpoint (*.manifest) in "
-                               f"{self.config.run_dir / 'snapshots'} to resume from")
-        plan = self.plan(resume_manifest=manifest)
+                raise JobError(f"{config.run_dir}: no complete checkpoint (*.manifest) in "
+                               f"{config.run_dir / 'snapshots'} to resume from")
+        plan = _plan(config, self.source, manifest)
         if plan.missing_sources:
-            _prepare_data(self.config, plan)
-            plan = make_plan(self.config, self.source, resume_manifest=manifest)
-        runfolder.create(plan, resume=resume)
-        return _Run(plan, quiet=quiet, timeout=timeout).execute()
+            _prepare_data(config, plan, say)
+            plan = make_plan(config, self.source, resume_manifest=manifest)
+        runfolder.create(plan, resume=resume, overwrite=overwrite)
+        shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
+                                                             quiet=progress == "lines")
+        return _Run(plan, progress=shown, timeout=timeout, on_event=on_event).execute()
 
 
-def _prepare_data(job: JobConfig, plan: Plan) -> None:
+def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None) -> Plan:
+    preparing = config.data is not None and config.data.prepare is not None
+    return make_plan(config, source, resume_manifest=manifest, preparing_data=preparing)
+
+
+def _prepare_data(job: JobConfig, plan: Plan, say: Callable[[str], None]) -> None:
     """Converts Fashion-MNIST with scripts/prepare_data.sh (data.prepare)."""
     script = programs.REPO_ROOT / "scripts" / "prepare_data.sh"
     build = programs.find_program("ps-data").parent.parent
     if not script.exists():
         raise JobError(f"{plan.source}: data.prepare: {script} not found; convert the data with "
                        f"ps-data and set data: null")
-    print(f"[{job.name}] preparing {job.data.prepare if job.data else ''}: "
-          f"bash {script} {build}", flush=True)
+    say(f"[{job.name}] preparing {job.data.prepare if job.data else ''}: bash {script} {build}")
     done = subprocess.run(["bash", str(script), str(build)], capture_output=True, text=True,
                           timeout=1800)
     if done.returncode != 0:
@@ -115,13 +137,15 @@ class _Run:
     """One execution of a plan. Events from the reader threads arrive on a queue
     and are handled on the calling thread only."""
 
-    def __init__(self, plan: Plan, *, quiet: bool, timeout: float | None):
+    def __init__(self, plan: Plan, *, progress: Progress, timeout: float | None,
+                 on_event: Callable[[dict], None] | None):
         self.plan = plan
         self.job = plan.job
         self.timeout = timeout
         self.events: queue.Queue[tuple[ProcessHandle, dict, float]] = queue.Queue()
         self.metrics = MetricsLog(plan.run_dir / "metrics.jsonl")
-        self.progress = make_progress(self.job.name, plan.max_iter, quiet=quiet)
+        self.progress = progress
+        self.on_event = on_event
         self.servers: list[ProcessHandle] = []
         self.workers: dict[int, ProcessHandle] = {}
         self.finished: set[int] = set()     # worker ranks that exited 0
@@ -184,6 +208,8 @@ class _Run:
                     self.last_iter[handle.rank] = record["iter"]
                 self.metrics.add(record)
                 self.progress.event(record)
+                if self.on_event is not None:
+                    self.on_event(record)
             try:
                 item = self.events.get_nowait()
             except queue.Empty:
@@ -247,9 +273,12 @@ class _Run:
                                       f"(restart.max_worker_restarts = "
                                       f"{self.job.restart.max_worker_restarts})")
                 self.restarts += 1
-                self.metrics.add({"time": round(time.time(), 3), "role": "worker", "rank": rank,
-                                  "iter": self.last_iter.get(rank), "event": "restart",
-                                  "exit": rc, "restarts": self.restarts})
+                restart = {"time": round(time.time(), 3), "role": "worker", "rank": rank,
+                           "iter": self.last_iter.get(rank), "event": "restart", "exit": rc,
+                           "restarts": self.restarts}
+                self.metrics.add(restart)
+                if self.on_event is not None:
+                    self.on_event(restart)
                 self.progress.notice(f"{why}; restarting it "
                                      f"({self.restarts}/{self.job.restart.max_worker_restarts})")
                 self._start_worker(rank)

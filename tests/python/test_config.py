@@ -211,3 +211,24 @@ def test_dry_run(capsys, tmp_path):
 def test_shipped_configs_are_valid():
     for name in ("fmnist_lenet", "fmnist_lenet_bsp", "fmnist_lenet_asp"):
         Job.from_yaml(ROOT / "configs" / f"{name}.yaml").dry_run()
+
+
+def test_version(capsys):
+    import re
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert capsys.readouterr().out.strip() == f"ps-train {version.group(1)}"
+
+
+def test_a_new_run_never_takes_an_existing_folder(tmp_path):
+    from pstrain.runfolder import free_name
+    assert free_name(tmp_path, "a") == "a"
+    (tmp_path / "a").mkdir()
+    assert free_name(tmp_path, "a") == "a"            # empty: free
+    (tmp_path / "a" / "job.resolved.yaml").write_text("name: a\n")
+    assert free_name(tmp_path, "a") == "a-2"
+    (tmp_path / "a-2").mkdir()
+    (tmp_path / "a-2" / "x").write_text("")
+    assert free_name(tmp_path, "a") == "a-3"

@@ -107,6 +107,41 @@ def test_compare_writes_png(tiny_run, tmp_path, capsys):
     assert "figure:" in compare([tiny_run.run_dir], tmp_path / "one.png")
 
 
+def test_a_rerun_keeps_the_earlier_run_folder(tiny_run, tmp_path, capfd):
+    events = []
+    capfd.readouterr()
+    again = Job.from_run_dir(tiny_run.run_dir).run(quiet=True, timeout=240,
+                                                    on_event=events.append)
+    out = capfd.readouterr()
+    assert out.out == "" and out.err == "", "quiet=True prints nothing"
+    assert again.ok, again.summary
+    assert again.run_dir == tiny_run.run_dir.parent / "tiny-2"
+    assert again.summary["name"] == "tiny-2"
+    assert again.snapshot == again.run_dir / "snapshots" / "tiny-2_iter_60.caffemodel"
+    assert (tiny_run.run_dir / "summary.json").exists(), "the earlier run is kept"
+    assert events == again.metrics                    # on_event saw every record, in order
+
+    png = tmp_path / "x.png"                          # compare takes str paths too
+    text = compare([str(tiny_run.run_dir), str(again.run_dir)], str(png))
+    assert png.stat().st_size > 1000
+    assert "tiny-2" in text
+
+    third = Job.from_run_dir(tiny_run.run_dir, ["solver_overrides.max_iter=20"])
+    shown = third.run(progress="lines", timeout=240)
+    assert shown.run_dir.name == "tiny-3"
+    assert f"this run goes to {shown.run_dir}" in capfd.readouterr().out
+    replaced = Job.from_run_dir(shown.run_dir, ["solver_overrides.max_iter=10"]).run(
+        quiet=True, overwrite=True, timeout=240)
+    assert replaced.run_dir == shown.run_dir and replaced.summary["iterations"] == 10
+    assert sorted(p.name for p in tiny_run.run_dir.parent.iterdir()) == ["tiny", "tiny-2",
+                                                                        "tiny-3"]
+
+
+def test_compare_figure_has_a_title(tiny_run):
+    from pstrain.compare import load_run, title
+    assert title([load_run(tiny_run.run_dir)]) == ("ps-train compare: tiny (ssp s=2, 2 workers)")
+
+
 def test_killed_worker_is_restarted(tmp_path, fashion_mnist):
     job = base_job(tmp_path, name="restart")
     job["solver_overrides"].update(max_iter=80, test_interval=0, snapshot=0)
