@@ -50,11 +50,12 @@ Status Trainer::ApplySolverMode() {
   if (!wants_gpu || options_.engine == Engine::kGpu) return Status::Ok();
   if (!BuiltWithCuda()) {
     return Status::InvalidArgument(
-        solver_path_ + ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU or drop it)");
+        solver_path_ +
+        ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU or drop it)");
   }
   const int device = solver_.device_id();
-  PSTRAIN_RETURN_IF_ERROR(
-      UseCudaDevice(device, solver_path_ + ": solver_mode: GPU, device_id " + std::to_string(device)));
+  PSTRAIN_RETURN_IF_ERROR(UseCudaDevice(
+      device, solver_path_ + ": solver_mode: GPU, device_id " + std::to_string(device)));
   options_.engine = Engine::kGpu;
   return Status::Ok();
 }

@@ -490,8 +490,11 @@ TEST_F(ToolsTest, PsNetAcceptsCaffeSpellings) {
 
 TEST_F(ToolsTest, EveryProgramAnswersHelpAndVersion) {
   const std::string server = PSTRAIN_BINARY_DIR "/bin/ps-server";
-  for (const auto& [program, name] : std::vector<std::pair<std::string, std::string>>{
-           {kPsNet, "ps-net"}, {kPsData, "ps-data"}, {kPsWorker, "ps-worker"}, {server, "ps-server"}}) {
+  for (const auto& [program, name] :
+       std::vector<std::pair<std::string, std::string>>{{kPsNet, "ps-net"},
+                                                        {kPsData, "ps-data"},
+                                                        {kPsWorker, "ps-worker"},
+                                                        {server, "ps-server"}}) {
     RunResult r = RunProgram({program, "--help"});
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
     EXPECT_NE(r.out, "") << name;

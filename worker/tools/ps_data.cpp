@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool json = false;
   po::options_description visible("options");
-  visible.add_options()("help,h", "show this help")("version", "print the version")("json", po::bool_switch(&json),
-                                                    "print the result as one JSON object");
+  visible.add_options()("help,h", "show this help")("version", "print the version")(
+      "json", po::bool_switch(&json), "print the result as one JSON object");
   po::options_description all;
   all.add(visible).add_options()("args", po::value(&args));
   po::positional_options_description positional;

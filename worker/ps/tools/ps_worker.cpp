@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
   bool json = false;
   uint64_t job_key = 0;
   po::options_description desc("ps-worker");
-  desc.add_options()("help,h", "show this help")("version", "print the version")("solver", po::value(&options.solver_path),
-                                                 "solver prototxt")(
+  desc.add_options()("help,h", "show this help")("version", "print the version")(
+      "solver", po::value(&options.solver_path), "solver prototxt")(
       "rank", po::value(&options.client.rank)->default_value(0), "this worker's rank")(
       "workers", po::value(&options.client.world_size)->default_value(1), "number of workers")(
       "servers", po::value(&servers), "server endpoints, comma-separated, shard order")(
