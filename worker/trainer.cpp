@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/device.hpp"
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
@@ -43,6 +44,22 @@ std::string Trainer::ResolveNetPath(const std::string& path) const {
   return FileExists(beside.string()) ? beside.string() : path;
 }
 
+Status Trainer::ApplySolverMode() {
+  const bool wants_gpu =
+      solver_.has_solver_mode() && solver_.solver_mode() == caffe::SolverParameter::GPU;
+  if (!wants_gpu || options_.engine == Engine::kGpu) return Status::Ok();
+  if (!BuiltWithCuda()) {
+    return Status::InvalidArgument(
+        solver_path_ +
+        ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU or drop it)");
+  }
+  const int device = solver_.device_id();
+  PSTRAIN_RETURN_IF_ERROR(UseCudaDevice(
+      device, solver_path_ + ": solver_mode: GPU, device_id " + std::to_string(device)));
+  options_.engine = Engine::kGpu;
+  return Status::Ok();
+}
+
 Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& solver_path,
                      const TrainerOptions& options) {
   solver_ = solver;
@@ -58,8 +75,9 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
                                    ": snapshot_format HDF5 is not supported; use BINARYPROTO");
   }
 
+  PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
   NetContext context = options.context;
-  context.engine = options.engine;
+  context.engine = options_.engine;
   caffe::SolverState resume_state;
   if (!options.resume_from.empty()) {
     PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(options.resume_from, &resume_state));

@@ -90,6 +90,9 @@ class Trainer {
   };
 
   // Reads and upgrades the solver, builds the nets, and fills the weights.
+  // An explicit `solver_mode: GPU` with an engine other than kGpu selects CUDA
+  // device device_id (as `caffe train` without -gpu does); on a build without
+  // CUDA it is an InvalidArgument error naming the solver file.
   static Result<std::unique_ptr<Trainer>> FromFile(const std::string& solver_path,
                                                    const TrainerOptions& options);
   static Result<std::unique_ptr<Trainer>> Create(const caffe::SolverParameter& solver,
@@ -120,6 +123,9 @@ class Trainer {
   const Net* test_net() const { return test_nets_.empty() ? nullptr : test_nets_[0].get(); }
   int iter() const { return iter_; }
   const caffe::SolverParameter& solver() const { return solver_; }
+  // The engine the nets run on: TrainerOptions::engine, or kGpu when the solver
+  // says `solver_mode: GPU` (see FromFile).
+  Engine engine() const { return options_.engine; }
   int iter_size() const { return hyper_.iter_size; }
   // Caffe's smoothed loss: the mean over the last average_loss iterations.
   double smoothed_loss() const { return smoothed_loss_.value(); }
@@ -128,6 +134,10 @@ class Trainer {
   using Clock = std::chrono::steady_clock;
 
   Trainer() = default;
+  // Caffe's rule for an explicit `solver_mode: GPU` when options_.engine is
+  // not kGpu (no --gpu): selects CUDA device device_id and the GPU engine; an
+  // error naming the solver file on a build without CUDA.
+  Status ApplySolverMode();
   Status Init(const caffe::SolverParameter& solver, const std::string& solver_path,
               const TrainerOptions& options);
   Status ForwardBackward(float* loss);

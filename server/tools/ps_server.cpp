@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/command_line.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/optim/solver_proto.hpp"
@@ -178,7 +179,7 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
 int main(int argc, char** argv) {
   Flags f;
   po::options_description desc("ps-server");
-  desc.add_options()("help,h", "show this help")(
+  desc.add_options()("help,h", "show this help")("version", "print the version")(
       "shard", po::value(&f.config.shard)->default_value(0), "this shard's rank")(
       "num-servers", po::value(&f.config.num_shards)->default_value(1), "number of shards")(
       "workers", po::value(&f.config.num_workers)->default_value(1), "number of workers")(
@@ -202,7 +203,9 @@ int main(int argc, char** argv) {
       "json", po::bool_switch(&f.json), "one JSON object a line");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::store(
+        po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
+        vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "ps-server: %s\n", e.what());
@@ -210,6 +213,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << desc;
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::printf("%s\n", pstrain::VersionLine("ps-server").c_str());
     return 0;
   }
   if (f.solver.empty()) {

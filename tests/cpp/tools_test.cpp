@@ -458,6 +458,91 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "target" top: "lo
   EXPECT_EQ(Lines(r.err).at(0), "ps-net: --engine must be 'fast' or 'reference', got 'x'");
 }
 
+// Caffe's habits: `caffe train -solver s.prototxt -gpu=0` spellings, device_query.
+TEST_F(ToolsTest, PsNetAcceptsCaffeSpellings) {
+  testing::WriteTextFile(dir_ / "tiny.prototxt", kTinyNet);
+  testing::WriteTextFile(
+      dir_ / "solver.prototxt",
+      SolverFor(dir_ / "tiny.prototxt", "base_lr: 0.1 display: 10 snapshot_after_train: false"));
+  const std::string solver = dir_ / "solver.prototxt";
+  const auto last_line = [](const RunResult& r) {
+    const auto lines = Lines(r.out);
+    return lines.empty() ? std::string() : lines.back();
+  };
+  const RunResult dashes = RunProgram({kPsNet, "train", "--solver", solver, "--threads", "1"});
+  ASSERT_EQ(dashes.exit_code, 0) << dashes.err;
+  EXPECT_TRUE(StartsWith(last_line(dashes), "done at iteration 50: loss = ")) << dashes.out;
+  const RunResult caffe = RunProgram({kPsNet, "train", "-solver", solver, "-threads", "1"});
+  EXPECT_EQ(caffe.exit_code, 0) << caffe.err;
+  EXPECT_EQ(last_line(caffe), last_line(dashes));
+  const RunResult equals = RunProgram({kPsNet, "train", "-solver=" + solver, "-threads=1"});
+  EXPECT_EQ(equals.exit_code, 0) << equals.err;
+  EXPECT_EQ(last_line(equals), last_line(dashes));
+
+  // A Caffe spelling of an option the command lacks is still refused.
+  RunResult r = RunProgram({kPsNet, "time", "-solver", solver});
+  EXPECT_EQ(r.exit_code, 2);
+
+  r = RunProgram({kPsNet, "device_query"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, RunProgram({kPsNet, "devices"}).out);
+}
+
+TEST_F(ToolsTest, EveryProgramAnswersHelpAndVersion) {
+  const std::string server = PSTRAIN_BINARY_DIR "/bin/ps-server";
+  for (const auto& [program, name] :
+       std::vector<std::pair<std::string, std::string>>{{kPsNet, "ps-net"},
+                                                        {kPsData, "ps-data"},
+                                                        {kPsWorker, "ps-worker"},
+                                                        {server, "ps-server"}}) {
+    RunResult r = RunProgram({program, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_NE(r.out, "") << name;
+    EXPECT_EQ(r.err, "") << name;
+    r = RunProgram({program, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out, name + " 0.1.0\n");
+  }
+  for (const std::string command : {"train", "test", "time", "diff", "devices", "device_query"}) {
+    RunResult r = RunProgram({kPsNet, command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_NE(r.out, "") << command;
+    r = RunProgram({kPsNet, command, "-help"});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+  }
+  EXPECT_EQ(RunProgram({kPsNet, "train", "--version"}).out, "ps-net 0.1.0\n");
+}
+
+// solver_mode: GPU is Caffe's request for a GPU: honoured on CUDA builds,
+// refused with a message naming the solver file on others.
+TEST_F(ToolsTest, SolverModeGpuIsHonouredOrRefused) {
+  testing::WriteTextFile(dir_ / "tiny.prototxt", kTinyNet);
+  const std::string solver = dir_ / "gpu_solver.prototxt";
+  testing::WriteTextFile(solver, SolverFor(dir_ / "tiny.prototxt",
+                                           "base_lr: 0.1 snapshot_after_train: false "
+                                           "solver_mode: GPU device_id: 0"));
+  const RunResult devices = RunProgram({kPsNet, "devices"});
+  if (devices.out.find("CUDA build: no") != std::string::npos) {
+    RunResult r = RunProgram({kPsNet, "train", "-solver", solver});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "ps-net: " + solver +
+                         ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU "
+                         "or drop it)\n");
+    EXPECT_EQ(r.out, "");
+    r = RunProgram({kPsWorker, "--solver", solver, "--servers", "tcp://127.0.0.1:1"});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err, "ps-worker 0: " + solver +
+                         ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU "
+                         "or drop it)\n");
+  }
+  // solver_mode: CPU trains as before.
+  testing::WriteTextFile(solver, SolverFor(dir_ / "tiny.prototxt",
+                                           "base_lr: 0.1 snapshot_after_train: false "
+                                           "solver_mode: CPU"));
+  const RunResult r = RunProgram({kPsNet, "train", "-solver", solver});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 TEST_F(ToolsTest, PsWorkerExitCodesSeparateRetryableFailures) {
   ASSERT_TRUE(FileExists(kPsWorker)) << kPsWorker << " is not built";
   // Port 1 on the loopback: nobody listens there (it needs root), so the

@@ -43,7 +43,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     worker->push_after_layer_[p.layer_index].push_back(id);
     params.push_back({p.name, p.blob, p.lr_mult, p.decay_mult});
   }
-  if (options.engine == Engine::kGpu) {
+  if (worker->trainer_->engine() == Engine::kGpu) {
     std::vector<Blob*> blobs;
     for (const PsParam& p : params) blobs.push_back(p.blob);
     PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "worker/data/mnist.hpp"
@@ -38,21 +39,30 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   bool json = false;
   po::options_description visible("options");
-  visible.add_options()("help,h", "show this help")("json", po::bool_switch(&json),
-                                                    "print the result as one JSON object");
+  visible.add_options()("help,h", "show this help")("version", "print the version")(
+      "json", po::bool_switch(&json), "print the result as one JSON object");
   po::options_description all;
   all.add(visible).add_options()("args", po::value(&args));
   po::positional_options_description positional;
   positional.add("args", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::store(po::command_line_parser(argc, argv)
+                  .options(all)
+                  .positional(positional)
+                  .style(pstrain::CommandLineStyle())
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     return Fail(std::string(e.what()) + kUsageHint, pstrain::kExitUsage);
   }
   if (vm.count("help")) {
     std::cout << kUsage << visible;
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << pstrain::VersionLine("ps-data") << "\n";
     return 0;
   }
   if (args.empty()) return Fail(std::string("missing command") + kUsageHint, pstrain::kExitUsage);

@@ -4,8 +4,12 @@
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
 //   ps-net time  --model M.prototxt [--iterations N] [--batch B]
 //   ps-net diff  A.caffemodel B.caffemodel [--max-rel R]
-//   ps-net devices
+//   ps-net devices (or device_query)
 // Every command takes --gpu N to run the layers on CUDA device N (CUDA builds).
+// Caffe's spellings work too: `-solver s.prototxt`, `-gpu=0` (common/command_line.hpp).
+// `train` without --gpu honours the solver's `solver_mode: GPU` (device_id)
+// on CUDA builds and refuses it on others.
+// --help prints a command's options and --version "ps-net <version>"; both exit 0.
 // Every command prints readable lines, or with --json one JSON object a line.
 // `train` prints the same events as ps-worker (worker/train_event.hpp).
 // Exit status (common/exit_code.hpp): 0 done, 1 a failure (the message names
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.hpp"
 #include "common/device.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
@@ -54,6 +59,9 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
       "gpu", po::value<int>(&flags.gpu), "run on CUDA device N (overrides --engine)");
 }
 
+constexpr const char* kUsage =
+    "usage: ps-net train|test|time|diff|devices|device_query [options] (ps-net COMMAND --help)\n";
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
   return pstrain::kExitFailure;
@@ -65,7 +73,7 @@ int Fail(const Status& status) { return pstrain::ExitWith(status, "ps-net"); }
 int Usage(const std::string& message, const po::options_description* desc = nullptr) {
   std::fprintf(stderr, "ps-net: %s\n", message.c_str());
   if (desc != nullptr) std::cerr << *desc;
-  std::fprintf(stderr, "usage: ps-net train|test|time|diff|devices [options] (ps-net COMMAND --help)\n");
+  std::fprintf(stderr, "%s", kUsage);
   return pstrain::kExitUsage;
 }
 
@@ -90,18 +98,30 @@ int SelectEngine(const CommonFlags& flags, pstrain::Engine* engine) {
   return 0;
 }
 
-// Parses the flags of one command; returns 0 to go on, else an exit status.
+// Parses the flags of one command (plus --help and --version, which print
+// to stdout); returns 0 to go on, -1 when help or the version was printed,
+// else an exit status.
 int ParseFlags(int argc, char** argv, po::options_description& desc, po::variables_map& vm,
-               const std::vector<std::string>& required) {
-  desc.add_options()("help,h", "show this help");
+               const std::vector<std::string>& required,
+               const po::positional_options_description& positional = {}) {
+  desc.add_options()("help,h", "show this help")("version", "print the version");
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::store(po::command_line_parser(argc, argv)
+                  .options(desc)
+                  .positional(positional)
+                  .style(pstrain::CommandLineStyle())
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     return Usage(e.what(), &desc);
   }
   if (vm.count("help")) {
     std::cout << desc;
+    return -1;
+  }
+  if (vm.count("version")) {
+    std::printf("%s\n", pstrain::VersionLine("ps-net").c_str());
     return -1;
   }
   for (const auto& r : required) {
@@ -300,12 +320,7 @@ int Diff(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("files", 2);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return Usage(e.what(), &desc);
-  }
+  if (int rc = ParseFlags(argc, argv, desc, vm, {}, positional); rc != 0) return rc < 0 ? 0 : rc;
   if (files.size() != 2) return Usage("diff takes two .caffemodel files", &desc);
   if (!(max_rel >= 0)) return Usage("--max-rel must be >= 0");
   auto compared = pstrain::CompareModelFiles(files[0], files[1]);
@@ -364,14 +379,18 @@ int Devices(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc < 2) return Usage("missing command");
   const std::string command = argv[1];
-  if (command == "--help" || command == "-h" || command == "help") {
-    std::printf("usage: ps-net train|test|time|diff|devices [options] (ps-net COMMAND --help)\n");
+  if (command == "--help" || command == "-h" || command == "-help" || command == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (command == "--version" || command == "-version") {
+    std::printf("%s\n", pstrain::VersionLine("ps-net").c_str());
     return 0;
   }
   if (command == "train") return Train(argc - 1, argv + 1);
   if (command == "test") return Test(argc - 1, argv + 1);
   if (command == "time") return Time(argc - 1, argv + 1);
   if (command == "diff") return Diff(argc - 1, argv + 1);
-  if (command == "devices") return Devices(argc - 1, argv + 1);
+  if (command == "devices" || command == "device_query") return Devices(argc - 1, argv + 1);
   return Usage("unknown command '" + command + "'");
 }

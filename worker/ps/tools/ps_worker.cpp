@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "common/command_line.hpp"
 #include "common/device.hpp"
 #include "common/exit_code.hpp"
 #include "common/math_cpu.hpp"
@@ -33,8 +34,8 @@ int main(int argc, char** argv) {
   bool json = false;
   uint64_t job_key = 0;
   po::options_description desc("ps-worker");
-  desc.add_options()("help,h", "show this help")("solver", po::value(&options.solver_path),
-                                                 "solver prototxt")(
+  desc.add_options()("help,h", "show this help")("version", "print the version")(
+      "solver", po::value(&options.solver_path), "solver prototxt")(
       "rank", po::value(&options.client.rank)->default_value(0), "this worker's rank")(
       "workers", po::value(&options.client.world_size)->default_value(1), "number of workers")(
       "servers", po::value(&servers), "server endpoints, comma-separated, shard order")(
@@ -58,7 +59,9 @@ int main(int argc, char** argv) {
       "json", po::bool_switch(&json), "one JSON object a line");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    po::store(
+        po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
+        vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "ps-worker: %s\n", e.what());
@@ -66,6 +69,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << desc;
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::printf("%s\n", pstrain::VersionLine("ps-worker").c_str());
     return 0;
   }
   const auto usage = [](const std::string& m) {
