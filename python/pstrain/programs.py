@@ -14,7 +14,10 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def find_program(name: str) -> pathlib.Path:
-    """PSTRAIN_BUILD_DIR/bin, else <repo>/build/bin, else PATH."""
+    """The program `name`: in $PSTRAIN_BUILD_DIR/bin (relative to the checkout when not
+    absolute), else in the checkout's build/bin, else on PATH (an installed PSTrain,
+    `cmake --install build --prefix P` with P/bin on PATH). Raises ProgramNotFound naming
+    every place it looked."""
     candidates = []
     if os.environ.get("PSTRAIN_BUILD_DIR"):
         build = pathlib.Path(os.environ["PSTRAIN_BUILD_DIR"])
@@ -26,8 +29,11 @@ def find_program(name: str) -> pathlib.Path:
     found = shutil.which(name)
     if found:
         return pathlib.Path(found)
-    raise ProgramNotFound(f"cannot find {name}: build the project (bash scripts/setup.sh) "
-                          "or put it on PATH")
+    looked = ", ".join(str(c) for c in candidates)
+    raise ProgramNotFound(f"cannot find {name}: looked in {looked} and on PATH "
+                          f"({os.environ.get('PATH', '')}); build the project "
+                          "(bash scripts/setup.sh), set PSTRAIN_BUILD_DIR, or install it "
+                          "(cmake --install build --prefix P) and put P/bin on PATH")
 
 
 def gpu_count() -> int:
