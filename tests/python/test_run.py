@@ -103,7 +103,8 @@ def test_compare_writes_png(tiny_run, tmp_path, capsys):
     assert main(["compare", str(tiny_run.run_dir), str(tiny_run.run_dir), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert out.stat().st_size > 1000
-    assert "t(85%) s" in text and "t(88%) s" in text and "final acc" in text
+    assert "t(85%) s" in text and "t(88%) s" in text and "final acc @iter" in text
+    assert f"{tiny_run.summary['final_test_accuracy']:.4f} @60" in text
     assert "staleness histograms" in text and "tiny" in text
     assert "figure:" in compare([tiny_run.run_dir], tmp_path / "one.png")
 

@@ -1,10 +1,12 @@
 """summary.json's figures from metrics records alone: the final test and its
-iteration, the iteration-0 test, and throughput after a resume."""
+iteration, the iteration-0 test, and throughput after a resume; the progress
+bar's accuracy with its iteration."""
 from __future__ import annotations
 
 import pathlib
 
 from pstrain.metrics import accuracy_text, summarize
+from pstrain.progress import BarProgress
 
 
 def accuracy_record(it: int, acc: float) -> dict:
@@ -45,3 +47,12 @@ def test_throughput_after_a_resume_counts_this_part_only():
     assert s["iterations"] == 680 and s["start_iteration"] == 400
     assert s["images_per_second"] == round(280 * 2 * 64 / 10.0, 1)
     assert summary(recs)["images_per_second"] == round(680 * 2 * 64 / 10.0, 1)
+
+
+def test_the_progress_bar_shows_the_iteration_of_its_accuracy():
+    bar = BarProgress("x", 100)
+    try:
+        bar.event(accuracy_record(50, 0.75))
+        assert "acc=0.7500@50" in bar.bar.postfix
+    finally:
+        bar.close()
