@@ -17,6 +17,7 @@ import sys
 from . import __version__
 from .compare import compare
 from .errors import JobError
+from .metrics import accuracy_text
 from .runner import Job
 
 EXIT = {"ok": 0, "failed": 1, "interrupted": 130}
@@ -81,8 +82,8 @@ def _run(args: argparse.Namespace) -> int:
     result = job.run(resume=args.resume is not None, overwrite=args.overwrite,
                      progress="lines" if args.quiet else "auto")
     s = result.summary
-    acc = s.get("final_test_accuracy")
-    acc_text = f", test accuracy {acc:.4f}" if acc is not None else ""
+    acc_text = accuracy_text(s)
+    acc_text = f", {acc_text}" if acc_text else ""
     print(f"{s['name']}: {s['status']} after {s['wall_seconds']:.1f} s, {s['iterations']} "
           f"iterations{acc_text}; run folder {result.run_dir}")
     if s.get("message"):

@@ -81,10 +81,32 @@ def _bad_messages(server_done: list[dict], server_stats: list[dict]) -> int | No
     return counts[-1] if counts else None
 
 
+def final_test(tests: list[dict]) -> dict | None:
+    """The last test done after training began (iteration > 0), or None when there
+    is only the iteration-0 test (taken before any training) or none."""
+    trained = [r for r in tests if (r.get("iter") or 0) > 0]
+    return trained[-1] if trained else None
+
+
+def accuracy_text(summary: dict) -> str:
+    """The summary's test accuracy for the end line, always with its iteration:
+    "test accuracy 0.8495 at iteration 500", or what there is instead."""
+    acc, it = summary.get("final_test_accuracy"), summary.get("final_test_iteration")
+    if acc is not None:
+        return f"test accuracy {acc:.4f} at iteration {it}"
+    initial = summary.get("initial_test_accuracy")
+    if initial is not None:
+        return f"no test after training began (iteration-0 test accuracy {initial:.4f})"
+    return ""
+
+
 def summarize(records: list[dict], *, name: str, status: str, mode: str, staleness: int,
               workers: int, servers: int, batch: int, wall_seconds: float,
               train_seconds: float, worker_restarts: int, run_dir: pathlib.Path,
-              message: str = "") -> dict[str, Any]:
+              message: str = "", start_iteration: int = 0) -> dict[str, Any]:
+    """REQUIRES: train_seconds is the time of this part of the run alone, which
+    began at start_iteration (the resumed checkpoint's, else 0): images_per_second
+    counts only the iterations this part trained."""
     def of(kind: str, role: str = "worker", rank: int | None = 0) -> list[dict]:
         return [r for r in records if r.get("event") == kind and r.get("role") == role
                 and (rank is None or r.get("rank") == rank)]
@@ -103,7 +125,9 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
     snapshots = of("snapshot")
     snapshot = snapshots[-1].get("path") if snapshots else None
     deploy = run_dir / "snapshots" / f"{name}_deploy.prototxt"
-    images = iterations * workers * batch
+    images = max(iterations - start_iteration, 0) * workers * batch
+    last = final_test(tests)
+    initial = next((r for r in tests if (r.get("iter") or 0) == 0), None)
     return {
         "name": name,
         "status": status,
@@ -114,11 +138,14 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
         "servers": servers,
         "batch_per_worker": batch,
         "iterations": iterations,
+        "start_iteration": start_iteration,
         "wall_seconds": round(wall_seconds, 3),
         "train_seconds": round(train_seconds, 3),
         "images_per_second": round(images / train_seconds, 1) if train_seconds > 0 else None,
-        "final_test_accuracy": accuracy_of(tests[-1]) if tests else None,
-        "final_test_loss": tests[-1].get("loss") if tests else None,
+        "final_test_accuracy": accuracy_of(last) if last else None,
+        "final_test_loss": last.get("loss") if last else None,
+        "final_test_iteration": last.get("iter") if last else None,
+        "initial_test_accuracy": accuracy_of(initial) if initial else None,
         "staleness_max": staleness_max,
         "staleness_histogram": histogram,
         "bad_messages": bad_messages,

@@ -1,5 +1,5 @@
 """What the terminal shows while a job runs: a tqdm bar (iteration of worker 0 of
-max_iter, loss, last test accuracy, images/s, ETA) on a terminal, or plain log lines,
+max_iter, loss, last test accuracy with its iteration, images/s, ETA) on a terminal, or plain log lines,
 one per display interval, when quiet or when the output is a file or a pipe (a bar's
 carriage-return updates would pile up into one unreadable line there)."""
 from __future__ import annotations
@@ -60,6 +60,7 @@ class BarProgress:
         self.bar = tqdm(total=total, desc=name, unit="it", dynamic_ncols=True, file=sys.stderr)
         self.loss: float | None = None
         self.accuracy: float | None = None
+        self.accuracy_iter: int | None = None
         self.images_per_second: float | None = None
 
     def event(self, record: dict) -> None:
@@ -70,7 +71,7 @@ class BarProgress:
             self.loss = record.get("loss")
             self.images_per_second = record.get("images_per_second")
         elif kind == "test":
-            self.accuracy = accuracy_of(record)
+            self.accuracy, self.accuracy_iter = accuracy_of(record), record.get("iter")
         elif kind != "done":      # train events stop short of max_iter (Caffe's count)
             return
         it = record.get("iter") or 0
@@ -80,7 +81,7 @@ class BarProgress:
         if self.loss is not None:
             post["loss"] = f"{self.loss:.4f}"
         if self.accuracy is not None:
-            post["acc"] = f"{self.accuracy:.4f}"
+            post["acc"] = f"{self.accuracy:.4f}@{self.accuracy_iter}"
         if self.images_per_second is not None:
             post["img/s"] = f"{self.images_per_second:.0f}"
         self.bar.set_postfix(post, refresh=True)

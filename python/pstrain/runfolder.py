@@ -58,6 +58,12 @@ def log_path(run_dir: pathlib.Path, role: str, rank: int) -> pathlib.Path:
     return run_dir / "logs" / f"{role}-{rank}.log"
 
 
+def checkpoint_iteration(manifest: pathlib.Path) -> int | None:
+    """The iteration a checkpoint manifest was taken at (its `iter:` line), or None."""
+    m = re.search(r"^iter:\s*(\d+)", manifest.read_text(), re.M)
+    return int(m.group(1)) if m else None
+
+
 def newest_checkpoint(run_dir: pathlib.Path) -> pathlib.Path | None:
     """The manifest of the newest complete checkpoint under run_dir/snapshots.
     A manifest is written last (after the shard states), so one whose files all

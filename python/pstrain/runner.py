@@ -312,6 +312,10 @@ class _Run:
                 signal.signal(s, handler)
         return restore
 
+    def _start_iteration(self) -> int:
+        manifest = self.plan.resume_manifest
+        return (runfolder.checkpoint_iteration(manifest) or 0) if manifest else 0
+
     def _finish(self, status: str, message: str, t0: float, train_start: float,
                 train_end: float) -> RunResult:
         import json
@@ -325,7 +329,8 @@ class _Run:
                             workers=self.job.cluster.workers, servers=self.job.cluster.servers,
                             batch=self.plan.batch, wall_seconds=time.time() - t0,
                             train_seconds=train_end - train_start,
-                            worker_restarts=self.restarts, run_dir=run_dir, message=message)
+                            worker_restarts=self.restarts, run_dir=run_dir, message=message,
+                            start_iteration=self._start_iteration())
         summary["started_at"] = round(t0, 3)
         summary["resumed_from"] = (str(self.plan.resume_manifest)
                                    if self.plan.resume_manifest else None)

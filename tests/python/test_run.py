@@ -57,6 +57,7 @@ def test_api_run_folder(tiny_run):
     assert s["workers"] == 2 and s["servers"] == 1 and s["iterations"] == 60
     assert s["wall_seconds"] > 0 and s["images_per_second"] > 0
     assert 0.3 < s["final_test_accuracy"] <= 1 and s["final_test_loss"] > 0
+    assert s["final_test_iteration"] == 60 and s["start_iteration"] == 0
     assert 0 <= s["staleness_max"] <= 3            # the clock gap never exceeds s + 1
     assert sum(s["staleness_histogram"]) == 120    # 60 iterations x 2 workers
     assert s["worker_restarts"] == 0
@@ -102,7 +103,8 @@ def test_compare_writes_png(tiny_run, tmp_path, capsys):
     assert main(["compare", str(tiny_run.run_dir), str(tiny_run.run_dir), "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert out.stat().st_size > 1000
-    assert "t(85%) s" in text and "t(88%) s" in text and "final acc" in text
+    assert "t(85%) s" in text and "t(88%) s" in text and "final acc @iter" in text
+    assert f"{tiny_run.summary['final_test_accuracy']:.4f} @60" in text
     assert "staleness histograms" in text and "tiny" in text
     assert "figure:" in compare([tiny_run.run_dir], tmp_path / "one.png")
 
@@ -172,7 +174,8 @@ def test_killed_worker_is_restarted(tmp_path, fashion_mnist):
 
 def test_sigint_stops_everything(tmp_path, fashion_mnist):
     job = base_job(tmp_path, name="interrupt")
-    job["solver_overrides"].update(max_iter=5000, test_interval=0, snapshot=0)
+    # Only the iteration-0 test happens before the interrupt.
+    job["solver_overrides"].update(max_iter=5000, test_interval=4000, test_iter=2, snapshot=0)
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
     path = write_job(tmp_path, job)
     run_dir = tmp_path / "runs" / "interrupt"
@@ -196,6 +199,10 @@ def test_sigint_stops_everything(tmp_path, fashion_mnist):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert summary["iterations"] < 5000
+    # The iteration-0 test (before any training) is no final result, and the end line says so.
+    assert summary["final_test_accuracy"] is None and summary["final_test_iteration"] is None
+    assert summary["initial_test_accuracy"] is not None
+    assert "no test after training began (iteration-0 test accuracy" in out
     assert "interrupted" in (run_dir / "logs/server-0.log").read_text()
 
 
@@ -218,20 +225,30 @@ def test_start_processes_by_hand(tmp_path, fashion_mnist):
         server.kill()
 
 
-def test_resume_continues_from_the_newest_checkpoint(tmp_path, fashion_mnist):
+def test_resume_continues_from_the_newest_checkpoint(tmp_path, fashion_mnist, capsys):
     job = base_job(tmp_path, name="resume")
     job["solver_overrides"].update(max_iter=40, snapshot=20, test_interval=20)
     path = write_job(tmp_path, job)
     first = Job.from_yaml(path).run(quiet=True, timeout=240)
     assert first.ok and first.summary["iterations"] == 40
-    again = Job.from_yaml(path, ["solver_overrides.max_iter=60"]).run(quiet=True, resume=True,
-                                                                     timeout=240)
-    assert again.ok, again.summary
-    assert again.summary["resumed_from"].endswith("resume_iter_40.manifest")
-    assert again.summary["iterations"] == 60
-    assert again.snapshot.name == "resume_iter_60.caffemodel"
-    tests = [r["iter"] for r in again.metrics if r["event"] == "test"]
+    from pstrain.cli import main
+    capsys.readouterr()
+    assert main([str(path), "--resume", str(first.run_dir), "--quiet",
+                 "--set", "solver_overrides.max_iter=60"]) == 0
+    end_line = capsys.readouterr().out.strip().splitlines()[-1]
+    s = json.loads((first.run_dir / "summary.json").read_text())
+    assert s["status"] == "ok", s
+    assert s["resumed_from"].endswith("resume_iter_40.manifest")
+    assert s["iterations"] == 60 and s["start_iteration"] == 40
+    assert pathlib.Path(s["snapshot"]).name == "resume_iter_60.caffemodel"
+    tests = [r["iter"] for r in records(first.run_dir) if r["event"] == "test"]
     assert tests == [0, 20, 40, 40, 60]           # metrics.jsonl continues
+    # Throughput counts only the 20 iterations this part trained, over its own time.
+    images = 20 * s["workers"] * s["batch_per_worker"]
+    assert s["images_per_second"] == pytest.approx(images / s["train_seconds"], rel=0.01)
+    # Every reported accuracy carries its iteration.
+    assert s["final_test_iteration"] == 60
+    assert f"test accuracy {s['final_test_accuracy']:.4f} at iteration 60" in end_line
 
 
 def test_a_dead_server_fails_the_job(tmp_path, fashion_mnist):
