@@ -3,7 +3,7 @@
     ps-train JOB.yaml [--set dotted.key=value ...] [--dry-run] [--resume RUN_DIR] [--overwrite]
              [--quiet]
     ps-train --resume RUN_DIR [--set ...]
-    ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png]
+    ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png] [--thresholds 0.85,0.88] [--csv | --json]
     ps-train --version
 
 Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
@@ -15,7 +15,7 @@ import pathlib
 import sys
 
 from . import __version__
-from .compare import compare
+from .compare import THRESHOLDS, compare, parse_thresholds
 from .errors import JobError
 from .metrics import accuracy_text
 from .runner import Job
@@ -47,6 +47,15 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", type=pathlib.Path, metavar="RUN_DIR")
     p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("compare.png"),
                    help="the PNG to write (default compare.png)")
+    p.add_argument("--thresholds", default=",".join(f"{a:g}" for a in THRESHOLDS),
+                   help="test accuracies for the time-to-accuracy columns, comma-separated "
+                        "(default %(default)s)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", dest="fmt", action="store_const", const="csv",
+                     help="print the table as CSV (one row a run)")
+    fmt.add_argument("--json", dest="fmt", action="store_const", const="json",
+                     help="print the table as a JSON list (one object a run)")
+    p.set_defaults(fmt="text")
     return p
 
 
@@ -55,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "compare":
             args = _compare_parser().parse_args(argv[1:])
-            print(compare(args.runs, args.out))
+            print(compare(args.runs, args.out, parse_thresholds(args.thresholds), args.fmt))
             return 0
         return _run(_run_parser().parse_args(argv))
     except JobError as e:

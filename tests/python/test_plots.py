@@ -1,0 +1,69 @@
+"""The run's figure from synthetic metrics records: its panels, one line a
+worker, and an accuracy axis fitted to the tests after iteration 0."""
+from __future__ import annotations
+
+import pytest
+
+from pstrain.compare import parse_thresholds, threshold_label
+from pstrain.errors import JobError
+from pstrain.plots import PANELS, figure_of, plot_run
+
+
+def synthetic(workers: int = 3) -> list[dict]:
+    recs = []
+    for it in range(0, 100, 10):
+        for w in range(workers):
+            recs.append({"time": 1000.0 + it + w * 0.1, "role": "worker", "rank": w, "iter": it,
+                         "event": "train", "loss": 2.0 / (1 + it) + w, "lr": 0.01 * 0.9 ** it,
+                         "images_per_second": 500.0 + w, "staleness": w % 2})
+    for it, acc in ((0, 0.08), (50, 0.80), (100, 0.85)):
+        recs.append({"time": 1000.0 + it, "role": "worker", "rank": 0, "iter": it,
+                     "event": "test", "accuracy": acc, "loss": 1.0})
+    recs.append({"time": 1101.0, "role": "server", "rank": 0, "iter": None, "event": "done",
+                 "staleness_histogram": [100, 50, 20]})
+    return recs
+
+
+def test_figure_has_a_panel_for_each_question():
+    import matplotlib.pyplot as plt
+    fig = figure_of(synthetic(), "t")
+    axes = dict(zip(PANELS, fig.axes))
+    assert len(fig.axes) == len(PANELS) == 8
+    for name in ("loss_iter", "loss_time", "throughput", "staleness_workers"):
+        assert len(axes[name].get_lines()) == 3, name          # one line a worker
+    assert len(axes["lr"].get_lines()) == 1
+    assert len(axes["staleness_histogram"].patches) == 3       # one bar per k
+    assert "images/s" in axes["throughput"].get_ylabel()
+    assert "learning rate" in axes["lr"].get_ylabel()
+    plt.close(fig)
+
+
+def test_accuracy_axis_fits_the_trained_tests():
+    import matplotlib.pyplot as plt
+    fig = figure_of(synthetic(), "t")
+    for name in ("accuracy_iter", "accuracy_time"):
+        ax = dict(zip(PANELS, fig.axes))[name]
+        lo, hi = ax.get_ylim()
+        assert 0.08 < lo < 0.80 and 0.85 < hi <= 1.0
+        line = ax.get_lines()[0]
+        assert line.get_marker() == "o" and len(line.get_ydata()) == 3   # iteration 0 drawn
+        assert any("iteration 0: 0.080" in t.get_text() for t in ax.texts)  # and noted
+    plt.close(fig)
+
+
+def test_only_the_iteration_0_test_keeps_the_default_axis(tmp_path):
+    recs = [r for r in synthetic(1) if r["event"] != "test" or r["iter"] == 0]
+    fig = figure_of(recs, "t")
+    ax = dict(zip(PANELS, fig.axes))["accuracy_iter"]
+    lo, hi = ax.get_ylim()
+    assert lo <= 0.08 <= hi
+    assert plot_run(recs, tmp_path / "p.png", "t").stat().st_size > 1000
+    assert plot_run([], tmp_path / "none.png", "t") is None
+
+
+def test_thresholds_parse():
+    assert parse_thresholds("0.85,0.88") == (0.85, 0.88)
+    assert threshold_label(0.875) == "t(87.5%) s" and threshold_label(0.85) == "t(85%) s"
+    for bad in ("", "x", "1.5", "0"):
+        with pytest.raises(JobError):
+            parse_thresholds(bad)
