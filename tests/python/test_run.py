@@ -109,6 +109,36 @@ def test_compare_writes_png(tiny_run, tmp_path, capsys):
     assert "figure:" in compare([tiny_run.run_dir], tmp_path / "one.png")
 
 
+def test_compare_csv_and_json_with_thresholds(tiny_run, tmp_path, capsys):
+    import csv
+    from pstrain.cli import main
+    run = str(tiny_run.run_dir)
+    assert main(["compare", run, run, "--out", str(tmp_path / "c.png"),
+                 "--thresholds", "0.2,0.875", "--csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.strip().splitlines()))
+    assert len(rows) == 2 and {"t(20%) s", "t(87.5%) s", "run", "mode"} <= rows[0].keys()
+    assert float(rows[0]["t(20%) s"]) >= 0 and rows[0]["mode"] == "ssp"
+    assert main(["compare", run, "--out", str(tmp_path / "j.png"), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert "t(85%) s" in row and "t(88%) s" in row and row["iterations"] == 60
+    assert row["final_test_accuracy"] == tiny_run.summary["final_test_accuracy"]
+    assert main(["compare", run, "--thresholds", "nope"]) == 2
+
+
+def test_run_plot_has_every_panel(tiny_run):
+    import matplotlib.pyplot as plt
+    from pstrain.plots import PANELS, figure_of
+    fig = figure_of(tiny_run.metrics, "tiny")
+    axes = dict(zip(PANELS, fig.axes))
+    assert len(fig.axes) == len(PANELS)
+    assert len(axes["loss_iter"].get_lines()) == 2 and len(axes["throughput"].get_lines()) == 2
+    lo, _ = axes["accuracy_iter"].get_ylim()
+    initial = tiny_run.summary["initial_test_accuracy"]
+    assert lo > initial or initial > 0.3        # the untrained test is off the fitted axis
+    assert len(axes["staleness_histogram"].patches) >= 1
+    plt.close(fig)
+
+
 def test_a_rerun_keeps_the_earlier_run_folder(tiny_run, tmp_path, capfd):
     events = []
     capfd.readouterr()
