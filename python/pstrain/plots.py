@@ -75,6 +75,7 @@ def figure_of(records: list[dict], title: str) -> Any:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     train = _workers(records, "train", "loss")
     tests = [r for r in records if r.get("role") == "worker" and r.get("rank") == 0
@@ -102,6 +103,7 @@ def figure_of(records: list[dict], title: str) -> Any:
     _per_worker(axes["staleness_workers"], _workers(records, "train", "staleness"),
                 lambda r: r["iter"], "staleness", marker=".", lw=1, drawstyle="steps-post")
     axes["staleness_workers"].set(xlabel="iteration", ylabel="staleness (iter - model version)")
+    axes["staleness_workers"].yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes.values():
         ax.grid(alpha=0.3)
     fig.suptitle(title)
