@@ -2,7 +2,8 @@
 
 Every process runs in its own session (process group), with stdout and stderr
 merged into one pipe. A reader thread copies each line into the process's log
-file and hands the JSON event lines to a sink. `start_server` / `start_worker`
+file, writes the Caffe-format human log next to it (caffelog.py) and hands the
+JSON event lines to a sink, with `rank` made a number (workers print a string). `start_server` / `start_worker`
 start one process by hand (experiments, tests); the runner uses the same handles.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import deque
 from typing import Any, Callable, Sequence
 
 from . import exitcodes, programs
+from .caffelog import CaffeLog
 from .errors import JobError
 
 EventSink = Callable[["ProcessHandle", dict], None]
@@ -42,6 +44,8 @@ class ProcessHandle:
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, bufsize=1, cwd=cwd,
                                      env=env, start_new_session=True)
+        self._caffe_log = (CaffeLog(caffe_log_path(log_path), self.proc.pid, self.name)
+                           if log_path else None)
         self._reader = threading.Thread(target=self._read, daemon=True,
                                         name=f"{role}-{rank}-reader")
         self._reader.start()
@@ -64,8 +68,12 @@ class ProcessHandle:
             if event is None:
                 if line.strip():
                     self.tail.append(line)
+                    if self._caffe_log:
+                        self._caffe_log.text(line)
                 continue
             self.events.append(event)
+            if self._caffe_log:
+                self._caffe_log.event(event)
             if event.get("event") == "listening":
                 self.endpoint = event.get("endpoint")
                 self._listening.set()
@@ -74,6 +82,8 @@ class ProcessHandle:
         self._listening.set()
         if self._log:
             self._log.close()
+        if self._caffe_log:
+            self._caffe_log.close()
 
     def wait_listening(self, timeout: float) -> str:
         """The endpoint the server reports; raises RuntimeError if it exits or is silent."""
@@ -144,7 +154,17 @@ def _parse_event(line: str) -> dict | None:
         event = json.loads(line)
     except json.JSONDecodeError:
         return None
-    return event if isinstance(event, dict) and "event" in event else None
+    if not isinstance(event, dict) or "event" not in event:
+        return None
+    rank = event.get("rank")
+    if isinstance(rank, str) and rank.isdigit():
+        event["rank"] = int(rank)
+    return event
+
+
+def caffe_log_path(log_path: pathlib.Path) -> pathlib.Path:
+    """logs/worker-0.log -> logs/worker-0.caffe.log."""
+    return log_path.with_suffix(".caffe.log")
 
 
 def start_server(solver: str | os.PathLike, *, shard: int = 0, num_servers: int = 1,

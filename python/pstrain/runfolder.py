@@ -2,7 +2,7 @@
 
     job.resolved.yaml   the job as run (absolute paths, defaults filled in)
     solver.prototxt     the solver copy the processes train with (+ net copies)
-    logs/<role>-<rank>.log, metrics.jsonl, snapshots/, plots/, summary.json
+    logs/<role>-<rank>.log (+ .caffe.log), metrics.jsonl, snapshots/, plots/, summary.json
 """
 from __future__ import annotations
 
