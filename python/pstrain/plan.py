@@ -27,7 +27,7 @@ class Plan:
     run_dir: pathlib.Path
     solver_text: str                   # the generated solver (written to run_dir/solver.prototxt)
     nets: dict[str, tuple[pathlib.Path, str]]   # copy name -> (original, text with absolute paths)
-    missing_sources: list[str]
+    missing_sources: list[str]         # "net:line: layer: data source" of each absent one
     max_iter: int
     test_interval: int
     batch: int
@@ -146,7 +146,8 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
         copy_name = f"{field}.prototxt" if n == 1 else f"{field}_{n - 1}.prototxt"
         text, absent = absolute_net_text(found)
         nets[copy_name] = (found, text)
-        missing += [m for m in absent if m not in missing]
+        missing += [f"{found}:{m.line}: layer '{m.layer}': data source '{m.path}'"
+                    for m in absent]
         replacements.setdefault(field, []).append(copy_name)
     run_dir = job.run_dir
     for field, copies in replacements.items():
@@ -157,7 +158,7 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
         values = value if isinstance(value, list) else [value]
         solver.replace(name, [format_value(kind, v) for v in values])
     if missing and not preparing_data:
-        raise JobError(f"{source}: solver: {job.solver}: data source '{missing[0]}' not found "
+        raise JobError(f"{source}: solver: {job.solver}: {missing[0]} not found "
                        f"(set data.prepare, or convert the data first)")
     max_iter = _int_field(solver, "max_iter", 0)
     if max_iter < 1:

@@ -2,8 +2,10 @@
 and the generated copies a run trains with (paths made absolute, snapshot_prefix
 redirected into the run folder, overrides applied).
 
-The prototxts are edited as text at the top level only, so comments and every
-field the package does not touch stay as the user wrote them.
+The prototxts are read with protobuf's own tokenizer (prototxt.scan), which knows
+each value's field path, line and column; an edit replaces exactly that value's
+characters, so comments, every field the package does not touch and every line
+number stay as the user wrote them.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import difflib
 import pathlib
 import re
 from typing import Any
+
+from . import prototxt
 
 
 # Scalar (and repeated scalar) fields of caffe.SolverParameter (proto/caffe.proto),
@@ -60,8 +64,8 @@ SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
 RESERVED_FIELDS = {"net", "train_net", "test_net", "snapshot_prefix"}
 NET_FIELDS = ("net", "train_net", "test_net")
 
-_TOP_FIELD = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*?)\s*(#.*)?$")
-_PATH_FIELD = re.compile(r'^(\s*(?:source|mean_file)\s*:\s*)"([^"]*)"(.*)$')
+_PATH_FIELDS = ("source", "mean_file")
+_DATA_TYPES = ("Data", "DATA")
 
 
 # A number as YAML 1.2 and protobuf's text format write it. PyYAML follows YAML 1.1,
@@ -134,39 +138,37 @@ class SolverText:
     def read(path: pathlib.Path) -> "SolverText":
         return SolverText(path, path.read_text().splitlines())
 
-    def top_level(self) -> list[tuple[int, str, str]]:
-        """(line number, field, raw value) of every `field: value` at depth 0."""
-        out, depth = [], 0
-        for i, line in enumerate(self.lines):
-            code = line.split("#", 1)[0]
-            if depth == 0:
-                m = _TOP_FIELD.match(code)
-                if m:
-                    out.append((i, m.group(1), m.group(2).strip()))
-            depth += code.count("{") - code.count("}")
-        return out
+    def top_level(self) -> list[prototxt.Value]:
+        """Every scalar field at depth 0 (never inside net_param { } or another message)."""
+        return [v for v in prototxt.scan(self.text()) if len(v.path) == 1]
 
     def get(self, name: str) -> list[str]:
-        return [_unquote(v) for _, f, v in self.top_level() if f == name]
+        return [v.string for v in self.top_level() if v.path[0] == name]
 
     def replace(self, name: str, values: list[str]) -> None:
-        """Comments out every top-level `name:` line and appends `name: v` for each
-        formatted v. Every other line keeps its number, so a message about line N
-        of the copy is about line N of the user's file."""
-        drop = {i for i, f, _ in self.top_level() if f == name}
-        self.lines = [f"# {l.strip()}  (ps-train: replaced below)" if i in drop else l
-                      for i, l in enumerate(self.lines)]
+        """Blanks every top-level `name: value` (a line holding nothing else is commented
+        out) and appends `name: v` for each formatted v. Every other line keeps its
+        number and column, so a message about line N of the copy is about line N of
+        the user's file."""
+        for v in reversed(self.top_level()):
+            if v.path[0] == name:
+                self._blank(v)
         self.lines += [f"{name}: {v}" for v in values]
+
+    def _blank(self, v: prototxt.Value) -> None:
+        first, last = v.name.line, v.value.line
+        for i in range(first, last + 1):
+            line = self.lines[i]
+            start = v.name.column if i == first else 0
+            stop = v.value.end if i == last else len(line)
+            rest = (line[:start] + line[stop:]).split("#", 1)[0]
+            if first == last and not rest.strip():
+                self.lines[i] = f"# {line.strip()}  (ps-train: replaced below)"
+            else:
+                self.lines[i] = line[:start] + " " * (stop - start) + line[stop:]
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
-
-
-def _unquote(raw: str) -> str:
-    raw = raw.strip()
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
-        return raw[1:-1]
-    return raw
 
 
 def resolve_beside(path: str, start: pathlib.Path) -> pathlib.Path | None:
@@ -187,30 +189,62 @@ def net_paths(solver: SolverText) -> list[tuple[str, str]]:
     return [(f, v) for f in NET_FIELDS for v in solver.get(f)]
 
 
-def data_sources(net_text: str) -> list[str]:
-    """The `source:` paths of the net's data layers."""
-    return [m.group(2) for line in net_text.splitlines() if (m := _PATH_FIELD.match(line))
-            and line.strip().startswith("source")]
+@dataclasses.dataclass(frozen=True)
+class DataSource:
+    """A path a net's layer reads: data_param.source (or another *_param's source) or
+    transform_param.mean_file. `line` is 1-based."""
+
+    layer: str
+    field: str
+    path: str
+    line: int
+    value: prototxt.Value
+
+
+def data_sources(net_text: str) -> list[DataSource]:
+    """The `source:` and `mean_file:` paths of the net's layers, with their layer."""
+    values = prototxt.scan(net_text)
+    names = {v.blocks[0]: v.string for v in values if v.path[1:] == ("name",)}
+    return [DataSource(names.get(v.blocks[0], "?"), v.path[-1], v.string, v.value.line + 1, v)
+            for v in values if len(v.path) == 3 and v.path[0] in ("layer", "layers")
+            and v.path[1].endswith("_param") and v.path[2] in _PATH_FIELDS]
 
 
 def batch_size(net_text: str) -> int:
-    """The first `batch_size:` in the net (the TRAIN data layer in Caffe's nets); 0 if none."""
-    m = re.search(r"^\s*batch_size\s*:\s*(\d+)", net_text, re.M)
-    return int(m.group(1)) if m else 0
+    """data_param.batch_size of the TRAIN-phase data layer (type Data, with
+    include { phase: TRAIN } or no phase rule); else the first batch_size in the net;
+    0 if none."""
+    values = prototxt.scan(net_text)
+    layers: dict[int, list[prototxt.Value]] = {}
+    for v in values:
+        if v.path[0] in ("layer", "layers") and len(v.path) > 1:
+            layers.setdefault(v.blocks[0], []).append(v)
+    for fields in layers.values():
+        field = {v.path[1:]: v.string for v in fields}
+        if field.get(("type",)) not in _DATA_TYPES:
+            continue
+        include = {v.string for v in fields if v.path[1:] == ("include", "phase")}
+        exclude = {v.string for v in fields if v.path[1:] == ("exclude", "phase")}
+        if (not include or "TRAIN" in include) and "TRAIN" not in exclude:
+            size = field.get(("data_param", "batch_size"), "")
+            if size.isdigit():
+                return int(size)
+    first = [v.string for v in values if v.path[-1] == "batch_size" and v.string.isdigit()]
+    return int(first[0]) if first else 0
 
 
-def absolute_net_text(net_path: pathlib.Path) -> tuple[str, list[str]]:
-    """The net with its data `source` and `mean_file` paths made absolute; also the
-    sources that do not exist."""
-    missing, out = [], []
-    for line in net_path.read_text().splitlines():
-        m = _PATH_FIELD.match(line)
-        if m:
-            found = resolve_beside(m.group(2), net_path.parent)
-            if found is None:
-                if line.strip().startswith("source"):
-                    missing.append(m.group(2))
-            else:
-                line = f'{m.group(1)}"{found}"{m.group(3)}'
-        out.append(line)
-    return "\n".join(out) + "\n", missing
+def absolute_net_text(net_path: pathlib.Path) -> tuple[str, list[DataSource]]:
+    """The net with its data `source` and `mean_file` paths made absolute (each value
+    replaced in place, so every line keeps its number); also the sources that do not
+    exist."""
+    text = net_path.read_text()
+    missing, edits = [], []
+    for source in data_sources(text):
+        found = resolve_beside(source.path, net_path.parent)
+        if found is None:
+            if source.field == "source":
+                missing.append(source)
+        else:
+            edits.append((source.value.value, prototxt.quote(str(found))))
+    lines = prototxt.replace_spans(text.splitlines(), edits)
+    return "\n".join(lines) + "\n", missing
