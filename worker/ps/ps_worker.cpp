@@ -116,8 +116,12 @@ Status PsWorker::AfterBackward(int iter, int layer) {
   // Copy the layer's gradients out on the side stream; push the ones whose
   // copies are done as backward goes on, the rest in OnGradientsReady.
   device_gradients_->Start(ids);
+  return PushCopied(iter, /*wait=*/false);
+}
+
+Status PsWorker::PushCopied(int iter, bool wait) {
   return device_gradients_->Drain(
-      /*wait=*/false, [&](const std::vector<int>& done, const std::vector<const float*>& diffs) {
+      wait, [&](const std::vector<int>& done, const std::vector<const float*>& diffs) {
         return client_->Push(done, iter, -1.0, diffs);
       });
 }
@@ -134,10 +138,7 @@ Status PsWorker::OnGradientsReady(int iter) {
     }
     PSTRAIN_RETURN_IF_ERROR(client_->Push(all, iter, sum));
   } else if (device_gradients_) {
-    PSTRAIN_RETURN_IF_ERROR(device_gradients_->Drain(
-        /*wait=*/true, [&](const std::vector<int>& done, const std::vector<const float*>& diffs) {
-          return client_->Push(done, iter, -1.0, diffs);
-        }));
+    PSTRAIN_RETURN_IF_ERROR(PushCopied(iter, /*wait=*/true));
   }
   return early_pull_ ? Status::Ok() : PullFor(iter + 1);
 }

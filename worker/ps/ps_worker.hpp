@@ -78,6 +78,9 @@ class PsWorker : public Trainer::Callback {
   // Asks for the weights of iteration `iter` when anyone will use them: every
   // worker before max_iter, worker 0 also at max_iter (the final weights).
   Status PullFor(int iter);
+  // Pushes the device gradients whose copies to pinned memory are done
+  // (`wait`: waits for every copy started).
+  Status PushCopied(int iter, bool wait);
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   void Emit(TrainEvent event) const;
 
