@@ -62,11 +62,6 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
 constexpr const char* kUsage =
     "usage: ps-net train|test|time|diff|devices|device_query [options] (ps-net COMMAND --help)\n";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "ps-net: %s\n", message.c_str());
-  return pstrain::kExitFailure;
-}
-
 // Prints the status's message; returns its exit code (common/exit_code.hpp).
 int Fail(const Status& status) { return pstrain::ExitWith(status, "ps-net"); }
 
@@ -324,7 +319,7 @@ int Diff(int argc, char** argv) {
   if (files.size() != 2) return Usage("diff takes two .caffemodel files", &desc);
   if (!(max_rel >= 0)) return Usage("--max-rel must be >= 0");
   auto compared = pstrain::CompareModelFiles(files[0], files[1]);
-  if (!compared.ok()) return Fail(compared.status().message());
+  if (!compared.ok()) return Fail(compared.status());
   const pstrain::ModelDiff& d = compared.value();
   const bool equal = d.Equal(max_rel);
   if (common.json) {
