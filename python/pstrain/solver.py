@@ -121,7 +121,7 @@ def _check_scalar(kind: str, v: Any) -> str | None:
 
 def format_value(kind: str, v: Any) -> str:
     if kind == "string" or kind.startswith("string:"):
-        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return prototxt.quote(str(v))
     if kind == "bool":
         return "true" if v else "false"
     return str(v)
