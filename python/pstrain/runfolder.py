@@ -58,10 +58,14 @@ def log_path(run_dir: pathlib.Path, role: str, rank: int) -> pathlib.Path:
     return run_dir / "logs" / f"{role}-{rank}.log"
 
 
+def _manifest_iteration(text: str) -> int | None:
+    m = re.search(r"^iter:\s*(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
 def checkpoint_iteration(manifest: pathlib.Path) -> int | None:
     """The iteration a checkpoint manifest was taken at (its `iter:` line), or None."""
-    m = re.search(r"^iter:\s*(\d+)", manifest.read_text(), re.M)
-    return int(m.group(1)) if m else None
+    return _manifest_iteration(manifest.read_text())
 
 
 def newest_checkpoint(run_dir: pathlib.Path) -> pathlib.Path | None:
@@ -71,10 +75,10 @@ def newest_checkpoint(run_dir: pathlib.Path) -> pathlib.Path | None:
     best: tuple[int, pathlib.Path] | None = None
     for manifest in (run_dir / "snapshots").glob("*_iter_*.manifest"):
         text = manifest.read_text()
-        m = re.search(r"^iter:\s*(\d+)", text, re.M)
+        it = _manifest_iteration(text)
         files = re.findall(r'^(?:shard_files|caffemodel):\s*"([^"]*)"', text, re.M)
-        if not m or not all(pathlib.Path(f).exists() for f in files):
+        if it is None or not all(pathlib.Path(f).exists() for f in files):
             continue
-        if best is None or int(m.group(1)) > best[0]:
-            best = (int(m.group(1)), manifest)
+        if best is None or it > best[0]:
+            best = (it, manifest)
     return best[1] if best else None
