@@ -7,7 +7,8 @@
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
 #      with `ps-net time --gpu 0` and, when `import torch` works, the same
-#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on), with the ratio;
+#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
+#      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
 #   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
@@ -206,7 +207,20 @@ torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as PSTrain computes
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
 dev = torch.device(f"cuda:{gpu}")
-net = (tvm.alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
+nn = torch.nn
+def caffe_alexnet():
+    # configs/nets/alexnet_deploy.prototxt layer for layer (grouped conv2/4/5, LRN after
+    # ReLU, softmax at the end); torchvision's alexnet is a different, smaller net.
+    lrn = lambda: nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
+    return nn.Sequential(
+        nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
+        nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
+        nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(),
+        nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(), nn.MaxPool2d(3, 2),
+        nn.Flatten(), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(), nn.Dropout(),
+        nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(), nn.Linear(4096, 1000), nn.Softmax(1))
+net = (caffe_alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
 size = 227 if model_name == "alexnet" else 224
 x = torch.randn(batch, 3, size, size, device=dev)
 def step():

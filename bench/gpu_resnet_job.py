@@ -68,7 +68,7 @@ def main() -> int:
             print(f"{name}: exit {code}\n{result.stderr[name][-2000:]}")
         # The second half only: the first iterations include cuDNN's algorithm search.
         per_worker = sorted(e.get("images_per_second", 0) for e in result.of("train")
-                            if e.get("iteration", 0) >= args.iterations // 2)
+                            if e.get("iter", 0) >= args.iterations // 2)
         rates[workers] = per_worker[len(per_worker) // 2] * workers if per_worker else 0.0
         print(f"RESULT workers={workers} images_per_s={rates[workers]:.1f} wall_s={wall:.1f} "
               f"exits={'ok' if not bad else bad}", flush=True)
