@@ -95,6 +95,24 @@ cudnnHandle_t GpuContext::cudnn() {
   return cudnn_;
 }
 
-void GpuContext::Synchronize() { PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+Status GpuContext::Finish(const std::string& what) {
+  cudaError_t err = cudaStreamSynchronize(stream());
+  // A launch error of a kernel that never ran is reported by the next call
+  // that checks the thread's last error, not by the synchronisation.
+  const cudaError_t last = cudaGetLastError();
+  if (err == cudaSuccess) err = last;
+  if (err == cudaSuccess) return Status::Ok();
+  return CudaStatus(err, what + ": CUDA work on device " + std::to_string(device_) + " failed");
+}
+
+void GpuContext::Synchronize() {
+  const Status s = Finish("waiting for the stream");
+  if (!s.ok()) GpuCheckFailed(__FILE__, __LINE__, "GpuContext::Synchronize()", s.message());
+}
+
+void GpuContext::SynchronizeQuietly() {
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  (void)cudaGetLastError();
+}
 
 }  // namespace pstrain

@@ -87,4 +87,32 @@ void LaunchUpdate(RuleKind kind, const UpdateScalars& s, float* data, float* dif
   }
 }
 
+namespace {
+
+// Each block adds the squares of its grid-stride share of x, summed in double
+// in shared memory, to *sum with one atomic add.
+__global__ void SumSquaresKernel(const float* x, int64_t n, double* sum) {
+  __shared__ double partial[kCudaThreads];
+  double own = 0.0;
+  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
+    const double v = x[i];
+    own += v * v;
+  }
+  partial[threadIdx.x] = own;
+  __syncthreads();
+  for (unsigned step = blockDim.x / 2; step > 0; step /= 2) {
+    if (threadIdx.x < step) partial[threadIdx.x] += partial[threadIdx.x + step];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+}
+
+}  // namespace
+
+void LaunchAddSumSquares(const float* x, int64_t n, double* sum, cudaStream_t stream) {
+  if (n <= 0) return;
+  SumSquaresKernel<<<CudaBlocks(n), kCudaThreads, 0, stream>>>(x, n, sum);
+  PSTRAIN_CUDA_KERNEL_CHECK();
+}
+
 }  // namespace pstrain::optim::gpu
