@@ -26,8 +26,8 @@ std::string HostMemoryText() {
 }
 
 Status HostOutOfMemory(size_t bytes) {
-  return Status::ResourceExhausted("cannot allocate " + ByteSizeText(bytes) +
-                                   " of host memory (" + HostMemoryText() + ")");
+  return Status::ResourceExhausted("cannot allocate " + ByteSizeText(bytes) + " of host memory (" +
+                                   HostMemoryText() + ")");
 }
 
 Status CatchOutOfMemory(const std::function<Status()>& fn) {

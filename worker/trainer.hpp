@@ -171,7 +171,7 @@ class Trainer {
   // Snapshot (the device's copy in device_update_ is the live one).
   HostHistory history_;
   std::unique_ptr<DeviceUpdate> device_update_;  // GPU engine, from the first update
-  std::vector<Callback*> callbacks_;                      // not owned
+  std::vector<Callback*> callbacks_;             // not owned
   int iter_ = 0;
   SmoothedLoss smoothed_loss_{1};
   // The display window: when the last one ended and the last iteration it counted.

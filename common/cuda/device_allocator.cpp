@@ -51,7 +51,8 @@ std::string DeviceMemoryText(int device) {
   const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return "device " + std::to_string(device) + ": free memory unknown (" + CudaErrorText(err) + ")";
+    return "device " + std::to_string(device) + ": free memory unknown (" + CudaErrorText(err) +
+           ")";
   }
   return "device " + std::to_string(device) + ": " + MiB(static_cast<double>(free_bytes)) +
          " free of " + MiB(static_cast<double>(total_bytes));
@@ -125,14 +126,14 @@ Result<void*> TryDeviceAlloc(size_t bytes) {
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    const std::string what = "cannot allocate " + ByteSizeText(bytes) + " on CUDA device " +
-                             std::to_string(device);
+    const std::string what =
+        "cannot allocate " + ByteSizeText(bytes) + " on CUDA device " + std::to_string(device);
     if (err != cudaErrorMemoryAllocation) return CudaStatus(err, what);
     const DeviceMemoryStats stats = GetDeviceMemoryStats();
-    return Status::ResourceExhausted(
-        what + ": out of memory (" + DeviceMemoryText(device) + "; PSTrain holds " +
-        MiB(static_cast<double>(stats.in_use_bytes)) + " in use, " +
-        MiB(static_cast<double>(stats.cached_bytes)) + " cached)");
+    return Status::ResourceExhausted(what + ": out of memory (" + DeviceMemoryText(device) +
+                                     "; PSTrain holds " +
+                                     MiB(static_cast<double>(stats.in_use_bytes)) + " in use, " +
+                                     MiB(static_cast<double>(stats.cached_bytes)) + " cached)");
   }
   std::lock_guard<std::mutex> lock(cache.mu);
   Block block;

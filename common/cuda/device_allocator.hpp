@@ -29,8 +29,9 @@ Result<void*> TryDeviceAlloc(size_t bytes);
 void* DeviceAlloc(size_t bytes);
 // REQUIRES: ptr from DeviceAlloc/TryDeviceAlloc and not yet freed, or null.
 // After a device failure (a faulted kernel) the block is released without
-// checks, so that teardown while reporting that failure cannot abort. Work queued on other threads' streams or on copy streams that uses the
-// block must be complete or ordered before this thread's stream().
+// checks, so that teardown while reporting that failure cannot abort. Work queued on other threads'
+// streams or on copy streams that uses the block must be complete or ordered before this thread's
+// stream().
 void DeviceFree(void* ptr);
 
 struct DeviceMemoryStats {

@@ -48,8 +48,7 @@ Status GpuContext::SelectDevice(int device) {
   }
   if (device < 0 || device >= count) {
     return Status::Error("CUDA device " + std::to_string(device) + " does not exist (" +
-                         std::to_string(count) + " device" + (count == 1 ? "" : "s") +
-                         " visible)");
+                         std::to_string(count) + " device" + (count == 1 ? "" : "s") + " visible)");
   }
   if (device != device_) {
     if (stream_ != nullptr) Synchronize();

@@ -78,12 +78,18 @@ void Launch(const UpdateScalars& s, float* data, float* diff, float* h0, float* 
 void LaunchUpdate(RuleKind kind, const UpdateScalars& s, float* data, float* diff, float* h0,
                   float* h1, int64_t n, cudaStream_t stream) {
   switch (kind) {
-    case RuleKind::kSgd: return Launch<RuleKind::kSgd>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kNesterov: return Launch<RuleKind::kNesterov>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdaGrad: return Launch<RuleKind::kAdaGrad>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kRmsProp: return Launch<RuleKind::kRmsProp>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdaDelta: return Launch<RuleKind::kAdaDelta>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdam: return Launch<RuleKind::kAdam>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kSgd:
+      return Launch<RuleKind::kSgd>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kNesterov:
+      return Launch<RuleKind::kNesterov>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdaGrad:
+      return Launch<RuleKind::kAdaGrad>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kRmsProp:
+      return Launch<RuleKind::kRmsProp>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdaDelta:
+      return Launch<RuleKind::kAdaDelta>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdam:
+      return Launch<RuleKind::kAdam>(s, data, diff, h0, h1, n, stream);
   }
 }
 

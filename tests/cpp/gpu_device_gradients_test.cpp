@@ -24,17 +24,18 @@ namespace pstrain::testing {
 namespace {
 
 // Drains every started group, collecting each id's copied gradient.
-std::map<int, std::vector<float>> DrainAll(DeviceGradients& gradients, const std::vector<Blob*>& blobs) {
+std::map<int, std::vector<float>> DrainAll(DeviceGradients& gradients,
+                                           const std::vector<Blob*>& blobs) {
   std::map<int, std::vector<float>> got;
-  const Status s = gradients.Drain(true, [&](const std::vector<int>& ids,
-                                             const std::vector<const float*>& diffs) {
-    EXPECT_EQ(ids.size(), diffs.size());
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const Blob* blob = blobs[static_cast<size_t>(ids[k])];
-      got[ids[k]].assign(diffs[k], diffs[k] + blob->count());
-    }
-    return Status::Ok();
-  });
+  const Status s = gradients.Drain(
+      true, [&](const std::vector<int>& ids, const std::vector<const float*>& diffs) {
+        EXPECT_EQ(ids.size(), diffs.size());
+        for (size_t k = 0; k < ids.size(); ++k) {
+          const Blob* blob = blobs[static_cast<size_t>(ids[k])];
+          got[ids[k]].assign(diffs[k], diffs[k] + blob->count());
+        }
+        return Status::Ok();
+      });
   EXPECT_TRUE(s.ok()) << s.message();
   return got;
 }
@@ -114,7 +115,8 @@ TEST(GpuDeviceGradientsTest, NetGradientsEqualTheCpuSums) {
   cpu->ToProto(&weights);
   ASSERT_TRUE(gpu->CopyTrainedLayersFrom(weights, "the CPU net").ok());
   for (size_t i = 0; i < gpu->layers().size(); ++i) {
-    if (gpu->layers()[i]->name() == "side") EXPECT_FALSE(gpu->layer_need_backward(static_cast<int>(i)));
+    if (gpu->layers()[i]->name() == "side")
+      EXPECT_FALSE(gpu->layer_need_backward(static_cast<int>(i)));
   }
 
   cpu->ClearParamDiffs();
@@ -151,7 +153,8 @@ TEST(GpuDeviceGradientsTest, NetGradientsEqualTheCpuSums) {
                "gradient of " + params[i].name);
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i].blob == side) EXPECT_EQ(got[static_cast<int>(i)], std::vector<float>(side->count(), 0.f));
+    if (params[i].blob == side)
+      EXPECT_EQ(got[static_cast<int>(i)], std::vector<float>(side->count(), 0.f));
   }
 }
 

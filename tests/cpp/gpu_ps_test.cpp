@@ -140,8 +140,8 @@ std::vector<std::vector<float>> TrainAgainstServer(Engine engine, const std::str
   TempDir dir;
   const std::string solver = WriteLmdbClassifier(
       dir.path(), "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.001\nmax_iter: 4\n");
-  ServerProcess server({"--solver", solver, "--workers", "1", "--job-key",
-                        std::to_string(kJobKey), "--device", device, "--idle-exit-s", "60"});
+  ServerProcess server({"--solver", solver, "--workers", "1", "--job-key", std::to_string(kJobKey),
+                        "--device", device, "--idle-exit-s", "60"});
   EXPECT_TRUE(server.started());
   if (!server.started()) return {};
   PsWorkerOptions options;

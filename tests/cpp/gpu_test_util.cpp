@@ -190,7 +190,8 @@ std::vector<std::vector<float>> CaffemodelBlobs(const std::string& path) {
   EXPECT_TRUE(s.ok()) << s.message();
   std::vector<std::vector<float>> blobs;
   for (const auto& layer : model.layer()) {
-    for (const auto& blob : layer.blobs()) blobs.emplace_back(blob.data().begin(), blob.data().end());
+    for (const auto& blob : layer.blobs())
+      blobs.emplace_back(blob.data().begin(), blob.data().end());
   }
   return blobs;
 }

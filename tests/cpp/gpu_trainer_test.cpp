@@ -43,7 +43,8 @@ std::vector<std::vector<float>> History(const std::string& solverstate) {
   const Status s = ReadBinaryProto(solverstate, &state);
   EXPECT_TRUE(s.ok()) << s.message();
   std::vector<std::vector<float>> history;
-  for (const auto& blob : state.history()) history.emplace_back(blob.data().begin(), blob.data().end());
+  for (const auto& blob : state.history())
+    history.emplace_back(blob.data().begin(), blob.data().end());
   return history;
 }
 
@@ -96,13 +97,15 @@ TEST_P(GpuTrainerUpdateTest, MatchesCpuAndSnapshotsResume) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, GpuTrainerUpdateTest,
-    ::testing::Values(
-        RuleCase{"SgdMomentumDecay", "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.001\n"},
-        RuleCase{"AdamL1", "type: \"Adam\"\nbase_lr: 0.01\nmomentum: 0.9\nmomentum2: 0.999\n"
-                           "weight_decay: 0.001\nregularization_type: \"L1\"\n"},
-        RuleCase{"NesterovClipped", "type: \"Nesterov\"\nbase_lr: 0.1\nmomentum: 0.9\n"
-                                    "clip_gradients: 0.05\n"},
-        RuleCase{"SgdIterSize2", "base_lr: 0.05\nmomentum: 0.5\niter_size: 2\n"}),
+    ::testing::Values(RuleCase{"SgdMomentumDecay",
+                               "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.001\n"},
+                      RuleCase{"AdamL1",
+                               "type: \"Adam\"\nbase_lr: 0.01\nmomentum: 0.9\nmomentum2: 0.999\n"
+                               "weight_decay: 0.001\nregularization_type: \"L1\"\n"},
+                      RuleCase{"NesterovClipped",
+                               "type: \"Nesterov\"\nbase_lr: 0.1\nmomentum: 0.9\n"
+                               "clip_gradients: 0.05\n"},
+                      RuleCase{"SgdIterSize2", "base_lr: 0.05\nmomentum: 0.5\niter_size: 2\n"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Data (a CPU-only layer reading a real LMDB) feeds GPU layers, and Accuracy
@@ -112,8 +115,9 @@ TEST(GpuTrainerTest, CpuOnlyLayersInAGpuNet) {
   PSTRAIN_SKIP_WITHOUT_GPU();
   TempDir dir;
   const std::string solver =
-      WriteLmdbClassifier(dir.path(), "base_lr: 0.2\nmomentum: 0.9\ndisplay: 1\nmax_iter: 8\n"
-                                      "test_iter: 4\ntest_interval: 4\nsnapshot_after_train: false\n");
+      WriteLmdbClassifier(dir.path(),
+                          "base_lr: 0.2\nmomentum: 0.9\ndisplay: 1\nmax_iter: 8\n"
+                          "test_iter: 4\ntest_interval: 4\nsnapshot_after_train: false\n");
   struct Seen {
     std::vector<float> train_loss;
     std::vector<std::vector<std::pair<std::string, double>>> tests;

@@ -4,13 +4,14 @@
 // allocators, through SyncedMemory, the trainer, and the programs, which
 // print one line and exit 1. The requests are far beyond any machine
 // (2^48 bytes exceeds the user address space), so nothing is really taken.
+#include "common/out_of_memory.hpp"
+
 #include <gtest/gtest.h>
 
 #include <new>
 #include <string>
 
 #include "common/exit_code.hpp"
-#include "common/out_of_memory.hpp"
 #include "common/synced_memory.hpp"
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/gpu_test_util.hpp"
@@ -53,7 +54,8 @@ TEST(OutOfMemoryTest, HostMemoryOfSyncedMemory) {
 TEST(OutOfMemoryTest, CatchOutOfMemoryGivesTheStatus) {
   EXPECT_TRUE(CatchOutOfMemory([] { return Status::Ok(); }).ok());
   EXPECT_EQ(CatchOutOfMemory([] { return Status::NotFound("f"); }).ToString(), "NotFound: f");
-  const Status ours = CatchOutOfMemory([]() -> Status { throw OutOfMemoryError(HostOutOfMemory(8)); });
+  const Status ours =
+      CatchOutOfMemory([]() -> Status { throw OutOfMemoryError(HostOutOfMemory(8)); });
   EXPECT_TRUE(ours.IsResourceExhausted());
   EXPECT_TRUE(StartsWith(ours.message(), "cannot allocate 8 bytes (0.0 MiB) of host memory"));
   const Status plain = CatchOutOfMemory([]() -> Status { throw std::bad_alloc(); });
@@ -61,8 +63,7 @@ TEST(OutOfMemoryTest, CatchOutOfMemoryGivesTheStatus) {
   EXPECT_TRUE(StartsWith(plain.message(), "out of host memory (")) << plain.message();
   EXPECT_EQ(ExitCodeFor(plain), 1);
   EXPECT_EQ(ExitOnOutOfMemory("p", [] { return 7; }), 7);
-  EXPECT_EQ(ExitOnOutOfMemory("p", []() -> int { throw OutOfMemoryError(HostOutOfMemory(8)); }),
-            1);
+  EXPECT_EQ(ExitOnOutOfMemory("p", []() -> int { throw OutOfMemoryError(HostOutOfMemory(8)); }), 1);
 }
 
 // A DummyData top of 2^46 floats: the trainer's error, and ps-net's one line.
@@ -108,9 +109,9 @@ TEST(GpuOutOfMemoryTest, DeviceAndPinnedAllocations) {
   const Result<void*> device = TryDeviceAlloc(kHugeDeviceBytes);
   ASSERT_FALSE(device.ok());
   EXPECT_TRUE(device.status().IsResourceExhausted()) << device.status().ToString();
-  EXPECT_TRUE(StartsWith(device.status().message(),
-                         "cannot allocate " + kHugeDeviceText +
-                             " on CUDA device 0: out of memory (device 0: "))
+  EXPECT_TRUE(StartsWith(
+      device.status().message(),
+      "cannot allocate " + kHugeDeviceText + " on CUDA device 0: out of memory (device 0: "))
       << device.status().message();
   EXPECT_NE(device.status().message().find(" MiB free of "), std::string::npos);
   EXPECT_NE(device.status().message().find("PSTrain holds "), std::string::npos);
@@ -126,9 +127,9 @@ TEST(GpuOutOfMemoryTest, DeviceAndPinnedAllocations) {
   const Result<void*> pinned = TryPinnedAlloc(kHugeDeviceBytes);
   ASSERT_FALSE(pinned.ok());
   EXPECT_TRUE(pinned.status().IsResourceExhausted()) << pinned.status().ToString();
-  EXPECT_TRUE(StartsWith(pinned.status().message(),
-                         "cannot allocate " + kHugeDeviceText +
-                             " of pinned host memory: out of memory (host: "))
+  EXPECT_TRUE(StartsWith(
+      pinned.status().message(),
+      "cannot allocate " + kHugeDeviceText + " of pinned host memory: out of memory (host: "))
       << pinned.status().message();
   EXPECT_NE(pinned.status().message().find("; device 0: "), std::string::npos);
 
@@ -152,13 +153,13 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
   WriteTextFile(dir / "solver.prototxt", "net: \"" + (dir / "net.prototxt") +
                                              "\"\nbase_lr: 0.1\nlr_policy: \"fixed\"\n"
                                              "max_iter: 1\nsnapshot_after_train: false\n");
-  const ProgramRun run = RunProgramBounded(
-      {PSTRAIN_BINARY_DIR "/bin/ps-net", "train", "--solver", dir / "solver.prototxt", "--gpu",
-       "0"},
-      120);
+  const ProgramRun run = RunProgramBounded({PSTRAIN_BINARY_DIR "/bin/ps-net", "train", "--solver",
+                                            dir / "solver.prototxt", "--gpu", "0"},
+                                           120);
   EXPECT_EQ(run.exit_code, 1) << run.err;
-  EXPECT_TRUE(StartsWith(run.err, "ps-net: cannot allocate 274877906944 bytes (262144.0 MiB) on "
-                                  "CUDA device 0: out of memory (device 0: "))
+  EXPECT_TRUE(StartsWith(run.err,
+                         "ps-net: cannot allocate 274877906944 bytes (262144.0 MiB) on "
+                         "CUDA device 0: out of memory (device 0: "))
       << run.err;
   EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << "more than one line: " << run.err;
 }

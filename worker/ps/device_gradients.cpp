@@ -62,7 +62,7 @@ struct DeviceGradients::State {
     cudaEvent_t copied = nullptr;     // recorded on the copy stream after the copies
   };
   std::vector<Blob*> blobs;
-  std::vector<float*> pinned;         // per blob
+  std::vector<float*> pinned;           // per blob
   cudaEvent_t backward_done = nullptr;  // reused: the copies wait on it, then it is re-recorded
   std::deque<Group> pending;            // started, not yet pushed
   std::vector<cudaEvent_t> free_events;
