@@ -99,7 +99,8 @@ Status GpuContext::Finish(const std::string& what) {
   // A launch error of a kernel that never ran is reported by the next call
   // that checks the thread's last error, not by the synchronisation.
   const cudaError_t last = cudaGetLastError();
-  if (err == cudaSuccess) err = last;
+  // cudaErrorNotReady (an event or stream query) reports no failure.
+  if (err == cudaSuccess && last != cudaErrorNotReady) err = last;
   if (err == cudaSuccess) return Status::Ok();
   return CudaStatus(err, what + ": CUDA work on device " + std::to_string(device_) + " failed");
 }

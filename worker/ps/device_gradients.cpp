@@ -136,7 +136,12 @@ Status DeviceGradients::Drain(bool wait, const PushFn& push) {
       PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(g.copied), "gradient copy"));
     } else {
       const cudaError_t err = cudaEventQuery(g.copied);
-      if (err == cudaErrorNotReady) return Status::Ok();
+      if (err == cudaErrorNotReady) {
+        // Not an error, but the runtime records it as the thread's last
+        // error: clear it, or the next kernel check would report it.
+        (void)cudaGetLastError();
+        return Status::Ok();
+      }
       PSTRAIN_RETURN_IF_ERROR(CudaStatus(err, "gradient copy"));
     }
     PSTRAIN_RETURN_IF_ERROR(push(g.ids, g.diffs));
