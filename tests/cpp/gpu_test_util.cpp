@@ -133,7 +133,12 @@ int ServerProcess::Wait(int timeout_s) {
     if (out_fd_ >= 0 && ::poll(&fd, 1, 100) > 0) {
       char buf[4096];
       const ssize_t n = ::read(out_fd_, buf, sizeof(buf));
-      if (n > 0) rest_.append(buf, static_cast<size_t>(n));
+      if (n > 0) {
+        rest_.append(buf, static_cast<size_t>(n));
+      } else {  // its stdout closed: wait for the exit alone
+        ::close(out_fd_);
+        out_fd_ = -1;
+      }
     } else if (out_fd_ < 0) {
       ::usleep(100 * 1000);
     }
