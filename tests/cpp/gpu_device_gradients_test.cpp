@@ -115,8 +115,9 @@ TEST(GpuDeviceGradientsTest, NetGradientsEqualTheCpuSums) {
   cpu->ToProto(&weights);
   ASSERT_TRUE(gpu->CopyTrainedLayersFrom(weights, "the CPU net").ok());
   for (size_t i = 0; i < gpu->layers().size(); ++i) {
-    if (gpu->layers()[i]->name() == "side")
+    if (gpu->layers()[i]->name() == "side") {
       EXPECT_FALSE(gpu->layer_need_backward(static_cast<int>(i)));
+    }
   }
 
   cpu->ClearParamDiffs();
@@ -153,8 +154,9 @@ TEST(GpuDeviceGradientsTest, NetGradientsEqualTheCpuSums) {
                "gradient of " + params[i].name);
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i].blob == side)
+    if (params[i].blob == side) {
       EXPECT_EQ(got[static_cast<int>(i)], std::vector<float>(side->count(), 0.f));
+    }
   }
 }
 
