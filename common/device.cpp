@@ -53,4 +53,12 @@ void SynchronizeGpu() {
 #endif
 }
 
+Status FinishGpuWork([[maybe_unused]] const std::string& what) {
+#ifdef PSTRAIN_HAVE_CUDA
+  return GpuContext::ForThisThread().Finish(what);
+#else
+  return Status::Ok();
+#endif
+}
+
 }  // namespace pstrain

@@ -25,5 +25,9 @@ Status UseCudaDevice(int device, const std::string& what);
 // Waits for the work queued on the calling thread's GpuContext stream; a
 // no-op in builds without CUDA.
 void SynchronizeGpu();
+// As SynchronizeGpu, but a failure of that work (a kernel that faulted) is an
+// error "<what>: CUDA work on device N failed: ..." (GpuContext::Finish); Ok
+// in builds without CUDA.
+Status FinishGpuWork(const std::string& what);
 
 }  // namespace pstrain

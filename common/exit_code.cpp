@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/out_of_memory.hpp"
+
 namespace pstrain {
 
 int ExitCodeFor(const Status& status) {
@@ -18,6 +20,7 @@ int ExitCodeFor(const Status& status) {
     case StatusCode::kCorruption:
     case StatusCode::kIOError:
     case StatusCode::kFailedPrecondition:
+    case StatusCode::kResourceExhausted:
     case StatusCode::kUnknown:
       return kExitFailure;
   }
@@ -27,6 +30,15 @@ int ExitCodeFor(const Status& status) {
 int ExitWith(const Status& status, const std::string& program) {
   if (!status.ok()) std::fprintf(stderr, "%s: %s\n", program.c_str(), status.message().c_str());
   return ExitCodeFor(status);
+}
+
+int ExitOnOutOfMemory(const std::string& program, const std::function<int()>& body) {
+  int code = kExitOk;
+  const Status status = CatchOutOfMemory([&] {
+    code = body();
+    return Status::Ok();
+  });
+  return status.ok() ? code : ExitWith(status, program);
 }
 
 }  // namespace pstrain

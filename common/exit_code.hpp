@@ -3,8 +3,8 @@
 // the orchestrator (python/pstrain/exitcodes.py mirrors these numbers).
 //
 //   0   done
-//   1   a permanent failure: bad input, a missing or corrupt file, a bug;
-//       running it again fails the same way
+//   1   a permanent failure: bad input, a missing or corrupt file, a bug,
+//       out of memory; running it again fails the same way
 //   2   bad command-line arguments (the program's flags; decided by main,
 //       before any Status exists)
 //   3   training diverged (a loss that is not finite)
@@ -15,6 +15,7 @@
 // as retryable too.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/status.hpp"
@@ -37,5 +38,10 @@ int ExitCodeFor(const Status& status);
 // ExitCodeFor(status); returns 0 and prints nothing for ok. `program` names
 // the process ("ps-worker 3").
 int ExitWith(const Status& status, const std::string& program);
+
+// Runs a program's body and returns its exit code; running out of memory
+// anywhere in it (an OutOfMemoryError or std::bad_alloc escaping) ends it as
+// ExitWith(that ResourceExhausted status, program) does: one line, exit 1.
+int ExitOnOutOfMemory(const std::string& program, const std::function<int()>& body);
 
 }  // namespace pstrain

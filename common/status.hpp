@@ -26,6 +26,7 @@ enum class StatusCode {
   kIOError,             // the operating system refused a read or write
   kFailedPrecondition,  // the system is not in a state to do it (no CUDA device)
   kDiverged,            // training produced a loss that is not finite
+  kResourceExhausted,   // out of host, device or pinned memory (the request does not fit)
   kUnavailable,         // retryable: a peer is gone or cannot be reached
   kDeadlineExceeded,    // retryable: a peer did not answer in time
   kUnknown,             // anything else (Status::Error)
@@ -48,6 +49,8 @@ inline const char* StatusCodeName(StatusCode code) {
       return "FailedPrecondition";
     case StatusCode::kDiverged:
       return "Diverged";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
     case StatusCode::kUnavailable:
       return "Unavailable";
     case StatusCode::kDeadlineExceeded:
@@ -84,6 +87,9 @@ class [[nodiscard]] Status {
   static Status Diverged(std::string message) {
     return Status(StatusCode::kDiverged, std::move(message));
   }
+  static Status ResourceExhausted(std::string message) {
+    return Status(StatusCode::kResourceExhausted, std::move(message));
+  }
   static Status Unavailable(std::string message) {
     return Status(StatusCode::kUnavailable, std::move(message));
   }
@@ -107,6 +113,7 @@ class [[nodiscard]] Status {
   bool IsIOError() const { return code_ == StatusCode::kIOError; }
   bool IsFailedPrecondition() const { return code_ == StatusCode::kFailedPrecondition; }
   bool IsDiverged() const { return code_ == StatusCode::kDiverged; }
+  bool IsResourceExhausted() const { return code_ == StatusCode::kResourceExhausted; }
   bool IsUnavailable() const { return code_ == StatusCode::kUnavailable; }
   bool IsDeadlineExceeded() const { return code_ == StatusCode::kDeadlineExceeded; }
   // True for the failures that may pass when tried again (a peer gone or

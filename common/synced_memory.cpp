@@ -2,7 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
+
+#include "common/out_of_memory.hpp"
 
 #ifdef PSTRAIN_HAVE_CUDA
 #include "common/cuda/cuda_check.hpp"
@@ -24,7 +25,7 @@ void SyncedMemory::AllocateHost() {
   if (host_ != nullptr || count_ == 0) return;
   const size_t bytes = HostBytes(count_);
   host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (host_ == nullptr) throw std::bad_alloc();
+  if (host_ == nullptr) throw OutOfMemoryError(HostOutOfMemory(bytes));
   std::memset(host_, 0, bytes);
 }
 
@@ -41,7 +42,8 @@ float* SyncedMemory::mutable_host_data() {
 #else  // PSTRAIN_HAVE_CUDA
 
 SyncedMemory::~SyncedMemory() {
-  WaitForUpload();
+  // Quietly: a destructor may run while a device failure is being reported.
+  if (upload_in_flight_) GpuContext::ForThisThread().SynchronizeQuietly();
   std::free(host_);
   DeviceFree(device_);
 }
@@ -50,7 +52,7 @@ void SyncedMemory::AllocateHost() {
   if (host_ != nullptr || count_ == 0) return;
   const size_t bytes = HostBytes(count_);
   host_ = static_cast<float*>(std::aligned_alloc(64, bytes));
-  if (host_ == nullptr) throw std::bad_alloc();
+  if (host_ == nullptr) throw OutOfMemoryError(HostOutOfMemory(bytes));
   std::memset(host_, 0, bytes);
 }
 

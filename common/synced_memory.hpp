@@ -12,6 +12,11 @@
 // GpuContext::ForThisThread().stream(); a copy to the host waits for it, and
 // mutable_host_data() waits for an upload still reading the host buffer.
 // Host memory is plain 64-byte-aligned memory.
+//
+// Memory is allocated on first access. When the host or the device has no
+// room, the accessor throws OutOfMemoryError (common/out_of_memory.hpp), whose
+// ResourceExhausted Status names the request and the free memory; the
+// trainer and the programs turn it back into that Status.
 #pragma once
 
 #include <cstddef>

@@ -106,7 +106,7 @@ DeviceChunks::DeviceChunks(std::unique_ptr<State> state) : state_(std::move(stat
 DeviceChunks::~DeviceChunks() {
   if (!state_) return;
   state_->Stream();
-  GpuContext::ForThisThread().Synchronize();
+  GpuContext::ForThisThread().SynchronizeQuietly();  // may run while a failure is reported
   for (auto& chunk : state_->arrays) {
     for (float* p : chunk) DeviceFree(p);
   }
@@ -118,7 +118,7 @@ void DeviceChunks::Upload(int c, int k, const float* host) {
   const cudaStream_t stream = s.Stream();
   PSTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(s.Array(c, k), host, s.Bytes(c), cudaMemcpyHostToDevice, stream));
-  PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GpuContext::ForThisThread().Synchronize();  // also reports an update kernel that failed
 }
 
 void DeviceChunks::Download(int c, int k, float* host) {
@@ -126,7 +126,7 @@ void DeviceChunks::Download(int c, int k, float* host) {
   const cudaStream_t stream = s.Stream();
   PSTRAIN_CUDA_CHECK(
       cudaMemcpyAsync(host, s.Array(c, k), s.Bytes(c), cudaMemcpyDeviceToHost, stream));
-  PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GpuContext::ForThisThread().Synchronize();  // also reports an update kernel that failed
 }
 
 void DeviceChunks::Apply(int c, const optim::SolverHyper& hyper, const optim::StepInputs& in,

@@ -8,6 +8,7 @@
 #include "common/device.hpp"
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/solver_proto.hpp"
+#include "common/out_of_memory.hpp"
 #include "common/proto_io.hpp"
 
 namespace pstrain {
@@ -34,7 +35,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const caffe::SolverParameter& s
                                                  const std::string& solver_path,
                                                  const TrainerOptions& options) {
   std::unique_ptr<Trainer> trainer(new Trainer());
-  PSTRAIN_RETURN_IF_ERROR(trainer->Init(solver, solver_path, options));
+  PSTRAIN_RETURN_IF_ERROR(
+      CatchOutOfMemory([&] { return trainer->Init(solver, solver_path, options); }));
   return trainer;
 }
 
@@ -175,6 +177,9 @@ void Trainer::StartAt(int iter) {
 
 Status Trainer::Solve() {
   PSTRAIN_RETURN_IF_ERROR(Step(solver_.max_iter() - iter_));
+  if (options_.engine == Engine::kGpu) {
+    PSTRAIN_RETURN_IF_ERROR(FinishGpuWork("training to iteration " + std::to_string(iter_)));
+  }
   for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnFinish(iter_));
   if (options_.write_snapshots && solver_.snapshot_after_train() &&
       (solver_.snapshot() == 0 || iter_ % solver_.snapshot() != 0)) {
@@ -190,6 +195,10 @@ Status Trainer::Solve() {
 }
 
 Status Trainer::Step(int iters) {
+  return CatchOutOfMemory([&] { return StepLoop(iters); });
+}
+
+Status Trainer::StepLoop(int iters) {
   const int stop = iter_ + iters;
   display_start_ = Clock::now();
   display_last_iter_ = iter_ - 1;  // the first window counts this call's first iteration
@@ -260,16 +269,31 @@ void Trainer::Display(float rate) {
   display_last_iter_ = iter_;
 }
 
+Result<float> Trainer::ClipScaleOfDiffs() {
+  if (hyper_.clip_gradients < 0) return 1.f;
+  double sum = 0;
+  if (device_update_) {
+    PSTRAIN_ASSIGN_OR_RETURN(sum, device_update_->SumSquaresDiff());
+  } else {
+    for (const auto& p : net_->learnable_params()) {
+      sum += optim::SumSquares(p.blob->cpu_diff(), p.blob->count());
+    }
+  }
+  return optim::ClipScale(sum, hyper_.clip_gradients);
+}
+
 Status Trainer::ApplyUpdate() {
   const auto& params = net_->learnable_params();
-  float clip_scale = 1.f;
-  if (hyper_.clip_gradients >= 0) {
-    double sum = 0;
-    for (const auto& p : params) sum += optim::SumSquares(p.blob->cpu_diff(), p.blob->count());
-    clip_scale = optim::ClipScale(sum, hyper_.clip_gradients);
+  if (options_.engine == Engine::kGpu && !device_update_) {
+    PSTRAIN_ASSIGN_OR_RETURN(device_update_, DeviceUpdate::Create(hyper_, params, history_));
   }
+  PSTRAIN_ASSIGN_OR_RETURN(const float clip_scale, ClipScaleOfDiffs());
   const optim::StepInputs inputs{optim::LearningRate(hyper_, iter_), iter_,
                                  clip_scale / static_cast<float>(hyper_.iter_size)};
+  if (device_update_) {
+    device_update_->Apply(inputs);
+    return Status::Ok();
+  }
   std::vector<float*> history(history_.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const LearnableParam& p = params[i];
@@ -284,6 +308,12 @@ Status Trainer::ApplyUpdate() {
 
 Result<std::map<std::string, double>> Trainer::TestAll() {
   std::map<std::string, double> results;
+  PSTRAIN_RETURN_IF_ERROR(CatchOutOfMemory([&] { return RunTests(&results); }));
+  return results;
+}
+
+Status Trainer::RunTests(std::map<std::string, double>* out) {
+  std::map<std::string, double>& results = *out;
   TrainEvent event{"test", iter_, {}, ""};
   for (size_t j = 0; j < test_nets_.size(); ++j) {
     Net& test = *test_nets_[j];
@@ -315,10 +345,24 @@ Result<std::map<std::string, double>> Trainer::TestAll() {
     }
   }
   Emit(event);
-  return results;
+  return Status::Ok();
 }
 
 Result<std::string> Trainer::Snapshot() {
+  std::string model;
+  PSTRAIN_RETURN_IF_ERROR(CatchOutOfMemory([&] {
+    Result<std::string> written = WriteSnapshot();
+    if (written.ok()) model = written.value();
+    return written.status();
+  }));
+  return model;
+}
+
+Result<std::string> Trainer::WriteSnapshot() {
+  // On the GPU the weights come down through the blobs' lazy sync when the
+  // .caffemodel is written; the history is downloaded here, and a kernel
+  // that failed since the last wait is reported before anything is written.
+  if (device_update_) PSTRAIN_RETURN_IF_ERROR(device_update_->DownloadHistory(&history_));
   const std::string base = solver_.snapshot_prefix() + "_iter_" + std::to_string(iter_);
   const std::filesystem::path parent = std::filesystem::path(base).parent_path();
   std::error_code ec;

@@ -22,6 +22,13 @@
 // Solve runs Step to max_iter, then callbacks' OnFinish(max_iter), the final
 // snapshot and test, and the "done" event.
 //
+// On the GPU engine the update runs on the device (worker/device_update.hpp):
+// weights, gradients and the solver history stay there between iterations,
+// and only Snapshot downloads them. Running out of host or device memory
+// anywhere below the public calls is their ResourceExhausted error
+// (common/out_of_memory.hpp), and every wait the GPU loop does anyway (a
+// snapshot, the end of Solve) reports a kernel that failed.
+//
 // Relative paths inside the solver (net, snapshot_prefix) are taken relative
 // to the current directory, as Caffe does; a `net` path that does not exist
 // there is also looked up next to the solver file.
@@ -38,6 +45,7 @@
 #include "common/optim/update_rule.hpp"
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
+#include "worker/device_update.hpp"
 #include "worker/net.hpp"
 #include "worker/train_event.hpp"
 
@@ -140,9 +148,14 @@ class Trainer {
   Status ApplySolverMode();
   Status Init(const caffe::SolverParameter& solver, const std::string& solver_path,
               const TrainerOptions& options);
+  Status StepLoop(int iters);
+  Status RunTests(std::map<std::string, double>* results);
+  Result<std::string> WriteSnapshot();
   Status ForwardBackward(float* loss);
   void Display(float rate);
   Status ApplyUpdate();
+  // The clip scale of the iteration's gradients (1 without clip_gradients).
+  Result<float> ClipScaleOfDiffs();
   Status Restore(const caffe::SolverState& state, const std::string& path);
   void Emit(TrainEvent event) const;
   std::string ResolveNetPath(const std::string& path) const;
@@ -154,8 +167,11 @@ class Trainer {
   std::unique_ptr<optim::UpdateRule> rule_;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
-  std::vector<std::vector<std::vector<float>>> history_;  // [slot][param][element]
-  std::vector<Callback*> callbacks_;                      // not owned
+  // [slot][param][element]; on the GPU engine current only after a
+  // Snapshot (the device's copy in device_update_ is the live one).
+  HostHistory history_;
+  std::unique_ptr<DeviceUpdate> device_update_;  // GPU engine, from the first update
+  std::vector<Callback*> callbacks_;             // not owned
   int iter_ = 0;
   SmoothedLoss smoothed_loss_{1};
   // The display window: when the last one ended and the last iteration it counted.

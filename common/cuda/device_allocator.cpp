@@ -13,6 +13,7 @@
 
 #include "common/cuda/cuda_check.hpp"
 #include "common/cuda/gpu_context.hpp"
+#include "common/out_of_memory.hpp"
 
 namespace pstrain {
 namespace {
@@ -37,10 +38,24 @@ DeviceCache& Cache() {
   return *cache;
 }
 
-std::string SizeText(size_t bytes) {
-  char mib[32];
-  std::snprintf(mib, sizeof(mib), "%.1f", static_cast<double>(bytes) / (1 << 20));
-  return std::to_string(bytes) + " bytes (" + mib + " MiB)";
+std::string MiB(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f MiB", bytes / (1 << 20));
+  return text;
+}
+
+// "device N: <free> MiB free of <total> MiB", or why that is unknown.
+std::string DeviceMemoryText(int device) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "device " + std::to_string(device) + ": free memory unknown (" + CudaErrorText(err) +
+           ")";
+  }
+  return "device " + std::to_string(device) + ": " + MiB(static_cast<double>(free_bytes)) +
+         " free of " + MiB(static_cast<double>(total_bytes));
 }
 
 // Returns the cached blocks of `device` to CUDA.
@@ -111,8 +126,14 @@ Result<void*> TryDeviceAlloc(size_t bytes) {
   }
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaStatus(
-        err, "cannot allocate " + SizeText(bytes) + " on CUDA device " + std::to_string(device));
+    const std::string what =
+        "cannot allocate " + ByteSizeText(bytes) + " on CUDA device " + std::to_string(device);
+    if (err != cudaErrorMemoryAllocation) return CudaStatus(err, what);
+    const DeviceMemoryStats stats = GetDeviceMemoryStats();
+    return Status::ResourceExhausted(what + ": out of memory (" + DeviceMemoryText(device) +
+                                     "; PSTrain holds " +
+                                     MiB(static_cast<double>(stats.in_use_bytes)) + " in use, " +
+                                     MiB(static_cast<double>(stats.cached_bytes)) + " cached)");
   }
   std::lock_guard<std::mutex> lock(cache.mu);
   Block block;
@@ -126,6 +147,7 @@ Result<void*> TryDeviceAlloc(size_t bytes) {
 
 void* DeviceAlloc(size_t bytes) {
   Result<void*> ptr = TryDeviceAlloc(bytes);
+  if (!ptr.ok() && ptr.status().IsResourceExhausted()) throw OutOfMemoryError(ptr.status());
   PSTRAIN_CHECK_MSG(ptr.ok(), ptr.status().message());
   return ptr.value();
 }
@@ -142,10 +164,18 @@ void DeviceFree(void* ptr) {
     cache.in_use.erase(it);
   }
   block.stream = GpuContext::ForThisThread().stream();
-  if (block.freed == nullptr) {
-    PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&block.freed, cudaEventDisableTiming));
+  cudaError_t err = cudaSuccess;
+  if (block.freed == nullptr) err = cudaEventCreateWithFlags(&block.freed, cudaEventDisableTiming);
+  if (err == cudaSuccess) err = cudaEventRecord(block.freed, block.stream);
+  if (err != cudaSuccess) {
+    // The device failed earlier (a kernel fault is sticky): this runs while
+    // the process unwinds to report that error, so drop the block quietly.
+    (void)cudaGetLastError();
+    (void)cudaFree(ptr);
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.stats.in_use_bytes -= static_cast<int64_t>(block.bytes);
+    return;
   }
-  PSTRAIN_CUDA_CHECK(cudaEventRecord(block.freed, block.stream));
   std::lock_guard<std::mutex> lock(cache.mu);
   cache.free[{block.device, block.bytes}].emplace_back(ptr, block);
   cache.stats.in_use_bytes -= static_cast<int64_t>(block.bytes);
@@ -164,13 +194,19 @@ Result<void*> TryPinnedAlloc(size_t bytes) {
   const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return CudaStatus(err, "cannot allocate " + SizeText(bytes) + " of pinned host memory");
+    const std::string what = "cannot allocate " + ByteSizeText(bytes) + " of pinned host memory";
+    if (err != cudaErrorMemoryAllocation) return CudaStatus(err, what);
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError();
+    return Status::ResourceExhausted(what + ": out of memory (" + HostMemoryText() + "; " +
+                                     DeviceMemoryText(device) + ")");
   }
   return ptr;
 }
 
 void PinnedFree(void* ptr) {
-  if (ptr != nullptr) PSTRAIN_CUDA_CHECK(cudaFreeHost(ptr));
+  // Unchecked: after a device failure this runs while that is reported.
+  if (ptr != nullptr && cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
 }  // namespace pstrain

@@ -18,15 +18,20 @@
 namespace pstrain {
 
 // Memory on the calling thread's device (GpuContext::ForThisThread().device()).
-// bytes == 0 gives nullptr. Failure (out of memory, no device) is an error
-// naming the size, the device and CUDA's reason.
+// bytes == 0 gives nullptr. Out of memory (after releasing this device's
+// cache and retrying) is ResourceExhausted naming the request, the device's
+// free and total memory and what PSTrain holds; another failure (no device)
+// names the size, the device and CUDA's reason.
 Result<void*> TryDeviceAlloc(size_t bytes);
-// As TryDeviceAlloc, but aborts with that error: for buffers whose size the
-// net already checked.
+// As TryDeviceAlloc for callers that cannot return a Status (SyncedMemory,
+// layer workspaces): out of memory throws OutOfMemoryError
+// (common/out_of_memory.hpp) with that Status; any other failure aborts.
 void* DeviceAlloc(size_t bytes);
 // REQUIRES: ptr from DeviceAlloc/TryDeviceAlloc and not yet freed, or null.
-// Work queued on other threads' streams or on copy streams that uses the
-// block must be complete or ordered before this thread's stream().
+// After a device failure (a faulted kernel) the block is released without
+// checks, so that teardown while reporting that failure cannot abort. Work queued on other threads'
+// streams or on copy streams that uses the block must be complete or ordered before this thread's
+// stream().
 void DeviceFree(void* ptr);
 
 struct DeviceMemoryStats {
@@ -41,7 +46,9 @@ DeviceMemoryStats GetDeviceMemoryStats();
 size_t DeviceSizeClass(size_t bytes);
 
 // Page-locked host memory (cudaHostAlloc, portable across devices); copies
-// from and to it run asynchronously. bytes == 0 gives nullptr.
+// from and to it run asynchronously. bytes == 0 gives nullptr. Out of memory
+// is ResourceExhausted naming the request, the host's free and total memory
+// and the current device's.
 Result<void*> TryPinnedAlloc(size_t bytes);
 // REQUIRES: ptr from TryPinnedAlloc, or null.
 void PinnedFree(void* ptr);

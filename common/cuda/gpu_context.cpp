@@ -48,8 +48,7 @@ Status GpuContext::SelectDevice(int device) {
   }
   if (device < 0 || device >= count) {
     return Status::Error("CUDA device " + std::to_string(device) + " does not exist (" +
-                         std::to_string(count) + " device" + (count == 1 ? "" : "s") +
-                         " visible)");
+                         std::to_string(count) + " device" + (count == 1 ? "" : "s") + " visible)");
   }
   if (device != device_) {
     if (stream_ != nullptr) Synchronize();
@@ -95,6 +94,25 @@ cudnnHandle_t GpuContext::cudnn() {
   return cudnn_;
 }
 
-void GpuContext::Synchronize() { PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+Status GpuContext::Finish(const std::string& what) {
+  cudaError_t err = cudaStreamSynchronize(stream());
+  // A launch error of a kernel that never ran is reported by the next call
+  // that checks the thread's last error, not by the synchronisation.
+  const cudaError_t last = cudaGetLastError();
+  // cudaErrorNotReady (an event or stream query) reports no failure.
+  if (err == cudaSuccess && last != cudaErrorNotReady) err = last;
+  if (err == cudaSuccess) return Status::Ok();
+  return CudaStatus(err, what + ": CUDA work on device " + std::to_string(device_) + " failed");
+}
+
+void GpuContext::Synchronize() {
+  const Status s = Finish("waiting for the stream");
+  if (!s.ok()) GpuCheckFailed(__FILE__, __LINE__, "GpuContext::Synchronize()", s.message());
+}
+
+void GpuContext::SynchronizeQuietly() {
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  (void)cudaGetLastError();
+}
 
 }  // namespace pstrain

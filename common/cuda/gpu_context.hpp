@@ -18,6 +18,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <string>
+
 #include "common/status.hpp"
 
 namespace pstrain {
@@ -43,8 +45,20 @@ class GpuContext {
   cublasHandle_t cublas();
   cudnnHandle_t cudnn();
 
-  // Blocks until all work queued on stream() has finished.
+  // Blocks until all work queued on stream() has finished. A failure of that
+  // work (a kernel that faulted, a failed copy, a launch error not reported
+  // yet) is "<what>: CUDA work on device N failed: <CUDA's error>". Kernels
+  // are launched without waiting, so their errors surface here: callers that
+  // wait anyway (the trainer's snapshots and end, the server's step, the
+  // gradient copies) check through Finish.
+  Status Finish(const std::string& what);
+  // As Finish, for callers that cannot return a Status (SyncedMemory's
+  // downloads): a failure aborts with that message, a broken invariant of
+  // our kernels or the device.
   void Synchronize();
+  // Waits and clears any error without reporting it: for destructors, which
+  // may run while a device failure is being reported.
+  void SynchronizeQuietly();
 
  private:
   GpuContext();

@@ -27,4 +27,9 @@ struct UpdateScalars {
 void LaunchUpdate(RuleKind kind, const UpdateScalars& s, float* data, float* diff, float* h0,
                   float* h1, int64_t n, cudaStream_t stream);
 
+// *sum += sum of x[i]^2, accumulated in double (order differs from the CPU's
+// SumSquares, so the result agrees to rounding, not bit for bit).
+// REQUIRES: sum is device memory; blockDim kCudaThreads is a power of two.
+void LaunchAddSumSquares(const float* x, int64_t n, double* sum, cudaStream_t stream);
+
 }  // namespace pstrain::optim::gpu

@@ -78,13 +78,47 @@ void Launch(const UpdateScalars& s, float* data, float* diff, float* h0, float* 
 void LaunchUpdate(RuleKind kind, const UpdateScalars& s, float* data, float* diff, float* h0,
                   float* h1, int64_t n, cudaStream_t stream) {
   switch (kind) {
-    case RuleKind::kSgd: return Launch<RuleKind::kSgd>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kNesterov: return Launch<RuleKind::kNesterov>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdaGrad: return Launch<RuleKind::kAdaGrad>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kRmsProp: return Launch<RuleKind::kRmsProp>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdaDelta: return Launch<RuleKind::kAdaDelta>(s, data, diff, h0, h1, n, stream);
-    case RuleKind::kAdam: return Launch<RuleKind::kAdam>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kSgd:
+      return Launch<RuleKind::kSgd>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kNesterov:
+      return Launch<RuleKind::kNesterov>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdaGrad:
+      return Launch<RuleKind::kAdaGrad>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kRmsProp:
+      return Launch<RuleKind::kRmsProp>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdaDelta:
+      return Launch<RuleKind::kAdaDelta>(s, data, diff, h0, h1, n, stream);
+    case RuleKind::kAdam:
+      return Launch<RuleKind::kAdam>(s, data, diff, h0, h1, n, stream);
   }
+}
+
+namespace {
+
+// Each block adds the squares of its grid-stride share of x, summed in double
+// in shared memory, to *sum with one atomic add.
+__global__ void SumSquaresKernel(const float* x, int64_t n, double* sum) {
+  __shared__ double partial[kCudaThreads];
+  double own = 0.0;
+  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
+    const double v = x[i];
+    own += v * v;
+  }
+  partial[threadIdx.x] = own;
+  __syncthreads();
+  for (unsigned step = blockDim.x / 2; step > 0; step /= 2) {
+    if (threadIdx.x < step) partial[threadIdx.x] += partial[threadIdx.x + step];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(sum, partial[0]);
+}
+
+}  // namespace
+
+void LaunchAddSumSquares(const float* x, int64_t n, double* sum, cudaStream_t stream) {
+  if (n <= 0) return;
+  SumSquaresKernel<<<CudaBlocks(n), kCudaThreads, 0, stream>>>(x, n, sum);
+  PSTRAIN_CUDA_KERNEL_CHECK();
 }
 
 }  // namespace pstrain::optim::gpu

@@ -54,4 +54,8 @@ void ApplyUpdateGpu(const std::string& type, const SolverHyper& hyper, const Ste
                     static_cast<int64_t>(n), stream);
 }
 
+void AddSumSquaresGpu(const float* x, size_t n, double* device_sum, cudaStream_t stream) {
+  gpu::LaunchAddSumSquares(x, static_cast<int64_t>(n), device_sum, stream);
+}
+
 }  // namespace pstrain::optim

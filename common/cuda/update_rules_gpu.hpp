@@ -29,4 +29,10 @@ void ApplyUpdateGpu(const std::string& type, const SolverHyper& hyper, const Ste
                     const ParamHyper& param, float* data, float* diff, float* const* history,
                     size_t n, cudaStream_t stream);
 
+// *device_sum += SumSquares(x, n) (update_rule.hpp), summed in double on the
+// device and queued on `stream`: the clipping norm without downloading the
+// gradients. Agrees with the CPU sum to rounding (another order of addition).
+// REQUIRES: x holds n floats and device_sum one double, both device memory.
+void AddSumSquaresGpu(const float* x, size_t n, double* device_sum, cudaStream_t stream);
+
 }  // namespace pstrain::optim

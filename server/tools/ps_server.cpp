@@ -176,7 +176,9 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Out of host memory anywhere (the chunk store) ends with one line, exit 1;
+// device memory is a Status from the device chunk store already.
+int main(int argc, char** argv) try {
   Flags f;
   po::options_description desc("ps-server");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
@@ -263,4 +265,6 @@ int main(int argc, char** argv) {
     PrintDone(service.shard().Stats(), printer);
   }
   return 0;
+} catch (const std::bad_alloc&) {
+  return pstrain::ExitOnOutOfMemory("ps-server", [&]() -> int { throw; });
 }

@@ -35,6 +35,7 @@ std::vector<CodeCase> AllCodes() {
       {Status::IOError("m"), StatusCode::kIOError, "IOError", 1},
       {Status::FailedPrecondition("m"), StatusCode::kFailedPrecondition, "FailedPrecondition", 1},
       {Status::Diverged("m"), StatusCode::kDiverged, "Diverged", 3},
+      {Status::ResourceExhausted("m"), StatusCode::kResourceExhausted, "ResourceExhausted", 1},
       {Status::Unavailable("m"), StatusCode::kUnavailable, "Unavailable", 75},
       {Status::DeadlineExceeded("m"), StatusCode::kDeadlineExceeded, "DeadlineExceeded", 75},
       {Status::Unknown("m"), StatusCode::kUnknown, "Unknown", 1},
@@ -69,6 +70,7 @@ TEST(StatusTest, EachFactoryGivesItsCode) {
         {StatusCode::kIOError, c.status.IsIOError()},
         {StatusCode::kFailedPrecondition, c.status.IsFailedPrecondition()},
         {StatusCode::kDiverged, c.status.IsDiverged()},
+        {StatusCode::kResourceExhausted, c.status.IsResourceExhausted()},
         {StatusCode::kUnavailable, c.status.IsUnavailable()},
         {StatusCode::kDeadlineExceeded, c.status.IsDeadlineExceeded()},
     };

@@ -21,7 +21,36 @@ Result<std::unique_ptr<DeviceGradients>> DeviceGradients::Create(const std::vect
 }
 DeviceGradients::DeviceGradients(std::unique_ptr<State> state) : state_(std::move(state)) {}
 DeviceGradients::~DeviceGradients() = default;
-void DeviceGradients::Start(const std::vector<int>&) { PSTRAIN_CHECK(false); }
+void DeviceGradients::Start(const std::vector<int>& ids) {
+  State& s = *state_;
+  GpuContext& gpu = GpuContext::ForThisThread();
+  const cudaStream_t copy = gpu.copy_stream();
+  // Resolve every device pointer first: a diff whose values still live on the
+  // host (zeroed there by ClearParamDiffs, or a layer whose backward did not
+  // run) is uploaded now, on the compute stream, and the event below must
+  // come after that upload too.
+  std::vector<const float*> sources;
+  sources.reserve(ids.size());
+  for (int id : ids) sources.push_back(s.blobs[static_cast<size_t>(id)]->gpu_diff());
+  // The copies follow everything queued so far on the compute stream (this
+  // layer's backward, which wrote the diffs, and those uploads).
+  PSTRAIN_CUDA_CHECK(cudaEventRecord(s.backward_done, gpu.stream()));
+  PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy, s.backward_done, 0));
+  State::Group group;
+  group.ids = ids;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const size_t id = static_cast<size_t>(ids[k]);
+    float* host = s.pinned[id];
+    PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, sources[k],
+                                       static_cast<size_t>(s.blobs[id]->count()) * sizeof(float),
+                                       cudaMemcpyDeviceToHost, copy));
+    group.diffs.push_back(host);
+  }
+  group.copied = s.TakeEvent();
+  PSTRAIN_CUDA_CHECK(cudaEventRecord(group.copied, copy));
+  s.pending.push_back(std::move(group));
+}
+
 Status DeviceGradients::Drain(bool, const PushFn&) { return Status::Ok(); }
 
 #else  // PSTRAIN_HAVE_CUDA
@@ -33,7 +62,7 @@ struct DeviceGradients::State {
     cudaEvent_t copied = nullptr;     // recorded on the copy stream after the copies
   };
   std::vector<Blob*> blobs;
-  std::vector<float*> pinned;         // per blob
+  std::vector<float*> pinned;           // per blob
   cudaEvent_t backward_done = nullptr;  // reused: the copies wait on it, then it is re-recorded
   std::deque<Group> pending;            // started, not yet pushed
   std::vector<cudaEvent_t> free_events;
@@ -107,7 +136,12 @@ Status DeviceGradients::Drain(bool wait, const PushFn& push) {
       PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(g.copied), "gradient copy"));
     } else {
       const cudaError_t err = cudaEventQuery(g.copied);
-      if (err == cudaErrorNotReady) return Status::Ok();
+      if (err == cudaErrorNotReady) {
+        // Not an error, but the runtime records it as the thread's last
+        // error: clear it, or the next kernel check would report it.
+        (void)cudaGetLastError();
+        return Status::Ok();
+      }
       PSTRAIN_RETURN_IF_ERROR(CudaStatus(err, "gradient copy"));
     }
     PSTRAIN_RETURN_IF_ERROR(push(g.ids, g.diffs));

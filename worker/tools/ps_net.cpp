@@ -382,9 +382,16 @@ int main(int argc, char** argv) {
     std::printf("%s\n", pstrain::VersionLine("ps-net").c_str());
     return 0;
   }
-  if (command == "train") return Train(argc - 1, argv + 1);
-  if (command == "test") return Test(argc - 1, argv + 1);
-  if (command == "time") return Time(argc - 1, argv + 1);
+  // Out of memory in any command: one line naming the request, exit 1.
+  if (command == "train") {
+    return pstrain::ExitOnOutOfMemory("ps-net", [&] { return Train(argc - 1, argv + 1); });
+  }
+  if (command == "test") {
+    return pstrain::ExitOnOutOfMemory("ps-net", [&] { return Test(argc - 1, argv + 1); });
+  }
+  if (command == "time") {
+    return pstrain::ExitOnOutOfMemory("ps-net", [&] { return Time(argc - 1, argv + 1); });
+  }
   if (command == "diff") return Diff(argc - 1, argv + 1);
   if (command == "devices" || command == "device_query") return Devices(argc - 1, argv + 1);
   return Usage("unknown command '" + command + "'");

@@ -113,8 +113,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ps-worker: warning: %s\n", s.message().c_str());
   }
 
-  pstrain::transport::Context context;
-  auto worker = pstrain::PsWorker::Create(context, options);
-  if (!worker.ok()) return pstrain::ExitWith(worker.status(), program);
-  return pstrain::ExitWith(worker.value()->Run(), program);
+  return pstrain::ExitOnOutOfMemory(program, [&] {
+    pstrain::transport::Context context;
+    auto worker = pstrain::PsWorker::Create(context, options);
+    if (!worker.ok()) return pstrain::ExitWith(worker.status(), program);
+    return pstrain::ExitWith(worker.value()->Run(), program);
+  });
 }
