@@ -152,8 +152,7 @@ ConvAlgoList Acceptable(const std::vector<Perf>& perf, int count, size_t limit,
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
-    if (p.mathType == CUDNN_TENSOR_OP_MATH ||
-        p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
       continue;
     }
     if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
@@ -212,16 +211,16 @@ struct CudnnConvState {
 
 }  // namespace conv_cudnn
 
+using conv_cudnn::Acceptable;
+using conv_cudnn::AllocateMeasureWorkspace;
 using conv_cudnn::ConvAlgo;
 using conv_cudnn::ConvAlgoCache;
 using conv_cudnn::ConvAlgoList;
 using conv_cudnn::ConvDirection;
 using conv_cudnn::ConvKey;
 using conv_cudnn::CudnnConvState;
-using conv_cudnn::ScopedDeviceBuffer;
 using conv_cudnn::Options;
-using conv_cudnn::Acceptable;
-using conv_cudnn::AllocateMeasureWorkspace;
+using conv_cudnn::ScopedDeviceBuffer;
 
 struct ConvolutionLayer::CudnnConv : CudnnConvState {};
 
@@ -359,8 +358,7 @@ const ConvAlgoList& Algorithms(CudnnConvState& c, ConvDirection direction, const
         break;
       }
       case ConvDirection::kBackwardFilter: {
-        PSTRAIN_CUDNN_CHECK(
-            cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+        PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
         std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max_count, 1));
         if (out.Allocate(sizeof(float) * w_count)) {
           PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -448,8 +446,8 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
     const float* dy = top[i]->gpu_diff();
     const float* x = bottom[i]->gpu_data();
     if (bias_grad) {
-      GpuChannelSum(num_, geo_.num_output, static_cast<int64_t>(out_h_) * out_w_, dy, nullptr,
-                    true, blobs_[1]->mutable_gpu_diff());
+      GpuChannelSum(num_, geo_.num_output, static_cast<int64_t>(out_h_) * out_w_, dy, nullptr, true,
+                    blobs_[1]->mutable_gpu_diff());
     }
     if (weight_grad) {
       const ConvAlgoList& algos =
@@ -459,10 +457,9 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
         const int64_t sub = b / c.batch;
         RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
           PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-              handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.y.get(),
-              dy + sub * c.y_stride, c.conv.get(),
-              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, CudnnOne(),
-              c.w.get(), dw));
+              handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.y.get(), dy + sub * c.y_stride,
+              c.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes,
+              CudnnOne(), c.w.get(), dw));
         });
       }
     }

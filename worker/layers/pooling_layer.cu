@@ -118,13 +118,27 @@ __global__ void AveBackward(int64_t n, PoolShape s, const float* dy, float* dx) 
   }
 }
 
-// Descriptors of a cuDNN AVE pooling that computes exactly Caffe's output.
-struct CudnnAvePool {
+}  // namespace
+
+// LEGACY begin: cuDNN 9 deprecates the pooling descriptor and calls; they
+// stay until the graph API's pooling is shown to match (docs/architecture.md).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace pooling_cudnn {
+using CudnnPooling = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
+                                     cudnnDestroyPoolingDescriptor>;
+}  // namespace pooling_cudnn
+
+// Descriptors of a cuDNN AVE pooling that computes exactly Caffe's output,
+// for one bottom shape.
+struct PoolingLayer::CudnnState {
+  int num = -1, channels = -1, height = -1, width = -1;
   CudnnTensor x, y;
-  CudnnPooling pool;
+  pooling_cudnn::CudnnPooling pool;
 };
 
-}  // namespace
+void PoolingLayer::CudnnStateDeleter::operator()(CudnnState* state) const { delete state; }
 
 // cuDNN only where its size rule and divisor are Caffe's: no window runs past
 // in + pad (then cuDNN's floor rule gives Caffe's count and every divisor is
@@ -136,18 +150,27 @@ bool PoolingLayer::AveUsesCudnn() const {
          static_cast<int64_t>(num_) * channels_ * height_ * width_ <= INT_MAX;
 }
 
-namespace {
-
-// REQUIRES: AveUsesCudnn() for these sizes.
-void SetUpAvePool(CudnnAvePool* d, int num, int channels, const PoolShape& s) {
-  SetTensor4d(d->x, num, channels, s.height, s.width);
-  SetTensor4d(d->y, num, channels, s.pooled_h, s.pooled_w);
+// REQUIRES: AveUsesCudnn(). The descriptors are created once per layer and
+// set again only when the bottom shape changed.
+PoolingLayer::CudnnState& PoolingLayer::PrepareCudnn() {
+  if (cudnn_ && cudnn_->num == num_ && cudnn_->channels == channels_ && cudnn_->height == height_ &&
+      cudnn_->width == width_) {
+    return *cudnn_;
+  }
+  if (!cudnn_) cudnn_.reset(new CudnnState);
+  CudnnState& d = *cudnn_;
+  // Global pooling's kernel follows the bottom shape: set with it.
   PSTRAIN_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
-      d->pool.get(), CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, CUDNN_PROPAGATE_NAN, s.kernel_h,
-      s.kernel_w, s.pad_h, s.pad_w, s.stride_h, s.stride_w));
+      d.pool.get(), CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, CUDNN_PROPAGATE_NAN, kernel_h_,
+      kernel_w_, pad_h_, pad_w_, stride_h_, stride_w_));
+  SetTensor4d(d.x, num_, channels_, height_, width_);
+  SetTensor4d(d.y, num_, channels_, pooled_h_, pooled_w_);
+  d.num = num_;
+  d.channels = channels_;
+  d.height = height_;
+  d.width = width_;
+  return d;
 }
-
-}  // namespace
 
 void PoolingLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = top[0]->count();
@@ -162,8 +185,7 @@ void PoolingLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
     }
     LaunchKernel(n, MaxForward, n, s, bottom[0]->gpu_data(), top[0]->mutable_gpu_data(), mask);
   } else if (AveUsesCudnn()) {
-    CudnnAvePool d;
-    SetUpAvePool(&d, num_, channels_, s);
+    const CudnnState& d = PrepareCudnn();
     PSTRAIN_CUDNN_CHECK(cudnnPoolingForward(GpuContext::ForThisThread().cudnn(), d.pool.get(),
                                             CudnnOne(), d.x.get(), bottom[0]->gpu_data(),
                                             CudnnZero(), d.y.get(), top[0]->mutable_gpu_data()));
@@ -187,8 +209,7 @@ void PoolingLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& prop
     const float* mask = top.size() > 1 ? top[1]->gpu_data() : max_index_gpu_.gpu_data();
     LaunchKernel(n, MaxBackward, n, s, top[0]->gpu_diff(), mask, dx);
   } else if (AveUsesCudnn()) {
-    CudnnAvePool d;
-    SetUpAvePool(&d, num_, channels_, s);
+    const CudnnState& d = PrepareCudnn();
     PSTRAIN_CUDNN_CHECK(cudnnPoolingBackward(GpuContext::ForThisThread().cudnn(), d.pool.get(),
                                              CudnnOne(), d.y.get(), top[0]->gpu_data(), d.y.get(),
                                              top[0]->gpu_diff(), d.x.get(), bottom[0]->gpu_data(),
@@ -199,3 +220,6 @@ void PoolingLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& prop
 }
 
 }  // namespace pstrain
+
+#pragma GCC diagnostic pop
+// LEGACY end.
