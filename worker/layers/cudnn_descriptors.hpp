@@ -19,6 +19,11 @@ namespace pstrain {
 int64_t CudnnDescriptorsCreated();
 void CountCudnnDescriptorCreated();
 
+// The wrapper calls whatever Create/Destroy it is given; whether those are
+// deprecated is decided (and silenced) where an alias names them, so the
+// deprecation warning is off inside the template.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 template <typename Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
 class CudnnDescriptor {
  public:
@@ -35,6 +40,7 @@ class CudnnDescriptor {
  private:
   Handle handle_;
 };
+#pragma GCC diagnostic pop
 
 using CudnnTensor = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor,
                                     cudnnDestroyTensorDescriptor>;
