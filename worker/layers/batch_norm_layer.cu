@@ -1,48 +1,13 @@
-// BatchNorm on the GPU: own kernels, the reference's arithmetic (batch
-// statistics two-pass in double, one block per channel; the running
-// statistics updated on the device exactly as UpdateRunningStats does).
+// BatchNorm on the GPU: own kernels, the reference's arithmetic. Batch
+// statistics and the backward sums are GpuChannelReduce passes (two-pass
+// mean and variance in double, deterministic, the whole GPU busy); the
+// running statistics are updated on the device exactly as UpdateRunningStats
+// does. Element-wise kernels index in 32 bits when the blob allows it.
 #include "worker/layers/batch_norm_layer.hpp"
 #include "worker/layers/layer_kernels.cuh"
 
 namespace pstrain {
 namespace {
-
-// Sums `value(j)` over j < n across the block; every thread gets the total.
-template <typename Value>
-__device__ double BlockSum(int64_t n, Value value) {
-  __shared__ double partial[kCudaThreads];
-  double sum = 0;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += value(j);
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  const double total = partial[0];
-  __syncthreads();  // partial is reused by the next call
-  return total;
-}
-
-// Block c: mean and biased variance of channel c over num x spatial.
-__global__ void BatchStats(int num, int channels, int64_t spatial, const float* x, float* mean,
-                           float* variance) {
-  const int c = blockIdx.x;
-  const int64_t m = static_cast<int64_t>(num) * spatial;
-  // Lambdas inside a kernel are device code.
-  auto at = [=](int64_t j) -> double {
-    return x[((j / spatial) * channels + c) * spatial + j % spatial];
-  };
-  const double mu = m > 0 ? BlockSum(m, at) / static_cast<double>(m) : 0.0;
-  const double sum_sq = BlockSum(m, [=](int64_t j) {
-    const double d = at(j) - mu;
-    return d * d;
-  });
-  if (threadIdx.x == 0) {
-    mean[c] = static_cast<float>(mu);
-    variance[c] = static_cast<float>(m > 0 ? sum_sq / m : 0.0);
-  }
-}
 
 // mean/variance = stored sums / s (0 when s = 0); s = running[0] on the device.
 __global__ void GlobalStats(int channels, const float* mean_sum, const float* var_sum,
@@ -60,23 +25,28 @@ __global__ void StdKernel(int channels, float eps, const float* variance, float*
   PSTRAIN_CUDA_KERNEL_LOOP(c, channels) { sd[c] = sqrtf(variance[c] + eps); }
 }
 
-__global__ void Normalise(int64_t n, int channels, int64_t spatial, const float* x,
-                          const float* mean, const float* sd, float* y) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
-    const int64_t c = (i / spatial) % channels;
-    y[i] = (x[i] - mean[c]) / sd[c];
+// y = x_norm = (x - mean[c]) / sd[c]; y may alias x.
+template <typename Index>
+__global__ void Normalise(Index n, Index channels, Index spatial, const float* x, const float* mean,
+                          const float* sd, float* y, float* x_norm) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    const Index c = (i / spatial) % channels;
+    const float value = (x[i] - mean[c]) / sd[c];
+    y[i] = value;
+    x_norm[i] = value;
   }
 }
 
-// dx = (dy - sum_dy / m - sum_dy_y / m * y) / sd; sums null for global stats.
-__global__ void NormaliseBackward(int64_t n, int channels, int64_t spatial, double m,
-                                  const float* dy, const float* y, const float* sd,
-                                  const float* sum_dy, const float* sum_dy_y, float* dx) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
-    const int64_t c = (i / spatial) % channels;
-    const float mean_dy = sum_dy == nullptr ? 0.f : static_cast<float>(sum_dy[c] / m);
-    const float mean_dy_y = sum_dy_y == nullptr ? 0.f : static_cast<float>(sum_dy_y[c] / m);
-    dx[i] = (dy[i] - mean_dy - mean_dy_y * y[i]) / sd[c];
+// dx = (dy - mean_dy - mean_dy_y * y) / sd; means null for global stats.
+template <typename Index>
+__global__ void NormaliseBackward(Index n, Index channels, Index spatial, const float* dy,
+                                  const float* y, const float* sd, const float* mean_dy,
+                                  const float* mean_dy_y, float* dx) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    const Index c = (i / spatial) % channels;
+    const float a = mean_dy == nullptr ? 0.f : mean_dy[c];
+    const float b = mean_dy_y == nullptr ? 0.f : mean_dy_y[c];
+    dx[i] = (dy[i] - a - b * y[i]) / sd[c];
   }
 }
 
@@ -92,9 +62,7 @@ void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
     LaunchKernel(channels_, GlobalStats, channels_, blobs_[0]->gpu_data(), blobs_[1]->gpu_data(),
                  blobs_[2]->gpu_data(), mean, var);
   } else {
-    BatchStats<<<channels_, kCudaThreads, 0, LayerStream()>>>(num_, channels_, spatial_, x, mean,
-                                                              var);
-    PSTRAIN_CUDA_CHECK(cudaGetLastError());
+    GpuChannelMeanVariance(num_, channels_, spatial_, x, mean, var);
     const float maf = moving_average_fraction_;
     UpdateNormaliser<<<1, 1, 0, LayerStream()>>>(maf, blobs_[2]->mutable_gpu_data());
     PSTRAIN_CUDA_CHECK(cudaGetLastError());
@@ -108,9 +76,8 @@ void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (n == 0) return;
   // y may alias x: element-wise, each read before its write.
   float* y = top[0]->mutable_gpu_data();
-  LaunchKernel(n, Normalise, n, channels_, spatial_, x, static_cast<const float*>(mean),
-               std_.gpu_data(), y);
-  GpuCopy(n, y, x_norm_.mutable_gpu_data());
+  LaunchIndexed(n, Normalise<uint32_t>, Normalise<int64_t>, n, channels_, spatial_, x,
+                static_cast<const float*>(mean), std_.gpu_data(), y, x_norm_.mutable_gpu_data());
 }
 
 void BatchNormLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -119,17 +86,21 @@ void BatchNormLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& pr
   if (!propagate_down[0] || n == 0) return;
   const float* dy = top[0]->gpu_diff();
   const float* y = x_norm_.gpu_data();
-  const float* sum_dy = nullptr;
-  const float* sum_dy_y = nullptr;
-  if (!use_global_stats_) {  // per-channel sums, kept in the statistics blobs' diffs
-    GpuChannelSum(num_, channels_, spatial_, dy, nullptr, false, mean_.mutable_gpu_diff());
-    GpuChannelSum(num_, channels_, spatial_, dy, y, false, variance_.mutable_gpu_diff());
-    sum_dy = mean_.gpu_diff();
-    sum_dy_y = variance_.gpu_diff();
+  const float* mean_dy = nullptr;
+  const float* mean_dy_y = nullptr;
+  if (!use_global_stats_) {  // per-channel means, kept in the statistics blobs' diffs
+    const int64_t m = static_cast<int64_t>(num_) * spatial_;
+    ChannelSumOutput out;
+    out.divisor = m > 0 ? static_cast<double>(m) : 1.0;
+    out.values = mean_.mutable_gpu_diff();
+    GpuChannelReduce(num_, channels_, spatial_, ChannelTerm::kValue, dy, nullptr, nullptr, out);
+    out.values = variance_.mutable_gpu_diff();
+    GpuChannelReduce(num_, channels_, spatial_, ChannelTerm::kProduct, dy, y, nullptr, out);
+    mean_dy = mean_.gpu_diff();
+    mean_dy_y = variance_.gpu_diff();
   }
-  const double m = static_cast<double>(num_) * static_cast<double>(spatial_);
-  LaunchKernel(n, NormaliseBackward, n, channels_, spatial_, m, dy, y, std_.gpu_data(), sum_dy,
-               sum_dy_y, bottom[0]->mutable_gpu_diff());
+  LaunchIndexed(n, NormaliseBackward<uint32_t>, NormaliseBackward<int64_t>, n, channels_, spatial_,
+                dy, y, std_.gpu_data(), mean_dy, mean_dy_y, bottom[0]->mutable_gpu_diff());
 }
 
 }  // namespace pstrain

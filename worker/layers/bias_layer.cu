@@ -5,9 +5,10 @@
 namespace pstrain {
 namespace {
 
-__global__ void BroadcastAddKernel(int64_t n, int64_t dim, int64_t inner, const float* bias,
+template <typename Index>
+__global__ void BroadcastAddKernel(Index n, Index dim, Index inner, const float* bias,
                                    float* data) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, n) { data[i] += bias[(i / inner) % dim]; }
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) { data[i] += bias[(i / inner) % dim]; }
 }
 
 }  // namespace
@@ -17,8 +18,8 @@ void BiasLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (n == 0) return;
   const float* bias = bottom.size() > 1 ? bottom[1]->gpu_data() : blobs_[0]->gpu_data();
   if (bottom[0] != top[0]) GpuCopy(n, bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
-  LaunchKernel(n, BroadcastAddKernel, n, broadcast_.dim, broadcast_.inner, bias,
-               top[0]->mutable_gpu_data());
+  LaunchIndexed(n, BroadcastAddKernel<uint32_t>, BroadcastAddKernel<int64_t>, n, broadcast_.dim,
+                broadcast_.inner, bias, top[0]->mutable_gpu_data());
 }
 
 void BiasLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,

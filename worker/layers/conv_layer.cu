@@ -1,12 +1,37 @@
-// Convolution on the GPU: cuDNN. Descriptors, algorithms and the workspace
-// are built for a bottom shape and kept until it changes. Algorithms come
-// from cuDNN's heuristics (cudnnGet*Algorithm_v7): the first deterministic
-// one whose workspace fits kMaxWorkspace, else the first that fits. The math
-// is plain FP32 (CUDNN_FMA_MATH: no TF32 tensor cores, which would miss the
-// reference by ~1e-3). Groups via the group count, dilation via the
-// descriptor; the bias is added with cudnnAddTensor and its gradient comes
-// from cudnnConvolutionBackwardBias.
+// Convolution on the GPU: cuDNN's convolution API. This is the one file that
+// calls it: cuDNN 9 marks the whole legacy convolution API deprecated (the
+// graph API replaces it), so the deprecation warnings are silenced here, and
+// only here, between the LEGACY markers (docs/architecture.md says why the
+// legacy calls stay).
+//
+// Per bottom shape the layer builds descriptors once (PrepareCudnn); the
+// batch is cut into sub-batches when a tensor would exceed cuDNN's int
+// element counts. Algorithms are chosen by measurement: the first time a
+// (shape, direction) is seen on a device, cudnnFind*AlgorithmEx times every
+// algorithm on the real inputs (outputs go to scratch memory) with a
+// workspace of at most the limit, and the acceptable ones, fastest first, are
+// cached for the process (ConvAlgoCache; identical layers share it).
+// Acceptable: succeeded, plain FP32 math (no TF32 tensor cores, which would
+// miss the reference by ~1e-3) and, unless non-deterministic algorithms are
+// allowed, deterministic. Each call takes its workspace from the caching
+// device allocator and returns it right after (layers share the cached
+// blocks); when that allocation fails the next algorithm with a smaller
+// workspace runs instead, down to one that needs none.
+//
+// Options, read once per process from the environment:
+//   PSTRAIN_CUDNN_NONDETERMINISTIC=1   also accept non-deterministic algorithms
+//   PSTRAIN_CUDNN_WORKSPACE_MB=<n>     workspace limit per call (default 1024)
+// The bias is added and its gradient summed by own kernels (GpuChannelSum,
+// deterministic, in double as the reference does).
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda/device_allocator.hpp"
@@ -14,65 +39,234 @@
 #include "worker/layers/cudnn_descriptors.hpp"
 #include "worker/layers/layer_kernels.cuh"
 
+// LEGACY begin: cuDNN's deprecated convolution API.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 namespace pstrain {
-namespace {
+// Named, not anonymous: ConvolutionLayer::CudnnConv derives from
+// CudnnConvState (a base in an anonymous namespace draws -Wsubobject-linkage).
+namespace conv_cudnn {
 
-constexpr size_t kMaxWorkspace = size_t{256} << 20;
+using CudnnFilter = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor,
+                                    cudnnDestroyFilterDescriptor>;
+using CudnnConvolution =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                    cudnnDestroyConvolutionDescriptor>;
 
-// The heuristics' choice among `perf` (best first), or `fallback` when none
-// succeeds within the workspace bound.
-template <typename Perf, typename Algo>
-Algo PickAlgorithm(const std::vector<Perf>& perf, int count, Algo fallback) {
-  for (bool deterministic_only : {true, false}) {
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
-      if (p.mathType == CUDNN_TENSOR_OP_MATH ||
-          p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
-        continue;
-      }
-      if (deterministic_only && p.determinism != CUDNN_DETERMINISTIC) continue;
-      return p.algo;
+enum class ConvDirection { kForward, kBackwardData, kBackwardFilter };
+
+struct ConvOptions {
+  bool deterministic = true;
+  size_t workspace_limit = size_t{1024} << 20;
+};
+
+// A malformed value is reported on stderr, naming the variable, and the
+// default kept.
+ConvOptions ReadConvOptions() {
+  ConvOptions options;
+  if (const char* v = std::getenv("PSTRAIN_CUDNN_NONDETERMINISTIC")) {
+    const std::string s(v);
+    if (s == "1") {
+      options.deterministic = false;
+    } else if (s != "0" && !s.empty()) {
+      std::fprintf(stderr,
+                   "pstrain: PSTRAIN_CUDNN_NONDETERMINISTIC=%s is not 0 or 1; keeping "
+                   "deterministic cuDNN algorithms\n",
+                   v);
     }
   }
-  return fallback;
+  if (const char* v = std::getenv("PSTRAIN_CUDNN_WORKSPACE_MB")) {
+    char* end = nullptr;
+    const long long mb = std::strtoll(v, &end, 10);
+    if (end != v && *end == '\0' && mb >= 0 && mb <= (1LL << 30)) {
+      options.workspace_limit = static_cast<size_t>(mb) << 20;
+    } else {
+      std::fprintf(stderr,
+                   "pstrain: PSTRAIN_CUDNN_WORKSPACE_MB=%s is not a size in MiB; keeping "
+                   "%zu MiB\n",
+                   v, options.workspace_limit >> 20);
+    }
+  }
+  return options;
+}
+
+const ConvOptions& Options() {
+  static const ConvOptions options = ReadConvOptions();
+  return options;
+}
+
+// One acceptable algorithm (any of the three directions' enums, as int) and
+// the workspace it needs.
+struct ConvAlgo {
+  int algo = 0;
+  size_t workspace = 0;
+};
+using ConvAlgoList = std::vector<ConvAlgo>;  // fastest first
+
+// Everything the measurement depends on.
+struct ConvKey {
+  int device, direction, n, c, h, w, k, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w,
+      dilation_h, dilation_w, group;
+  bool deterministic;
+  size_t limit;
+
+  auto Tie() const {
+    return std::tie(device, direction, n, c, h, w, k, kernel_h, kernel_w, pad_h, pad_w, stride_h,
+                    stride_w, dilation_h, dilation_w, group, deterministic, limit);
+  }
+  bool operator<(const ConvKey& o) const { return Tie() < o.Tie(); }
+};
+
+// The measured lists of the process. Thread-safe (mutex_ guards lists_);
+// measuring runs outside the lock, and when two threads measure the same key
+// the first stored list wins, so every caller uses the same choice.
+class ConvAlgoCache {
+ public:
+  static ConvAlgoCache& Get() {
+    static ConvAlgoCache* cache = new ConvAlgoCache;  // never destroyed: used until exit
+    return *cache;
+  }
+  bool Find(const ConvKey& key, ConvAlgoList* list) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = lists_.find(key);
+    if (it == lists_.end()) return false;
+    *list = it->second;
+    return true;
+  }
+  ConvAlgoList Insert(const ConvKey& key, ConvAlgoList list) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lists_.emplace(key, std::move(list)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<ConvKey, ConvAlgoList> lists_;
+};
+
+// Keeps the acceptable entries of cuDNN's perf results (fastest first).
+template <typename Perf>
+ConvAlgoList Acceptable(const std::vector<Perf>& perf, int count, size_t limit,
+                        bool deterministic) {
+  ConvAlgoList list;
+  for (int i = 0; i < count; ++i) {
+    const Perf& p = perf[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
+    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+      continue;
+    }
+    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    list.push_back({static_cast<int>(p.algo), p.memory});
+  }
+  return list;
+}
+
+// Device memory for one measurement or call, freed on scope exit.
+class ScopedDeviceBuffer {
+ public:
+  ScopedDeviceBuffer() = default;
+  ~ScopedDeviceBuffer() {
+    if (ptr_ != nullptr) DeviceFree(ptr_);
+  }
+  ScopedDeviceBuffer(const ScopedDeviceBuffer&) = delete;
+  ScopedDeviceBuffer& operator=(const ScopedDeviceBuffer&) = delete;
+
+  // False when the allocation failed (nothing held then).
+  bool Allocate(size_t bytes) {
+    if (bytes == 0) return true;
+    Result<void*> r = TryDeviceAlloc(bytes);
+    if (!r.ok()) return false;
+    ptr_ = r.value();
+    return true;
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// A workspace for measuring: the limit, halved while the allocation fails
+// (down to none). Returns the size held.
+size_t AllocateMeasureWorkspace(size_t limit, ScopedDeviceBuffer* buffer) {
+  for (size_t bytes = limit; bytes > 0; bytes /= 2) {
+    if (buffer->Allocate(bytes)) return bytes;
+    if (bytes < (size_t{1} << 20)) break;
+  }
+  return 0;
+}
+
+// The cuDNN state of one bottom shape (ConvolutionLayer::CudnnConv).
+struct CudnnConvState {
+  int num = 0, height = 0, width = 0;  // the bottom shape all this is for
+  int batch = 0;                       // images per cuDNN call (divides num)
+  int64_t x_stride = 0, y_stride = 0;  // floats between sub-batches
+  CudnnTensor x, y;
+  CudnnFilter w;
+  CudnnConvolution conv;
+  ConvKey key{};  // direction filled in per use
+  // Filled on first use of each direction.
+  bool have[3] = {false, false, false};
+  ConvAlgoList algos[3];
+};
+
+}  // namespace conv_cudnn
+
+using conv_cudnn::Acceptable;
+using conv_cudnn::AllocateMeasureWorkspace;
+using conv_cudnn::ConvAlgo;
+using conv_cudnn::ConvAlgoCache;
+using conv_cudnn::ConvAlgoList;
+using conv_cudnn::ConvDirection;
+using conv_cudnn::ConvKey;
+using conv_cudnn::CudnnConvState;
+using conv_cudnn::Options;
+using conv_cudnn::ScopedDeviceBuffer;
+
+struct ConvolutionLayer::CudnnConv : CudnnConvState {};
+
+void ConvolutionLayer::CudnnConvDeleter::operator()(CudnnConv* conv) const { delete conv; }
+
+namespace {
+
+// The largest divisor of num whose sub-batch keeps both tensors within
+// cuDNN's int element counts; 0 when one image alone is too large.
+int SubBatch(int num, int64_t x_per_image, int64_t y_per_image) {
+  const int64_t per_image = std::max(x_per_image, y_per_image);
+  if (per_image > INT_MAX) return 0;
+  const int64_t most = std::min<int64_t>(num, INT_MAX / std::max<int64_t>(per_image, 1));
+  for (int64_t b = most; b > 1; --b) {
+    if (num % b == 0) return static_cast<int>(b);
+  }
+  return 1;
+}
+
+// y[i] += bias[(i / spatial) % k].
+template <typename Index>
+__global__ void AddConvBias(Index n, Index k, Index spatial, const float* bias, float* y) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) { y[i] += bias[(i / spatial) % k]; }
 }
 
 }  // namespace
-
-struct ConvolutionLayer::CudnnConv {
-  int num = 0, height = 0, width = 0;  // the bottom shape all this is for
-  CudnnTensor x, y, bias;
-  CudnnFilter w;
-  CudnnConvolution conv;
-  cudnnConvolutionFwdAlgo_t forward_algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  cudnnConvolutionBwdDataAlgo_t data_algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-  cudnnConvolutionBwdFilterAlgo_t filter_algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  void* workspace = nullptr;  // from DeviceAlloc, owned
-  size_t workspace_bytes = 0;
-
-  CudnnConv() = default;
-  CudnnConv(const CudnnConv&) = delete;
-  CudnnConv& operator=(const CudnnConv&) = delete;
-  ~CudnnConv() {
-    if (workspace != nullptr) DeviceFree(workspace);
-  }
-};
-
-void ConvolutionLayer::CudnnConvDeleter::operator()(CudnnConv* conv) const { delete conv; }
 
 ConvolutionLayer::CudnnConv& ConvolutionLayer::PrepareCudnn() {
   if (cudnn_ && cudnn_->num == num_ && cudnn_->height == height_ && cudnn_->width == width_) {
     return *cudnn_;
   }
-  cudnn_.reset();  // frees the old workspace first
+  cudnn_.reset();
   std::unique_ptr<CudnnConv, CudnnConvDeleter> c(new CudnnConv);
   c->num = num_;
   c->height = height_;
   c->width = width_;
-  SetTensor4d(c->x, num_, channels_, height_, width_);
-  SetTensor4d(c->y, num_, geo_.num_output, out_h_, out_w_);
-  SetTensor4d(c->bias, 1, geo_.num_output, 1, 1);
+  const int64_t x_per_image = static_cast<int64_t>(channels_) * height_ * width_;
+  const int64_t y_per_image = static_cast<int64_t>(geo_.num_output) * out_h_ * out_w_;
+  c->batch = SubBatch(num_, x_per_image, y_per_image);
+  PSTRAIN_CHECK_MSG(c->batch > 0, "Convolution '" + layer_param().name() +
+                                      "': one image's input or output exceeds cuDNN's " +
+                                      "2^31 - 1 elements");
+  c->x_stride = c->batch * x_per_image;
+  c->y_stride = c->batch * y_per_image;
+  SetTensor4d(c->x, c->batch, channels_, height_, width_);
+  SetTensor4d(c->y, c->batch, geo_.num_output, out_h_, out_w_);
   PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(c->w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                                  geo_.num_output, channels_ / geo_.group,
                                                  geo_.kernel_h, geo_.kernel_w));
@@ -80,43 +274,136 @@ ConvolutionLayer::CudnnConv& ConvolutionLayer::PrepareCudnn() {
       c->conv.get(), geo_.pad_h, geo_.pad_w, geo_.stride_h, geo_.stride_w, geo_.dilation_h,
       geo_.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(c->conv.get(), geo_.group));
+  // Plain FP32 FMA kernels only, for measuring and for running.
   PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv.get(), CUDNN_FMA_MATH));
   int n = 0, ch = 0, h = 0, w = 0;
   PSTRAIN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(c->conv.get(), c->x.get(), c->w.get(),
                                                             &n, &ch, &h, &w));
-  PSTRAIN_CHECK_MSG(n == num_ && ch == geo_.num_output && h == out_h_ && w == out_w_,
+  PSTRAIN_CHECK_MSG(n == c->batch && ch == geo_.num_output && h == out_h_ && w == out_w_,
                     "cuDNN's output size differs from the layer's");
-
-  cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
-  int max_count = 0, count = 0;
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(std::max(max_count, 1));
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-      handle, c->x.get(), c->w.get(), c->conv.get(), c->y.get(), max_count, &count, fwd.data()));
-  c->forward_algo = PickAlgorithm(fwd, count, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(std::max(max_count, 1));
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-      handle, c->w.get(), c->y.get(), c->conv.get(), c->x.get(), max_count, &count, data.data()));
-  c->data_algo = PickAlgorithm(data, count, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(std::max(max_count, 1));
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-      handle, c->x.get(), c->y.get(), c->conv.get(), c->w.get(), max_count, &count, filter.data()));
-  c->filter_algo = PickAlgorithm(filter, count, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
-
-  size_t forward_bytes = 0, data_bytes = 0, filter_bytes = 0;
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-      handle, c->x.get(), c->w.get(), c->conv.get(), c->y.get(), c->forward_algo, &forward_bytes));
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-      handle, c->w.get(), c->y.get(), c->conv.get(), c->x.get(), c->data_algo, &data_bytes));
-  PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-      handle, c->x.get(), c->y.get(), c->conv.get(), c->w.get(), c->filter_algo, &filter_bytes));
-  c->workspace_bytes = std::max({forward_bytes, data_bytes, filter_bytes});
-  if (c->workspace_bytes > 0) c->workspace = DeviceAlloc(c->workspace_bytes);
+  c->key = ConvKey{GpuContext::ForThisThread().device(),
+                   0,
+                   c->batch,
+                   channels_,
+                   height_,
+                   width_,
+                   geo_.num_output,
+                   geo_.kernel_h,
+                   geo_.kernel_w,
+                   geo_.pad_h,
+                   geo_.pad_w,
+                   geo_.stride_h,
+                   geo_.stride_w,
+                   geo_.dilation_h,
+                   geo_.dilation_w,
+                   geo_.group,
+                   Options().deterministic,
+                   Options().workspace_limit};
   cudnn_ = std::move(c);
   return *cudnn_;
 }
+
+namespace {
+
+// The measured list for `direction`: from the process cache, or measured now
+// on x (bottom data), w (weights) and dy (top diff, backward only); outputs go
+// to scratch memory. Never empty: a measurement that leaves nothing
+// acceptable falls back to one deterministic algorithm (below).
+const ConvAlgoList& Algorithms(CudnnConvState& c, ConvDirection direction, const float* x,
+                               const float* w, const float* dy, int64_t w_count) {
+  const int d = static_cast<int>(direction);
+  if (c.have[d]) return c.algos[d];
+  ConvKey key = c.key;
+  key.direction = d;
+  ConvAlgoList list;
+  if (!ConvAlgoCache::Get().Find(key, &list)) {
+    cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
+    const bool deterministic = key.deterministic;
+    ScopedDeviceBuffer workspace, out;
+    const size_t ws = AllocateMeasureWorkspace(key.limit, &workspace);
+    int max_count = 0, count = 0;
+    switch (direction) {
+      case ConvDirection::kForward: {
+        PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_count, 1));
+        if (out.Allocate(sizeof(float) * c.y_stride)) {
+          PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+              handle, c.x.get(), x, c.w.get(), w, c.conv.get(), c.y.get(), out.get(), max_count,
+              &count, perf.data(), workspace.get(), ws));
+        }
+        list = Acceptable(perf, count, ws, deterministic);
+        if (list.empty()) {  // implicit GEMM: deterministic, no workspace
+          list.push_back({CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0});
+          PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+              handle, c.x.get(), c.w.get(), c.conv.get(), c.y.get(),
+              CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &list.back().workspace));
+        }
+        break;
+      }
+      case ConvDirection::kBackwardData: {
+        PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max_count, 1));
+        if (out.Allocate(sizeof(float) * c.x_stride)) {
+          PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+              handle, c.w.get(), w, c.y.get(), dy, c.conv.get(), c.x.get(), out.get(), max_count,
+              &count, perf.data(), workspace.get(), ws));
+        }
+        list = Acceptable(perf, count, ws, deterministic);
+        if (list.empty()) {  // ALGO_1: deterministic
+          list.push_back({CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, 0});
+          PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+              handle, c.w.get(), c.y.get(), c.conv.get(), c.x.get(),
+              CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, &list.back().workspace));
+        }
+        break;
+      }
+      case ConvDirection::kBackwardFilter: {
+        PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max_count, 1));
+        if (out.Allocate(sizeof(float) * w_count)) {
+          PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+              handle, c.x.get(), x, c.y.get(), dy, c.conv.get(), c.w.get(), out.get(), max_count,
+              &count, perf.data(), workspace.get(), ws));
+        }
+        list = Acceptable(perf, count, ws, deterministic);
+        if (list.empty()) {  // ALGO_1: deterministic
+          list.push_back({CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, 0});
+          PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              handle, c.x.get(), c.y.get(), c.conv.get(), c.w.get(),
+              CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, &list.back().workspace));
+        }
+        break;
+      }
+    }
+    list = ConvAlgoCache::Get().Insert(key, std::move(list));
+  }
+  c.algos[d] = std::move(list);
+  c.have[d] = true;
+  return c.algos[d];
+}
+
+// Runs run(algo, workspace, bytes) with the fastest algorithm whose
+// workspace can be allocated; after a failed allocation only algorithms
+// needing less are tried. Aborts when none can run (not even one needing no
+// more than the failed sizes): the device is out of memory for this layer.
+template <typename Run>
+void RunWithWorkspace(const ConvAlgoList& list, const std::string& layer, Run run) {
+  size_t failed = SIZE_MAX;  // every size at or above this failed
+  for (const ConvAlgo& a : list) {
+    if (a.workspace >= failed) continue;
+    ScopedDeviceBuffer workspace;
+    if (!workspace.Allocate(a.workspace)) {
+      failed = a.workspace;
+      continue;
+    }
+    run(a.algo, workspace.get(), a.workspace);
+    return;
+  }
+  PSTRAIN_CHECK_MSG(false, "Convolution '" + layer + "': no cuDNN algorithm's workspace (" +
+                               std::to_string(failed) + " bytes or less) could be allocated");
+}
+
+}  // namespace
 
 void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
@@ -124,13 +411,24 @@ void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
   const float* weights = blobs_[0]->gpu_data();
   for (size_t i = 0; i < bottom.size(); ++i) {
+    const float* x = bottom[i]->gpu_data();
     float* y = top[i]->mutable_gpu_data();
-    PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
-        handle, CudnnOne(), c.x.get(), bottom[i]->gpu_data(), c.w.get(), weights, c.conv.get(),
-        c.forward_algo, c.workspace, c.workspace_bytes, CudnnZero(), c.y.get(), y));
+    const ConvAlgoList& algos =
+        Algorithms(c, ConvDirection::kForward, x, weights, nullptr, blobs_[0]->count());
+    for (int b = 0; b < num_; b += c.batch) {
+      const int64_t sub = b / c.batch;
+      RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+        PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
+            handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.w.get(), weights, c.conv.get(),
+            static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, CudnnZero(), c.y.get(),
+            y + sub * c.y_stride));
+      });
+    }
     if (geo_.bias_term) {
-      PSTRAIN_CUDNN_CHECK(cudnnAddTensor(handle, CudnnOne(), c.bias.get(), blobs_[1]->gpu_data(),
-                                         CudnnOne(), c.y.get(), y));
+      const int64_t n = top[i]->count();
+      const int64_t spatial = static_cast<int64_t>(out_h_) * out_w_;
+      LaunchIndexed(n, AddConvBias<uint32_t>, AddConvBias<int64_t>, n, geo_.num_output, spatial,
+                    blobs_[1]->gpu_data(), y);
     }
   }
 }
@@ -142,26 +440,47 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
   cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
   const bool weight_grad = param_propagate_down(0);
   const bool bias_grad = geo_.bias_term && param_propagate_down(1);
+  const float* weights = blobs_[0]->gpu_data();
+  const int64_t w_count = blobs_[0]->count();
   for (size_t i = 0; i < top.size(); ++i) {
     const float* dy = top[i]->gpu_diff();
+    const float* x = bottom[i]->gpu_data();
     if (bias_grad) {
-      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardBias(handle, CudnnOne(), c.y.get(), dy,
-                                                       CudnnOne(), c.bias.get(),
-                                                       blobs_[1]->mutable_gpu_diff()));
+      GpuChannelSum(num_, geo_.num_output, static_cast<int64_t>(out_h_) * out_w_, dy, nullptr, true,
+                    blobs_[1]->mutable_gpu_diff());
     }
     if (weight_grad) {
-      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-          handle, CudnnOne(), c.x.get(), bottom[i]->gpu_data(), c.y.get(), dy, c.conv.get(),
-          c.filter_algo, c.workspace, c.workspace_bytes, CudnnOne(), c.w.get(),
-          blobs_[0]->mutable_gpu_diff()));
+      const ConvAlgoList& algos =
+          Algorithms(c, ConvDirection::kBackwardFilter, x, weights, dy, w_count);
+      float* dw = blobs_[0]->mutable_gpu_diff();
+      for (int b = 0; b < num_; b += c.batch) {
+        const int64_t sub = b / c.batch;
+        RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+          PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+              handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.y.get(), dy + sub * c.y_stride,
+              c.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes,
+              CudnnOne(), c.w.get(), dw));
+        });
+      }
     }
     if (propagate_down[i]) {
-      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          handle, CudnnOne(), c.w.get(), blobs_[0]->gpu_data(), c.y.get(), dy, c.conv.get(),
-          c.data_algo, c.workspace, c.workspace_bytes, CudnnZero(), c.x.get(),
-          bottom[i]->mutable_gpu_diff()));
+      const ConvAlgoList& algos =
+          Algorithms(c, ConvDirection::kBackwardData, x, weights, dy, w_count);
+      float* dx = bottom[i]->mutable_gpu_diff();
+      for (int b = 0; b < num_; b += c.batch) {
+        const int64_t sub = b / c.batch;
+        RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+          PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
+              handle, CudnnOne(), c.w.get(), weights, c.y.get(), dy + sub * c.y_stride,
+              c.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes,
+              CudnnZero(), c.x.get(), dx + sub * c.x_stride));
+        });
+      }
     }
   }
 }
 
 }  // namespace pstrain
+
+#pragma GCC diagnostic pop
+// LEGACY end.

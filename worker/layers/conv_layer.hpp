@@ -13,8 +13,9 @@
 // changes (they are built in Reshape, so the first Forward after a shape
 // change pays nothing extra); they live in conv_layer_dnnl.cpp, the only file
 // of the layer that includes oneDNN.
-// GPU path (CUDA builds): cuDNN, descriptors and workspace cached per bottom
-// shape (conv_layer.cu).
+// GPU path (CUDA builds): cuDNN, descriptors kept per bottom shape,
+// algorithms measured once per shape and direction and cached for the
+// process, workspace from the caching allocator per call (conv_layer.cu).
 #pragma once
 
 #include <memory>
@@ -92,7 +93,7 @@ class ConvolutionLayer : public Layer {
   std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_;
   bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
 #ifdef PSTRAIN_HAVE_CUDA
-  struct CudnnConv;  // cuDNN descriptors, algorithms, workspace (conv_layer.cu)
+  struct CudnnConv;  // cuDNN descriptors and chosen algorithms (conv_layer.cu)
   struct CudnnConvDeleter {
     void operator()(CudnnConv* conv) const;
   };

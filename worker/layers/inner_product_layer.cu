@@ -8,8 +8,9 @@ namespace pstrain {
 namespace {
 
 // y[r, j] += bias[j] for a row-major [rows, n] y.
-__global__ void AddRowBias(int64_t count, int64_t n, const float* bias, float* y) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, count) { y[i] += bias[i % n]; }
+template <typename Index>
+__global__ void AddRowBias(Index count, Index n, const float* bias, float* y) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, count) { y[i] += bias[i % n]; }
 }
 
 }  // namespace
@@ -30,7 +31,8 @@ void InnerProductLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   }
   if (bias_term_) {
     const int64_t count = static_cast<int64_t>(m_) * n_;
-    LaunchKernel(count, AddRowBias, count, static_cast<int64_t>(n_), blobs_[1]->gpu_data(), y);
+    LaunchIndexed(count, AddRowBias<uint32_t>, AddRowBias<int64_t>, count, static_cast<int64_t>(n_),
+                  blobs_[1]->gpu_data(), y);
   }
 }
 

@@ -10,10 +10,22 @@
 #include "common/cuda/cuda_check.hpp"
 #include "common/cuda/gpu_context.hpp"
 #include "common/cuda/math_gpu.hpp"
+#include "worker/layers/channel_reduce.hpp"
 
 namespace pstrain {
 
 inline cudaStream_t LayerStream() { return GpuContext::ForThisThread().stream(); }
+
+// Grid-stride loop with a chosen index type: kernels templated on Index
+// and launched through LaunchIndexed use 32-bit unsigned arithmetic (cheap
+// division and modulo) when the launch's n fits in int32 and the stride
+// cannot wrap, int64_t otherwise.
+#define PSTRAIN_CUDA_INDEX_LOOP(Index, i, n)                                         \
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<Index>(blockDim.x) * gridDim.x)
+
+// True when indices below n, plus one grid stride, fit 32 bits.
+inline bool Fits32BitIndex(int64_t n) { return n <= INT32_MAX; }
 
 // Runs `kernel(args...)` over n items with a grid-stride loop inside the
 // kernel (PSTRAIN_CUDA_KERNEL_LOOP); nothing when n <= 0.
@@ -24,12 +36,16 @@ void LaunchKernel(int64_t n, void (*kernel)(Params...), Args... args) {
   PSTRAIN_CUDA_CHECK(cudaGetLastError());
 }
 
-// View of a [outer, dim, inner] array: out[d] = sum over o and i of
-// a[(o * dim + d) * inner + i] (times b at the same index when b is not null),
-// summed in double; with `accumulate` the sum is added to out[d]. One block
-// per d; deterministic.
-void GpuChannelSum(int64_t outer, int64_t dim, int64_t inner, const float* a, const float* b,
-                   bool accumulate, float* out);
+// LaunchKernel with the 32-bit instance of a kernel when n fits
+// (Fits32BitIndex), the 64-bit one otherwise.
+template <typename... P32, typename... P64, typename... Args>
+void LaunchIndexed(int64_t n, void (*kernel32)(P32...), void (*kernel64)(P64...), Args... args) {
+  if (Fits32BitIndex(n)) {
+    LaunchKernel(n, kernel32, args...);
+  } else {
+    LaunchKernel(n, kernel64, args...);
+  }
+}
 
 // Copies `rows` rows of `width` floats from src (rows `src_stride` floats
 // apart) to dst (rows `dst_stride` floats apart): the strided copies of

@@ -69,6 +69,33 @@ __global__ void LrnInputGrad(int64_t n, float beta, float factor, const float* x
 
 }  // namespace
 
+struct LrnLayer::CudnnState {
+  int num = -1, channels = -1, height = -1, width = -1;
+  CudnnTensor data;
+  CudnnLrn lrn;
+};
+
+void LrnLayer::CudnnStateDeleter::operator()(CudnnState* state) const { delete state; }
+
+// REQUIRES: UsesCudnn(). The LRN descriptor is set once per layer (its
+// parameters are fixed at set-up), the tensor when the bottom shape changed.
+LrnLayer::CudnnState& LrnLayer::PrepareCudnn() {
+  if (!cudnn_) {
+    cudnn_.reset(new CudnnState);
+    PSTRAIN_CUDNN_CHECK(cudnnSetLRNDescriptor(cudnn_->lrn.get(), size_,
+                                              layer_param().lrn_param().alpha(), beta_, k_));
+  }
+  CudnnState& d = *cudnn_;
+  if (d.num != num_ || d.channels != channels_ || d.height != height_ || d.width != width_) {
+    SetTensor4d(d.data, num_, channels_, height_, width_);
+    d.num = num_;
+    d.channels = channels_;
+    d.height = height_;
+    d.width = width_;
+  }
+  return d;
+}
+
 bool LrnLayer::UsesCudnn() const {
   const caffe::LRNParameter& p = layer_param().lrn_param();
   return across_ && size_ >= CUDNN_LRN_MIN_N && size_ <= CUDNN_LRN_MAX_N && k_ >= CUDNN_LRN_MIN_K &&
@@ -80,14 +107,11 @@ void LrnLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = bottom[0]->count();
   if (n == 0) return;
   if (UsesCudnn()) {
-    CudnnTensor data;
-    SetTensor4d(data, num_, channels_, height_, width_);
-    CudnnLrn lrn;
-    PSTRAIN_CUDNN_CHECK(
-        cudnnSetLRNDescriptor(lrn.get(), size_, layer_param().lrn_param().alpha(), beta_, k_));
+    const CudnnState& d = PrepareCudnn();
     PSTRAIN_CUDNN_CHECK(cudnnLRNCrossChannelForward(
-        GpuContext::ForThisThread().cudnn(), lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, CudnnOne(),
-        data.get(), bottom[0]->gpu_data(), CudnnZero(), data.get(), top[0]->mutable_gpu_data()));
+        GpuContext::ForThisThread().cudnn(), d.lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, CudnnOne(),
+        d.data.get(), bottom[0]->gpu_data(), CudnnZero(), d.data.get(),
+        top[0]->mutable_gpu_data()));
     return;
   }
   const LrnShape shape{channels_, height_, width_, (size_ - 1) / 2, across_};
@@ -104,15 +128,11 @@ void LrnLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagat
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
   if (UsesCudnn()) {
-    CudnnTensor data;
-    SetTensor4d(data, num_, channels_, height_, width_);
-    CudnnLrn lrn;
-    PSTRAIN_CUDNN_CHECK(
-        cudnnSetLRNDescriptor(lrn.get(), size_, layer_param().lrn_param().alpha(), beta_, k_));
+    const CudnnState& d = PrepareCudnn();
     PSTRAIN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(
-        GpuContext::ForThisThread().cudnn(), lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, CudnnOne(),
-        data.get(), top[0]->gpu_data(), data.get(), top[0]->gpu_diff(), data.get(),
-        bottom[0]->gpu_data(), CudnnZero(), data.get(), bottom[0]->mutable_gpu_diff()));
+        GpuContext::ForThisThread().cudnn(), d.lrn.get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, CudnnOne(),
+        d.data.get(), top[0]->gpu_data(), d.data.get(), top[0]->gpu_diff(), d.data.get(),
+        bottom[0]->gpu_data(), CudnnZero(), d.data.get(), bottom[0]->mutable_gpu_diff()));
     return;
   }
   const LrnShape shape{channels_, height_, width_, (size_ - 1) / 2, across_};

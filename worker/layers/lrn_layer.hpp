@@ -69,6 +69,15 @@ class LrnLayer : public Layer {
   Blob scale_;    // k + alpha * window sum of squares, kept for Backward
   Blob scratch_;  // squares (Forward) or top_diff * top / scale (Backward)
   std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
+#ifdef PSTRAIN_HAVE_CUDA
+  struct CudnnState;  // cuDNN descriptors for the current shape (lrn_layer.cu)
+  struct CudnnStateDeleter {
+    void operator()(CudnnState* state) const;
+  };
+  // The descriptors for the current bottom shape, set again when it changed.
+  CudnnState& PrepareCudnn();
+  std::unique_ptr<CudnnState, CudnnStateDeleter> cudnn_;
+#endif
 };
 
 }  // namespace pstrain

@@ -92,6 +92,13 @@ class PoolingLayer : public Layer {
   bool dnnl_unusable_ = false;  // the current shape runs the reference
 #ifdef PSTRAIN_HAVE_CUDA
   Blob max_index_gpu_;  // GPU MAX argmax (as float) when there is no mask top
+  struct CudnnState;    // cuDNN descriptors for the current shape (pooling_layer.cu)
+  struct CudnnStateDeleter {
+    void operator()(CudnnState* state) const;
+  };
+  // The descriptors for the current bottom shape, set again when it changed.
+  CudnnState& PrepareCudnn();
+  std::unique_ptr<CudnnState, CudnnStateDeleter> cudnn_;
 #endif
 };
 

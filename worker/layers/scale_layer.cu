@@ -7,10 +7,11 @@ namespace pstrain {
 namespace {
 
 // y = x * scale[d] (+ bias[d]) with d = (i / inner) % dim; bias may be null.
-__global__ void ScaleKernel(int64_t n, int64_t dim, int64_t inner, const float* x,
-                            const float* scale, const float* bias, float* y) {
-  PSTRAIN_CUDA_KERNEL_LOOP(i, n) {
-    const int64_t d = (i / inner) % dim;
+template <typename Index>
+__global__ void ScaleKernel(Index n, Index dim, Index inner, const float* x, const float* scale,
+                            const float* bias, float* y) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    const Index d = (i / inner) % dim;
     const float scaled = x[i] * scale[d];
     y[i] = bias == nullptr ? scaled : scaled + bias[d];
   }
@@ -28,8 +29,8 @@ void ScaleLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   }
   const float* scale = bottom.size() > 1 ? bottom[1]->gpu_data() : blobs_[0]->gpu_data();
   const float* bias = bias_index_ >= 0 ? blobs_[bias_index_]->gpu_data() : nullptr;
-  LaunchKernel(n, ScaleKernel, n, broadcast_.dim, broadcast_.inner, x, scale, bias,
-               top[0]->mutable_gpu_data());
+  LaunchIndexed(n, ScaleKernel<uint32_t>, ScaleKernel<int64_t>, n, broadcast_.dim, broadcast_.inner,
+                x, scale, bias, top[0]->mutable_gpu_data());
 }
 
 void ScaleLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -49,8 +50,9 @@ void ScaleLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propag
   if (propagate_down[0] && top[0]->count() > 0) {
     const float* scale = learned_scale ? blobs_[0]->gpu_data() : bottom[1]->gpu_data();
     // dx may alias dy: element-wise, each read before its write.
-    LaunchKernel(top[0]->count(), ScaleKernel, top[0]->count(), b.dim, b.inner, dy, scale,
-                 static_cast<const float*>(nullptr), bottom[0]->mutable_gpu_diff());
+    LaunchIndexed(top[0]->count(), ScaleKernel<uint32_t>, ScaleKernel<int64_t>, top[0]->count(),
+                  b.dim, b.inner, dy, scale, static_cast<const float*>(nullptr),
+                  bottom[0]->mutable_gpu_diff());
   }
 }
 

@@ -16,6 +16,28 @@ bool FitsCudnn(const Blob& blob) { return blob.count() <= INT_MAX; }
 
 }  // namespace
 
+// The [outer, channels, inner, 1] view's descriptor, shared by x, y, dx, dy.
+struct SoftmaxLayer::CudnnState {
+  int64_t outer = -1, inner = -1;
+  int channels = -1;
+  CudnnTensor desc;
+};
+
+void SoftmaxLayer::CudnnStateDeleter::operator()(CudnnState* state) const { delete state; }
+
+// REQUIRES: the view fits cuDNN (FitsCudnn). Set again when the shape changed.
+SoftmaxLayer::CudnnState& SoftmaxLayer::PrepareCudnn() {
+  if (!cudnn_) cudnn_.reset(new CudnnState);
+  CudnnState& d = *cudnn_;
+  if (d.outer != outer_size_ || d.inner != inner_size_ || d.channels != channels_) {
+    SetTensor4d(d.desc, static_cast<int>(outer_size_), channels_, static_cast<int>(inner_size_), 1);
+    d.outer = outer_size_;
+    d.inner = inner_size_;
+    d.channels = channels_;
+  }
+  return d;
+}
+
 void SoftmaxLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (bottom[0]->count() == 0) return;
   if (bottom[0] == top[0] || !FitsCudnn(*bottom[0])) {
@@ -23,12 +45,10 @@ void SoftmaxLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
                top[0]->mutable_gpu_data());
     return;
   }
-  CudnnTensor desc;
-  SetTensor4d(desc, static_cast<int>(outer_size_), channels_, static_cast<int>(inner_size_), 1);
-  PSTRAIN_CUDNN_CHECK(cudnnSoftmaxForward(GpuContext::ForThisThread().cudnn(),
-                                          CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                          CudnnOne(), desc.get(), bottom[0]->gpu_data(),
-                                          CudnnZero(), desc.get(), top[0]->mutable_gpu_data()));
+  const cudnnTensorDescriptor_t desc = PrepareCudnn().desc.get();
+  PSTRAIN_CUDNN_CHECK(cudnnSoftmaxForward(
+      GpuContext::ForThisThread().cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+      CudnnOne(), desc, bottom[0]->gpu_data(), CudnnZero(), desc, top[0]->mutable_gpu_data()));
 }
 
 void SoftmaxLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -39,12 +59,11 @@ void SoftmaxLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& prop
                        bottom[0]->mutable_gpu_diff());
     return;
   }
-  CudnnTensor desc;
-  SetTensor4d(desc, static_cast<int>(outer_size_), channels_, static_cast<int>(inner_size_), 1);
-  PSTRAIN_CUDNN_CHECK(cudnnSoftmaxBackward(
-      GpuContext::ForThisThread().cudnn(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
-      CudnnOne(), desc.get(), top[0]->gpu_data(), desc.get(), top[0]->gpu_diff(), CudnnZero(),
-      desc.get(), bottom[0]->mutable_gpu_diff()));
+  const cudnnTensorDescriptor_t desc = PrepareCudnn().desc.get();
+  PSTRAIN_CUDNN_CHECK(
+      cudnnSoftmaxBackward(GpuContext::ForThisThread().cudnn(), CUDNN_SOFTMAX_ACCURATE,
+                           CUDNN_SOFTMAX_MODE_CHANNEL, CudnnOne(), desc, top[0]->gpu_data(), desc,
+                           top[0]->gpu_diff(), CudnnZero(), desc, bottom[0]->mutable_gpu_diff()));
 }
 
 }  // namespace pstrain

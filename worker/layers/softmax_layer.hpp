@@ -5,6 +5,7 @@
 // GPU path (CUDA builds): cuDNN, own kernels in place (softmax_layer.cu).
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "worker/layer.hpp"
@@ -39,6 +40,15 @@ class SoftmaxLayer : public Layer {
   int64_t outer_size_ = 0;      // product of the axes before axis_
   int64_t inner_size_ = 0;      // product of the axes after axis_
   std::vector<float> scratch_;  // inner_size_ floats: running max, sum or dot
+#ifdef PSTRAIN_HAVE_CUDA
+  struct CudnnState;  // cuDNN descriptors for the current shape (softmax_layer.cu)
+  struct CudnnStateDeleter {
+    void operator()(CudnnState* state) const;
+  };
+  // The descriptors for the current bottom shape, set again when it changed.
+  CudnnState& PrepareCudnn();
+  std::unique_ptr<CudnnState, CudnnStateDeleter> cudnn_;
+#endif
 };
 
 }  // namespace pstrain
