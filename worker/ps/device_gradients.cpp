@@ -21,36 +21,7 @@ Result<std::unique_ptr<DeviceGradients>> DeviceGradients::Create(const std::vect
 }
 DeviceGradients::DeviceGradients(std::unique_ptr<State> state) : state_(std::move(state)) {}
 DeviceGradients::~DeviceGradients() = default;
-void DeviceGradients::Start(const std::vector<int>& ids) {
-  State& s = *state_;
-  GpuContext& gpu = GpuContext::ForThisThread();
-  const cudaStream_t copy = gpu.copy_stream();
-  // Resolve every device pointer first: a diff whose values still live on the
-  // host (zeroed there by ClearParamDiffs, or a layer whose backward did not
-  // run) is uploaded now, on the compute stream, and the event below must
-  // come after that upload too.
-  std::vector<const float*> sources;
-  sources.reserve(ids.size());
-  for (int id : ids) sources.push_back(s.blobs[static_cast<size_t>(id)]->gpu_diff());
-  // The copies follow everything queued so far on the compute stream (this
-  // layer's backward, which wrote the diffs, and those uploads).
-  PSTRAIN_CUDA_CHECK(cudaEventRecord(s.backward_done, gpu.stream()));
-  PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy, s.backward_done, 0));
-  State::Group group;
-  group.ids = ids;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    const size_t id = static_cast<size_t>(ids[k]);
-    float* host = s.pinned[id];
-    PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, sources[k],
-                                       static_cast<size_t>(s.blobs[id]->count()) * sizeof(float),
-                                       cudaMemcpyDeviceToHost, copy));
-    group.diffs.push_back(host);
-  }
-  group.copied = s.TakeEvent();
-  PSTRAIN_CUDA_CHECK(cudaEventRecord(group.copied, copy));
-  s.pending.push_back(std::move(group));
-}
-
+void DeviceGradients::Start(const std::vector<int>&) { PSTRAIN_CHECK(false); }
 Status DeviceGradients::Drain(bool, const PushFn&) { return Status::Ok(); }
 
 #else  // PSTRAIN_HAVE_CUDA
@@ -109,17 +80,24 @@ void DeviceGradients::Start(const std::vector<int>& ids) {
   State& s = *state_;
   GpuContext& gpu = GpuContext::ForThisThread();
   const cudaStream_t copy = gpu.copy_stream();
+  // Resolve every device pointer first: a diff whose values still live on the
+  // host (zeroed there by ClearParamDiffs, or a layer whose backward did not
+  // run) is uploaded now, on the compute stream, and the event below must
+  // come after that upload too.
+  std::vector<const float*> sources;
+  sources.reserve(ids.size());
+  for (int id : ids) sources.push_back(s.blobs[static_cast<size_t>(id)]->gpu_diff());
   // The copies follow everything queued so far on the compute stream (this
-  // layer's backward, which wrote the diffs).
+  // layer's backward, which wrote the diffs, and those uploads).
   PSTRAIN_CUDA_CHECK(cudaEventRecord(s.backward_done, gpu.stream()));
   PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy, s.backward_done, 0));
   State::Group group;
   group.ids = ids;
-  for (int id : ids) {
-    const Blob* blob = s.blobs[static_cast<size_t>(id)];
-    float* host = s.pinned[static_cast<size_t>(id)];
-    PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, blob->gpu_diff(),
-                                       static_cast<size_t>(blob->count()) * sizeof(float),
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const size_t id = static_cast<size_t>(ids[k]);
+    float* host = s.pinned[id];
+    PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(host, sources[k],
+                                       static_cast<size_t>(s.blobs[id]->count()) * sizeof(float),
                                        cudaMemcpyDeviceToHost, copy));
     group.diffs.push_back(host);
   }
