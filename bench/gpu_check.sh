@@ -12,7 +12,8 @@
 #   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
-# line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json.
+# line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json,
+# resnet_job.txt.
 # Exit status: 0 when every check passed, 1 otherwise (summary.txt says which).
 #
 # Data: data/fashion-mnist/{train,test}_lmdb, made here from the IDX files in
@@ -172,32 +173,41 @@ PY
 fi
 
 # --- 4. forward+backward throughput: ps-net time vs PyTorch ------------------------
+# Each twice: cuDNN restricted to deterministic algorithms (PSTrain's default; PyTorch
+# with cudnn.deterministic) and free to pick any (PSTRAIN_CUDNN_NONDETERMINISTIC=1;
+# PyTorch's default).
 declare -A ps_rate
+variants=(det nondet)
+[[ "$dry" == 1 ]] && variants=(det)
+for variant in "${variants[@]}"; do
 for spec in alexnet:128 resnet50:32; do
   model="${spec%%:*}"; batch="${spec##*:}"
   [[ "$dry" == 1 ]] && batch=2
-  timing="$out/time_${model}.json"
-  if timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
+  timing="$out/time_${model}_${variant}.json"
+  nondet=0; [[ "$variant" == nondet ]] && nondet=1
+  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
        --batch "$batch" --iterations "$([[ "$dry" == 1 ]] && echo 1 || echo 20)" \
-       "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}.err"; then
+       "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}_${variant}.err"; then
     rate=$(python3 -c "import json,sys
 e=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]
 print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$batch")
-    ps_rate[$model]=$rate
-    say "ps-net time $model batch $batch: $rate images/s (forward+backward)"
+    ps_rate[$model.$variant]=$rate
+    say "ps-net time $model batch $batch ($variant cuDNN): $rate images/s (forward+backward)"
   else
-    fail "ps-net time $model: $(tail -1 "$out/time_${model}.err")"
+    fail "ps-net time $model ($variant): $(tail -1 "$out/time_${model}_${variant}.err")"
   fi
+done
 done
 
 if [[ "$dry" != 1 ]] && python3 -c "import torch" 2> /dev/null; then
+  for variant in "${variants[@]}"; do
   for spec in alexnet:128 resnet50:32; do
     model="${spec%%:*}"; batch="${spec##*:}"
-    if timeout 180 python3 - "$model" "$batch" "$gpu" > "$out/torch_${model}.json" \
-         2> "$out/torch_${model}.err" <<'PY'
+    if timeout 180 python3 - "$model" "$batch" "$gpu" "$variant" \
+         > "$out/torch_${model}_${variant}.json" 2> "$out/torch_${model}_${variant}.err" <<'PY'
 import json, sys, time
 import torch
-model_name, batch, gpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+model_name, batch, gpu, variant = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 try:
     import torchvision.models as tvm
 except ImportError:
@@ -206,6 +216,7 @@ except ImportError:
 torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as PSTrain computes
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.deterministic = variant == "det"
 dev = torch.device(f"cuda:{gpu}")
 nn = torch.nn
 def caffe_alexnet():
@@ -237,23 +248,26 @@ for _ in range(20):
     times.append(time.perf_counter() - start)
 times.sort()
 median = times[len(times) // 2]
-print(json.dumps({"model": model_name, "batch": batch, "median_ms": median * 1e3,
+print(json.dumps({"model": model_name, "batch": batch, "variant": variant,
+                  "median_ms": median * 1e3,
                   "images_per_s": batch / median, "torch": torch.__version__}))
 PY
     then
-      line=$(tail -1 "$out/torch_${model}.json")
+      line=$(tail -1 "$out/torch_${model}_${variant}.json")
       rate=$(python3 -c "import json,sys; print(json.loads(sys.argv[1]).get('images_per_s', ''))" \
         "$line")
-      if [[ -n "$rate" && -n "${ps_rate[$model]:-}" ]]; then
-        say "PyTorch $model batch $batch: $(printf '%.1f' "$rate") images/s; PSTrain/PyTorch = $(
+      if [[ -n "$rate" && -n "${ps_rate[$model.$variant]:-}" ]]; then
+        say "PyTorch $model batch $batch ($variant cuDNN): $(printf '%.1f' "$rate") images/s;" \
+          "PSTrain/PyTorch = $(
           python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
-            "${ps_rate[$model]}" "$rate")"
+            "${ps_rate[$model.$variant]}" "$rate")"
       else
-        say "PyTorch $model: $line"
+        say "PyTorch $model ($variant): $line"
       fi
     else
-      say "PyTorch $model failed: $(tail -1 "$out/torch_${model}.err")"
+      say "PyTorch $model ($variant) failed: $(tail -1 "$out/torch_${model}_${variant}.err")"
     fi
+  done
   done
 elif [[ "$dry" != 1 ]]; then
   say "PyTorch: not installed (python3 -c 'import torch' fails); no comparison"

@@ -15,7 +15,7 @@
 #include "common/device.hpp"
 #include "server/device_chunks.hpp"
 #include "server/shard_config.hpp"
-#include "program_path.hpp"
+#include "tests/cpp/program_path.hpp"
 
 namespace pstrain {
 namespace {

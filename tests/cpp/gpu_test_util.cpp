@@ -13,6 +13,7 @@
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "tests/cpp/program_path.hpp"
 
 namespace pstrain::testing {
 namespace {
@@ -91,7 +92,7 @@ ProgramRun RunProgramBounded(const std::vector<std::string>& args, int timeout_s
 }
 
 ServerProcess::ServerProcess(const std::vector<std::string>& flags) {
-  std::vector<std::string> args = {PSTRAIN_BINARY_DIR "/bin/ps-server", "--json"};
+  std::vector<std::string> args = {ProgramPath("ps-server"), "--json"};
   args.insert(args.end(), flags.begin(), flags.end());
   if (std::find(flags.begin(), flags.end(), "--bind") == flags.end()) {
     args.push_back("--bind");

@@ -16,7 +16,7 @@
 
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
-#include "program_path.hpp"
+#include "tests/cpp/program_path.hpp"
 
 namespace pstrain {
 namespace {

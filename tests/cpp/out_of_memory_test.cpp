@@ -21,6 +21,7 @@
 
 #ifdef PSTRAIN_HAVE_CUDA
 #include "common/cuda/device_allocator.hpp"
+#include "tests/cpp/program_path.hpp"
 #endif
 
 namespace pstrain::testing {
@@ -81,7 +82,7 @@ layer { name: "data" type: "DummyData" top: "x"
                                              "\"\nbase_lr: 0.1\nlr_policy: \"fixed\"\n"
                                              "max_iter: 1\nsnapshot_after_train: false\n");
   const ProgramRun run = RunProgramBounded(
-      {"/bin/sh", "-c", "ulimit -v 6291456 && exec \"$0\" \"$@\"", PSTRAIN_BINARY_DIR "/bin/ps-net",
+      {"/bin/sh", "-c", "ulimit -v 6291456 && exec \"$0\" \"$@\"", ProgramPath("ps-net"),
        "train", "--solver", dir / "solver.prototxt"},
       60);
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -146,7 +147,7 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
   WriteTextFile(dir / "solver.prototxt", "net: \"" + (dir / "net.prototxt") +
                                              "\"\nbase_lr: 0.1\nlr_policy: \"fixed\"\n"
                                              "max_iter: 1\nsnapshot_after_train: false\n");
-  const ProgramRun run = RunProgramBounded({PSTRAIN_BINARY_DIR "/bin/ps-net", "train", "--solver",
+  const ProgramRun run = RunProgramBounded({ProgramPath("ps-net"), "train", "--solver",
                                             dir / "solver.prototxt", "--gpu", "0"},
                                            120);
   EXPECT_EQ(run.exit_code, 1) << run.err;

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "common/transport/channel.hpp"
-#include "program_path.hpp"
+#include "tests/cpp/program_path.hpp"
 
 namespace pstrain {
 namespace {
