@@ -44,7 +44,7 @@ apt_packages=(
   build-essential cmake pkg-config ccache
   libzmq3-dev cppzmq-dev libsodium-dev
   libprotobuf-dev protobuf-compiler
-  liblmdb-dev zlib1g-dev
+  liblmdb-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   libboost-program-options-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   dataset-fashion-mnist
