@@ -55,7 +55,8 @@ apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")
-pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq")
+pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq"
+  "tensorboard tensorboard")
 
 phase_times=()
 phase() {  # phase NAME COMMAND...: runs COMMAND and records how long it took

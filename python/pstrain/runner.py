@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import exitcodes, plots, programs, runfolder
+from . import exitcodes, plots, programs, runfolder, tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .launcher import ProcessHandle
@@ -342,6 +342,10 @@ class _Run:
         except Exception as e:  # a plotting failure must not lose the run's results
             summary["plot"] = None
             summary["plot_error"] = str(e)
+        try:
+            summary.update(tensorboard.export(records, run_dir))
+        except OSError as e:
+            summary["tensorboard_error"] = str(e)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
         return RunResult(summary=summary, metrics=records, snapshot=snapshot, run_dir=run_dir)
