@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         job = Job.from_run_dir(args.resume, args.overrides)
     if args.dry_run:
-        print(job.dry_run())
+        print(job.dry_run(overwrite=args.overwrite))
         return 0
     result = job.run(resume=args.resume is not None, overwrite=args.overwrite,
                      progress="lines" if args.quiet else "auto")

@@ -70,9 +70,21 @@ class Job:
     def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
         return _plan(self.config, self.source, resume_manifest)
 
-    def dry_run(self) -> str:
-        """The resolved job and every process's command line; starts nothing."""
-        return self.plan().describe()
+    def dry_run(self, *, overwrite: bool = False) -> str:
+        """The resolved job and every process's command line; starts nothing. Names
+        the run folder a run would use: output/name, or the first free name-2,
+        name-3, ... when that exists (unless overwrite)."""
+        config = self.config
+        note = f"# run folder: {config.run_dir}"
+        if not overwrite:
+            name = runfolder.free_name(config.output, config.name)
+            if name != config.name:
+                config = dataclasses.replace(config, name=name)
+                note = (f"# run folder: {config.run_dir} ({self.config.run_dir} exists; "
+                        f"--overwrite would replace it)")
+        elif config.run_dir.exists():
+            note += " (exists: --overwrite replaces it)"
+        return note + "\n" + _plan(config, self.source, None).describe()
 
     def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
             overwrite: bool = False, progress: str = "auto",
