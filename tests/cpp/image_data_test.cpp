@@ -235,8 +235,8 @@ TEST(ImageSetTest, BadListsAndImagesNameTheListLine) {
   EXPECT_EQ(error("a.png 1\nb.png x\n", o), list + ":2: label 'x' is not an integer");
   EXPECT_EQ(error("a.png\n", o), list + ":1: expected 'PATH LABEL', got 'a.png'");
   EXPECT_EQ(error("\n\n", o), list + ": holds no images");
-  EXPECT_EQ(error("a.png 1\nmissing.png 2\n", o).rfind(list + ":2: " + t.dir / "img/missing.png" +
-                                                           ": cannot open", 0),
+  EXPECT_EQ(error("a.png 1\nmissing.png 2\n", o)
+                .rfind(list + ":2: " + t.dir / "img/missing.png" + ": cannot open", 0),
             0u);
   WriteBytes(t.dir / "img/not_image.png", "text");
   EXPECT_EQ(error("not_image.png 0\n", o),
@@ -292,7 +292,7 @@ TEST(ImageMeanTest, RecordsOfAnotherSizeAreNamed) {
   auto mean = ComputeImageMean(t.dir / "mixed", t.dir / "m");
   ASSERT_FALSE(mean.ok());
   EXPECT_EQ(mean.status().message().rfind(t.dir / "mixed" + ": record 1 (key '00000001_big.png'): "
-                                                             "shape 3 x 4 x 4 differs",
+                                                            "shape 3 x 4 x 4 differs",
                                           0),
             0u)
       << mean.status().message();
@@ -308,8 +308,8 @@ TEST(EncodedDataLayerTest, DecodesAndSubtractsTheMeanFile) {
   ASSERT_TRUE(ConvertImageSet(o).ok());
   ASSERT_TRUE(ComputeImageMean(t.dir / "enc", t.dir / "mean.binaryproto").ok());
   caffe::LayerParameter param = testing::ParseLayer(
-      "name: 'data' type: 'Data' top: 'data' top: 'label' data_param { source: '" +
-      t.dir / "enc" + "' batch_size: 2 backend: LMDB } transform_param { scale: 0.5 mean_file: '" +
+      "name: 'data' type: 'Data' top: 'data' top: 'label' data_param { source: '" + t.dir / "enc" +
+      "' batch_size: 2 backend: LMDB } transform_param { scale: 0.5 mean_file: '" +
       t.dir / "mean.binaryproto" + "' }");
   param.set_phase(caffe::TEST);
   auto layer = LayerRegistry::Global().Create(param);
@@ -339,10 +339,11 @@ TEST(EncodedDataLayerTest, DecodesAndSubtractsTheMeanFile) {
   ASSERT_TRUE(bad_layer.ok());
   Status s = (*bad_layer)->SetUp({}, tops.vec());
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.message().rfind(t.dir.path() + "/bad: record 0 (key '00000000_x.png'): encoded record: "
-                                      "corrupt PNG (",
-                              0),
-            0u)
+  EXPECT_EQ(
+      s.message().rfind(t.dir.path() + "/bad: record 0 (key '00000000_x.png'): encoded record: "
+                                       "corrupt PNG (",
+                        0),
+      0u)
       << s.message();
 }
 

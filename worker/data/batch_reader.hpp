@@ -63,8 +63,8 @@ class ShardedBatchReader {
   std::unique_ptr<LmdbReader> reader_;
   DataTransformer transformer_;
   ShardSpec shard_;
-  caffe::Datum first_;  // shape reference
-  caffe::Datum datum_;  // reused per record
+  caffe::Datum first_;                      // shape reference
+  caffe::Datum datum_;                      // reused per record
   ImageColor color_ = ImageColor::kNative;  // how encoded records are decoded
 };
 

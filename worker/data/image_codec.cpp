@@ -202,7 +202,8 @@ ImageFormat DetectImageFormat(std::string_view bytes) {
   static constexpr unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (bytes.size() >= 8 && std::memcmp(bytes.data(), kPng, 8) == 0) return ImageFormat::kPng;
   if (bytes.size() >= 3 && static_cast<unsigned char>(bytes[0]) == 0xff &&
-      static_cast<unsigned char>(bytes[1]) == 0xd8 && static_cast<unsigned char>(bytes[2]) == 0xff) {
+      static_cast<unsigned char>(bytes[1]) == 0xd8 &&
+      static_cast<unsigned char>(bytes[2]) == 0xff) {
     return ImageFormat::kJpeg;
   }
   return ImageFormat::kUnknown;

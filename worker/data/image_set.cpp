@@ -32,8 +32,7 @@ Status CheckOptions(const ImageSetOptions& o) {
     return Status::InvalidArgument("--backend " + o.backend +
                                    ": only lmdb is supported (LevelDB is not built in)");
   }
-  if ((o.resize_height > 0) != (o.resize_width > 0) || o.resize_height < 0 ||
-      o.resize_width < 0) {
+  if ((o.resize_height > 0) != (o.resize_width > 0) || o.resize_height < 0 || o.resize_width < 0) {
     return Status::InvalidArgument(
         "--resize_height and --resize_width go together (both > 0 to resize, both 0 not to); got " +
         std::to_string(o.resize_height) + " and " + std::to_string(o.resize_width));
@@ -83,8 +82,7 @@ Result<std::vector<ListEntry>> ReadList(const std::string& list_file) {
 
 // The Datum value for one image.
 Result<std::string> MakeRecord(const ImageSetOptions& o, const ListEntry& entry,
-                               const std::string& file, ImageSetConversion* summary,
-                               bool first) {
+                               const std::string& file, ImageSetConversion* summary, bool first) {
   std::string bytes;
   PSTRAIN_RETURN_IF_ERROR(ReadFileToString(file, &bytes));
   const ImageColor color = o.gray ? ImageColor::kGray : ImageColor::kColor;
@@ -110,8 +108,7 @@ Result<std::string> MakeRecord(const ImageSetOptions& o, const ListEntry& entry,
   datum.set_label(entry.label);
   if (o.encoded) {
     const ImageFormat source = DetectImageFormat(bytes);
-    const ImageFormat target =
-        o.encode_type.empty() ? source : ParseImageFormat(o.encode_type);
+    const ImageFormat target = o.encode_type.empty() ? source : ParseImageFormat(o.encode_type);
     // The file itself when nothing changes it: its channel count is what a
     // native decode gives, so only keep it when that matches.
     PSTRAIN_ASSIGN_OR_RETURN(Image native, DecodeImage(bytes, ImageColor::kNative));

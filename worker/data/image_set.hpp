@@ -26,8 +26,8 @@ struct ImageSetOptions {
   std::string out;
   int resize_height = 0;  // both 0, or both > 0: resize every image (bilinear)
   int resize_width = 0;
-  bool gray = false;        // 1 channel; else every image has 3 (B, G, R)
-  bool shuffle = false;     // shuffle the lines (seeded by `seed`) before writing
+  bool gray = false;     // 1 channel; else every image has 3 (B, G, R)
+  bool shuffle = false;  // shuffle the lines (seeded by `seed`) before writing
   uint64_t seed = 0;
   bool encoded = false;     // store PNG/JPEG bytes instead of raw pixels
   std::string encode_type;  // "", "png" or "jpg"

@@ -79,8 +79,8 @@ int RunImages(const std::vector<std::string>& args, pstrain::ImageSetOptions opt
   auto result = pstrain::ConvertImageSet(options);
   if (!result.ok()) return pstrain::ExitWith(result.status(), "ps-data");
   const auto& r = result.value();
-  const std::string shape = std::to_string(r.channels) + "x" + std::to_string(r.height) + "x" +
-                            std::to_string(r.width);
+  const std::string shape =
+      std::to_string(r.channels) + "x" + std::to_string(r.height) + "x" + std::to_string(r.width);
   if (json) {
     std::cout << pstrain::JsonLine()
                      .Add("event", "ps-data")
@@ -173,13 +173,11 @@ int main(int argc, char** argv) {
   visible.add_options()("help,h", "show this help")("version", "print the version")(
       "json", po::bool_switch(&json), "print the result as one JSON object");
   po::options_description image_options("images options (Caffe's convert_imageset flags)");
-  image_options.add_options()(
-      "resize_height", po::value(&images.resize_height)->default_value(0),
-      "resize every image to this height (with --resize_width; bilinear)")(
+  image_options.add_options()("resize_height", po::value(&images.resize_height)->default_value(0),
+                              "resize every image to this height (with --resize_width; bilinear)")(
       "resize_width", po::value(&images.resize_width)->default_value(0),
-      "resize every image to this width")(
-      "gray", po::bool_switch(&images.gray),
-      "store 1-channel gray images (else 3 channels, B G R)")(
+      "resize every image to this width")("gray", po::bool_switch(&images.gray),
+                                          "store 1-channel gray images (else 3 channels, B G R)")(
       "shuffle", po::bool_switch(&images.shuffle),
       "shuffle the list's order (seeded by --seed) before writing")(
       "seed", po::value(&images.seed)->default_value(0), "seed of --shuffle")(
@@ -218,8 +216,7 @@ int main(int argc, char** argv) {
   const std::string& command = args[0];
   const size_t given = args.size() - 1;
   auto wrong_count = [&](const char* expected) {
-    return Usage(command + " takes " + expected + ", got " + std::to_string(given) +
-                 " arguments");
+    return Usage(command + " takes " + expected + ", got " + std::to_string(given) + " arguments");
   };
   if (command != "images") {
     for (const auto& option : image_options.options()) {
