@@ -168,6 +168,8 @@ def figure_of(runs: list[RunCurves]) -> "Any":
             for r in untrained:  # a marker of its own; named when below the axis
                 a = accuracy_of(r) or 0.0
                 if low is not None and a < low:
+                    ax.plot([x_of(r)], [low], marker="v", ms=6, color=colour, ls="none",
+                            clip_on=False)
                     ax.annotate(f"{run.label} @0: {a:.3f}", xy=(x_of(r), low),
                                 xytext=(4, 4 + 10 * index), textcoords="offset points",
                                 fontsize=7, color=colour)

@@ -55,7 +55,10 @@ def _accuracy(ax: Any, tests: list[dict], x_of: Callable[[dict], float]) -> None
         return
     ax.plot([x for x, _ in trained], [a for _, a in trained], marker="o", ms=4)
     ax.set_ylim(*limits)
-    if first and first[0][1] < limits[0]:  # off the axis: say where it is
+    if first and first[0][1] < limits[0]:  # below the axis: a mark at its foot and the value
+        ax.plot([first[0][0]], [limits[0]], marker="v", ms=6, color="C3", ls="none",
+                clip_on=False)
+        ax.set_ylim(*limits)
         ax.annotate(f"iteration 0: {first[0][1]:.3f}", xy=(first[0][0], limits[0]),
                     xytext=(4, 4), textcoords="offset points", fontsize=7, color="C3")
     elif first:
