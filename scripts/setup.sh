@@ -50,8 +50,9 @@ apt_packages=(
   dataset-fashion-mnist
   python3 python3-pip
 )
-# What the tests and benchmarks add.
-apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev)
+# What the tests and benchmarks add (chromium: the headless browser check of TensorBoard,
+# tests/e2e/test_tensorboard_browser.py).
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")
