@@ -86,3 +86,21 @@ def test_csv_export(tmp_path):
     assert rows[2]["loss"] == "1.5" and rows[2]["iter"] == "10" and rows[2]["rank"] == "0"
     assert rows[3]["accuracy"] == "0.75" and rows[3]["lr"] == ""
     assert rows[4]["version"] == "20" and "staleness_histogram" not in rows[0]
+
+
+def test_ps_train_export_writes_a_run_folders_files(tmp_path, capsys):
+    import json
+
+    from pstrain.cli import main
+
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in RECORDS) +
+                                            '{"truncated": \n')   # a line still being written
+    assert main(["export", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"wrote {tmp_path / 'tensorboard'} and "
+                                       f"{tmp_path / 'metrics.csv'}\n")
+    acc = load(tmp_path / "tensorboard" / "worker-0")
+    assert [e.value for e in acc.Scalars("train/loss")] == [2.5, 1.5]
+    assert len((tmp_path / "metrics.csv").read_text().splitlines()) == 7
+    assert main(["export", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err == (f"ps-train: {tmp_path / 'nothing'}: not a run folder "
+                                       f"(no metrics.jsonl)\n")
