@@ -44,18 +44,20 @@ apt_packages=(
   build-essential cmake pkg-config ccache
   libzmq3-dev cppzmq-dev libsodium-dev
   libprotobuf-dev protobuf-compiler
-  liblmdb-dev zlib1g-dev
+  liblmdb-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev
   libboost-program-options-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   dataset-fashion-mnist
   python3 python3-pip
 )
-# What the tests and benchmarks add.
-apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev)
+# What the tests and benchmarks add (chromium: the headless browser check of TensorBoard,
+# tests/e2e/test_tensorboard_browser.py).
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")
-pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq")
+pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq"
+  "tensorboard tensorboard")
 
 phase_times=()
 phase() {  # phase NAME COMMAND...: runs COMMAND and records how long it took

@@ -4,6 +4,7 @@
              [--quiet]
     ps-train --resume RUN_DIR [--set ...]
     ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png] [--thresholds 0.85,0.88] [--csv | --json]
+    ps-train export RUN_DIR           # (re)write RUN_DIR/tensorboard/ and metrics.csv now
     ps-train --version
 
 Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
@@ -14,10 +15,10 @@ import argparse
 import pathlib
 import sys
 
-from . import __version__
+from . import __version__, tensorboard
 from .compare import THRESHOLDS, compare, parse_thresholds
 from .errors import JobError
-from .metrics import accuracy_text
+from .metrics import accuracy_text, read_records
 from .runner import Job
 
 EXIT = {"ok": 0, "failed": 1, "interrupted": 130}
@@ -59,6 +60,24 @@ def _compare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _export_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ps-train export",
+                                description="Write a run folder's TensorBoard event files "
+                                "(RUN_DIR/tensorboard/) and metrics.csv from its metrics.jsonl; "
+                                "also while the run is going (a run writes them when it ends).")
+    p.add_argument("run", type=pathlib.Path, help="the run folder")
+    return p
+
+
+def _export(run: pathlib.Path) -> int:
+    metrics = run / "metrics.jsonl"
+    if not metrics.is_file():
+        raise JobError(f"{run}: not a run folder (no metrics.jsonl)")
+    written = tensorboard.export(read_records(metrics), run)
+    print(f"wrote {written['tensorboard']} and {written['csv']}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -66,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             args = _compare_parser().parse_args(argv[1:])
             print(compare(args.runs, args.out, parse_thresholds(args.thresholds), args.fmt))
             return 0
+        if argv and argv[0] == "export":
+            args = _export_parser().parse_args(argv[1:])
+            return _export(args.run)
         return _run(_run_parser().parse_args(argv))
     except JobError as e:
         print(f"ps-train: {e}", file=sys.stderr)
@@ -86,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
     else:
         job = Job.from_run_dir(args.resume, args.overrides)
     if args.dry_run:
-        print(job.dry_run())
+        print(job.dry_run(overwrite=args.overwrite))
         return 0
     result = job.run(resume=args.resume is not None, overwrite=args.overwrite,
                      progress="lines" if args.quiet else "auto")

@@ -1,5 +1,7 @@
-"""ps-train compare: overlays runs (test accuracy and training loss against wall
-time and against samples seen) and tabulates time-to-accuracy and staleness."""
+"""ps-train compare: overlays runs (test accuracy and every worker's training loss
+against wall time and against samples seen) and tabulates time-to-accuracy and
+staleness. The iteration-0 test (the untrained net) is a marker of its own, not
+the start of the accuracy line, so the axis fits the trained part."""
 from __future__ import annotations
 
 import csv
@@ -7,6 +9,7 @@ import dataclasses
 import io
 import json
 import pathlib
+from typing import Any
 
 from .errors import JobError
 from .metrics import accuracy_of, read_records
@@ -21,7 +24,8 @@ class RunCurves:
     start: float
     samples_per_iter: int
     tests: list[dict]
-    train: list[dict]
+    train: list[dict]                       # worker 0's
+    train_by_rank: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
 
     def time_to(self, accuracy: float) -> float | None:
         for r in self.tests:
@@ -37,12 +41,18 @@ def load_run(run_dir: pathlib.Path) -> RunCurves:
     summary = json.loads(summary_path.read_text())
     records = read_records(run_dir / "metrics.jsonl")
     w0 = [r for r in records if r.get("role") == "worker" and r.get("rank") == 0]
+    by_rank: dict[int, list[dict]] = {}
+    for r in records:
+        if (r.get("role") == "worker" and r.get("event") == "train"
+                and r.get("loss") is not None and isinstance(r.get("rank"), int)):
+            by_rank.setdefault(r["rank"], []).append(r)
     start = summary.get("started_at") or min((r["time"] for r in records), default=0)
     per_iter = (summary.get("workers") or 1) * (summary.get("batch_per_worker") or 1)
     label = summary.get("name") or run_dir.name
     return RunCurves(label=label, summary=summary, start=start, samples_per_iter=per_iter,
                      tests=[r for r in w0 if r.get("event") == "test" and accuracy_of(r) is not None],
-                     train=[r for r in w0 if r.get("event") == "train" and r.get("loss") is not None])
+                     train=[r for r in w0 if r.get("event") == "train" and r.get("loss") is not None],
+                     train_by_rank=dict(sorted(by_rank.items())))
 
 
 def final_accuracy(summary: dict) -> str:
@@ -136,24 +146,44 @@ def title(runs: list[RunCurves]) -> str:
     return "ps-train compare: " + " vs ".join(parts)
 
 
-def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
+def figure_of(runs: list[RunCurves]) -> "Any":
+    """The overlay figure (matplotlib, Agg): accuracy and loss against wall time
+    (left) and samples (right)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for run in runs:
+    later = [accuracy_of(r) or 0 for run in runs for r in run.tests if r.get("iter")]
+    low = max(0.0, min(later) - 0.03) if later else None
+    for index, run in enumerate(runs):
+        colour = f"C{index % 10}"
+        trained = [r for r in run.tests if r.get("iter")]
+        untrained = [r for r in run.tests if not r.get("iter")]
         for col, x_of in enumerate([lambda r: r["time"] - run.start,
                                     lambda r: r["iter"] * run.samples_per_iter]):
-            axes[0][col].plot([x_of(r) for r in run.tests], [accuracy_of(r) for r in run.tests],
-                              marker="o", ms=3, label=run.label)
-            axes[1][col].plot([x_of(r) for r in run.train], [r["loss"] for r in run.train],
-                              lw=1, label=run.label)
-    later = [accuracy_of(r) or 0 for run in runs for r in run.tests if r.get("iter")]
-    if later:  # zoom past the untrained first test
+            ax = axes[0][col]
+            ax.plot([x_of(r) for r in trained], [accuracy_of(r) for r in trained],
+                    marker="o", ms=3, color=colour, label=run.label)
+            for r in untrained:  # a marker of its own; named when below the axis
+                a = accuracy_of(r) or 0.0
+                if low is not None and a < low:
+                    ax.plot([x_of(r)], [low], marker="v", ms=6, color=colour, ls="none",
+                            clip_on=False)
+                    ax.annotate(f"{run.label} @0: {a:.3f}", xy=(x_of(r), low),
+                                xytext=(4, 4 + 10 * index), textcoords="offset points",
+                                fontsize=7, color=colour)
+                else:
+                    ax.plot([x_of(r)], [a], marker="x", ms=5, color=colour, ls="none")
+            for rank, train in run.train_by_rank.items():
+                axes[1][col].plot([x_of(r) for r in train], [r["loss"] for r in train],
+                                  lw=1 if rank == 0 else 0.7, ls="-" if rank == 0 else "--",
+                                  alpha=1.0 if rank == 0 else 0.6, color=colour,
+                                  label=run.label if rank == 0 else f"{run.label} worker {rank}")
+    if low is not None:  # zoom past the untrained first test
         for col in range(2):
-            axes[0][col].set_ylim(max(0.0, min(later) - 0.03), min(1.0, max(later) + 0.01))
-    for row, ylabel in enumerate(["test accuracy", "training loss (worker 0)"]):
+            axes[0][col].set_ylim(low, min(1.0, max(later) + 0.01))
+    for row, ylabel in enumerate(["test accuracy", "training loss (every worker)"]):
         for col, xlabel in enumerate(["wall time (s)", "samples (iter x workers x batch)"]):
             ax = axes[row][col]
             ax.set_xlabel(xlabel)
@@ -162,6 +192,13 @@ def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
             ax.legend(fontsize=8)
     fig.suptitle(title(runs))
     fig.tight_layout()
+    return fig
+
+
+def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
+    import matplotlib.pyplot as plt
+
+    fig = figure_of(runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -9,7 +9,7 @@ import pathlib
 import secrets
 import shlex
 
-from . import programs
+from . import caffe_schema, programs
 from .config import JobConfig
 from .errors import JobError
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
@@ -130,6 +130,12 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
     if not job.solver.is_file():
         raise JobError(f"{source}: solver: file not found: {job.solver}")
     solver = SolverText.read(job.solver)
+    caffe = caffe_schema.messages()
+    if caffe is not None:
+        try:
+            caffe_schema.check_solver(job.solver, caffe)
+        except caffe_schema.SchemaError as e:
+            raise JobError(f"{source}: solver: {e}") from None
     nets: dict[str, tuple[pathlib.Path, str]] = {}
     missing: list[str] = []
     replacements: dict[str, list[str]] = {}
@@ -144,6 +150,13 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                            f"(looked beside the solver and in the folders above it)")
         n = counts[field] = counts.get(field, 0) + 1
         copy_name = f"{field}.prototxt" if n == 1 else f"{field}_{n - 1}.prototxt"
+        if caffe is not None:
+            try:
+                problems = caffe_schema.check_net(found, caffe)
+            except caffe_schema.SchemaError as e:
+                raise JobError(f"{source}: solver: {job.solver}: {field}: {e}") from None
+            if problems:
+                raise JobError(f"{source}: solver: {job.solver}: {problems[0]}")
         text, absent = absolute_net_text(found)
         nets[copy_name] = (found, text)
         missing += [f"{found}:{m.line}: layer '{m.layer}': data source '{m.path}'"

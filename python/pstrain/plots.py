@@ -43,16 +43,26 @@ def _per_worker(ax: Any, by_rank: dict[int, list[dict]], x_of: Callable[[dict], 
 
 
 def _accuracy(ax: Any, tests: list[dict], x_of: Callable[[dict], float]) -> None:
+    """The tests after iteration 0 as a line; the iteration-0 test (the untrained net)
+    as a marker of its own, or a note where it lies below the fitted axis, never as
+    the start of the line (which would be a near-vertical segment off the axis)."""
     points = [(r.get("iter") or 0, accuracy_of(r)) for r in tests]
-    ax.plot([x_of(r) for r in tests], [a for _, a in points], marker="o", ms=4)
     limits = accuracy_limits(points)
-    if limits is None:
-        return
-    ax.set_ylim(*limits)
+    trained = [(x_of(r), a) for r, (it, a) in zip(tests, points) if it > 0]
     first = [(x_of(r), a) for r, (it, a) in zip(tests, points) if it == 0]
-    if first and first[0][1] < limits[0]:  # off the axis: say where it is
+    if limits is None:  # only the iteration-0 test
+        ax.plot([x for x, _ in first], [a for _, a in first], marker="o", ms=4, ls="none")
+        return
+    ax.plot([x for x, _ in trained], [a for _, a in trained], marker="o", ms=4)
+    ax.set_ylim(*limits)
+    if first and first[0][1] < limits[0]:  # below the axis: a mark at its foot and the value
+        ax.plot([first[0][0]], [limits[0]], marker="v", ms=6, color="C3", ls="none",
+                clip_on=False)
+        ax.set_ylim(*limits)
         ax.annotate(f"iteration 0: {first[0][1]:.3f}", xy=(first[0][0], limits[0]),
                     xytext=(4, 4), textcoords="offset points", fontsize=7, color="C3")
+    elif first:
+        ax.plot([first[0][0]], [first[0][1]], marker="x", ms=5, color="C0", ls="none")
 
 
 def _staleness_histogram(ax: Any, records: list[dict]) -> None:

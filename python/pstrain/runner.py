@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import exitcodes, plots, programs, runfolder
+from . import exitcodes, plots, programs, runfolder, tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .launcher import ProcessHandle
@@ -70,9 +70,21 @@ class Job:
     def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
         return _plan(self.config, self.source, resume_manifest)
 
-    def dry_run(self) -> str:
-        """The resolved job and every process's command line; starts nothing."""
-        return self.plan().describe()
+    def dry_run(self, *, overwrite: bool = False) -> str:
+        """The resolved job and every process's command line; starts nothing. Names
+        the run folder a run would use: output/name, or the first free name-2,
+        name-3, ... when that exists (unless overwrite)."""
+        config = self.config
+        note = f"# run folder: {config.run_dir}"
+        if not overwrite:
+            name = runfolder.free_name(config.output, config.name)
+            if name != config.name:
+                config = dataclasses.replace(config, name=name)
+                note = (f"# run folder: {config.run_dir} ({self.config.run_dir} exists; "
+                        f"--overwrite would replace it)")
+        elif config.run_dir.exists():
+            note += " (exists: --overwrite replaces it)"
+        return note + "\n" + _plan(config, self.source, None).describe()
 
     def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
             overwrite: bool = False, progress: str = "auto",
@@ -342,6 +354,10 @@ class _Run:
         except Exception as e:  # a plotting failure must not lose the run's results
             summary["plot"] = None
             summary["plot_error"] = str(e)
+        try:
+            summary.update(tensorboard.export(records, run_dir))
+        except OSError as e:
+            summary["tensorboard_error"] = str(e)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
         return RunResult(summary=summary, metrics=records, snapshot=snapshot, run_dir=run_dir)

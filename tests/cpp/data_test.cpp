@@ -225,8 +225,7 @@ TEST(DatumTest, ValidationErrors) {
   EXPECT_EQ(error(d.SerializeAsString()), where + ": the record has no pixel data");
   d.set_encoded(true);
   d.set_data("\xff\xd8 JPEG");
-  EXPECT_EQ(error(d.SerializeAsString()),
-            where + ": encoded (JPEG/PNG) Datum records are not supported");
+  EXPECT_EQ(error(d.SerializeAsString()), where + ": encoded record: not a PNG or JPEG image");
   d = testing::MakeDatum(0, 2, 2, "", 1);
   EXPECT_EQ(error(d.SerializeAsString()), where + ": invalid Datum shape 0 x 2 x 2");
 

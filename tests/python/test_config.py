@@ -232,3 +232,21 @@ def test_a_new_run_never_takes_an_existing_folder(tmp_path):
     (tmp_path / "a-2").mkdir()
     (tmp_path / "a-2" / "x").write_text("")
     assert free_name(tmp_path, "a") == "a-3"
+
+
+def test_dry_run_names_the_folder_a_rerun_would_use(capsys, tmp_path):
+    path = write_job(tmp_path, base_job(tmp_path))
+    code, out, err = ps_train(capsys, path, "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[0] == f"# run folder: {tmp_path / 'runs' / 'tiny'}"
+    earlier = tmp_path / "runs" / "tiny"
+    earlier.mkdir(parents=True)
+    (earlier / "summary.json").write_text("{}")
+    code, out, err = ps_train(capsys, path, "--dry-run")
+    assert code == 0, err
+    assert out.splitlines()[0] == (f"# run folder: {tmp_path / 'runs' / 'tiny-2'} ({earlier} "
+                                   f"exists; --overwrite would replace it)")
+    assert f"--solver {tmp_path / 'runs' / 'tiny-2'}/solver.prototxt" in out
+    code, out, err = ps_train(capsys, path, "--dry-run", "--overwrite")
+    assert out.splitlines()[0] == f"# run folder: {earlier} (exists: --overwrite replaces it)"
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tiny"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pstrain.compare import parse_thresholds, threshold_label
+from pstrain.compare import RunCurves, figure_of as compare_figure, parse_thresholds, \
+    threshold_label
 from pstrain.errors import JobError
 from pstrain.plots import PANELS, figure_of, plot_run
 
@@ -46,8 +47,11 @@ def test_accuracy_axis_fits_the_trained_tests():
         lo, hi = ax.get_ylim()
         assert 0.08 < lo < 0.80 and 0.85 < hi <= 1.0
         line = ax.get_lines()[0]
-        assert line.get_marker() == "o" and len(line.get_ydata()) == 3   # iteration 0 drawn
-        assert any("iteration 0: 0.080" in t.get_text() for t in ax.texts)  # and noted
+        # The line holds the trained tests only: no near-vertical segment from the
+        # untrained iteration-0 test below the axis; that one is noted instead.
+        assert line.get_marker() == "o" and list(line.get_ydata()) == [0.80, 0.85]
+        assert all(lo <= y <= hi for l in ax.get_lines() for y in l.get_ydata())
+        assert any("iteration 0: 0.080" in t.get_text() for t in ax.texts)
     plt.close(fig)
 
 
@@ -67,3 +71,29 @@ def test_thresholds_parse():
     for bad in ("", "x", "1.5", "0"):
         with pytest.raises(JobError):
             parse_thresholds(bad)
+
+
+def test_compare_overlays_every_workers_loss_and_keeps_iteration_0_off_the_line():
+    import matplotlib.pyplot as plt
+    runs = []
+    for label, workers in (("a", 3), ("b", 2)):
+        recs = synthetic(workers)
+        by_rank = {}
+        for r in recs:
+            if r["event"] == "train":
+                by_rank.setdefault(r["rank"], []).append(r)
+        runs.append(RunCurves(label=label, summary={"mode": "ssp", "staleness": 2,
+                                                    "workers": workers},
+                              start=1000.0, samples_per_iter=64,
+                              tests=[r for r in recs if r["event"] == "test"],
+                              train=by_rank[0], train_by_rank=by_rank))
+    fig = compare_figure(runs)
+    (acc_time, acc_samples), (loss_time, loss_samples) = fig.axes[:2], fig.axes[2:]
+    for ax in (loss_time, loss_samples):
+        labels = [l.get_label() for l in ax.get_lines()]
+        assert labels == ["a", "a worker 1", "a worker 2", "b", "b worker 1"]
+    for ax in (acc_time, acc_samples):
+        lo, hi = ax.get_ylim()
+        assert 0.08 < lo and all(lo <= y <= hi for l in ax.get_lines() for y in l.get_ydata())
+        assert sum("@0: 0.080" in t.get_text() for t in ax.texts) == 2
+    plt.close(fig)

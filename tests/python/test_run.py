@@ -302,3 +302,30 @@ def test_a_dead_server_fails_the_job(tmp_path, fashion_mnist):
     assert s["status"] == "failed"
     assert s["message"].startswith("server-0 was killed by signal 9")
     assert not leftover_processes(str(run_dir))
+
+
+def test_run_folder_has_tensorboard_events_and_csv(tiny_run):
+    """Every worker and the server get a TensorBoard run; TensorBoard's reader sees the
+    same losses and test accuracies as metrics.jsonl."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    folder = tiny_run.run_dir / "tensorboard"
+    assert sorted(p.name for p in folder.iterdir()) == ["server-0", "worker-0", "worker-1"]
+    assert tiny_run.summary["tensorboard"] == str(folder)
+    for rank in (0, 1):
+        acc = accumulator.EventAccumulator(str(folder / f"worker-{rank}"))
+        acc.Reload()
+        expected = [(r["iter"], r["loss"]) for r in tiny_run.metrics
+                    if r["event"] == "train" and r["role"] == "worker" and r["rank"] == rank]
+        seen = [(e.step, e.value) for e in acc.Scalars("train/loss")]
+        assert seen == [(i, pytest.approx(v, rel=1e-6)) for i, v in expected]
+        assert {"train/lr", "train/images_per_second", "train/staleness",
+                "train/bytes_sent"} <= set(acc.Tags()["scalars"])
+    acc = accumulator.EventAccumulator(str(folder / "worker-0"))
+    acc.Reload()
+    tests = [(r["iter"], r["accuracy"]) for r in tiny_run.metrics
+             if r["event"] == "test" and r["rank"] == 0]
+    assert [(e.step, e.value) for e in acc.Scalars("test/accuracy")] == \
+        [(i, pytest.approx(a, rel=1e-6)) for i, a in tests]
+    rows = (tiny_run.run_dir / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("time,role,rank,event,iter")
+    assert len(rows) > 1 + len(tests)

@@ -7,19 +7,21 @@ namespace pstrain {
 Result<std::unique_ptr<ShardedBatchReader>> ShardedBatchReader::Open(
     const std::string& source, const caffe::TransformationParameter& transform, caffe::Phase phase,
     const ShardSpec& shard) {
+  PSTRAIN_ASSIGN_OR_RETURN(ImageColor color, DecodeColorOf(transform));
   PSTRAIN_ASSIGN_OR_RETURN(auto reader, LmdbReader::Open(source));
   if (reader->count() == 0) return Status::Error(source + ": LMDB is empty");
   LmdbRecord record;
   PSTRAIN_RETURN_IF_ERROR(reader->Next(&record));
   caffe::Datum first;
   PSTRAIN_RETURN_IF_ERROR(
-      ParseDatum(record.value, DescribeRecord(source, record.index, record.key), &first));
+      ParseDatum(record.value, DescribeRecord(source, record.index, record.key), &first, color));
   PSTRAIN_ASSIGN_OR_RETURN(
       DataTransformer transformer,
       DataTransformer::Create(transform, phase, first.channels(), first.height(), first.width()));
   std::unique_ptr<ShardedBatchReader> batches(
       new ShardedBatchReader(std::move(reader), std::move(transformer), shard));
   batches->first_ = std::move(first);
+  batches->color_ = color;
   return batches;
 }
 
@@ -36,7 +38,7 @@ Status ShardedBatchReader::Read(int64_t t, float* data, float* label) {
   for (int i = 0; i < shard_.batch_size; ++i) {
     PSTRAIN_RETURN_IF_ERROR(reader_->Next(&record));
     const std::string where = DescribeRecord(reader_->path(), record.index, record.key);
-    PSTRAIN_RETURN_IF_ERROR(ParseDatum(record.value, where, &datum_));
+    PSTRAIN_RETURN_IF_ERROR(ParseDatum(record.value, where, &datum_, color_));
     if (datum_.channels() != first_.channels() || datum_.height() != first_.height() ||
         datum_.width() != first_.width()) {
       return Status::Error(where + ": shape " + DatumShapeString(datum_) +

@@ -20,6 +20,7 @@
 
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
+#include "worker/data/image_codec.hpp"
 #include "worker/data/lmdb_reader.hpp"
 #include "worker/data/transform.hpp"
 
@@ -35,7 +36,8 @@ struct ShardSpec {
 class ShardedBatchReader {
  public:
   // Opens `source`, reads and validates its first record (which fixes the
-  // shape every record must have), and sets up the transformer. Errors:
+  // shape every record must have; encoded records are decoded first, see
+  // ParseDatum), and sets up the transformer. Errors:
   // "<source>: cannot open LMDB (...)", "<source>: LMDB is empty", a bad first
   // record (named by DescribeRecord), transform_param errors.
   static Result<std::unique_ptr<ShardedBatchReader>> Open(
@@ -61,8 +63,9 @@ class ShardedBatchReader {
   std::unique_ptr<LmdbReader> reader_;
   DataTransformer transformer_;
   ShardSpec shard_;
-  caffe::Datum first_;  // shape reference
-  caffe::Datum datum_;  // reused per record
+  caffe::Datum first_;                      // shape reference
+  caffe::Datum datum_;                      // reused per record
+  ImageColor color_ = ImageColor::kNative;  // how encoded records are decoded
 };
 
 }  // namespace pstrain

@@ -23,13 +23,33 @@ std::string DatumShapeString(const caffe::Datum& datum) {
          std::to_string(datum.width());
 }
 
-Status ParseDatum(std::string_view value, const std::string& where, caffe::Datum* datum) {
+Result<ImageColor> DecodeColorOf(const caffe::TransformationParameter& param) {
+  if (param.force_color() && param.force_gray()) {
+    return Status::InvalidArgument("transform_param: cannot give both force_color and force_gray");
+  }
+  if (param.force_color()) return ImageColor::kColor;
+  if (param.force_gray()) return ImageColor::kGray;
+  return ImageColor::kNative;
+}
+
+Status ParseDatum(std::string_view value, const std::string& where, caffe::Datum* datum,
+                  ImageColor color) {
   auto fail = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
   if (value.size() > static_cast<size_t>(INT32_MAX) ||
       !datum->ParseFromArray(value.data(), static_cast<int>(value.size()))) {
     return fail("not a valid Datum (corrupt protobuf)");
   }
-  if (datum->encoded()) return fail("encoded (JPEG/PNG) Datum records are not supported");
+  if (datum->encoded()) {
+    auto image = DecodeImage(datum->data(), color);
+    if (!image.ok()) return fail("encoded record: " + image.status().message());
+    datum->set_channels(image.value().channels);
+    datum->set_height(image.value().height);
+    datum->set_width(image.value().width);
+    const auto& pixels = image.value().pixels;
+    datum->set_data(pixels.data(), pixels.size());
+    datum->set_encoded(false);
+    return Status::Ok();
+  }
   if (datum->channels() <= 0 || datum->height() <= 0 || datum->width() <= 0) {
     return fail("invalid Datum shape " + DatumShapeString(*datum));
   }

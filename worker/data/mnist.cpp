@@ -1,18 +1,14 @@
 #include "worker/data/mnist.hpp"
 
-#include <fcntl.h>
-#include <lmdb.h>
-#include <stdio.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "proto/caffe.pb.h"
+#include "worker/data/lmdb_writer.hpp"
 
 namespace pstrain {
 namespace {
@@ -101,72 +97,11 @@ Result<std::unique_ptr<GzReader>> OpenLabels(const std::string& path, uint32_t* 
   return in;
 }
 
-// Owns an LMDB environment opened for writing; the write transaction is
-// committed every kCommitEvery records.
-class LmdbWriter {
- public:
-  static constexpr int kCommitEvery = 1000;
-
-  ~LmdbWriter() {
-    if (txn_ != nullptr) mdb_txn_abort(txn_);
-    if (env_ != nullptr) mdb_env_close(env_);
-  }
-  Status Open(const std::string& dir, size_t map_size) {
-    dir_ = dir;
-    PSTRAIN_RETURN_IF_ERROR(Check(mdb_env_create(&env_)));
-    PSTRAIN_RETURN_IF_ERROR(Check(mdb_env_set_mapsize(env_, map_size)));
-    PSTRAIN_RETURN_IF_ERROR(Check(mdb_env_open(env_, dir.c_str(), 0, 0664)));
-    return Begin();
-  }
-  // REQUIRES: keys in ascending order (they are appended).
-  Status Put(const std::string& key, const std::string& value) {
-    MDB_val k{key.size(), const_cast<char*>(key.data())};
-    MDB_val v{value.size(), const_cast<char*>(value.data())};
-    PSTRAIN_RETURN_IF_ERROR(Check(mdb_put(txn_, dbi_, &k, &v, MDB_APPEND)));
-    if (++pending_ == kCommitEvery) {
-      PSTRAIN_RETURN_IF_ERROR(Commit());
-      return Begin();
-    }
-    return Status::Ok();
-  }
-  // Commits what is pending and flushes to disk.
-  Status Finish() {
-    PSTRAIN_RETURN_IF_ERROR(Commit());
-    return Check(mdb_env_sync(env_, 1));
-  }
-
- private:
-  Status Check(int rc) const {
-    if (rc == MDB_SUCCESS) return Status::Ok();
-    return Status::Error(dir_ + ": LMDB write failed (" + mdb_strerror(rc) + ")");
-  }
-  Status Begin() {
-    PSTRAIN_RETURN_IF_ERROR(Check(mdb_txn_begin(env_, nullptr, 0, &txn_)));
-    return Check(mdb_dbi_open(txn_, nullptr, 0, &dbi_));
-  }
-  Status Commit() {
-    MDB_txn* txn = txn_;
-    txn_ = nullptr;
-    pending_ = 0;
-    return Check(mdb_txn_commit(txn));
-  }
-
-  std::string dir_;
-  MDB_env* env_ = nullptr;
-  MDB_txn* txn_ = nullptr;
-  MDB_dbi dbi_ = 0;
-  int pending_ = 0;
-};
-
-// Streams the images into an LMDB at `dir`.
+// Streams the images into `writer`.
 Status WriteRecords(GzReader& images, const std::vector<uint8_t>& labels, int rows, int cols,
-                    const std::string& dir) {
+                    LmdbWriter& writer) {
   const int64_t image_bytes = int64_t{rows} * cols;
   const int64_t n = static_cast<int64_t>(labels.size());
-  // Generous: every record may take an overflow page of its own.
-  const size_t map_size = static_cast<size_t>(n * (image_bytes + 4096 + 64) + (int64_t{64} << 20));
-  LmdbWriter writer;
-  PSTRAIN_RETURN_IF_ERROR(writer.Open(dir, map_size));
   caffe::Datum datum;
   datum.set_channels(1);
   datum.set_height(rows);
@@ -183,8 +118,7 @@ Status WriteRecords(GzReader& images, const std::vector<uint8_t>& labels, int ro
     std::snprintf(key, sizeof(key), "%08lld", static_cast<long long>(i));
     PSTRAIN_RETURN_IF_ERROR(writer.Put(key, value));
   }
-  PSTRAIN_RETURN_IF_ERROR(images.ExpectEnd(std::to_string(n) + " images"));
-  return writer.Finish();
+  return images.ExpectEnd(std::to_string(n) + " images");
 }
 
 }  // namespace
@@ -201,13 +135,7 @@ Result<std::vector<uint8_t>> ReadMnistLabels(const std::string& path) {
 Result<MnistConversion> ConvertMnistToLmdb(const std::string& images_path,
                                            const std::string& labels_path,
                                            const std::string& out_path) {
-  namespace fs = std::filesystem;
-  fs::path out = fs::path(out_path);
-  if (!out.has_filename()) out = out.parent_path();  // "dir/" -> "dir"
-  std::error_code ec;
-  if (fs::exists(fs::symlink_status(out, ec))) {
-    return Status::Error(out_path + ": already exists (remove it first or choose another path)");
-  }
+  PSTRAIN_RETURN_IF_ERROR(CheckLmdbOutputFree(out_path));
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadMnistLabels(labels_path));
   PSTRAIN_ASSIGN_OR_RETURN(auto images, GzReader::Open(images_path));
   PSTRAIN_RETURN_IF_ERROR(CheckMagic(*images, kImageMagic, "image"));
@@ -224,28 +152,13 @@ Result<MnistConversion> ConvertMnistToLmdb(const std::string& images_path,
   }
   if (count == 0) return Status::Error(images_path + ": holds no images");
 
-  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
-  const fs::path tmp = out.string() + ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec)) {
-    return Status::Error(out_path + ": cannot create " + tmp.string() + " (" + ec.message() + ")");
-  }
-  Status status =
-      WriteRecords(*images, labels, static_cast<int>(rows), static_cast<int>(cols), tmp.string());
-  if (status.ok()) {
-    // RENAME_NOREPLACE: never replace an `out` created meanwhile; plain
-    // rename on file systems without it.
-    int rc = ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_NOREPLACE);
-    if (rc != 0 && errno == EINVAL) rc = ::rename(tmp.c_str(), out.c_str());
-    if (rc != 0) {
-      status = Status::Error(out_path + ": cannot rename " + tmp.string() + " into place (" +
-                             std::strerror(errno) + ")");
-    }
-  }
-  if (!status.ok()) {
-    fs::remove_all(tmp, ec);
-    return status;
-  }
+  // Generous: every record may take an overflow page of its own.
+  const int64_t image_bytes = int64_t{rows} * cols;
+  const size_t map_size =
+      static_cast<size_t>(int64_t{count} * (image_bytes + 4096 + 64) + (int64_t{64} << 20));
+  PSTRAIN_RETURN_IF_ERROR(BuildLmdb(out_path, map_size, [&](LmdbWriter& writer) {
+    return WriteRecords(*images, labels, static_cast<int>(rows), static_cast<int>(cols), writer);
+  }));
   return MnistConversion{count, static_cast<int>(rows), static_cast<int>(cols)};
 }
 
