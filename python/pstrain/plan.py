@@ -11,6 +11,7 @@ import shlex
 
 from . import programs
 from .config import JobConfig
+from .hosts import Placement, place, read_hostfile
 from .errors import JobError
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
                      net_paths, resolve_beside)
@@ -36,6 +37,7 @@ class Plan:
     worker_bin: pathlib.Path
     resume_manifest: pathlib.Path | None = None
     worker_gpus: list = dataclasses.field(default_factory=list)  # per rank: GPU id or None
+    placement: Placement | None = None   # hosts: hostfile; None: every process here
 
     def worker_gpu(self, rank: int):
         return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
@@ -76,6 +78,9 @@ class Plan:
         t = self.job.transport
         if t.kind == "ipc":
             return f"ipc://{self.run_dir / 'sockets' / f'server-{shard}.sock'}"
+        if self.placement is not None and t.interface == "127.0.0.1":
+            # On its host, a server binds the address its peers reach it at.
+            return f"tcp://{self.placement.servers[shard].host.address}:0"
         return f"tcp://{t.interface}:0"
 
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
@@ -90,6 +95,8 @@ class Plan:
             cmd += ["--device", j.cluster.server_device]
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
+        if self.placement is not None:
+            cmd += ["--advertise", self.placement.servers[shard].host.address]
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
@@ -104,6 +111,8 @@ class Plan:
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        if self.placement is not None:
+            cmd += ["--advertise", self.placement.workers[rank].host.address]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -115,18 +124,25 @@ class Plan:
         endpoints = [f"<server-{k} endpoint>" for k in range(servers)]
         lines = ["# resolved job", self.job.to_yaml().rstrip(), "", "# processes"]
         for k in range(servers):
-            lines.append(shlex.join(self.server_command(k, endpoints[0])))
+            where = f"# on {self.placement.servers[k]}\n" if self.placement else ""
+            lines.append(where + shlex.join(self.server_command(k, endpoints[0])))
         for r in range(self.job.cluster.workers):
             gpu = self.worker_gpu(r)
             prefix = f"CUDA_VISIBLE_DEVICES={gpu} " if gpu is not None else ""
-            lines.append(prefix + shlex.join(self.worker_command(r, endpoints)))
+            where = f"# on {self.placement.workers[r]}\n" if self.placement else ""
+            lines.append(where + prefix + shlex.join(self.worker_command(r, endpoints)))
         return "\n".join(lines)
 
 
 def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | None = None,
               preparing_data: bool = False) -> Plan:
     """Checks the cluster, the solver, its nets and their data; raises JobError."""
-    worker_gpus = _check_cluster(job, source)
+    placement = None
+    if job.cluster.hosts == "hostfile":
+        placement = _place_hosts(job, source)
+        worker_gpus = [slot.gpu for slot in placement.workers]
+    else:
+        worker_gpus = _check_cluster(job, source)
     if not job.solver.is_file():
         raise JobError(f"{source}: solver: file not found: {job.solver}")
     solver = SolverText.read(job.solver)
@@ -176,7 +192,7 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest,
-                worker_gpus=worker_gpus)
+                worker_gpus=worker_gpus, placement=placement)
 
 
 def _int_field(solver: SolverText, name: str, default: int) -> int:
@@ -187,12 +203,31 @@ def _int_field(solver: SolverText, name: str, default: int) -> int:
         return default
 
 
+def _place_hosts(job: JobConfig, source: str) -> Placement:
+    """hosts: hostfile: the hostfile read and every process placed (hosts.py)."""
+    c = job.cluster
+    assert c.hostfile is not None
+    if job.transport.kind != "tcp":
+        raise JobError(f"{source}: transport.kind: hosts: hostfile needs tcp (ipc sockets do "
+                       f"not cross hosts)")
+    if c.worker_devices not in ("cpu", "auto"):
+        raise JobError(f"{source}: cluster.worker_devices: with hosts: hostfile, list each "
+                       f"host's GPUs in the hostfile (gpus=0,1) and set cpu or auto here")
+    if c.server_device != "cpu":
+        raise JobError(f"{source}: cluster.server_device: with hosts: hostfile servers run on "
+                       f"the CPU (got {c.server_device})")
+    placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source)
+    if c.worker_devices == "cpu":
+        placement.workers = [dataclasses.replace(s, gpu=None) for s in placement.workers]
+    return placement
+
+
 def _check_cluster(job: JobConfig, source: str) -> list:
     """Checks hosts and devices; returns each worker's GPU id (None: the CPU)."""
     c = job.cluster
-    if c.hosts != "local":
-        raise JobError(f"{source}: cluster.hosts: hostfile/slurm launchers are not supported yet "
-                       f"(got {c.hosts!r}); use hosts: local")
+    if c.hosts == "slurm":
+        raise JobError(f"{source}: cluster.hosts: slurm is not supported yet; use hosts: "
+                       f"hostfile (a file of 'host slots=N' lines) or local")
     gpus = None
     if c.server_device.startswith("gpu:"):
         gpus = programs.gpu_count()
