@@ -41,11 +41,14 @@ SSH_LOST = 255            # ssh's exit status when the connection failed or was 
 
 # Runs "$@" with the session's stdin watched (see the module comment); exits with
 # the program's status (128+N when killed by signal N).
+# (A background job's stdin is /dev/null unless redirected: the watcher reads fd 3.)
 _WRAPPER = r"""
-"$@" </dev/null &
+exec 3<&0
+"$@" </dev/null 3<&- &
 child=$!
 setsid sh -c 'cat >/dev/null; kill -TERM "$1" 2>/dev/null; sleep 5; kill -KILL "$1" 2>/dev/null' \
-  pstrain-watch "$child" >/dev/null 2>&1 &
+  pstrain-watch "$child" <&3 >/dev/null 2>&1 3<&- &
+exec 3<&-
 watch=$!
 trap 'kill -TERM "$child" 2>/dev/null' HUP INT TERM
 while :; do
