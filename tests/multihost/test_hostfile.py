@@ -76,8 +76,9 @@ def run_to_end(hosts, job: pathlib.Path, timeout: float = 240) -> tuple[dict, st
 
 
 def no_programs_left(hosts) -> list[str]:
+    """The ps-server and ps-worker processes running on any host."""
     return [p for i in (1, 2, 3) for p in hosts.processes(hosts.ns(i))
-            if "ps-server" in p or "ps-worker" in p]
+            if p.split()[1].rsplit("/", 1)[-1] in ("ps-server", "ps-worker")]
 
 
 def test_bsp_across_three_hosts_equals_bsp_on_one(tmp_path, hosts, fashion_mnist):

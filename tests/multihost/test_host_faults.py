@@ -1,0 +1,141 @@
+"""Faults across hosts, for real (the hosts of netns_hosts.py): ps-train killed
+with SIGKILL, the server's processes killed mid-job, a worker's host cut off
+the network mid-job."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from pstrain import Job
+from test_hostfile import hostfile_job, job_dict, no_programs_left, ps_train, run_to_end, write
+
+
+def records(run_dir: pathlib.Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def leftovers(hosts) -> list[str]:
+    """Every process in a host namespace but its sshd listener."""
+    return [p for i in (1, 2, 3) for p in hosts.processes(hosts.ns(i)) if "[listener]" not in p]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, fashion_mnist):
+    """The undisturbed bsp job on one host (60 iterations, snapshots at 30 and 60)."""
+    tmp = tmp_path_factory.mktemp("reference")
+    result = Job.from_yaml(write(tmp, job_dict(tmp, "ref"))).run(quiet=True, timeout=240)
+    assert result.ok, result.summary["message"]
+    return result
+
+
+def test_kill_9_of_ps_train_leaves_nothing_on_any_host(tmp_path, hosts, fashion_mnist):
+    job = hostfile_job(tmp_path, hosts, "killed")
+    data = yaml.safe_load(job.read_text())
+    data["solver_overrides"].update(max_iter=5000, test_interval=0, snapshot=0)
+    job.write_text(yaml.safe_dump(data, sort_keys=False))
+    run_dir = tmp_path / "runs" / "killed"
+    proc = ps_train(hosts, job)
+    try:
+        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
+                 120, "worker 1's first training event")
+        assert len(no_programs_left(hosts)) == 3
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        killed_at = time.monotonic()
+        wait_for(lambda: not leftovers(hosts), 10, "every process on every host to end")
+        assert time.monotonic() - killed_at <= 10
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # The server stopped on SIGTERM (its session ended), so it saved its shard.
+    host1 = tmp_path / f"on-host-{hosts.address(1)}" / "killed" / "snapshots"
+    assert (host1 / "killed_interrupted.shard0.state").is_file()
+
+
+def test_a_lost_server_restarts_the_job_from_the_last_checkpoint(tmp_path, hosts, reference):
+    job = hostfile_job(tmp_path, hosts, "lostserver")
+    data = yaml.safe_load(job.read_text())
+    data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 150}   # time to act mid-job
+    job.write_text(yaml.safe_dump(data, sort_keys=False))
+    run_dir = tmp_path / "runs" / "lostserver"
+    proc = ps_train(hosts, job)
+    try:
+        wait_for(lambda: (run_dir / "snapshots" / "lostserver_iter_30.manifest").exists(), 120,
+                 "the checkpoint at iteration 30 in the run folder")
+        servers = [p for p in no_programs_left(hosts) if "ps-server" in p]
+        assert servers
+        for p in servers:
+            os.kill(int(p.split(":")[0]), signal.SIGKILL)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "ok", (summary["message"], out)
+    assert summary["server_restarts"] == 1
+    assert "server-0 on 10.77.0.11 was killed by signal 9" in out
+    assert f"restarting the job from {run_dir}/snapshots/lostserver_iter_30.manifest" in out
+    assert summary["resumed_from"] == str(run_dir / "snapshots" / "lostserver_iter_30.manifest")
+    ref = reference.summary
+    assert abs(summary["final_test_accuracy"] - ref["final_test_accuracy"]) <= 0.01
+    # bsp resumes exactly: the same weights as the undisturbed run.
+    assert (run_dir / "snapshots" / "lostserver_iter_60.caffemodel").read_bytes() == \
+        (reference.run_dir / "snapshots" / "ref_iter_60.caffemodel").read_bytes()
+    assert not no_programs_left(hosts)
+
+
+def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hosts,
+                                                                    fashion_mnist):
+    # Host 1 has a spare slot; worker 1 runs on host 3, whose link goes down.
+    job = hostfile_job(tmp_path, hosts, "cutoff", slots={1: 2})
+    data = yaml.safe_load(job.read_text())
+    data["solver_overrides"].update(max_iter=200, snapshot=0, test_interval=100)
+    data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
+    data["remote"]["ssh_options"] += ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=7"]
+    job.write_text(yaml.safe_dump(data, sort_keys=False))
+    run_dir = tmp_path / "runs" / "cutoff"
+    proc = ps_train(hosts, job)
+    try:
+        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
+                 120, "worker 1's first training event")
+        subprocess.run(["ip", "-n", hosts.ns(3), "link", "set", "eth0", "down"], check=True)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        subprocess.run(["ip", "-n", hosts.ns(3), "link", "set", "eth0", "up"])
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "ok", (summary["message"], out)
+    recs = records(run_dir)
+    stall = [r for r in recs if r["event"] == "stall"]
+    assert stall and stall[0]["rank"] == 1 and stall[0]["host"] == hosts.address(3), stall
+    assert isinstance(stall[0]["clock"], int)
+    restart = [r for r in recs if r["event"] == "restart"]
+    assert len(restart) == 1 and restart[0]["rank"] == 1, restart
+    assert restart[0]["host"] == hosts.address(1)
+    assert summary["hosts"]["worker-1"] == hosts.address(1)
+    assert summary["worker_restarts"] == 1
+    assert "worker-1 on 10.77.0.13 lost its ssh session" in out
+    assert summary["iterations"] == 200
