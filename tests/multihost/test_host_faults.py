@@ -107,8 +107,9 @@ def test_a_lost_server_restarts_the_job_from_the_last_checkpoint(tmp_path, hosts
 
 def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hosts,
                                                                     fashion_mnist):
-    # Host 1 has a spare slot; worker 1 runs on host 3, whose link goes down.
-    job = hostfile_job(tmp_path, hosts, "cutoff", slots={1: 2})
+    # Hostfile order 2, 3, 1 (host 1 with 2 slots): server 0 on host 2, worker 0 on
+    # host 3, worker 1 on host 1, a spare slot on host 1. Host 3's link goes down.
+    job = hostfile_job(tmp_path, hosts, "cutoff", slots={1: 2}, order=(2, 3, 1))
     data = yaml.safe_load(job.read_text())
     data["solver_overrides"].update(max_iter=200, snapshot=0, test_interval=100)
     data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
@@ -117,8 +118,8 @@ def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hos
     run_dir = tmp_path / "runs" / "cutoff"
     proc = ps_train(hosts, job)
     try:
-        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
-                 120, "worker 1's first training event")
+        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 0 for r in records(run_dir)),
+                 120, "worker 0's first training event")
         subprocess.run(["ip", "-n", hosts.ns(3), "link", "set", "eth0", "down"], check=True)
         out, _ = proc.communicate(timeout=240)
     finally:
@@ -130,12 +131,16 @@ def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hos
     assert summary["status"] == "ok", (summary["message"], out)
     recs = records(run_dir)
     stall = [r for r in recs if r["event"] == "stall"]
-    assert stall and stall[0]["rank"] == 1 and stall[0]["host"] == hosts.address(3), stall
-    assert isinstance(stall[0]["clock"], int)
+    assert stall and stall[0]["rank"] == 0 and stall[0]["host"] == hosts.address(3), stall
+    assert isinstance(stall[0]["clock"], int) and stall[0]["silent_s"] >= 10
+    assert f"stall: worker-0 on {hosts.address(3)} (rank 0, last clock {stall[0]['clock']})" \
+        in out
     restart = [r for r in recs if r["event"] == "restart"]
-    assert len(restart) == 1 and restart[0]["rank"] == 1, restart
+    assert len(restart) == 1 and restart[0]["rank"] == 0, restart
     assert restart[0]["host"] == hosts.address(1)
-    assert summary["hosts"]["worker-1"] == hosts.address(1)
+    assert summary["hosts"]["worker-0"] == hosts.address(1)
     assert summary["worker_restarts"] == 1
-    assert "worker-1 on 10.77.0.13 lost its ssh session" in out
+    assert f"worker-0 on {hosts.address(3)} lost its ssh session" in out
     assert summary["iterations"] == 200
+    assert summary["snapshot"] == str(run_dir / "snapshots" / "cutoff_iter_200.caffemodel")
+    assert pathlib.Path(summary["snapshot"]).is_file()

@@ -39,12 +39,13 @@ def job_dict(tmp: pathlib.Path, name: str, mode: str = "bsp", **changes) -> dict
 
 
 def hostfile_job(tmp: pathlib.Path, hosts, name: str, slots: dict[int, int] | None = None,
-                 **changes) -> pathlib.Path:
-    """A job file placing server 0 on host 1 and workers 0, 1 on hosts 2, 3."""
+                 order: tuple[int, ...] = (1, 2, 3), **changes) -> pathlib.Path:
+    """A job file whose hostfile lists the hosts in `order` (server 0 goes to the
+    first, workers 0 and 1 to the next slots: hosts 1, 2, 3 by default)."""
     slots = slots or {}
     hostfile = tmp / f"{name}.hosts"
     hostfile.write_text("# made by the test\n" + "".join(
-        f"{hosts.address(i)} slots={slots.get(i, 1)}\n" for i in (1, 2, 3)))
+        f"{hosts.address(i)} slots={slots.get(i, 1)}\n" for i in order))
     job = job_dict(tmp, name, **changes)
     job["cluster"].update(hosts="hostfile", hostfile=str(hostfile))
     job["remote"] = {"ssh_options": ["-F", str(hosts.ssh_config)],
