@@ -79,6 +79,7 @@ class RemoteConfig:
     ssh_options: list[str] = dataclasses.field(default_factory=list)   # added after the defaults
     workdir: str = "{run_dir}"      # each host's copy of the run folder; {run_dir} {host} {name}
     program_dir: str = ""           # where ps-server/ps-worker are on the hosts ("": as here)
+    srun_options: list[str] = dataclasses.field(default_factory=list)  # hosts: slurm
 
 
 @dataclasses.dataclass
@@ -276,11 +277,15 @@ def _restart(r: _Reader, d: Any) -> RestartConfig:
 
 
 def _remote(r: _Reader, d: Any) -> RemoteConfig:
-    r.section(d, "remote", ("ssh", "ssh_options", "workdir", "program_dir"))
+    r.section(d, "remote", ("ssh", "ssh_options", "workdir", "program_dir", "srun_options"))
     options = d.get("ssh_options", [])
     if not isinstance(options, list) or not all(isinstance(o, str) and o for o in options):
         raise r.fail("remote.ssh_options", f"must be a list of ssh arguments (strings), e.g. "
                      f"['-o', 'Port=2222'], got {options!r}")
+    srun = d.get("srun_options", [])
+    if not isinstance(srun, list) or not all(isinstance(o, str) and o for o in srun):
+        raise r.fail("remote.srun_options", f"must be a list of srun arguments (strings), e.g. "
+                     f"['--gpus-per-task=1'], got {srun!r}")
     workdir = r.string(d, "workdir", "remote.workdir", "{run_dir}")
     try:
         workdir.format(run_dir="/r", host="h", name="n")
@@ -291,7 +296,7 @@ def _remote(r: _Reader, d: Any) -> RemoteConfig:
     if not isinstance(program_dir, str):
         raise r.fail("remote.program_dir", f"must be a folder path, got {program_dir!r}")
     return RemoteConfig(ssh=r.string(d, "ssh", "remote.ssh", "ssh"), ssh_options=list(options),
-                        workdir=workdir, program_dir=program_dir)
+                        workdir=workdir, program_dir=program_dir, srun_options=list(srun))
 
 
 # --- overrides --------------------------------------------------------------

@@ -75,24 +75,32 @@ class ProcessHandle:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if self._log:
-                self._log.write(line)
-            line = line.rstrip("\n")
-            event = _parse_event(line)
-            if event is None:
-                if line.strip():
-                    self.tail.append(line)
-                    if self._caffe_log:
-                        self._caffe_log.text(line)
-                continue
-            self.events.append(event)
-            if self._caffe_log:
-                self._caffe_log.event(event)
-            if event.get("event") == "listening":
-                self.endpoint = event.get("endpoint")
-                self._listening.set()
-            if self._sink:
-                self._sink(self, event)
+            self.take_line(line)
+        self.take_end()
+
+    def take_line(self, line: str) -> None:
+        """One line of the process's output (from the reader thread)."""
+        if self._log:
+            self._log.write(line)
+        line = line.rstrip("\n")
+        event = _parse_event(line)
+        if event is None:
+            if line.strip():
+                self.tail.append(line)
+                if self._caffe_log:
+                    self._caffe_log.text(line)
+            return
+        self.events.append(event)
+        if self._caffe_log:
+            self._caffe_log.event(event)
+        if event.get("event") == "listening":
+            self.endpoint = event.get("endpoint")
+            self._listening.set()
+        if self._sink:
+            self._sink(self, event)
+
+    def take_end(self) -> None:
+        """The end of the process's output."""
         self._listening.set()
         if self._log:
             self._log.close()

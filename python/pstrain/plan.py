@@ -16,6 +16,8 @@ from .errors import JobError
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
                      net_paths, resolve_beside)
 
+SLURM_NODE = "@NODE@"     # hosts: slurm: replaced by each task's node name (slurmnode.py)
+
 # Wall-clock guards the orchestrator passes to the programs.
 WORKER_TIMEOUT_S = 120
 SERVER_IDLE_EXIT_S = 300
@@ -81,6 +83,8 @@ class Plan:
         if self.placement is not None and t.interface == "127.0.0.1":
             # On its host, a server binds the address its peers reach it at.
             return f"tcp://{self.placement.servers[shard].host.address}:0"
+        if self.job.cluster.hosts == "slurm" and t.interface == "127.0.0.1":
+            return f"tcp://{SLURM_NODE}:0"      # the node's name (slurmnode.py)
         return f"tcp://{t.interface}:0"
 
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
@@ -97,6 +101,8 @@ class Plan:
             cmd += ["--coordinator", coordinator]
         if self.placement is not None:
             cmd += ["--advertise", self.placement.servers[shard].host.address]
+        elif j.cluster.hosts == "slurm":
+            cmd += ["--advertise", SLURM_NODE]
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
@@ -113,6 +119,8 @@ class Plan:
             cmd += ["--gpu", "0"]
         if self.placement is not None:
             cmd += ["--advertise", self.placement.workers[rank].host.address]
+        elif j.cluster.hosts == "slurm":
+            cmd += ["--advertise", SLURM_NODE]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -226,8 +234,16 @@ def _check_cluster(job: JobConfig, source: str) -> list:
     """Checks hosts and devices; returns each worker's GPU id (None: the CPU)."""
     c = job.cluster
     if c.hosts == "slurm":
-        raise JobError(f"{source}: cluster.hosts: slurm is not supported yet; use hosts: "
-                       f"hostfile (a file of 'host slots=N' lines) or local")
+        from .slurm import check_allocation
+        check_allocation(c.servers, c.workers, source)
+        if job.transport.kind != "tcp":
+            raise JobError(f"{source}: transport.kind: hosts: slurm needs tcp (ipc sockets do "
+                           f"not cross nodes)")
+        if isinstance(c.worker_devices, list) or c.server_device != "cpu":
+            raise JobError(f"{source}: cluster.worker_devices: with hosts: slurm, GPUs come "
+                           f"from Slurm's GRES (remote.srun_options: ['--gpus-per-task=1']); "
+                           f"set worker_devices cpu or auto and server_device cpu")
+        return [None] * c.workers
     gpus = None
     if c.server_device.startswith("gpu:"):
         gpus = programs.gpu_count()

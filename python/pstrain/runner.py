@@ -22,10 +22,12 @@ from .launcher import ProcessHandle
 from .metrics import MetricsLog, read_records, summarize, to_record
 from .plan import Plan, make_plan
 from .progress import Progress, SilentProgress, make_progress
+from .slurm import SlurmLauncher
 
 SERVER_START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
+SLURM_START_TIMEOUT_S = 120.0   # srun's step start included
 # A server's liveness warning (server/shard_service.cpp CheckLiveness).
 _SILENT = re.compile(r"warning: worker (\d+) \(clock (-?\d+)\) has been silent for ([\d.]+) s")
 
@@ -168,6 +170,8 @@ class _Run:
                  on_event: Callable[[dict], None] | None, server_restarts: int = 0):
         self.plan = plan
         self.hosts = HostLauncher(plan) if plan.placement is not None else None
+        self.slurm = SlurmLauncher(plan) if plan.job.cluster.hosts == "slurm" else None
+        self._slurm_started: dict[int, ProcessHandle] = {}   # workers of the first step
         self.server_lost = False          # a server failed in a way a restart may cure
         self.server_restarts = server_restarts
         self.job = plan.job
@@ -189,7 +193,23 @@ class _Run:
     def _sink(self, handle: ProcessHandle, event: dict) -> None:
         self.events.put((handle, event, time.time()))
 
+    def _start_slurm(self) -> None:
+        """One srun step for every process; endpoints go to the tasks on its stdin."""
+        assert self.slurm is not None
+        S, W = self.job.cluster.servers, self.job.cluster.workers
+        self.slurm.write_tasks()
+        handles = self.slurm.start(list(range(S + W)), self._sink)
+        step = self.slurm.steps[-1]
+        self.servers = [handles[k] for k in range(S)]
+        step.send({"coordinator": self.servers[0].wait_listening(SLURM_START_TIMEOUT_S)})
+        self.endpoints = [h.wait_listening(SLURM_START_TIMEOUT_S) for h in self.servers]
+        step.send({"servers": self.endpoints})
+        self._slurm_started = {r: handles[S + r] for r in range(W)}
+
     def _start_servers(self) -> None:
+        if self.slurm is not None:
+            self._start_slurm()
+            return
         coordinator = None
         if self.hosts is not None:
             try:
@@ -209,11 +229,20 @@ class _Run:
             self.endpoints.append(endpoint)
 
     def _start_worker(self, rank: int) -> None:
+        if rank in self._slurm_started:
+            self.workers[rank] = self._slurm_started.pop(rank)
+            return
         log = runfolder.log_path(self.plan.run_dir, "worker", rank)
         if rank in self.workers:
             with open(log, "a") as f:
                 f.write(f"--- ps-train: restart {self.restarts} of worker {rank} ---\n")
         cmd = self.plan.worker_command(rank, self.endpoints)
+        if self.slurm is not None:   # a one-task step on the node it ran on
+            task = self.job.cluster.servers + rank
+            node = self.workers[rank].host if rank in self.workers else None
+            self.workers[rank] = self.slurm.start([task], self._sink, node=node)[task]
+            self.slurm.steps[-1].send({"servers": self.endpoints})
+            return
         if self.hosts is not None:
             self.workers[rank] = self.hosts.start("worker", rank, cmd, log, self._sink)
             return
@@ -233,6 +262,8 @@ class _Run:
         for h in running:
             if h.wait(max(0.1, deadline - time.monotonic())) is None:
                 h.kill()
+        if self.slurm is not None:
+            self.slurm.stop()
 
     # -- events --------------------------------------------------------------
 
@@ -426,7 +457,7 @@ class _Run:
             summary["plot"] = None
             summary["plot_error"] = str(e)
         summary["server_restarts"] = self.server_restarts
-        if self.hosts is not None:
+        if self.hosts is not None or self.slurm is not None:
             summary["hosts"] = {h.name: h.host for h in self._all()}
         self.write_summary(summary)
         snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
