@@ -50,8 +50,10 @@ apt_packages=(
   dataset-fashion-mnist
   python3 python3-pip
 )
-# What the tests and benchmarks add.
-apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev)
+# What the tests and benchmarks add. The multi-host tests (tests/multihost, root only)
+# make hosts of network namespaces with real sshd, and a one-node Slurm cluster.
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev
+  iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")

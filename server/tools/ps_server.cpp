@@ -7,7 +7,7 @@
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
-// (common/command_line.hpp; a flag wins).
+// (common/environment_flags.hpp; a flag wins).
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
@@ -23,6 +23,7 @@
 #include <iostream>
 
 #include "common/command_line.hpp"
+#include "common/environment_flags.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/optim/solver_proto.hpp"
@@ -42,10 +43,10 @@ namespace {
 
 ShardService* g_service = nullptr;  // set while Run runs
 
-// Besides PSTRAIN_<FLAG> (common/command_line.hpp): role-neutral and DMLC names.
+// Besides PSTRAIN_<FLAG> (common/environment_flags.hpp): role-neutral and DMLC names.
 const pstrain::EnvironmentAliases kEnvironmentAliases = {
-    {"PSTRAIN_RANK", "shard"},         {"PSTRAIN_NUM_WORKERS", "workers"},
-    {"DMLC_SERVER_ID", "shard"},       {"DMLC_NUM_SERVER", "num-servers"},
+    {"PSTRAIN_RANK", "shard"},      {"PSTRAIN_NUM_WORKERS", "workers"},
+    {"DMLC_SERVER_ID", "shard"},    {"DMLC_NUM_SERVER", "num-servers"},
     {"DMLC_NUM_WORKER", "workers"},
 };
 void OnSignal(int) {

@@ -265,11 +265,11 @@ TEST(ShardServerTest, AHelloUnderTheSameRoutingIdDropsTheRanksDeferredPulls) {
   s.Send(Init(0, 1));
   s.Send(Push(1, 0, {0, 1, 2}));
   EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 0);  // waits for worker 0
-  s.Send(Hello(1, 2));                                            // the replacement, "w1" again
+  s.Send(Hello(1, 2));                                           // the replacement, "w1" again
   EXPECT_EQ(s.logs.back(), "shard 0: worker 1 reconnected (peer w1 -> w1)");
-  auto out = s.Send(Push(0, 0, {0, 1, 2}));                       // step 1 is applied
-  EXPECT_EQ(Count(out, pstrain::PULL_REPLY), 0);                  // the old pull is gone
-  EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 1);   // the new one is answered
+  auto out = s.Send(Push(0, 0, {0, 1, 2}));                      // step 1 is applied
+  EXPECT_EQ(Count(out, pstrain::PULL_REPLY), 0);                 // the old pull is gone
+  EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 1);  // the new one is answered
 }
 
 TEST(ShardServerTest, RulesForNameTheJobAndTheShardsChunks) {

@@ -7,7 +7,7 @@
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
-// (common/command_line.hpp; a flag wins). --advertise names this worker's host
+// (common/environment_flags.hpp; a flag wins). --advertise names this worker's host
 // in its first line (nothing connects to a worker).
 //
 // Normally started by ps-train; useful by hand for experiments. Prints the
@@ -24,6 +24,7 @@
 
 #include "common/command_line.hpp"
 #include "common/device.hpp"
+#include "common/environment_flags.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
@@ -32,10 +33,11 @@
 namespace po = boost::program_options;
 
 namespace {
-// Besides PSTRAIN_<FLAG> (common/command_line.hpp): torchrun's and DMLC's names.
+// Besides PSTRAIN_<FLAG> (common/environment_flags.hpp): torchrun's and DMLC's names.
 const pstrain::EnvironmentAliases kEnvironmentAliases = {
-    {"PSTRAIN_NUM_WORKERS", "workers"}, {"RANK", "rank"},        {"WORLD_SIZE", "workers"},
-    {"DMLC_WORKER_ID", "rank"},         {"DMLC_NUM_WORKER", "workers"},
+    {"PSTRAIN_NUM_WORKERS", "workers"}, {"RANK", "rank"},
+    {"WORLD_SIZE", "workers"},          {"DMLC_WORKER_ID", "rank"},
+    {"DMLC_NUM_WORKER", "workers"},
 };
 }  // namespace
 
@@ -122,7 +124,8 @@ int main(int argc, char** argv) {
     options.engine = pstrain::Engine::kGpu;
   }
   options.on_event = [&](const pstrain::TrainEvent& e) {
-    std::printf("%s\n", pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
+    std::printf("%s\n",
+                pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
     std::fflush(stdout);
   };
   if (!advertise.empty()) {
