@@ -38,9 +38,25 @@ class HostLauncher:
     # -- staging ---------------------------------------------------------------
 
     def stage(self) -> None:
-        """Writes the solver and net copies (and a resumed checkpoint) on every host."""
+        """Writes the solver and net copies (and a resumed checkpoint) on every host.
+        When resuming, a server whose host does not answer ssh moves to a spare slot."""
+        if self.plan.resume_manifest is not None:
+            self._relocate_servers()
         for host in self.placement.hosts():
             self._stage_host(host)
+
+    def _relocate_servers(self) -> None:
+        servers = self.placement.servers
+        for k, slot in enumerate(servers):
+            if self.remote.reachable(slot.host):
+                continue
+            for i, spare in enumerate(self.placement.spares):
+                if spare.host.name != slot.host.name and self.remote.reachable(spare.host):
+                    servers[k] = self.placement.spares.pop(i)
+                    break
+            else:
+                raise JobError(f"server {k}'s host {slot.host.name} does not answer ssh and no "
+                               f"spare slot of another host does")
 
     def _stage_host(self, host: Host) -> None:
         run = self.plan.run_dir
