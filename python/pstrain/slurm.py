@@ -151,11 +151,15 @@ class TaskHandle(ProcessHandle):
         return self._step.proc.pid
 
     def take_task_line(self, text: str) -> None:
+        if self._ended.is_set():
+            return
         if text.startswith('{"event": "task_exit"'):
             try:
                 self._status = int(json.loads(text)["status"])
             except (ValueError, KeyError, TypeError):
                 self._status = 255
+            self.take_end()     # the task's last line
+            self._ended.set()
             return
         self.take_line(text if text.endswith("\n") else text + "\n")
         if self.host is None and self.endpoint and self.endpoint.startswith("tcp://"):
@@ -165,8 +169,10 @@ class TaskHandle(ProcessHandle):
             self.host = m.group(1)
 
     def take_step_end(self, returncode: int | None) -> None:
-        if self._status is None:
-            self._status = 255 if not returncode else returncode
+        """The step ended; a task that sent no task_exit line was lost (255)."""
+        if self._ended.is_set():
+            return
+        self._status = 255 if not returncode else returncode
         self.take_end()
         self._ended.set()
 
