@@ -105,9 +105,9 @@ PartitionName=pstest Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             if out and out[0] in ("idle", "mix", "alloc"):
                 return
             time.sleep(0.5)
-        raise RuntimeError(f"slurmd did not come up: "
-                           f"{(f / 'slurmd.log').read_text()[-600:] if (f / 'slurmd.log').exists() else ''}"
-                           f"{(f / 'slurmctld.log').read_text()[-600:]}")
+        logs = [(f / n).read_text()[-600:] for n in ("slurmd.log", "slurmctld.log")
+                if (f / n).exists()]
+        raise RuntimeError(f"slurmd did not come up: {' '.join(logs)}")
 
     def pids(self) -> list[int]:
         out = subprocess.run(["ip", "netns", "pids", self.ns], capture_output=True, text=True)

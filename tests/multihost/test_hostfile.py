@@ -17,15 +17,19 @@ import yaml
 from conftest import ROOT
 from pstrain import Job
 
-ITERS = 60
+# PSTRAIN_MULTIHOST_ITERS=3000 runs the default job's full length (a few minutes
+# each way); CI runs 60 iterations.
+ITERS = int(os.environ.get("PSTRAIN_MULTIHOST_ITERS", "60"))
+HALF = ITERS // 2
 
 
 def job_dict(tmp: pathlib.Path, name: str, mode: str = "bsp", **changes) -> dict:
     job = {
         "name": name,
         "solver": str(ROOT / "configs/nets/lenet_solver.prototxt"),
-        "solver_overrides": {"max_iter": ITERS, "test_interval": 30, "test_iter": 10,
-                             "snapshot": 30, "display": 10},
+        "solver_overrides": {"max_iter": ITERS, "test_interval": HALF,
+                             "test_iter": 10 if ITERS < 1000 else 100, "snapshot": HALF,
+                             "display": 10 if ITERS < 1000 else 100},
         "cluster": {"servers": 1, "workers": 2, "worker_devices": "cpu",
                     "threads_per_worker": 1, "hosts": "local"},
         "consistency": {"mode": mode, "staleness": 0 if mode == "bsp" else 2},
@@ -63,7 +67,8 @@ def ps_train(hosts, job: pathlib.Path, *extra: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
-def run_to_end(hosts, job: pathlib.Path, timeout: float = 240) -> tuple[dict, str]:
+def run_to_end(hosts, job: pathlib.Path,
+               timeout: float = 240 + ITERS * 0.5) -> tuple[dict, str]:
     proc = ps_train(hosts, job)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -90,17 +95,17 @@ def test_bsp_across_three_hosts_equals_bsp_on_one(tmp_path, hosts, fashion_mnist
     assert summary["hosts"] == {"server-0": hosts.address(1), "worker-0": hosts.address(2),
                                 "worker-1": hosts.address(3)}
     # Each process wrote only in its host's folder; snapshots came back over ssh.
-    for i, names in ((1, ["across_iter_60.shard0.state"]),
-                     (2, ["across_iter_60.caffemodel", "across_iter_60.manifest"])):
+    for i, names in ((1, [f"across_iter_{ITERS}.shard0.state"]),
+                     (2, [f"across_iter_{ITERS}.caffemodel", f"across_iter_{ITERS}.manifest"])):
         host_snapshots = tmp_path / f"on-host-{hosts.address(i)}" / "across" / "snapshots"
         for n in names:
             assert (host_snapshots / n).is_file(), n
             assert (run / "snapshots" / n).read_bytes() == (host_snapshots / n).read_bytes() \
                 or n.endswith(".manifest")
-    manifest = (run / "snapshots" / "across_iter_60.manifest").read_text()
-    assert f'"{run}/snapshots/across_iter_60.shard0.state"' in manifest
+    manifest = (run / "snapshots" / f"across_iter_{ITERS}.manifest").read_text()
+    assert f'"{run}/snapshots/across_iter_{ITERS}.shard0.state"' in manifest
     assert "on-host-" not in manifest
-    assert summary["snapshot"] == str(run / "snapshots" / "across_iter_60.caffemodel")
+    assert summary["snapshot"] == str(run / "snapshots" / f"across_iter_{ITERS}.caffemodel")
     # Logs and metrics of every host are in the one run folder.
     for log in ("server-0", "worker-0", "worker-1"):
         assert (run / "logs" / f"{log}.log").stat().st_size > 0
@@ -110,13 +115,12 @@ def test_bsp_across_three_hosts_equals_bsp_on_one(tmp_path, hosts, fashion_mnist
     assert f"worker 1 on {hosts.address(3)}" in (run / "logs" / "worker-1.log").read_text()
 
     # The same job on one host (this namespace, 127.0.0.1): the same weights, bit for bit.
-    local = Job.from_yaml(write(tmp_path, job_dict(tmp_path, "local"))).run(quiet=True,
-                                                                          timeout=240)
+    local = Job.from_yaml(write(tmp_path, job_dict(tmp_path, "local"))).run(
+        quiet=True, timeout=240 + ITERS * 0.5)
     assert local.ok, local.summary["message"]
-    assert (run / "snapshots" / "across_iter_60.caffemodel").read_bytes() == \
-        (tmp_path / "runs" / "local" / "snapshots" / "local_iter_60.caffemodel").read_bytes()
-    assert (run / "snapshots" / "across_iter_30.caffemodel").read_bytes() == \
-        (tmp_path / "runs" / "local" / "snapshots" / "local_iter_30.caffemodel").read_bytes()
+    for it in (HALF, ITERS):
+        assert (run / "snapshots" / f"across_iter_{it}.caffemodel").read_bytes() == \
+            (tmp_path / "runs" / "local" / "snapshots" / f"local_iter_{it}.caffemodel").read_bytes()
     assert summary["final_test_accuracy"] == local.summary["final_test_accuracy"]
     assert not no_programs_left(hosts)
 

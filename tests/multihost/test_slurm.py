@@ -43,8 +43,9 @@ def test_a_job_submitted_with_sbatch(tmp_path, slurm, fashion_mnist):
     path = tmp_path / "slurmjob.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     out = tmp_path / "sbatch.out"
-    submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable", "--overcommit", f"--output={out}",
-                          f"--chdir={ROOT}", str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
+    submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
+                          "--overcommit", f"--output={out}", f"--chdir={ROOT}",
+                          str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 240
