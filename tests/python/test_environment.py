@@ -76,3 +76,21 @@ def test_a_flag_wins_and_a_bad_value_names_its_variable():
                           env=clean_env(PSTRAIN_RANK="3", RANK="0", WORLD_SIZE="2"),
                           capture_output=True, text=True, timeout=30)
     assert done.stderr.strip() == "ps-worker: --rank must be in [0, 2)"
+
+
+def test_ps_train_node_runs_the_role_from_the_environment():
+    import sys
+    cmd = [sys.executable, "-m", "pstrain", "node", "--version"]
+    env = clean_env(PYTHONPATH=str(ROOT / "python"))
+    for role, program in (("server", "ps-server"), ("worker", "ps-worker")):
+        done = subprocess.run(cmd, env=dict(env, PSTRAIN_ROLE=role), capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(f"{program} "), done
+    done = subprocess.run(cmd, env=dict(env, DMLC_ROLE="worker"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.startswith("ps-worker ")
+    done = subprocess.run(cmd, env=dict(env, PSTRAIN_ROLE="scheduler"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("ps-train node: PSTRAIN_ROLE='scheduler'; set PSTRAIN_ROLE "
+                                   "to server or worker")
