@@ -114,9 +114,12 @@ def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hos
     # host 3, worker 1 on host 1, a spare slot on host 1. Host 3's link goes down.
     job = hostfile_job(tmp_path, hosts, "cutoff", slots={1: 2}, order=(2, 3, 1))
     data = yaml.safe_load(job.read_text())
-    data["solver_overrides"].update(max_iter=200, snapshot=0, test_interval=100)
+    data["solver_overrides"].update(max_iter=60, snapshot=0, test_interval=30)
     data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 50}
-    data["remote"]["ssh_options"] += ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=7"]
+    # The session ends 14 s after the cut (after the servers' 10 s stall warning);
+    # the probe of host 3 gives up after 3 s.
+    data["remote"]["ssh_options"] += ["-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=7",
+                                      "-o", "ConnectTimeout=3"]
     job.write_text(yaml.safe_dump(data, sort_keys=False))
     run_dir = tmp_path / "runs" / "cutoff"
     proc = ps_train(hosts, job)
@@ -144,6 +147,6 @@ def test_a_worker_cut_off_is_reported_and_replaced_on_a_spare_slot(tmp_path, hos
     assert summary["hosts"]["worker-0"] == hosts.address(1)
     assert summary["worker_restarts"] == 1
     assert f"worker-0 on {hosts.address(3)} lost its ssh session" in out
-    assert summary["iterations"] == 200
-    assert summary["snapshot"] == str(run_dir / "snapshots" / "cutoff_iter_200.caffemodel")
+    assert summary["iterations"] == 60
+    assert summary["snapshot"] == str(run_dir / "snapshots" / "cutoff_iter_60.caffemodel")
     assert pathlib.Path(summary["snapshot"]).is_file()
