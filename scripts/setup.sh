@@ -50,9 +50,11 @@ apt_packages=(
   dataset-fashion-mnist
   python3 python3-pip
 )
-# What the tests and benchmarks add (chromium: the headless browser check of TensorBoard,
-# tests/e2e/test_tensorboard_browser.py).
-apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium)
+# What the tests and benchmarks add. chromium: the headless browser check of TensorBoard
+# (tests/e2e/test_tensorboard_browser.py). The multi-host tests (tests/multihost, root
+# only) make hosts of network namespaces with real sshd, and a one-node Slurm cluster.
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium
+  iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")

@@ -128,11 +128,12 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
 void ShardServer::OnHello(const Incoming& m, Out& out) {
   const int w = m.header.sender();
   WorkerState& worker = workers_[static_cast<size_t>(w)];
-  if (!worker.peer.empty() && worker.peer != m.peer) {
+  if (!worker.peer.empty()) {
     Log("worker " + std::to_string(w) + " reconnected (peer " + worker.peer + " -> " + m.peer +
         ")");
-    // The old process is gone; its deferred pulls have no one to answer.
-    std::erase_if(deferred_, [&](const DeferredPull& p) { return p.peer == worker.peer; });
+    // A process says HELLO once: the old one is gone, or cut off and replaced
+    // (its routing id may be the new one's), so its deferred pulls go unanswered.
+    std::erase_if(deferred_, [&](const DeferredPull& p) { return p.worker == w; });
   }
   worker.peer = m.peer;
   Outgoing reply;

@@ -81,6 +81,9 @@ def _export(run: pathlib.Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv and argv[0] == "node":
+            from . import node
+            return node.main(argv[1:])
         if argv and argv[0] == "compare":
             args = _compare_parser().parse_args(argv[1:])
             print(compare(args.runs, args.out, parse_thresholds(args.thresholds), args.fmt))

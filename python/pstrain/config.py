@@ -23,6 +23,7 @@ MODES = ("bsp", "ssp", "asp")
 ENGINES = ("fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 DATASETS = ("fashion-mnist",)
+HOSTS = ("local", "hostfile", "slurm")
 
 
 @dataclasses.dataclass
@@ -41,7 +42,8 @@ class ClusterConfig:
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
-    hosts: str = "local"                            # local (hostfile path | slurm: not yet)
+    hosts: str = "local"                            # local | hostfile | slurm
+    hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
     straggler: StragglerConfig | None = None
 
 
@@ -66,6 +68,18 @@ class DataConfig:
 @dataclasses.dataclass
 class RestartConfig:
     max_worker_restarts: int = 3
+    max_server_restarts: int = 2      # whole-job restarts from the last complete checkpoint
+
+
+@dataclasses.dataclass
+class RemoteConfig:
+    """How ps-train reaches the hosts of a hostfile (docs/user-guide.md, "Several hosts")."""
+
+    ssh: str = "ssh"                                  # the OpenSSH client to run
+    ssh_options: list[str] = dataclasses.field(default_factory=list)   # added after the defaults
+    workdir: str = "{run_dir}"      # each host's copy of the run folder; {run_dir} {host} {name}
+    program_dir: str = ""           # where ps-server/ps-worker are on the hosts ("": as here)
+    srun_options: list[str] = dataclasses.field(default_factory=list)  # hosts: slurm
 
 
 @dataclasses.dataclass
@@ -80,6 +94,7 @@ class JobConfig:
     output: pathlib.Path = pathlib.Path("runs")
     restart: RestartConfig = dataclasses.field(default_factory=RestartConfig)
     engine: str = "fast"
+    remote: RemoteConfig = dataclasses.field(default_factory=RemoteConfig)
 
     @property
     def run_dir(self) -> pathlib.Path:
@@ -181,6 +196,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         output=r.path(r.string(data, "output", "output", "runs")),
         restart=_restart(r, data.get("restart") or {}),
         engine=r.choice(data, "engine", "engine", "fast", ENGINES),
+        remote=_remote(r, data.get("remote") or {}),
     )
 
 
@@ -194,8 +210,17 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
-        hosts=r.string(d, "hosts", "cluster.hosts", "local"),
+        hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
     )
+    hostfile = d.get("hostfile")
+    if c.hosts == "hostfile":
+        if hostfile is None:
+            raise r.fail("cluster.hostfile", "is required with hosts: hostfile (a file of "
+                         "'host slots=N' lines)")
+        c.hostfile = r.path(r.string(d, "hostfile", "cluster.hostfile", None))
+    elif hostfile is not None:
+        raise r.fail("cluster.hostfile", f"is used only with hosts: hostfile (hosts is "
+                     f"{c.hosts!r})")
     if not re.fullmatch(r"cpu|gpu:\d+", c.server_device):
         raise r.fail("cluster.server_device", f"must be cpu or gpu:N, got {c.server_device!r}")
     wd = c.worker_devices
@@ -246,8 +271,32 @@ def _data(r: _Reader, d: Any) -> DataConfig | None:
 
 
 def _restart(r: _Reader, d: Any) -> RestartConfig:
-    r.section(d, "restart", ("max_worker_restarts",))
-    return RestartConfig(r.integer(d, "max_worker_restarts", "restart.max_worker_restarts", 3))
+    r.section(d, "restart", ("max_worker_restarts", "max_server_restarts"))
+    return RestartConfig(r.integer(d, "max_worker_restarts", "restart.max_worker_restarts", 3),
+                         r.integer(d, "max_server_restarts", "restart.max_server_restarts", 2))
+
+
+def _remote(r: _Reader, d: Any) -> RemoteConfig:
+    r.section(d, "remote", ("ssh", "ssh_options", "workdir", "program_dir", "srun_options"))
+    options = d.get("ssh_options", [])
+    if not isinstance(options, list) or not all(isinstance(o, str) and o for o in options):
+        raise r.fail("remote.ssh_options", f"must be a list of ssh arguments (strings), e.g. "
+                     f"['-o', 'Port=2222'], got {options!r}")
+    srun = d.get("srun_options", [])
+    if not isinstance(srun, list) or not all(isinstance(o, str) and o for o in srun):
+        raise r.fail("remote.srun_options", f"must be a list of srun arguments (strings), e.g. "
+                     f"['--gpus-per-task=1'], got {srun!r}")
+    workdir = r.string(d, "workdir", "remote.workdir", "{run_dir}")
+    try:
+        workdir.format(run_dir="/r", host="h", name="n")
+    except (KeyError, IndexError, ValueError) as e:
+        raise r.fail("remote.workdir", f"may use {{run_dir}}, {{host}} and {{name}} only, got "
+                     f"{workdir!r} ({e})") from e
+    program_dir = d.get("program_dir", "") or ""
+    if not isinstance(program_dir, str):
+        raise r.fail("remote.program_dir", f"must be a folder path, got {program_dir!r}")
+    return RemoteConfig(ssh=r.string(d, "ssh", "remote.ssh", "ssh"), ssh_options=list(options),
+                        workdir=workdir, program_dir=program_dir, srun_options=list(srun))
 
 
 # --- overrides --------------------------------------------------------------

@@ -5,9 +5,15 @@ merged into one pipe. A reader thread copies each line into the process's log
 file, writes the Caffe-format human log next to it (caffelog.py) and hands the
 JSON event lines to a sink, with `rank` made a number (workers print a string). `start_server` / `start_worker`
 start one process by hand (experiments, tests); the runner uses the same handles.
+
+Every child gets PR_SET_PDEATHSIG (SIGTERM): when ps-train dies, even by
+SIGKILL, its children are told to stop. A process on another host is an ssh
+session (remote.py) whose stdin stays open as long as ps-train lives
+(keep_stdin): the host ends the program when the session ends.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import pathlib
@@ -30,20 +36,23 @@ class ProcessHandle:
 
     def __init__(self, cmd: Sequence[str], *, role: str, rank: int,
                  log_path: pathlib.Path | None = None, sink: EventSink | None = None,
-                 cwd: pathlib.Path | None = None, env: dict[str, str] | None = None):
+                 cwd: pathlib.Path | None = None, env: dict[str, str] | None = None,
+                 keep_stdin: bool = False, host: str | None = None):
         self.cmd = list(cmd)
         self.role, self.rank = role, rank
         self.log_path = log_path
         self.events: list[dict] = []
         self.tail: deque[str] = deque(maxlen=20)   # the last non-JSON lines (errors)
         self.endpoint: str | None = None
+        self.host = host                            # None: this machine
         self._sink = sink
         self._listening = threading.Event()
         self._log = open(log_path, "a", buffering=1) if log_path else None
         self.started_at = time.time()
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, text=True, bufsize=1, cwd=cwd,
-                                     env=env, start_new_session=True)
+                                     stdin=subprocess.PIPE if keep_stdin else subprocess.DEVNULL,
+                                     text=True, bufsize=1, cwd=cwd, env=env,
+                                     start_new_session=True, preexec_fn=_die_with_parent)
         self._caffe_log = (CaffeLog(caffe_log_path(log_path), self.proc.pid, self.name)
                            if log_path else None)
         self._reader = threading.Thread(target=self._read, daemon=True,
@@ -55,30 +64,43 @@ class ProcessHandle:
         return f"{self.role}-{self.rank}"
 
     @property
+    def where(self) -> str:
+        """'worker-1 on 10.0.0.2' (or just the name on this machine)."""
+        return f"{self.name} on {self.host}" if self.host else self.name
+
+    @property
     def pid(self) -> int:
         return self.proc.pid
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if self._log:
-                self._log.write(line)
-            line = line.rstrip("\n")
-            event = _parse_event(line)
-            if event is None:
-                if line.strip():
-                    self.tail.append(line)
-                    if self._caffe_log:
-                        self._caffe_log.text(line)
-                continue
-            self.events.append(event)
-            if self._caffe_log:
-                self._caffe_log.event(event)
-            if event.get("event") == "listening":
-                self.endpoint = event.get("endpoint")
-                self._listening.set()
-            if self._sink:
-                self._sink(self, event)
+            self.take_line(line)
+        self.take_end()
+
+    def take_line(self, line: str) -> None:
+        """One line of the process's output (from the reader thread)."""
+        if self._log:
+            self._log.write(line)
+        line = line.rstrip("\n")
+        event = _parse_event(line)
+        if event is None:
+            if line.strip():
+                self.tail.append(line)
+                if self._caffe_log:
+                    self._caffe_log.text(line)
+            return
+        self.events.append(event)
+        if self._caffe_log:
+            self._caffe_log.event(event)
+        if event.get("event") == "listening":
+            self.endpoint = event.get("endpoint")
+            self._listening.set()
+        if self._sink:
+            self._sink(self, event)
+
+    def take_end(self) -> None:
+        """The end of the process's output."""
         self._listening.set()
         if self._log:
             self._log.close()
@@ -94,12 +116,26 @@ class ProcessHandle:
         return self.endpoint
 
     def poll(self) -> int | None:
-        return self.proc.poll()
+        """The exit status (None: running). On another host, a program killed by
+        signal N reads -N, as here; 255 means the ssh session failed or was lost."""
+        return self._status(self.proc.poll())
+
+    def _status(self, rc: int | None) -> int | None:
+        if rc is None:
+            return None
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        if self.host and 128 < rc < 160:   # the remote wrapper's 128+N
+            return -(rc - 128)
+        return rc
 
     def wait(self, timeout: float) -> int | None:
         """The exit status, or None if still running after `timeout` seconds."""
         try:
-            return self.proc.wait(timeout=timeout)
+            return self._status(self.proc.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
             return None
 
@@ -124,7 +160,7 @@ class ProcessHandle:
         rc = self.wait(grace)
         if rc is None:
             self.kill()
-            rc = self.proc.poll()
+            rc = self.poll()
         return rc
 
     def join_output(self, timeout: float = 5.0) -> None:
@@ -133,10 +169,12 @@ class ProcessHandle:
 
     def describe_exit(self) -> str:
         """'worker-1 exited with 1 (a permanent failure): <its last error line>'."""
-        rc = self.proc.poll()
+        rc = self.poll()
         how = "is still running" if rc is None else exitcodes.describe(rc)
+        if self.host and rc == 255:
+            how = "lost its ssh session (the host stopped answering, or ssh failed)"
         tail = f": {self.tail[-1]}" if self.tail else ""
-        return f"{self.name} {how}{tail}"
+        return f"{self.where} {how}{tail}"
 
     def __enter__(self) -> "ProcessHandle":
         return self
@@ -145,6 +183,18 @@ class ProcessHandle:
         if self.proc.poll() is None:
             self.kill()
         self.join_output()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent (ps-train) dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):   # not Linux: the process groups still get stopped
+        pass
 
 
 def _parse_event(line: str) -> dict | None:

@@ -11,9 +11,12 @@ import shlex
 
 from . import caffe_schema, programs
 from .config import JobConfig
+from .hosts import Placement, place, read_hostfile
 from .errors import JobError
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
                      net_paths, resolve_beside)
+
+SLURM_NODE = "@NODE@"     # hosts: slurm: replaced by each task's node name (slurmnode.py)
 
 # Wall-clock guards the orchestrator passes to the programs.
 WORKER_TIMEOUT_S = 120
@@ -36,6 +39,7 @@ class Plan:
     worker_bin: pathlib.Path
     resume_manifest: pathlib.Path | None = None
     worker_gpus: list = dataclasses.field(default_factory=list)  # per rank: GPU id or None
+    placement: Placement | None = None   # hosts: hostfile; None: every process here
 
     def worker_gpu(self, rank: int):
         return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
@@ -76,6 +80,11 @@ class Plan:
         t = self.job.transport
         if t.kind == "ipc":
             return f"ipc://{self.run_dir / 'sockets' / f'server-{shard}.sock'}"
+        if self.placement is not None and t.interface == "127.0.0.1":
+            # On its host, a server binds the address its peers reach it at.
+            return f"tcp://{self.placement.servers[shard].host.address}:0"
+        if self.job.cluster.hosts == "slurm" and t.interface == "127.0.0.1":
+            return f"tcp://{SLURM_NODE}:0"      # the node's name (slurmnode.py)
         return f"tcp://{t.interface}:0"
 
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
@@ -90,6 +99,10 @@ class Plan:
             cmd += ["--device", j.cluster.server_device]
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
+        if self.placement is not None:
+            cmd += ["--advertise", self.placement.servers[shard].host.address]
+        elif j.cluster.hosts == "slurm":
+            cmd += ["--advertise", SLURM_NODE]
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
@@ -104,6 +117,10 @@ class Plan:
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        if self.placement is not None:
+            cmd += ["--advertise", self.placement.workers[rank].host.address]
+        elif j.cluster.hosts == "slurm":
+            cmd += ["--advertise", SLURM_NODE]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -115,18 +132,25 @@ class Plan:
         endpoints = [f"<server-{k} endpoint>" for k in range(servers)]
         lines = ["# resolved job", self.job.to_yaml().rstrip(), "", "# processes"]
         for k in range(servers):
-            lines.append(shlex.join(self.server_command(k, endpoints[0])))
+            where = f"# on {self.placement.servers[k]}\n" if self.placement else ""
+            lines.append(where + shlex.join(self.server_command(k, endpoints[0])))
         for r in range(self.job.cluster.workers):
             gpu = self.worker_gpu(r)
             prefix = f"CUDA_VISIBLE_DEVICES={gpu} " if gpu is not None else ""
-            lines.append(prefix + shlex.join(self.worker_command(r, endpoints)))
+            where = f"# on {self.placement.workers[r]}\n" if self.placement else ""
+            lines.append(where + prefix + shlex.join(self.worker_command(r, endpoints)))
         return "\n".join(lines)
 
 
 def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | None = None,
               preparing_data: bool = False) -> Plan:
     """Checks the cluster, the solver, its nets and their data; raises JobError."""
-    worker_gpus = _check_cluster(job, source)
+    placement = None
+    if job.cluster.hosts == "hostfile":
+        placement = _place_hosts(job, source)
+        worker_gpus = [slot.gpu for slot in placement.workers]
+    else:
+        worker_gpus = _check_cluster(job, source)
     if not job.solver.is_file():
         raise JobError(f"{source}: solver: file not found: {job.solver}")
     solver = SolverText.read(job.solver)
@@ -189,7 +213,7 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest,
-                worker_gpus=worker_gpus)
+                worker_gpus=worker_gpus, placement=placement)
 
 
 def _int_field(solver: SolverText, name: str, default: int) -> int:
@@ -200,12 +224,39 @@ def _int_field(solver: SolverText, name: str, default: int) -> int:
         return default
 
 
+def _place_hosts(job: JobConfig, source: str) -> Placement:
+    """hosts: hostfile: the hostfile read and every process placed (hosts.py)."""
+    c = job.cluster
+    assert c.hostfile is not None
+    if job.transport.kind != "tcp":
+        raise JobError(f"{source}: transport.kind: hosts: hostfile needs tcp (ipc sockets do "
+                       f"not cross hosts)")
+    if c.worker_devices not in ("cpu", "auto"):
+        raise JobError(f"{source}: cluster.worker_devices: with hosts: hostfile, list each "
+                       f"host's GPUs in the hostfile (gpus=0,1) and set cpu or auto here")
+    if c.server_device != "cpu":
+        raise JobError(f"{source}: cluster.server_device: with hosts: hostfile servers run on "
+                       f"the CPU (got {c.server_device})")
+    placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source)
+    if c.worker_devices == "cpu":
+        placement.workers = [dataclasses.replace(s, gpu=None) for s in placement.workers]
+    return placement
+
+
 def _check_cluster(job: JobConfig, source: str) -> list:
     """Checks hosts and devices; returns each worker's GPU id (None: the CPU)."""
     c = job.cluster
-    if c.hosts != "local":
-        raise JobError(f"{source}: cluster.hosts: hostfile/slurm launchers are not supported yet "
-                       f"(got {c.hosts!r}); use hosts: local")
+    if c.hosts == "slurm":
+        from .slurm import check_allocation
+        check_allocation(c.servers, c.workers, source)
+        if job.transport.kind != "tcp":
+            raise JobError(f"{source}: transport.kind: hosts: slurm needs tcp (ipc sockets do "
+                           f"not cross nodes)")
+        if isinstance(c.worker_devices, list) or c.server_device != "cpu":
+            raise JobError(f"{source}: cluster.worker_devices: with hosts: slurm, GPUs come "
+                           f"from Slurm's GRES (remote.srun_options: ['--gpus-per-task=1']); "
+                           f"set worker_devices cpu or auto and server_device cpu")
+        return [None] * c.workers
     gpus = None
     if c.server_device.startswith("gpu:"):
         gpus = programs.gpu_count()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -16,14 +17,19 @@ from typing import Any, Callable
 from . import exitcodes, plots, programs, runfolder, tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
+from .hostrun import HostLauncher
 from .launcher import ProcessHandle
 from .metrics import MetricsLog, read_records, summarize, to_record
 from .plan import Plan, make_plan
 from .progress import Progress, SilentProgress, make_progress
+from .slurm import SlurmLauncher
 
 SERVER_START_TIMEOUT_S = 30.0
 STOP_GRACE_S = 10.0
 SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
+SLURM_START_TIMEOUT_S = 120.0   # srun's step start included
+# A server's liveness warning (server/shard_service.cpp CheckLiveness).
+_SILENT = re.compile(r"warning: worker (\d+) \(clock (-?\d+)\) has been silent for ([\d.]+) s")
 
 
 @dataclasses.dataclass
@@ -122,7 +128,30 @@ class Job:
         runfolder.create(plan, resume=resume, overwrite=overwrite)
         shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                              quiet=progress == "lines")
-        return _Run(plan, progress=shown, timeout=timeout, on_event=on_event).execute()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        server_restarts = 0
+        while True:
+            left = None if deadline is None else max(1.0, deadline - time.monotonic())
+            run = _Run(plan, progress=shown, timeout=left, on_event=on_event,
+                       server_restarts=server_restarts)
+            result = run.execute()
+            if not run.server_lost or result.ok:
+                return result
+            # A server was lost: the whole job again from the newest complete checkpoint.
+            manifest = runfolder.newest_checkpoint(config.run_dir)
+            limit = config.restart.max_server_restarts
+            if manifest is None or server_restarts >= limit:
+                why = ("no complete checkpoint to restart from" if manifest is None else
+                       f"no server restarts left (restart.max_server_restarts = {limit})")
+                result.summary["message"] += f"; {why}"
+                run.write_summary(result.summary)
+                return result
+            server_restarts += 1
+            say(f"[{config.name}] {result.summary['message']}; restarting the job from "
+                f"{manifest} ({server_restarts}/{limit})")
+            plan = make_plan(config, self.source, resume_manifest=manifest)
+            shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
+                                                                 quiet=progress == "lines")
 
 
 def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None) -> Plan:
@@ -150,8 +179,13 @@ class _Run:
     and are handled on the calling thread only."""
 
     def __init__(self, plan: Plan, *, progress: Progress, timeout: float | None,
-                 on_event: Callable[[dict], None] | None):
+                 on_event: Callable[[dict], None] | None, server_restarts: int = 0):
         self.plan = plan
+        self.hosts = HostLauncher(plan) if plan.placement is not None else None
+        self.slurm = SlurmLauncher(plan) if plan.job.cluster.hosts == "slurm" else None
+        self._slurm_started: dict[int, ProcessHandle] = {}   # workers of the first step
+        self.server_lost = False          # a server failed in a way a restart may cure
+        self.server_restarts = server_restarts
         self.job = plan.job
         self.timeout = timeout
         self.events: queue.Queue[tuple[ProcessHandle, dict, float]] = queue.Queue()
@@ -171,24 +205,60 @@ class _Run:
     def _sink(self, handle: ProcessHandle, event: dict) -> None:
         self.events.put((handle, event, time.time()))
 
+    def _start_slurm(self) -> None:
+        """One srun step for every process; endpoints go to the tasks on its stdin."""
+        assert self.slurm is not None
+        S, W = self.job.cluster.servers, self.job.cluster.workers
+        self.slurm.write_tasks()
+        handles = self.slurm.start(list(range(S + W)), self._sink)
+        step = self.slurm.steps[-1]
+        self.servers = [handles[k] for k in range(S)]
+        step.send({"coordinator": self.servers[0].wait_listening(SLURM_START_TIMEOUT_S)})
+        self.endpoints = [h.wait_listening(SLURM_START_TIMEOUT_S) for h in self.servers]
+        step.send({"servers": self.endpoints})
+        self._slurm_started = {r: handles[S + r] for r in range(W)}
+
     def _start_servers(self) -> None:
+        if self.slurm is not None:
+            self._start_slurm()
+            return
         coordinator = None
+        if self.hosts is not None:
+            try:
+                self.hosts.stage()
+            except JobError as e:
+                raise RuntimeError(str(e)) from e
         for k in range(self.job.cluster.servers):
-            h = ProcessHandle(self.plan.server_command(k, coordinator), role="server", rank=k,
-                              log_path=runfolder.log_path(self.plan.run_dir, "server", k),
-                              sink=self._sink)
+            cmd = self.plan.server_command(k, coordinator)
+            log = runfolder.log_path(self.plan.run_dir, "server", k)
+            if self.hosts is not None:
+                h = self.hosts.start("server", k, cmd, log, self._sink)
+            else:
+                h = ProcessHandle(cmd, role="server", rank=k, log_path=log, sink=self._sink)
             self.servers.append(h)
             endpoint = h.wait_listening(SERVER_START_TIMEOUT_S)
             coordinator = coordinator or endpoint
             self.endpoints.append(endpoint)
 
     def _start_worker(self, rank: int) -> None:
+        if rank in self._slurm_started:
+            self.workers[rank] = self._slurm_started.pop(rank)
+            return
         log = runfolder.log_path(self.plan.run_dir, "worker", rank)
         if rank in self.workers:
             with open(log, "a") as f:
                 f.write(f"--- ps-train: restart {self.restarts} of worker {rank} ---\n")
-        self.workers[rank] = ProcessHandle(self.plan.worker_command(rank, self.endpoints),
-                                           role="worker", rank=rank, log_path=log,
+        cmd = self.plan.worker_command(rank, self.endpoints)
+        if self.slurm is not None:   # a one-task step on the node it ran on
+            task = self.job.cluster.servers + rank
+            node = self.workers[rank].host if rank in self.workers else None
+            self.workers[rank] = self.slurm.start([task], self._sink, node=node)[task]
+            self.slurm.steps[-1].send({"servers": self.endpoints})
+            return
+        if self.hosts is not None:
+            self.workers[rank] = self.hosts.start("worker", rank, cmd, log, self._sink)
+            return
+        self.workers[rank] = ProcessHandle(cmd, role="worker", rank=rank, log_path=log,
                                            sink=self._sink, env=self.plan.worker_env(rank))
 
     def _all(self) -> list[ProcessHandle]:
@@ -204,6 +274,8 @@ class _Run:
         for h in running:
             if h.wait(max(0.1, deadline - time.monotonic())) is None:
                 h.kill()
+        if self.slurm is not None:
+            self.slurm.stop()
 
     # -- events --------------------------------------------------------------
 
@@ -214,6 +286,7 @@ class _Run:
             return
         while True:
             handle, event, now = item
+            self._on_host_event(handle, event, now)
             record = to_record(event, handle.role, handle.rank, now)
             if record is not None:
                 if handle.role == "worker" and isinstance(record.get("iter"), int):
@@ -226,6 +299,33 @@ class _Run:
                 item = self.events.get_nowait()
             except queue.Empty:
                 return
+
+    def _on_host_event(self, handle: ProcessHandle, event: dict, now: float) -> None:
+        """Stall warnings name the host; snapshots written on a host are copied here."""
+        kind = event.get("event")
+        if kind == "log" and handle.role == "server":
+            m = _SILENT.search(str(event.get("message", "")))
+            if m:
+                rank, clock = int(m.group(1)), int(m.group(2))
+                where = self.workers[rank].where if rank in self.workers else f"worker-{rank}"
+                stall = {"time": round(now, 3), "role": "worker", "rank": rank,
+                         "iter": self.last_iter.get(rank), "event": "stall", "clock": clock,
+                         "silent_s": float(m.group(3)), "host": self.workers[rank].host
+                         if rank in self.workers else None, "reported_by": handle.name}
+                self.metrics.add(stall)
+                if self.on_event is not None:
+                    self.on_event(stall)
+                self.progress.notice(f"stall: {where} (rank {rank}, last clock {clock}) has "
+                                     f"been silent for {m.group(3)} s ({handle.name} noticed)")
+        if kind == "snapshot" and self.hosts is not None and handle.host and event.get("path"):
+            try:
+                event["path"] = self.hosts.collect_snapshot(str(event["path"]))
+            except JobError as e:
+                self.progress.notice(f"snapshot at iteration {event.get('iter')} not copied "
+                                     f"back: {e}")
+
+    def _retryable(self, h: ProcessHandle, rc: int) -> bool:
+        return exitcodes.is_retryable(rc) or (h.host is not None and rc == 255)
 
     # -- the watch loop ------------------------------------------------------
 
@@ -278,7 +378,7 @@ class _Run:
                     continue
                 h.join_output(2)
                 why = self.plan.user_paths(h.describe_exit())
-                if not exitcodes.is_retryable(rc):
+                if not self._retryable(h, rc):
                     return "failed", f"{why}; not restarted, it would fail again (see {h.log_path})"
                 if self.restarts >= self.job.restart.max_worker_restarts:
                     return "failed", (f"{why}; no worker restarts left "
@@ -288,16 +388,26 @@ class _Run:
                 restart = {"time": round(time.time(), 3), "role": "worker", "rank": rank,
                            "iter": self.last_iter.get(rank), "event": "restart", "exit": rc,
                            "restarts": self.restarts}
+                where = ""
+                if self.hosts is not None:
+                    before = self.hosts.worker_slot(rank)
+                    slot = self.hosts.relocate_worker(rank) if rc == 255 else before
+                    if slot is None:
+                        return "failed", (f"{why}; {before.host.name} does not answer ssh and "
+                                          f"no spare slot is left in the hostfile")
+                    where = f" on {slot}"
+                    restart["host"] = slot.host.address
                 self.metrics.add(restart)
                 if self.on_event is not None:
                     self.on_event(restart)
-                self.progress.notice(f"{why}; restarting it "
+                self.progress.notice(f"{why}; restarting it{where} "
                                      f"({self.restarts}/{self.job.restart.max_worker_restarts})")
                 self._start_worker(rank)
             exits = [h.poll() for h in self.servers]
             for h, rc in zip(self.servers, exits):
                 if rc is not None and rc != 0:
                     h.join_output(2)
+                    self.server_lost = self._retryable(h, rc)
                     return "failed", (f"{self.plan.user_paths(h.describe_exit())}; stopping the "
                                       f"job (see {h.log_path})")
             if all(rc == 0 for rc in exits):
@@ -327,6 +437,10 @@ class _Run:
     def _start_iteration(self) -> int:
         manifest = self.plan.resume_manifest
         return (runfolder.checkpoint_iteration(manifest) or 0) if manifest else 0
+
+    def write_summary(self, summary: dict) -> None:
+        import json
+        (self.plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     def _finish(self, status: str, message: str, t0: float, train_start: float,
                 train_end: float) -> RunResult:
@@ -358,6 +472,9 @@ class _Run:
             summary.update(tensorboard.export(records, run_dir))
         except OSError as e:
             summary["tensorboard_error"] = str(e)
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        summary["server_restarts"] = self.server_restarts
+        if self.hosts is not None or self.slurm is not None:
+            summary["hosts"] = {h.name: h.host for h in self._all()}
+        self.write_summary(summary)
         snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
         return RunResult(summary=summary, metrics=records, snapshot=snapshot, run_dir=run_dir)

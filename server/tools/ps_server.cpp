@@ -5,6 +5,10 @@
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
 //
+// Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
+// PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
+// (common/environment_flags.hpp; a flag wins).
+//
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
 // then serves (ShardService) until a SHUTDOWN, a signal (SIGINT/SIGTERM: the
@@ -19,6 +23,7 @@
 #include <iostream>
 
 #include "common/command_line.hpp"
+#include "common/environment_flags.hpp"
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/optim/solver_proto.hpp"
@@ -37,6 +42,13 @@ namespace transport = pstrain::transport;
 namespace {
 
 ShardService* g_service = nullptr;  // set while Run runs
+
+// Besides PSTRAIN_<FLAG> (common/environment_flags.hpp): role-neutral and DMLC names.
+const pstrain::EnvironmentAliases kEnvironmentAliases = {
+    {"PSTRAIN_RANK", "shard"},      {"PSTRAIN_NUM_WORKERS", "workers"},
+    {"DMLC_SERVER_ID", "shard"},    {"DMLC_NUM_SERVER", "num-servers"},
+    {"DMLC_NUM_WORKER", "workers"},
+};
 void OnSignal(int) {
   if (g_service != nullptr) g_service->Stop();
 }
@@ -208,6 +220,7 @@ int main(int argc, char** argv) try {
     po::store(
         po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
         vm);
+    pstrain::StoreEnvironment(desc, kEnvironmentAliases, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "ps-server: %s\n", e.what());

@@ -257,6 +257,21 @@ TEST(ShardServerTest, HelloStatsShutdown) {
   EXPECT_TRUE(s.server.done());
 }
 
+// A worker replaced after being cut off may come back under the same routing
+// id; its HELLO still means the old process's deferred pulls must not be answered.
+TEST(ShardServerTest, AHelloUnderTheSameRoutingIdDropsTheRanksDeferredPulls) {
+  Shard s(Config(ConsistencyMode::kBsp, 2));
+  s.Send(Hello(1, 2));
+  s.Send(Init(0, 1));
+  s.Send(Push(1, 0, {0, 1, 2}));
+  EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 0);  // waits for worker 0
+  s.Send(Hello(1, 2));                                           // the replacement, "w1" again
+  EXPECT_EQ(s.logs.back(), "shard 0: worker 1 reconnected (peer w1 -> w1)");
+  auto out = s.Send(Push(0, 0, {0, 1, 2}));                      // step 1 is applied
+  EXPECT_EQ(Count(out, pstrain::PULL_REPLY), 0);                 // the old pull is gone
+  EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 1);  // the new one is answered
+}
+
 TEST(ShardServerTest, RulesForNameTheJobAndTheShardsChunks) {
   ShardConfig c = Config(ConsistencyMode::kAsp, 2, 0, 1, 2);
   c.job_key = 42;

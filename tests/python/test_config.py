@@ -74,11 +74,12 @@ def test_more_gpus_than_exist(capsys, tmp_path, monkeypatch):
                  f"(this machine has {n} GPUs per nvidia-smi -L)")
 
 
-def test_hosts_slurm(capsys, tmp_path):
+def test_hosts_slurm_outside_an_allocation(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     job = base_job(tmp_path)
     job["cluster"]["hosts"] = "slurm"
-    expect_error(capsys, tmp_path, job, "cluster.hosts: hostfile/slurm launchers are not "
-                 "supported yet (got 'slurm'); use hosts: local")
+    expect_error(capsys, tmp_path, job, "cluster.hosts: slurm: not inside a Slurm allocation "
+                 "(SLURM_JOB_ID is not set); run ps-train from an sbatch script or salloc")
 
 
 def test_bad_solver_override(capsys, tmp_path):

@@ -5,6 +5,11 @@
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
 //             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
+// Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
+// PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
+// (common/environment_flags.hpp; a flag wins). --advertise names this worker's host
+// in its first line (nothing connects to a worker).
+//
 // Normally started by ps-train; useful by hand for experiments. Prints the
 // training events (worker 0 also test results and snapshots). On failure one
 // line "ps-worker R: <cause>" on stderr. Exit status (common/exit_code.hpp):
@@ -19,15 +24,26 @@
 
 #include "common/command_line.hpp"
 #include "common/device.hpp"
+#include "common/environment_flags.hpp"
 #include "common/exit_code.hpp"
+#include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/transport/malloc_tuning.hpp"
 
 namespace po = boost::program_options;
 
+namespace {
+// Besides PSTRAIN_<FLAG> (common/environment_flags.hpp): torchrun's and DMLC's names.
+const pstrain::EnvironmentAliases kEnvironmentAliases = {
+    {"PSTRAIN_NUM_WORKERS", "workers"}, {"RANK", "rank"},
+    {"WORLD_SIZE", "workers"},          {"DMLC_WORKER_ID", "rank"},
+    {"DMLC_NUM_WORKER", "workers"},
+};
+}  // namespace
+
 int main(int argc, char** argv) {
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "fast", mode = "bsp";
+  std::string servers, engine = "fast", mode = "bsp", advertise;
   int threads = 1;
   int timeout_s = 120;
   int gpu = -1;
@@ -56,12 +72,15 @@ int main(int argc, char** argv) {
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
       "engine", po::value(&engine)->default_value("fast"), "fast or reference")(
       "gpu", po::value(&gpu), "train on CUDA device N (CUDA builds; overrides --engine)")(
+      "advertise", po::value(&advertise),
+      "this worker's host as its peers know it (shown in its first line)")(
       "json", po::bool_switch(&json), "one JSON object a line");
   po::variables_map vm;
   try {
     po::store(
         po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
         vm);
+    pstrain::StoreEnvironment(desc, kEnvironmentAliases, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "ps-worker: %s\n", e.what());
@@ -105,9 +124,21 @@ int main(int argc, char** argv) {
     options.engine = pstrain::Engine::kGpu;
   }
   options.on_event = [&](const pstrain::TrainEvent& e) {
-    std::printf("%s\n", pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
+    std::printf("%s\n",
+                pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
     std::fflush(stdout);
   };
+  if (!advertise.empty()) {
+    const std::string message = "worker " + rank + " on " + advertise;
+    if (json) {
+      pstrain::JsonLine line;
+      line.Add("event", "log").Add("role", "worker").Add("rank", rank).Add("message", message);
+      std::printf("%s\n", line.str().c_str());
+    } else {
+      std::printf("[worker %s] %s\n", rank.c_str(), message.c_str());
+    }
+    std::fflush(stdout);
+  }
   pstrain::SetCpuThreads(threads);
   if (pstrain::Status s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
     std::fprintf(stderr, "ps-worker: warning: %s\n", s.message().c_str());

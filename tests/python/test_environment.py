@@ -1,0 +1,96 @@
+"""ps-server and ps-worker configured by environment variables only (a launch
+by hand or by another scheduler): PSTRAIN_<FLAG>, torchrun's RANK/WORLD_SIZE
+and DMLC_* names; a flag on the command line wins; a bad value names the
+variable."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from ps_train_util import ROOT
+from pstrain import programs
+
+
+def clean_env(**values: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PSTRAIN_", "DMLC_")) and k not in ("RANK", "WORLD_SIZE")}
+    env.update(values)
+    return env
+
+
+def test_two_workers_configured_by_the_environment(tmp_path, fashion_mnist):
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{ROOT}/configs/nets/lenet_train_test.prototxt"\n'
+                      f'base_lr: 0.01\nmomentum: 0.9\nlr_policy: "fixed"\nmax_iter: 4\n'
+                      f'display: 2\nsnapshot_after_train: false\nrandom_seed: 1\n')
+    server = subprocess.Popen(
+        [str(programs.find_program("ps-server"))], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env=clean_env(PSTRAIN_RANK="0", DMLC_NUM_SERVER="1", PSTRAIN_NUM_WORKERS="2",
+                      PSTRAIN_BIND="tcp://127.0.0.1:0", PSTRAIN_ADVERTISE="localhost",
+                      PSTRAIN_SOLVER=str(solver), PSTRAIN_JOB_KEY="11", PSTRAIN_MODE="bsp",
+                      PSTRAIN_IDLE_EXIT_S="60", PSTRAIN_JSON="1"))
+    workers = []
+    try:
+        listening = json.loads(server.stdout.readline())
+        assert listening["event"] == "listening"
+        endpoint = listening["endpoint"]
+        assert endpoint.startswith("tcp://localhost:")     # advertised, not the bound address
+        for rank, names in ((0, {"RANK": "0", "WORLD_SIZE": "2"}),
+                            (1, {"DMLC_WORKER_ID": "1", "DMLC_NUM_WORKER": "2"})):
+            env = clean_env(PSTRAIN_SERVERS=endpoint, PSTRAIN_SOLVER=str(solver),
+                            PSTRAIN_JOB_KEY="11", PSTRAIN_MODE="bsp", PSTRAIN_JSON="1",
+                            PSTRAIN_ADVERTISE=f"host-{rank}", **names)
+            workers.append(subprocess.Popen([str(programs.find_program("ps-worker"))], cwd=ROOT,
+                                            env=env, stdout=subprocess.PIPE, text=True))
+        for rank, w in enumerate(workers):
+            out, _ = w.communicate(timeout=120)
+            assert w.returncode == 0, out
+            events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            assert events[0]["message"] == f"worker {rank} on host-{rank}"
+            assert [e["iter"] for e in events if e["event"] == "done"] == [4]
+        assert server.wait(30) == 0
+    finally:
+        for p in [server] + workers:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_flag_wins_and_a_bad_value_names_its_variable():
+    worker = str(programs.find_program("ps-worker"))
+    done = subprocess.run([worker, "--solver", "x", "--servers", "tcp://127.0.0.1:1"],
+                          env=clean_env(PSTRAIN_RANK="two"), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("ps-worker: environment variable PSTRAIN_RANK='two': the "
+                                   "argument ('two') for option 'rank' is invalid")
+    # --workers 2 on the command line wins over WORLD_SIZE=8, so rank 5 is out of range.
+    done = subprocess.run([worker, "--solver", "x", "--servers", "tcp://127.0.0.1:1",
+                           "--workers", "2"], env=clean_env(RANK="5", WORLD_SIZE="8"),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "ps-worker: --rank must be in [0, 2)"
+    # PSTRAIN_RANK wins over RANK.
+    done = subprocess.run([worker, "--solver", "x", "--servers", "tcp://127.0.0.1:1"],
+                          env=clean_env(PSTRAIN_RANK="3", RANK="0", WORLD_SIZE="2"),
+                          capture_output=True, text=True, timeout=30)
+    assert done.stderr.strip() == "ps-worker: --rank must be in [0, 2)"
+
+
+def test_ps_train_node_runs_the_role_from_the_environment():
+    import sys
+    cmd = [sys.executable, "-m", "pstrain", "node", "--version"]
+    env = clean_env(PYTHONPATH=str(ROOT / "python"))
+    for role, program in (("server", "ps-server"), ("worker", "ps-worker")):
+        done = subprocess.run(cmd, env=dict(env, PSTRAIN_ROLE=role), capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(f"{program} "), done
+    done = subprocess.run(cmd, env=dict(env, DMLC_ROLE="worker"), capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.startswith("ps-worker ")
+    done = subprocess.run(cmd, env=dict(env, PSTRAIN_ROLE="scheduler"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("ps-train node: PSTRAIN_ROLE='scheduler'; set PSTRAIN_ROLE "
+                                   "to server or worker")
