@@ -4,6 +4,8 @@
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
+//             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
+//              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
@@ -157,7 +159,8 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .Add("pushes_applied", stats.pushes_applied())
                     .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages()),
+                    .Add("bad_messages", stats.bad_messages())
+                    .Add("backup_dropped", stats.backup_dropped()),
                 "done at version " + std::to_string(stats.version()));
 }
 
@@ -200,7 +203,19 @@ int main(int argc, char** argv) {
       "log a pull that waits longer than this")(
       "idle-exit-s", po::value(&f.idle_exit_s)->default_value(600),
       "exit with an error after this long without any message (0: never)")(
-      "json", po::bool_switch(&f.json), "one JSON object a line");
+      "json", po::bool_switch(&f.json), "one JSON object a line")(
+      "backup-workers", po::value(&f.config.methods.backup_workers)->default_value(0),
+      "bsp: a step takes the first W-B gradients of each chunk, drops the rest")(
+      "staleness-lr", po::bool_switch(&f.config.methods.staleness_lr),
+      "ssp/asp: scale each gradient by 1/max(1, staleness)")(
+      "dc-lambda", po::value(&f.config.methods.dc_lambda)->default_value(0.f),
+      "ssp/asp: DC-ASGD lambda (0: off)")(
+      "dc-adaptive", po::bool_switch(&f.config.methods.dc_adaptive),
+      "DC-ASGD-a: lambda / sqrt(mean square of the gradient)")(
+      "dc-momentum", po::value(&f.config.methods.dc_momentum)->default_value(0.95f),
+      "DC-ASGD-a: momentum of the mean square")(
+      "dc-epsilon", po::value(&f.config.methods.dc_epsilon)->default_value(1e-7f),
+      "DC-ASGD-a: epsilon added to the root mean square");
   po::variables_map vm;
   try {
     po::store(
