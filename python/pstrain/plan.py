@@ -88,11 +88,27 @@ class Plan:
                "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json"]
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
+        cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
+
+    def method_flags(self) -> list[str]:
+        """The servers' flags for consistency.backup_workers, staleness_lr, dc_asgd."""
+        c = self.job.consistency
+        flags: list[str] = []
+        if c.backup_workers:
+            flags += ["--backup-workers", str(c.backup_workers)]
+        if c.staleness_lr:
+            flags.append("--staleness-lr")
+        if c.dc_asgd is not None:
+            flags += ["--dc-lambda", repr(c.dc_asgd.lambda_)]
+            if c.dc_asgd.adaptive:
+                flags += ["--dc-adaptive", "--dc-momentum", repr(c.dc_asgd.momentum),
+                          "--dc-epsilon", repr(c.dc_asgd.epsilon)]
+        return flags
 
     def worker_command(self, rank: int, endpoints: list[str]) -> list[str]:
         j = self.job

@@ -14,7 +14,8 @@
 // --idle-exit-s seconds without any message (exit 75, as any failure to
 // hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
 //   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
-//    "staleness_max":...,"bad_messages":...}
+//    "staleness_max":...,"bad_messages":...,"backup_dropped":...,"bytes_received":...,
+//    "bytes_sent":...}
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
@@ -160,7 +161,9 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
                     .Add("bad_messages", stats.bad_messages())
-                    .Add("backup_dropped", stats.backup_dropped()),
+                    .Add("backup_dropped", stats.backup_dropped())
+                    .Add("bytes_received", stats.bytes_received())
+                    .Add("bytes_sent", stats.bytes_sent()),
                 "done at version " + std::to_string(stats.version()));
 }
 
