@@ -1,0 +1,92 @@
+"""Research methods as job keys: consistency.backup_workers, staleness_lr and
+dc_asgd are validated like every key and reach the servers as flags; short
+real jobs with each of them train and report what the servers dropped."""
+from __future__ import annotations
+
+import pytest
+
+from ps_train_util import base_job, leftover_processes, write_job
+from pstrain import Job
+from pstrain.cli import main
+
+
+def error_of(capsys, tmp_path, job: dict) -> str:
+    path = write_job(tmp_path, job)
+    assert main([str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ps-train: {path}: ")
+    return err[len(f"ps-train: {path}: "):]
+
+
+@pytest.mark.parametrize("consistency, message", [
+    ({"mode": "ssp", "backup_workers": 1},
+     "consistency.backup_workers: applies to mode bsp only (mode is ssp)"),
+    ({"mode": "bsp", "backup_workers": 2},
+     "consistency.backup_workers: must be less than cluster.workers (2), got 2"),
+    ({"mode": "bsp", "backup_workers": -1},
+     "consistency.backup_workers: must be an integer >= 0, got -1"),
+    ({"mode": "bsp", "staleness_lr": True},
+     "consistency.staleness_lr: applies to modes ssp and asp only (bsp gradients are never "
+     "stale)"),
+    ({"mode": "asp", "staleness_lr": "yes"},
+     "consistency.staleness_lr: must be true or false, got 'yes'"),
+    ({"mode": "asp", "dc_asgd": {"lamda": 1}},
+     "unknown key 'consistency.dc_asgd.lamda'; did you mean 'consistency.dc_asgd.lambda'?"),
+    ({"mode": "asp", "dc_asgd": {"lambda": 0}},
+     "consistency.dc_asgd.lambda: must be a number > 0, got 0"),
+    ({"mode": "asp", "dc_asgd": {"momentum": 1.0}},
+     "consistency.dc_asgd.momentum: must be a number >= 0 and < 1, got 1.0"),
+    ({"mode": "bsp", "dc_asgd": {}},
+     "consistency.dc_asgd: applies to modes ssp and asp only (bsp gradients are never stale)"),
+    ({"mode": "asp", "backup_worker": 1},
+     "unknown key 'consistency.backup_worker'; did you mean 'consistency.backup_workers'?"),
+])
+def test_bad_method_keys(capsys, tmp_path, consistency, message):
+    assert error_of(capsys, tmp_path, base_job(tmp_path, consistency=consistency)) == message
+    assert not (tmp_path / "runs").exists()
+
+
+def test_method_flags_reach_the_servers_only(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, consistency={"mode": "asp", "staleness_lr": True,
+                                          "dc_asgd": {"lambda": 2, "adaptive": True}})
+    text = Job.from_yaml(write_job(tmp_path, job)).dry_run()
+    server = next(l for l in text.splitlines() if "ps-server" in l)
+    workers = [l for l in text.splitlines() if "ps-worker" in l]
+    assert "--staleness-lr --dc-lambda 2.0 --dc-adaptive --dc-momentum 0.95 --dc-epsilon 1e-07" \
+        in server
+    assert workers and not any("--dc-" in w or "--staleness-lr" in w for w in workers)
+    assert "lambda: 2" in text  # the resolved job reads back as a job file
+    job = base_job(tmp_path, consistency={"mode": "bsp", "backup_workers": 1})
+    job["cluster"]["workers"] = 3
+    server = next(l for l in Job.from_yaml(write_job(tmp_path, job)).dry_run().splitlines()
+                  if "ps-server" in l)
+    assert "--backup-workers 1" in server
+
+
+def run_job(tmp_path, name: str, workers: int, consistency: dict, straggler=None):
+    job = base_job(tmp_path, name=name, consistency=consistency)
+    job["solver_overrides"].update(max_iter=60, test_interval=60, test_iter=20, snapshot=0)
+    job["cluster"].update(workers=workers, straggler=straggler)
+    result = Job.from_yaml(write_job(tmp_path, job, f"{name}.yaml")).run(quiet=True, timeout=240)
+    assert not leftover_processes(str(result.run_dir))
+    s = result.summary
+    assert s["status"] == "ok", s
+    assert s["iterations"] == 60
+    assert s["final_test_accuracy"] > 0.5, s  # 60 steps of LeNet: ~0.65-0.7
+    return s
+
+
+def test_bsp_with_a_backup_worker_drops_the_stragglers_gradients(tmp_path, fashion_mnist):
+    s = run_job(tmp_path, "backup", 3, {"mode": "bsp", "backup_workers": 1},
+                straggler={"rank": 2, "delay_ms": 60})
+    # Every step applied W - b = 2 gradients; the rest were dropped, chunk by chunk
+    # (LeNet is one 1 MiB-chunk-per-parameter shard: 8 chunks a push).
+    assert s["backup_dropped"] > 0
+    assert s["bytes_pushed"] > 0
+    assert s["staleness_histogram"] == [60 * 2]
+
+
+def test_asp_with_staleness_aware_rate_and_dc_asgd(tmp_path, fashion_mnist):
+    s = run_job(tmp_path, "dcasgd", 2, {"mode": "asp", "staleness_lr": True,
+                                        "dc_asgd": {"lambda": 2, "adaptive": True}})
+    assert s["backup_dropped"] == 0
