@@ -3,6 +3,8 @@ dc_asgd are validated like every key and reach the servers as flags; short
 real jobs with each of them train and report what the servers dropped."""
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from ps_train_util import base_job, leftover_processes, write_job
@@ -90,3 +92,47 @@ def test_asp_with_staleness_aware_rate_and_dc_asgd(tmp_path, fashion_mnist):
     s = run_job(tmp_path, "dcasgd", 2, {"mode": "asp", "staleness_lr": True,
                                         "dc_asgd": {"lambda": 2, "adaptive": True}})
     assert s["backup_dropped"] == 0
+
+
+def test_mean_and_sample_spread():
+    from pstrain.sweep import mean_sd, parse_grid
+    assert mean_sd([]) == (None, None)
+    assert mean_sd([0.8]) == (0.8, None)
+    m, sd = mean_sd([0.80, 0.84, 0.88])
+    assert m == pytest.approx(0.84) and sd == pytest.approx(0.04)
+    assert parse_grid(["consistency.mode=bsp,ssp", "cluster.workers=2,4"]) == \
+        [("consistency.mode", ["bsp", "ssp"]), ("cluster.workers", [2, 4])]
+    with pytest.raises(Exception, match="expected dotted.key=value1,value2"):
+        parse_grid(["consistency.mode"])
+
+
+def test_sweep_runs_the_grid_and_reports(tmp_path, fashion_mnist, capsys):
+    import json
+    from pstrain.compare import compare
+    job = base_job(tmp_path, name="sw")
+    job["solver_overrides"].update(max_iter=30, test_interval=15, test_iter=10, snapshot=0)
+    path = write_job(tmp_path, job)
+    out = tmp_path / "sweep"
+    code = main(["sweep", str(path), "--grid", "consistency.mode=bsp,asp", "--seeds", "2",
+                 "--out", str(out), "--thresholds", "0.3"])
+    assert code == 0
+    text = capsys.readouterr().out
+    data = json.loads((out / "sweep.json").read_text())
+    assert [(r["point"]["consistency.mode"], r["seed"]) for r in data["runs"]] == \
+        [("bsp", 1), ("bsp", 2), ("asp", 1), ("asp", 2)]
+    assert all(r["status"] == "ok" for r in data["runs"])
+    table = (out / "report" / "table.md").read_text()
+    assert "| mode=bsp | 2/2 | 0." in table and "| mode=asp | 2/2 | 0." in table
+    assert " ± " in table and "(2/2)" in table  # spread over 2 seeds; both reached 30%
+    assert table.strip() in text
+    assert (out / "report" / "curves.png").stat().st_size > 10000
+    csv_text = (out / "report" / "table.csv").read_text()
+    assert csv_text.startswith("point,seeds,ok,final_acc_mean,final_acc_sd")
+    # Seeds change the initial weights: the two bsp runs differ.
+    runs = [json.loads((pathlib.Path(r["run_dir"]) / "summary.json").read_text())
+            for r in data["runs"]]
+    assert runs[0]["final_test_accuracy"] != runs[1]["final_test_accuracy"]
+    rows = json.loads(compare([out], tmp_path / "c.png", fmt="json"))
+    assert [r["run"] for r in rows] == ["mode=bsp s1", "mode=bsp s2", "mode=asp s1",
+                                        "mode=asp s2"]
+    assert not leftover_processes(str(out))
