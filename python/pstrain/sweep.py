@@ -97,8 +97,9 @@ def run_sweep(job_path: pathlib.Path, grid: list[tuple[str, list[Any]]], seeds: 
     base = apply_overrides(base, overrides or [], str(job_path))
     if not isinstance(base, dict) or not isinstance(base.get("name"), str):
         raise JobError(f"{job_path}: name: is required")
-    if out is None:
-        out = job_path.resolve().parent / "runs" / f"{base['name']}-sweep"
+    if out is None:  # beside the runs the job would make: <output>/<name>-sweep
+        out = parse_job(base, str(job_path), job_path.resolve().parent).output / \
+            f"{base['name']}-sweep"
     out = pathlib.Path(out).resolve()
     keys = [k for k, _ in grid]
     points = [dict(zip(keys, combo)) for combo in itertools.product(*[v for _, v in grid])]
