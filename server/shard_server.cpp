@@ -95,8 +95,12 @@ transport::ValidationRules ShardServer::RulesFor(const pstrain::Header& header) 
 std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
   Out out;
   const pstrain::Header& h = m.header;
-  for (const pstrain::ChunkRef& c : h.chunks()) {
-    bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
+  if (m.wire_bytes >= 0) {
+    bytes_received_ += m.wire_bytes;
+  } else {
+    for (const pstrain::ChunkRef& c : h.chunks()) {
+      bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
+    }
   }
   switch (h.type()) {
     case pstrain::HELLO:

@@ -80,6 +80,8 @@ struct Incoming {
   // One per header.chunks; the shard may overwrite them (gradients are applied
   // in place, without a copy).
   std::vector<float*> payloads;
+  // Payload bytes as they travelled (compressed pushes); -1: 4 per value.
+  int64_t wire_bytes = -1;
 };
 
 struct Outgoing {

@@ -3,6 +3,7 @@
 //   ps-worker --solver S.prototxt --rank R --workers W --servers EP0,EP1,...
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
+//             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
 //             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Normally started by ps-train; useful by hand for experiments. Prints the
@@ -27,7 +28,8 @@ namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "fast", mode = "bsp";
+  std::string servers, engine = "fast", mode = "bsp", compression = "none";
+  bool no_error_feedback = false;
   int threads = 1;
   int timeout_s = 120;
   int gpu = -1;
@@ -56,7 +58,13 @@ int main(int argc, char** argv) {
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
       "engine", po::value(&engine)->default_value("fast"), "fast or reference")(
       "gpu", po::value(&gpu), "train on CUDA device N (CUDA builds; overrides --engine)")(
-      "json", po::bool_switch(&json), "one JSON object a line");
+      "json", po::bool_switch(&json), "one JSON object a line")(
+      "compression", po::value(&compression)->default_value("none"),
+      "gradient pushes: none, fp16, topk or sign")(
+      "topk-ratio", po::value(&options.client.topk_ratio)->default_value(0.01),
+      "topk: the fraction of each chunk's values sent, in (0, 1]")(
+      "no-error-feedback", po::bool_switch(&no_error_feedback),
+      "topk/sign: drop what the encoding loses instead of adding it to the next push");
   po::variables_map vm;
   try {
     po::store(
@@ -92,6 +100,13 @@ int main(int argc, char** argv) {
     return usage("--straggle-ms and --straggle-jitter-ms must be >= 0");
   }
   if (engine != "fast" && engine != "reference") return usage("--engine must be fast or reference");
+  auto parsed_compression = pstrain::transport::ParseCompression(compression);
+  if (!parsed_compression.ok()) return usage("--compression: " + parsed_compression.status().message());
+  options.client.compression = parsed_compression.value();
+  options.client.error_feedback = !no_error_feedback;
+  if (!(options.client.topk_ratio > 0 && options.client.topk_ratio <= 1)) {
+    return usage("--topk-ratio must be in (0, 1], got " + std::to_string(options.client.topk_ratio));
+  }
   if (timeout_s < 1) return usage("--timeout-s must be at least 1");
   boost::split(options.client.servers, servers, boost::is_any_of(","));
   options.client.job_key = job_key;
