@@ -24,6 +24,7 @@ MODES = ("bsp", "ssp", "asp")
 ENGINES = ("fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 DATASETS = ("fashion-mnist",)
+COMPRESSIONS = ("none", "fp16", "topk", "sign")
 
 
 @dataclasses.dataclass
@@ -66,10 +67,20 @@ class ConsistencyConfig:
 
 
 @dataclasses.dataclass
+class CompressionConfig:
+    """Gradient compression of pushes; see docs/config-reference.md."""
+
+    method: str = "none"               # none | fp16 | topk | sign
+    ratio: float = 0.01                # topk: the fraction of each chunk's values sent
+    error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
+
+
+@dataclasses.dataclass
 class TransportConfig:
     kind: str = "tcp"                  # tcp | ipc
     interface: str = "127.0.0.1"       # tcp: the address servers bind
     chunk_bytes: int = 1 << 20
+    compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
 
 
 @dataclasses.dataclass
@@ -286,11 +297,23 @@ def _workers(r: _Reader, data: dict) -> int:
 
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
-    r.section(d, "transport", ("kind", "interface", "chunk_bytes"))
+    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "compression"))
+    c = d.get("compression") or {}
+    if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
+        c = {"method": c}
+    key = "transport.compression"
+    r.section(c, key, ("method", "ratio", "error_feedback"))
+    compression = CompressionConfig(
+        method=r.choice(c, "method", f"{key}.method", "none", COMPRESSIONS),
+        ratio=r.number(c, "ratio", f"{key}.ratio", 0.01, lo=0, lo_open=True),
+        error_feedback=r.boolean(c, "error_feedback", f"{key}.error_feedback", True))
+    if compression.ratio > 1:
+        raise r.fail(f"{key}.ratio", f"must be a number > 0 and <= 1, got {compression.ratio!r}")
     return TransportConfig(
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
-        chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024))
+        chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
+        compression=compression)
 
 
 def _data(r: _Reader, d: Any) -> DataConfig | None:

@@ -120,6 +120,13 @@ class Plan:
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        c = j.transport.compression
+        if c.method != "none":
+            cmd += ["--compression", c.method]
+            if c.method == "topk":
+                cmd += ["--topk-ratio", repr(c.ratio)]
+            if not c.error_feedback:
+                cmd.append("--no-error-feedback")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]

@@ -136,3 +136,30 @@ def test_sweep_runs_the_grid_and_reports(tmp_path, fashion_mnist, capsys):
     assert [r["run"] for r in rows] == ["mode=bsp s1", "mode=bsp s2", "mode=asp s1",
                                         "mode=asp s2"]
     assert not leftover_processes(str(out))
+
+
+def test_compression_cuts_the_bytes_pushed(tmp_path, fashion_mnist):
+    """Same job, same iterations: the servers' received payload bytes shrink by
+    the encoding's factor (fp16 1/2, top-k 1% as index + value pairs ~1/50,
+    sign 1 bit a value + a scale ~1/32); the job still trains."""
+    pushed = {}
+    for method in ("none", "fp16", "topk", "sign"):
+        job = base_job(tmp_path, name=f"c-{method}", consistency={"mode": "bsp"})
+        job["transport"]["compression"] = {"method": method, "ratio": 0.01}
+        job["solver_overrides"].update(max_iter=40, test_interval=40, test_iter=20, snapshot=0)
+        result = Job.from_yaml(write_job(tmp_path, job, f"{method}.yaml")).run(quiet=True,
+                                                                               timeout=240)
+        assert not leftover_processes(str(result.run_dir))
+        s = result.summary
+        assert s["status"] == "ok", s
+        pushed[method] = s["bytes_pushed"]
+        floor = 0.5 if method in ("none", "fp16") else 0.2  # 40 steps; top-k/sign learn slower
+        assert s["final_test_accuracy"] > floor, (method, s["final_test_accuracy"])
+    # LeNet: 431,080 values; the servers also received worker 0's uncompressed
+    # initial weights once. Then 40 iterations x 2 workers of pushes.
+    init = 431080 * 4
+    assert pushed["none"] == pytest.approx(init + 80 * 431080 * 4, rel=1e-3), pushed
+    ratio = {m: (pushed[m] - init) / (pushed["none"] - init) for m in pushed}
+    assert ratio["fp16"] == pytest.approx(0.5, abs=1e-3), ratio
+    assert ratio["topk"] == pytest.approx(0.02, abs=0.002), ratio
+    assert ratio["sign"] == pytest.approx(1 / 32, abs=0.002), ratio
