@@ -210,14 +210,14 @@ class ShardServer {
   ShardConfig config_;
   ClockTable clocks_;
   std::vector<WorkerState> workers_;
-  ShardLayout layout_;                  // store unset until INIT_PUSH (or Restore)
-  std::optional<RankOrderedSum> step_;  // bsp: the sums of step `version_`
+  ShardLayout layout_;                        // store unset until INIT_PUSH (or Restore)
+  std::optional<RankOrderedSum> step_;        // bsp: the sums of step `version_`
   std::optional<BackupStepSum> backup_step_;  // bsp with backup workers (step_ then unset)
   int64_t backup_dropped_ = 0;
   // DC-ASGD: [worker][local chunk] the buffer last served; [local] mean squares (adaptive).
   std::vector<std::vector<std::shared_ptr<const std::vector<float>>>> served_weights_;
   std::vector<std::vector<float>> dc_mean_square_;
-  int step_chunks_complete_ = 0;        // bsp: chunks of step version_ with all W gradients
+  int step_chunks_complete_ = 0;  // bsp: chunks of step version_ with all W gradients
   // bsp, per local chunk: version_ + 1 once its step version_ is applied
   // ahead of the rest; at most version_ otherwise (the version is max of both).
   std::vector<int64_t> chunk_steps_;

@@ -166,7 +166,8 @@ void ShardServer::BspAggregated(Out& out) {
   const ChunkStore& store = *layout_.store;
   double sum = 0;
   for (int c = 0; c < store.num_chunks(); ++c) {
-    sum += optim::SumSquares(StepSum(c), static_cast<size_t>(store.length(store.chunk_ids()[static_cast<size_t>(c)])));
+    sum += optim::SumSquares(
+        StepSum(c), static_cast<size_t>(store.length(store.chunk_ids()[static_cast<size_t>(c)])));
   }
   const double w = StepWorkers();
   const double partial = sum / (w * w);  // of the averaged gradient

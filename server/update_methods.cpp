@@ -11,15 +11,16 @@ Status ValidateUpdateMethods(const UpdateMethods& m, ConsistencyMode mode, int n
   const bool bsp = mode == ConsistencyMode::kBsp;
   if (m.backup_workers < 0 || m.backup_workers >= num_workers) {
     return Status::Error("--backup-workers must be in [0, " + std::to_string(num_workers) +
-                         ") (fewer than the " + std::to_string(num_workers) +
-                         " workers), got " + std::to_string(m.backup_workers));
+                         ") (fewer than the " + std::to_string(num_workers) + " workers), got " +
+                         std::to_string(m.backup_workers));
   }
   if (m.backup_workers > 0 && !bsp) {
     return Status::Error("--backup-workers applies to bsp only, the mode is " +
                          std::string(ModeName(mode)));
   }
   if (m.staleness_lr && bsp) {
-    return Status::Error("--staleness-lr applies to ssp and asp only (bsp gradients are never stale)");
+    return Status::Error(
+        "--staleness-lr applies to ssp and asp only (bsp gradients are never stale)");
   }
   if (!(m.dc_lambda >= 0.f) || !std::isfinite(m.dc_lambda)) {
     return Status::Error("--dc-lambda must be a finite number >= 0, got " +

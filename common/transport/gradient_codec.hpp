@@ -48,7 +48,7 @@ class GradientEncoder {
   size_t n_;
   size_t k_;
   bool feedback_;
-  std::vector<float> residual_;  // empty without error feedback
+  std::vector<float> residual_;   // empty without error feedback
   std::vector<float> corrected_;  // grad + residual
   std::vector<uint32_t> order_;   // top-k scratch
 };

@@ -67,7 +67,8 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
       Status s = bytes % 4 == 0 ? CheckEncoded(h.dtype(), message.payload(static_cast<size_t>(i)),
                                                bytes, needed)
                                 : Status::Error("payload of " + to_string(bytes) + " bytes");
-      if (!s.ok()) return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": " + s.message());
+      if (!s.ok())
+        return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": " + s.message());
       continue;
     }
     if (needed > UINT64_MAX / sizeof(float) || bytes != needed * sizeof(float)) {

@@ -212,9 +212,9 @@ int main(int argc, char** argv) {
       "staleness-lr", po::bool_switch(&f.config.methods.staleness_lr),
       "ssp/asp: scale each gradient by 1/max(1, staleness)")(
       "dc-lambda", po::value(&f.config.methods.dc_lambda)->default_value(0.f),
-      "ssp/asp: DC-ASGD lambda (0: off)")(
-      "dc-adaptive", po::bool_switch(&f.config.methods.dc_adaptive),
-      "DC-ASGD-a: lambda / sqrt(mean square of the gradient)")(
+      "ssp/asp: DC-ASGD lambda (0: off)")("dc-adaptive",
+                                          po::bool_switch(&f.config.methods.dc_adaptive),
+                                          "DC-ASGD-a: lambda / sqrt(mean square of the gradient)")(
       "dc-momentum", po::value(&f.config.methods.dc_momentum)->default_value(0.95f),
       "DC-ASGD-a: momentum of the mean square")(
       "dc-epsilon", po::value(&f.config.methods.dc_epsilon)->default_value(1e-7f),

@@ -29,7 +29,7 @@ TEST(GradientCodecTest, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(FloatToHalf(1.f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.f), 0x7c00);  // halfway to 65536 rounds to even: infinity
+  EXPECT_EQ(FloatToHalf(65520.f), 0x7c00);           // halfway to 65536 rounds to even: infinity
   EXPECT_EQ(FloatToHalf(1.f + 1.f / 2048), 0x3c00);  // halfway between 1 and 1+2^-10: even
   EXPECT_EQ(FloatToHalf(1.f + 3.f / 2048), 0x3c02);  // halfway, rounds up to even
   EXPECT_EQ(FloatToHalf(std::ldexp(1.f, -24)), 0x0001);  // smallest subnormal
@@ -94,8 +94,7 @@ TEST(GradientCodecTest, SignSendsOneBitAValueAndTheMeanMagnitude) {
 
 TEST(GradientCodecTest, ReceiverChecksNameWhatIsWrong) {
   const uint32_t topk[] = {2, 3, 1, 0, 0};  // indices not ascending
-  EXPECT_EQ(CheckEncoded(pstrain::TOP_K, topk, sizeof(topk), 5).message(),
-            "TOP_K index 1 after 3");
+  EXPECT_EQ(CheckEncoded(pstrain::TOP_K, topk, sizeof(topk), 5).message(), "TOP_K index 1 after 3");
   const uint32_t big[] = {1, 7, 0};
   EXPECT_EQ(CheckEncoded(pstrain::TOP_K, big, sizeof(big), 5).message(), "TOP_K index 7 >= 5");
   const uint32_t many[] = {9, 0, 0};

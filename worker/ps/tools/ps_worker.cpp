@@ -101,11 +101,14 @@ int main(int argc, char** argv) {
   }
   if (engine != "fast" && engine != "reference") return usage("--engine must be fast or reference");
   auto parsed_compression = pstrain::transport::ParseCompression(compression);
-  if (!parsed_compression.ok()) return usage("--compression: " + parsed_compression.status().message());
+  if (!parsed_compression.ok()) {
+    return usage("--compression: " + parsed_compression.status().message());
+  }
   options.client.compression = parsed_compression.value();
   options.client.error_feedback = !no_error_feedback;
   if (!(options.client.topk_ratio > 0 && options.client.topk_ratio <= 1)) {
-    return usage("--topk-ratio must be in (0, 1], got " + std::to_string(options.client.topk_ratio));
+    return usage("--topk-ratio must be in (0, 1], got " +
+                 std::to_string(options.client.topk_ratio));
   }
   if (timeout_s < 1) return usage("--timeout-s must be at least 1");
   boost::split(options.client.servers, servers, boost::is_any_of(","));
