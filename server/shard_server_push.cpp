@@ -58,7 +58,15 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
     worker.arrived[static_cast<size_t>(local)] = 1;
     ++worker.arrived_count;
     float* grad = m.payloads[static_cast<size_t>(i)];
-    if (!bsp) {
+    if (config_.methods.elastic) {
+      if (!bsp) {
+        AddToWeights(store, id, grad);
+      } else if (step_->Add(local, w, grad)) {
+        ++step_chunks_complete_;
+        AddToWeights(store, id, step_->sum(local));
+        chunk_steps_[static_cast<size_t>(local)] = t + 1;
+      }
+    } else if (!bsp) {
       float chunk_scale = scale;
       if (config_.methods.staleness_lr) {
         chunk_scale *= StalenessScale(version_ - worker.served_version);
@@ -80,7 +88,7 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
   out.push_back(Reply(m, pstrain::PUSH_ACK));
   if (worker.arrived_count == store.num_chunks()) WorkerCompleted(w);
   if (bsp && step_chunks_complete_ == store.num_chunks()) {
-    if (clipping) {
+    if (clipping && !config_.methods.elastic) {
       BspAggregated(out);
     } else {
       FinishBspStep();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string>
 
 namespace pstrain::server {
@@ -36,7 +37,19 @@ Status ValidateUpdateMethods(const UpdateMethods& m, ConsistencyMode mode, int n
     return Status::Error("--dc-epsilon must be a finite number > 0, got " +
                          std::to_string(m.dc_epsilon));
   }
+  if (m.elastic && (m.backup_workers > 0 || m.staleness_lr || m.dc_lambda > 0.f)) {
+    return Status::Error(
+        "--elastic (EASGD, model averaging) takes no --backup-workers, --staleness-lr or "
+        "--dc-lambda");
+  }
   return Status::Ok();
+}
+
+void AddToWeights(ChunkStore& store, uint32_t id, const float* delta) {
+  const std::span<const float> now = store.weights(id);
+  std::vector<float> sum(now.begin(), now.end());
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += delta[i];
+  store.SetWeights(id, sum);
 }
 
 float StalenessScale(int64_t staleness) {

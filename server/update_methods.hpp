@@ -13,6 +13,10 @@
 //                      g + lambda * g * g * (w_now - w_pulled), elementwise;
 //                      with dc_adaptive, lambda_i = dc_lambda / (sqrt(ms_i) + eps)
 //                      where ms = m * ms + (1 - m) * g * g (per value, per shard).
+//   elastic            EASGD (Zhang, Choromanska, LeCun 2015) and periodic model
+//                      averaging: a push carries a weight delta, not a gradient;
+//                      the shard adds it to the weights (bsp: the W deltas of a
+//                      step summed in rank order) and runs no solver.
 // The functions are pure; ShardServer keeps the state (served weights, ms).
 #pragma once
 
@@ -22,6 +26,7 @@
 
 #include "common/ps/consistency_mode.hpp"
 #include "common/status.hpp"
+#include "server/chunk_store.hpp"
 
 namespace pstrain::server {
 
@@ -32,12 +37,16 @@ struct UpdateMethods {
   bool dc_adaptive = false;   // DC-ASGD-a: lambda scaled by 1/sqrt(mean square of g)
   float dc_momentum = 0.95f;  // m of the mean square, in [0, 1)
   float dc_epsilon = 1e-7f;   // > 0
+  bool elastic = false;       // pushes are weight deltas, added as they are
   bool delay_compensation() const { return dc_lambda > 0.f; }
 };
 
 // Ok when `methods` can run in `mode` with `num_workers` workers; otherwise
 // the offending option (named as its ps-server flag), its value and why.
 Status ValidateUpdateMethods(const UpdateMethods& methods, ConsistencyMode mode, int num_workers);
+
+// weights(id) += delta[0..length(id)) (an elastic push).
+void AddToWeights(ChunkStore& store, uint32_t id, const float* delta);
 
 // 1 / max(1, staleness).
 float StalenessScale(int64_t staleness);

@@ -58,12 +58,29 @@ class DcAsgdConfig:
 
 
 @dataclasses.dataclass
+class ElasticConfig:
+    """EASGD / local SGD: workers train locally and exchange every tau iterations."""
+
+    tau: int = 4             # iterations between exchanges
+    alpha: float = 0.1       # the moving rate
+
+
+@dataclasses.dataclass
+class LocalSgdConfig:
+    """Periodic model averaging: workers train locally, averaged every tau iterations."""
+
+    tau: int = 4
+
+
+@dataclasses.dataclass
 class ConsistencyConfig:
     mode: str = "ssp"        # bsp | ssp | asp
     staleness: int = 2       # ssp bound; bsp is 0, asp unbounded
     backup_workers: int = 0  # bsp: a step takes the first workers - backup_workers gradients
     staleness_lr: bool = False          # ssp/asp: each gradient's step / max(1, staleness)
     dc_asgd: DcAsgdConfig | None = None  # ssp/asp: delay compensation
+    easgd: ElasticConfig | None = None      # elastic averaging SGD
+    local_sgd: LocalSgdConfig | None = None  # periodic model averaging
 
 
 @dataclasses.dataclass
@@ -263,7 +280,8 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
 
 
 def _consistency(r: _Reader, d: Any, workers: int) -> ConsistencyConfig:
-    r.section(d, "consistency", ("mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd"))
+    r.section(d, "consistency", ("mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd",
+                                 "easgd", "local_sgd"))
     mode = r.choice(d, "mode", "consistency.mode", "ssp", MODES)
     staleness = r.integer(d, "staleness", "consistency.staleness", 2 if mode == "ssp" else 0)
     c = ConsistencyConfig(mode, 0 if mode == "bsp" else staleness)
@@ -288,6 +306,22 @@ def _consistency(r: _Reader, d: Any, workers: int) -> ConsistencyConfig:
             adaptive=r.boolean(dc, "adaptive", f"{key}.adaptive", False),
             momentum=r.number(dc, "momentum", f"{key}.momentum", 0.95, lo=0, hi=1),
             epsilon=r.number(dc, "epsilon", f"{key}.epsilon", 1e-7, lo=0, lo_open=True))
+    for name in ("easgd", "local_sgd"):
+        e = d.get(name)
+        if e is None:
+            continue
+        key = f"consistency.{name}"
+        r.section(e, key, ("tau", "alpha") if name == "easgd" else ("tau",))
+        other = [k for k in ("backup_workers", "staleness_lr", "dc_asgd",
+                             "local_sgd" if name == "easgd" else "easgd") if d.get(k)]
+        if other:
+            raise r.fail(key, f"cannot be combined with consistency.{other[0]}")
+        tau = r.integer(e, "tau", f"{key}.tau", 4, lo=1)
+        if name == "easgd":
+            c.easgd = ElasticConfig(tau=tau, alpha=r.number(e, "alpha", f"{key}.alpha", 0.1, lo=0,
+                                                            hi=1.0000001, lo_open=True))
+        else:
+            c.local_sgd = LocalSgdConfig(tau=tau)
     return c
 
 

@@ -103,6 +103,9 @@ class Plan:
             flags += ["--backup-workers", str(c.backup_workers)]
         if c.staleness_lr:
             flags.append("--staleness-lr")
+        elastic = c.easgd or c.local_sgd
+        if elastic is not None:
+            flags += ["--elastic", "--exchange-period", str(elastic.tau)]
         if c.dc_asgd is not None:
             flags += ["--dc-lambda", repr(c.dc_asgd.lambda_)]
             if c.dc_asgd.adaptive:
@@ -120,6 +123,12 @@ class Plan:
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        e = j.consistency
+        if e.easgd is not None:
+            cmd += ["--elastic", "easgd", "--exchange-period", str(e.easgd.tau),
+                    "--elastic-alpha", repr(e.easgd.alpha)]
+        elif e.local_sgd is not None:
+            cmd += ["--elastic", "average", "--exchange-period", str(e.local_sgd.tau)]
         c = j.transport.compression
         if c.method != "none":
             cmd += ["--compression", c.method]
@@ -187,6 +196,14 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
     if max_iter < 1:
         raise JobError(f"{source}: solver_overrides.max_iter: the solver must train at least one "
                        f"iteration, got max_iter {max_iter}")
+    c = job.consistency
+    elastic = c.easgd or c.local_sgd
+    if elastic is not None:
+        name = "easgd" if c.easgd is not None else "local_sgd"
+        snapshot = _int_field(solver, "snapshot", 0)
+        if max_iter % elastic.tau or snapshot % elastic.tau:
+            raise JobError(f"{source}: consistency.{name}.tau: max_iter ({max_iter}) and snapshot "
+                           f"({snapshot}) must be multiples of tau ({elastic.tau})")
     batch = batch_size(next(iter(nets.values()))[1]) if nets else 0
     if job.transport.kind == "ipc":
         longest = len(str(run_dir / "sockets" / f"server-{job.cluster.servers - 1}.sock"))

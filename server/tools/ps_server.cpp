@@ -51,6 +51,7 @@ struct Flags {
   int idle_exit_s = 600;
   uint64_t job_key = 0;
   int64_t max_iter = 0;
+  int exchange_period = 1;
 };
 
 class Printer {
@@ -101,6 +102,23 @@ Status Configure(Flags& f) {
   f.config.snapshot_prefix = solver.snapshot_prefix();
   if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
   if (f.config.snapshot_prefix.empty()) f.config.snapshot_prefix = "snapshot";
+  if (f.exchange_period < 1) {
+    return Status::Error("--exchange-period must be at least 1, got " +
+                         std::to_string(f.exchange_period));
+  }
+  if (f.exchange_period > 1) {
+    // Clocks count exchanges: snapshot iterations and the end in those units.
+    const int tau = f.exchange_period;
+    if (!f.config.methods.elastic) return Status::Error("--exchange-period needs --elastic");
+    if (f.max_iter % tau != 0 || f.config.snapshot_interval % tau != 0) {
+      return Status::Error(f.solver + ": max_iter (" + std::to_string(f.max_iter) +
+                           ") and snapshot (" + std::to_string(f.config.snapshot_interval) +
+                           ") must be multiples of --exchange-period " + std::to_string(tau));
+    }
+    f.max_iter /= tau;
+    f.config.snapshot_interval /= tau;
+    f.config.final_iter /= tau;
+  }
   return ValidateShardConfig(f.config);
 }
 
@@ -217,6 +235,10 @@ int main(int argc, char** argv) {
                                           "DC-ASGD-a: lambda / sqrt(mean square of the gradient)")(
       "dc-momentum", po::value(&f.config.methods.dc_momentum)->default_value(0.95f),
       "DC-ASGD-a: momentum of the mean square")(
+      "elastic", po::bool_switch(&f.config.methods.elastic),
+      "EASGD / model averaging: pushes are weight deltas added to the weights, no solver")(
+      "exchange-period", po::value(&f.exchange_period)->default_value(1),
+      "with --elastic: iterations between two exchanges (clocks count exchanges)")(
       "dc-epsilon", po::value(&f.config.methods.dc_epsilon)->default_value(1e-7f),
       "DC-ASGD-a: epsilon added to the root mean square");
   po::variables_map vm;

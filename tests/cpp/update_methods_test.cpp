@@ -217,3 +217,37 @@ TEST(UpdateMethodsTest, DcAsgdCompensatesWithTheWeightsThePusherWasServed) {
 
 }  // namespace
 }  // namespace pstrain::server
+
+namespace pstrain::server {
+namespace {
+
+using namespace test_support;  // NOLINT: the suite's scripted messages
+
+TEST(UpdateMethodsTest, ElasticPushesAreAddedToTheWeightsWithoutTheSolver) {
+  // bsp: the W deltas of a step summed in rank order and added, no lr, no momentum.
+  ShardConfig c = Config(ConsistencyMode::kBsp, 2);
+  c.methods.elastic = true;
+  Shard s(c);
+  s.Send(Init(0, 1));
+  s.Send(Push(1, 0, {0, 1, 2}));
+  EXPECT_EQ(s.Weights()[0], kInitial[0]);  // waits for worker 0
+  s.Send(Push(0, 0, {0, 1, 2}));
+  EXPECT_EQ(s.server.version(), 1);
+  for (int i = 0; i < kValues; ++i) {
+    EXPECT_FLOAT_EQ(s.Weights()[i], kInitial[i] + Grad(0, 0, i) + Grad(1, 0, i)) << i;
+  }
+  // asp: each delta as it arrives.
+  c.mode = ConsistencyMode::kAsp;
+  Shard a(c);
+  a.Send(Init(0, 1));
+  a.Send(Push(1, 0, {0}));
+  EXPECT_FLOAT_EQ(a.Weights()[0], kInitial[0] + Grad(1, 0, 0));
+  EXPECT_EQ(a.Weights()[4], kInitial[4]);
+  UpdateMethods m;
+  m.elastic = true;
+  m.dc_lambda = 0.1f;
+  EXPECT_FALSE(ValidateUpdateMethods(m, ConsistencyMode::kAsp, 2).ok());
+}
+
+}  // namespace
+}  // namespace pstrain::server

@@ -163,3 +163,26 @@ def test_compression_cuts_the_bytes_pushed(tmp_path, fashion_mnist):
     assert ratio["fp16"] == pytest.approx(0.5, abs=1e-3), ratio
     assert ratio["topk"] == pytest.approx(0.02, abs=0.002), ratio
     assert ratio["sign"] == pytest.approx(1 / 32, abs=0.002), ratio
+
+
+@pytest.mark.parametrize("key, value", [("easgd", {"tau": 4, "alpha": 0.2}),
+                                        ("local_sgd", {"tau": 4})])
+def test_elastic_and_local_sgd_train_locally_and_exchange(tmp_path, fashion_mnist, key, value):
+    job = base_job(tmp_path, name=key, consistency={"mode": "bsp", key: value})
+    job["solver_overrides"].update(max_iter=60, test_interval=60, test_iter=20, snapshot=0)
+    result = Job.from_yaml(write_job(tmp_path, job, f"{key}.yaml")).run(quiet=True, timeout=240)
+    assert not leftover_processes(str(result.run_dir))
+    s = result.summary
+    assert s["status"] == "ok", s
+    assert s["iterations"] == 60
+    assert s["final_test_accuracy"] > 0.5, s  # the center after 15 exchanges
+    done = next(r for r in result.metrics if r.get("event") == "done" and r.get("role") == "server")
+    assert done["version"] == 15 and done["pushes_applied"] == 2 * 15  # one push per exchange
+    # The pushes carried the whole net once per exchange: 15 x 2 x 431,080 floats.
+    assert s["bytes_pushed"] == pytest.approx((15 * 2 + 1) * 431080 * 4, rel=1e-3)
+
+
+def test_elastic_needs_max_iter_a_multiple_of_tau(capsys, tmp_path, fashion_mnist):
+    job = base_job(tmp_path, consistency={"mode": "bsp", "local_sgd": {"tau": 7}})
+    assert error_of(capsys, tmp_path, job) == (
+        "consistency.local_sgd.tau: max_iter (60) and snapshot (30) must be multiples of tau (7)")

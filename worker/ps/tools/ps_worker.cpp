@@ -4,6 +4,7 @@
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
 //             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
+//             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Normally started by ps-train; useful by hand for experiments. Prints the
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "fast", mode = "bsp", compression = "none";
   bool no_error_feedback = false;
+  std::string elastic = "none";
   int threads = 1;
   int timeout_s = 120;
   int gpu = -1;
@@ -63,6 +65,12 @@ int main(int argc, char** argv) {
       "gradient pushes: none, fp16, topk or sign")(
       "topk-ratio", po::value(&options.client.topk_ratio)->default_value(0.01),
       "topk: the fraction of each chunk's values sent, in (0, 1]")(
+      "elastic", po::value(&elastic)->default_value("none"),
+      "none, easgd or average: train locally, exchange with the servers every period")(
+      "exchange-period", po::value(&options.elastic.period)->default_value(1),
+      "with --elastic: iterations between two exchanges")(
+      "elastic-alpha", po::value(&options.elastic.alpha)->default_value(0.1f),
+      "easgd: the moving rate alpha")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push");
   po::variables_map vm;
@@ -106,6 +114,13 @@ int main(int argc, char** argv) {
   }
   options.client.compression = parsed_compression.value();
   options.client.error_feedback = !no_error_feedback;
+  auto parsed_elastic = pstrain::ParseElasticMethod(elastic);
+  if (!parsed_elastic.ok()) return usage("--elastic: " + parsed_elastic.status().message());
+  options.elastic.method = parsed_elastic.value();
+  if (options.elastic.period < 1) return usage("--exchange-period must be at least 1");
+  if (!(options.elastic.alpha > 0.f && options.elastic.alpha <= 1.f)) {
+    return usage("--elastic-alpha must be in (0, 1]");
+  }
   if (!(options.client.topk_ratio > 0 && options.client.topk_ratio <= 1)) {
     return usage("--topk-ratio must be in (0, 1], got " +
                  std::to_string(options.client.topk_ratio));
