@@ -36,6 +36,7 @@ Status ValidateShardConfig(const ShardConfig& c) {
                          std::to_string(c.device));
   }
   if (c.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(c.device));
+  PSTRAIN_RETURN_IF_ERROR(ValidateUpdateMethods(c.methods, c.mode, c.num_workers));
   return optim::ValidateSolverHyper(c.hyper).WithContext("solver");
 }
 

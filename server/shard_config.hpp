@@ -9,6 +9,7 @@
 #include "common/optim/solver_hyper.hpp"
 #include "common/ps/consistency_mode.hpp"
 #include "common/status.hpp"
+#include "server/update_methods.hpp"
 
 namespace pstrain::server {
 
@@ -26,6 +27,7 @@ struct ShardConfig {
   std::string snapshot_prefix;    // files <prefix>_iter_<t>.shard<k>.state
   int64_t wait_warn_ms = 10000;   // a pull deferred this long is logged (Tick)
   int device = -1;                // -1: weights and updates on the CPU; N: on CUDA device N
+  UpdateMethods methods;          // backup workers, staleness-aware rate, DC-ASGD
 };
 
 // Ok when `config` describes a shard that can run; otherwise the first

@@ -58,8 +58,24 @@ void ShardServer::Install(ShardLayout layout) {
   if (config_.mode == ConsistencyMode::kBsp) {
     std::vector<int64_t> lengths;
     for (uint32_t id : store.chunk_ids()) lengths.push_back(store.length(id));
-    step_.emplace(config_.num_workers, lengths);
+    const int backups = config_.methods.backup_workers;
+    if (backups > 0) {
+      backup_step_.emplace(config_.num_workers, config_.num_workers - backups, lengths);
+    } else {
+      step_.emplace(config_.num_workers, lengths);
+    }
     chunk_steps_.assign(lengths.size(), 0);
+  }
+  if (config_.methods.delay_compensation()) {
+    served_weights_.assign(static_cast<size_t>(config_.num_workers),
+                           std::vector<std::shared_ptr<const std::vector<float>>>(
+                               static_cast<size_t>(store.num_chunks())));
+    if (config_.methods.dc_adaptive) {
+      dc_mean_square_.clear();
+      for (uint32_t id : store.chunk_ids()) {
+        dc_mean_square_.emplace_back(static_cast<size_t>(store.length(id)), 0.f);
+      }
+    }
   }
 }
 
@@ -79,8 +95,12 @@ transport::ValidationRules ShardServer::RulesFor(const pstrain::Header& header) 
 std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
   Out out;
   const pstrain::Header& h = m.header;
-  for (const pstrain::ChunkRef& c : h.chunks()) {
-    bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
+  if (m.wire_bytes >= 0) {
+    bytes_received_ += m.wire_bytes;
+  } else {
+    for (const pstrain::ChunkRef& c : h.chunks()) {
+      bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
+    }
   }
   switch (h.type()) {
     case pstrain::HELLO:
@@ -192,6 +212,7 @@ pstrain::ShardStats ShardServer::Stats() const {
   for (int64_t n : staleness_histogram_) s.add_staleness_histogram(n);
   s.set_bad_messages(bad_messages_);
   s.set_duplicates_dropped(duplicates_dropped_);
+  if (backup_dropped_ > 0) s.set_backup_dropped(backup_dropped_);
   s.set_bytes_received(bytes_received_);
   s.set_bytes_sent(bytes_sent_);
   for (int64_t clock : clocks_.clocks()) s.add_worker_clocks(clock);

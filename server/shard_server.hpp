@@ -22,6 +22,19 @@
 //        factor of the push's own sum_squares). version counts global steps:
 //        floor(complete pushes applied / W); it is also the lr schedule's iter.
 //        So a checkpoint cut at iteration t has version t in every mode.
+// Update methods (config.methods, server/update_methods.hpp):
+//   bsp with backup_workers b: step t applies, per chunk, the first W-b
+//        gradients of iteration t to arrive (summed in rank order, scaled
+//        1/(W-b)); later ones, and every push of an iteration < version, are
+//        acknowledged and dropped (ShardStats.backup_dropped counts chunks).
+//        A pull for t also waits until the puller's own clock is t (each chunk
+//        until it pushed that chunk), so its weights never change under its
+//        backward. A dropped worker keeps its own clock and catches up (its
+//        pulls are answered at once while version > its clock).
+//   ssp/asp with staleness_lr: a chunk's scale is multiplied by
+//        1 / max(1, version - the version its worker was last served).
+//   ssp/asp with dc_lambda (DC-ASGD): the shard keeps the buffers it last
+//        served each worker and compensates each pushed chunk before the step.
 // Staleness of an applied push: version when it completed minus the version
 // the pushing worker was last served (histogrammed in Stats()).
 //
@@ -52,6 +65,7 @@
 #include "server/shard_checkpoint.hpp"
 #include "server/shard_config.hpp"
 #include "server/shard_layout.hpp"
+#include "server/update_methods.hpp"
 
 namespace pstrain::server {
 
@@ -66,6 +80,8 @@ struct Incoming {
   // One per header.chunks; the shard may overwrite them (gradients are applied
   // in place, without a copy).
   std::vector<float*> payloads;
+  // Payload bytes as they travelled (compressed pushes); -1: 4 per value.
+  int64_t wire_bytes = -1;
 };
 
 struct Outgoing {
@@ -170,14 +186,21 @@ class ShardServer {
   void NormTotalKnown(int64_t clock, double total);
   void ApplyBspStep(double global_sum_squares);
   void FinishBspStep();
+  // bsp: the number of gradients one step averages (W, or W-b with backups).
+  int StepWorkers() const;
+  float* StepSum(int local);
+  // bsp with backups: offers worker w's gradient of a chunk to the step.
+  void OfferBackup(int w, int64_t t, uint32_t id, int local, float* grad);
+  // ssp/asp with dc_lambda: the delay compensation of worker w's gradient.
+  void Compensate(int w, uint32_t id, int local, float* grad);
 
   // shard_server_pull.cpp: PULL, the checkpoint barrier, wait warnings.
   void OnPull(const Incoming& m, TimePoint now);
   bool IsCheckpointIteration(int64_t t) const;
-  bool PullReady(int64_t t) const;
+  bool PullReady(int64_t t, int worker) const;
   // bsp, not a barrier: the pull may go out chunk by chunk.
   bool PullsByChunk(int64_t t) const;
-  bool ChunkReady(int local, int64_t t) const;
+  bool ChunkReady(int local, int64_t t, int worker) const;
   void ServeReadyPulls(Out& out);
   // The chunks of `pull` (by local index) not yet sent, that `ready` accepts.
   Outgoing PullReply(DeferredPull& pull, const std::function<bool(int)>& ready);
@@ -187,9 +210,14 @@ class ShardServer {
   ShardConfig config_;
   ClockTable clocks_;
   std::vector<WorkerState> workers_;
-  ShardLayout layout_;                  // store unset until INIT_PUSH (or Restore)
-  std::optional<RankOrderedSum> step_;  // bsp: the sums of step `version_`
-  int step_chunks_complete_ = 0;        // bsp: chunks of step version_ with all W gradients
+  ShardLayout layout_;                        // store unset until INIT_PUSH (or Restore)
+  std::optional<RankOrderedSum> step_;        // bsp: the sums of step `version_`
+  std::optional<BackupStepSum> backup_step_;  // bsp with backup workers (step_ then unset)
+  int64_t backup_dropped_ = 0;
+  // DC-ASGD: [worker][local chunk] the buffer last served; [local] mean squares (adaptive).
+  std::vector<std::vector<std::shared_ptr<const std::vector<float>>>> served_weights_;
+  std::vector<std::vector<float>> dc_mean_square_;
+  int step_chunks_complete_ = 0;  // bsp: chunks of step version_ with all W gradients
   // bsp, per local chunk: version_ + 1 once its step version_ is applied
   // ahead of the rest; at most version_ otherwise (the version is max of both).
   std::vector<int64_t> chunk_steps_;

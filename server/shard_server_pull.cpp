@@ -29,7 +29,7 @@ bool ShardServer::IsCheckpointIteration(int64_t t) const {
   return config_.snapshot_interval > 0 && t > 0 && t % config_.snapshot_interval == 0;
 }
 
-bool ShardServer::PullReady(int64_t t) const {
+bool ShardServer::PullReady(int64_t t, int worker) const {
   if (!initialized()) return false;
   if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
     // One global cut: every worker has finished t iterations and none more.
@@ -38,7 +38,9 @@ bool ShardServer::PullReady(int64_t t) const {
   }
   switch (config_.mode) {
     case ConsistencyMode::kBsp:
-      return version_ >= t;
+      // With backups the step may be applied before this worker pushed: its
+      // weights must not change under its own backward.
+      return version_ >= t && (!backup_step_ || clocks_.clock(worker) >= t);
     case ConsistencyMode::kSsp:
       return clocks_.min() >= t - config_.staleness;
     case ConsistencyMode::kAsp:
@@ -51,14 +53,18 @@ bool ShardServer::PullsByChunk(int64_t t) const {
   return initialized() && config_.mode == ConsistencyMode::kBsp && !IsCheckpointIteration(t);
 }
 
-bool ShardServer::ChunkReady(int local, int64_t t) const {
+bool ShardServer::ChunkReady(int local, int64_t t, int worker) const {
+  if (backup_step_ && clocks_.clock(worker) < t &&
+      !workers_[static_cast<size_t>(worker)].arrived[static_cast<size_t>(local)]) {
+    return false;  // this worker still has to push the chunk (its backward reads it)
+  }
   return std::max(version_, chunk_steps_[static_cast<size_t>(local)]) >= t;
 }
 
 void ShardServer::ServeReadyPulls(Out& out) {
   for (size_t i = 0; i < deferred_.size();) {
     DeferredPull& pull = deferred_[i];
-    if (PullReady(pull.clock)) {
+    if (PullReady(pull.clock, pull.worker)) {
       if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
         CutCheckpoint(pull.clock);
       }
@@ -72,7 +78,7 @@ void ShardServer::ServeReadyPulls(Out& out) {
       const int64_t t = pull.clock;
       auto ready = [this, &pull, t](int local) {
         const size_t c = static_cast<size_t>(local);
-        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, t);
+        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, t, pull.worker);
       };
       bool any = false;
       for (int c = 0; c < layout_.store->num_chunks() && !any; ++c) any = ready(c);
@@ -114,6 +120,9 @@ Outgoing ShardServer::PullReply(DeferredPull& pull, const std::function<bool(int
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
     transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
     o.payloads.push_back(store.Snapshot(id));
+    if (!served_weights_.empty()) {
+      served_weights_[static_cast<size_t>(pull.worker)][static_cast<size_t>(c)] = o.payloads.back();
+    }
   }
   if (pull.sent_count == store.num_chunks()) {
     workers_[static_cast<size_t>(pull.worker)].served_version = version_;

@@ -32,7 +32,8 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
   }
   const bool bsp = config_.mode == ConsistencyMode::kBsp;
   const bool clipping = config_.hyper.clip_gradients >= 0;
-  if (bsp && t != version_) {
+  const bool backups = bsp && backup_step_.has_value();
+  if (bsp && t != version_ && !(backups && t < version_)) {
     Reject(m,
            "pushed iteration " + std::to_string(t) + " before step " + std::to_string(t - 1) +
                " was applied (version " + std::to_string(version_) + ")",
@@ -57,8 +58,23 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
     worker.arrived[static_cast<size_t>(local)] = 1;
     ++worker.arrived_count;
     float* grad = m.payloads[static_cast<size_t>(i)];
-    if (!bsp) {
-      store.ApplyGradientInPlace(id, grad, scale, static_cast<int>(version_));
+    if (config_.methods.elastic) {
+      if (!bsp) {
+        AddToWeights(store, id, grad);
+      } else if (step_->Add(local, w, grad)) {
+        ++step_chunks_complete_;
+        AddToWeights(store, id, step_->sum(local));
+        chunk_steps_[static_cast<size_t>(local)] = t + 1;
+      }
+    } else if (!bsp) {
+      float chunk_scale = scale;
+      if (config_.methods.staleness_lr) {
+        chunk_scale *= StalenessScale(version_ - worker.served_version);
+      }
+      if (!served_weights_.empty()) Compensate(w, id, local, grad);
+      store.ApplyGradientInPlace(id, grad, chunk_scale, static_cast<int>(version_));
+    } else if (backups) {
+      OfferBackup(w, t, id, local, grad);
     } else if (step_->Add(local, w, grad)) {
       ++step_chunks_complete_;
       if (!clipping) {
@@ -72,12 +88,56 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
   out.push_back(Reply(m, pstrain::PUSH_ACK));
   if (worker.arrived_count == store.num_chunks()) WorkerCompleted(w);
   if (bsp && step_chunks_complete_ == store.num_chunks()) {
-    if (clipping) {
+    if (clipping && !config_.methods.elastic) {
       BspAggregated(out);
     } else {
       FinishBspStep();
     }
   }
+}
+
+void ShardServer::OfferBackup(int w, int64_t t, uint32_t id, int local, float* grad) {
+  if (t < version_) {  // step t is applied: too late
+    ++backup_dropped_;
+    return;
+  }
+  switch (backup_step_->Add(local, w, grad)) {
+    case BackupStepSum::Offer::kRefused:
+      ++backup_dropped_;
+      return;
+    case BackupStepSum::Offer::kKept:
+      return;
+    case BackupStepSum::Offer::kCompleted:
+      break;
+  }
+  ++step_chunks_complete_;
+  if (config_.hyper.clip_gradients < 0) {
+    const float average = 1.f / static_cast<float>(StepWorkers() * config_.hyper.iter_size);
+    layout_.store->ApplyGradientInPlace(id, backup_step_->sum(local), average, static_cast<int>(t));
+    chunk_steps_[static_cast<size_t>(local)] = t + 1;
+  }
+}
+
+void ShardServer::Compensate(int w, uint32_t id, int local, float* grad) {
+  const auto& pulled = served_weights_[static_cast<size_t>(w)][static_cast<size_t>(local)];
+  if (!pulled) return;  // never served since (re)start: nothing to compensate against
+  const std::span<const float> now = layout_.store->weights(id);
+  const UpdateMethods& m = config_.methods;
+  if (m.dc_adaptive) {
+    DelayCompensateAdaptive(grad, now.data(), pulled->data(),
+                            dc_mean_square_[static_cast<size_t>(local)].data(), now.size(),
+                            m.dc_lambda, m.dc_momentum, m.dc_epsilon);
+  } else {
+    DelayCompensate(grad, now.data(), pulled->data(), now.size(), m.dc_lambda);
+  }
+}
+
+int ShardServer::StepWorkers() const {
+  return config_.num_workers - config_.methods.backup_workers;
+}
+
+float* ShardServer::StepSum(int local) {
+  return backup_step_ ? backup_step_->sum(local) : step_->sum(local);
 }
 
 float ShardServer::ArrivalScale(const pstrain::Header& h) const {
@@ -114,9 +174,10 @@ void ShardServer::BspAggregated(Out& out) {
   const ChunkStore& store = *layout_.store;
   double sum = 0;
   for (int c = 0; c < store.num_chunks(); ++c) {
-    sum += optim::SumSquares(step_->sum(c), static_cast<size_t>(step_->length(c)));
+    sum += optim::SumSquares(
+        StepSum(c), static_cast<size_t>(store.length(store.chunk_ids()[static_cast<size_t>(c)])));
   }
-  const double w = config_.num_workers;
+  const double w = StepWorkers();
   const double partial = sum / (w * w);  // of the averaged gradient
   if (config_.shard == 0) {
     NotePartial(0, version_, partial, out);
@@ -210,19 +271,26 @@ void ShardServer::NormTotalKnown(int64_t clock, double total) {
 void ShardServer::ApplyBspStep(double global_sum_squares) {
   ChunkStore& store = *layout_.store;
   const float clip = optim::ClipScale(global_sum_squares, config_.hyper.clip_gradients);
-  const float scale = clip / static_cast<float>(config_.num_workers * config_.hyper.iter_size);
+  const float scale = clip / static_cast<float>(StepWorkers() * config_.hyper.iter_size);
   for (int c = 0; c < store.num_chunks(); ++c) {
-    store.ApplyGradientInPlace(store.chunk_ids()[static_cast<size_t>(c)], step_->sum(c), scale,
+    store.ApplyGradientInPlace(store.chunk_ids()[static_cast<size_t>(c)], StepSum(c), scale,
                                static_cast<int>(version_));
   }
   FinishBspStep();
 }
 
 void ShardServer::FinishBspStep() {
-  for (int w = 0; w < config_.num_workers; ++w) RecordStaleness(w);
-  pushes_applied_ += config_.num_workers;
+  if (backup_step_) {
+    // The gradients kept were all computed on the weights of this step.
+    if (staleness_histogram_.empty()) staleness_histogram_.resize(1, 0);
+    staleness_histogram_[0] += StepWorkers();
+    backup_step_->Reset();
+  } else {
+    for (int w = 0; w < config_.num_workers; ++w) RecordStaleness(w);
+    step_->Reset();
+  }
+  pushes_applied_ += StepWorkers();
   ++version_;
-  step_->Reset();
   step_chunks_complete_ = 0;
   norm_total_.reset();
 }

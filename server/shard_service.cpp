@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/transport/gradient_codec.hpp"
 #include "common/transport/validate.hpp"
 
 namespace pstrain::server {
@@ -94,8 +95,21 @@ void ShardService::Receive(transport::Channel* channel, TimePoint now) {
     server_peers_[message.peer] = true;
   }
   Incoming incoming{message.peer, message.header, {}};
+  const pstrain::DataType dtype = message.header.dtype();
+  if (dtype != pstrain::FLOAT32) {  // a compressed push: decoded here, once (Validate checked it)
+    incoming.wire_bytes = 0;
+    if (decoded_.size() < message.payload_count()) decoded_.resize(message.payload_count());
+  }
   for (size_t i = 0; i < message.payload_count(); ++i) {
-    incoming.payloads.push_back(message.mutable_payload(i));
+    if (dtype == pstrain::FLOAT32) {
+      incoming.payloads.push_back(message.mutable_payload(i));
+      continue;
+    }
+    const uint64_t n = message.header.chunks(static_cast<int>(i)).length();
+    decoded_[i].resize(n);
+    transport::Decode(dtype, message.payload(i), message.payload_bytes(i), n, decoded_[i].data());
+    incoming.payloads.push_back(decoded_[i].data());
+    incoming.wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
   }
   SendAll(shard_.Handle(incoming, now));
 }

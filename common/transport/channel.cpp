@@ -238,7 +238,9 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
                          " payloads are given");
   }
   for (int i = 0; i < header.chunks_size(); ++i) {
-    if (header.chunks(i).length() != message.payloads[i].count) {
+    // A compressed payload (dtype other than FLOAT32) has its encoding's size.
+    if (header.dtype() == pstrain::FLOAT32 &&
+        header.chunks(i).length() != message.payloads[i].count) {
       return Status::Error(where() + ": chunk " + std::to_string(header.chunks(i).id()) +
                            ": header says " + std::to_string(header.chunks(i).length()) +
                            " values, the payload has " + std::to_string(message.payloads[i].count));

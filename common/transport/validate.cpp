@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 
 namespace pstrain::transport {
@@ -62,6 +63,14 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   for (int i = 0; i < h.chunks_size(); ++i) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above
     const size_t bytes = message.frames[static_cast<size_t>(i)].size();
+    if (h.dtype() != FLOAT32) {
+      Status s = bytes % 4 == 0 ? CheckEncoded(h.dtype(), message.payload(static_cast<size_t>(i)),
+                                               bytes, needed)
+                                : Status::Error("payload of " + to_string(bytes) + " bytes");
+      if (!s.ok())
+        return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": " + s.message());
+      continue;
+    }
     if (needed > UINT64_MAX / sizeof(float) || bytes != needed * sizeof(float)) {
       return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": payload has " +
                            to_string(bytes) + " bytes, the chunk needs " +
@@ -111,7 +120,11 @@ Status CheckChunkList(const Header& h, const KeyPlacement& placement, int shard,
 Status Validate(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
   if (rules.job_key != 0 && h.job_key() != rules.job_key) return Status::Error("job key mismatch");
-  if (h.dtype() != FLOAT32 || HasUnknownDtype(h)) return Status::Error("unsupported dtype");
+  if (HasUnknownDtype(h)) return Status::Error("unsupported dtype");
+  if (h.dtype() != FLOAT32 && h.type() != PUSH) {
+    return Status::Error("dtype " + DataType_Name(h.dtype()) + " in a " +
+                         MessageType_Name(h.type()) + " (only a PUSH may be compressed)");
+  }
   if (rules.receiver) PSTRAIN_RETURN_IF_ERROR(CheckKind(h, *rules.receiver));
   PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
   PSTRAIN_RETURN_IF_ERROR(CheckPayloads(message, rules));

@@ -3,8 +3,9 @@
     ps-train JOB.yaml [--set dotted.key=value ...] [--dry-run] [--resume RUN_DIR] [--overwrite]
              [--quiet]
     ps-train --resume RUN_DIR [--set ...]
-    ps-train compare RUN_DIR RUN_DIR ... [--out FILE.png] [--thresholds 0.85,0.88] [--csv | --json]
+    ps-train compare RUN_DIR|SWEEP_DIR ... [--out FILE.png] [--thresholds 0.85,0.88] [--csv | --json]
     ps-train export RUN_DIR           # (re)write RUN_DIR/tensorboard/ and metrics.csv now
+    ps-train sweep JOB.yaml --grid dotted.key=v1,v2 ... [--seeds N] [--set ...] [--out DIR]
     ps-train --version
 
 Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
@@ -78,6 +79,42 @@ def _export(run: pathlib.Path) -> int:
     return 0
 
 
+def _sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ps-train sweep",
+                                description="Run a job over a grid of values and seeds, one "
+                                            "run after another, and write a report folder.")
+    p.add_argument("job", type=pathlib.Path, help="the job file (YAML)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="a job key and its values (repeat for a product grid)")
+    p.add_argument("--seeds", type=int, default=1,
+                   help="runs per grid point, with solver_overrides.random_seed 1..N")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="KEY=VALUE", help="override a job key in every run")
+    p.add_argument("--out", type=pathlib.Path,
+                   help="the sweep folder (default: runs/<name>-sweep beside the job file)")
+    p.add_argument("--thresholds", default=",".join(f"{a:g}" for a in THRESHOLDS),
+                   help="test accuracies for the time-to-accuracy columns (default %(default)s)")
+    p.add_argument("--timeout", type=float, help="give up a run after this many seconds")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the report of an existing sweep folder (--out) without running")
+    return p
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import parse_grid, run_sweep, write_report
+    thresholds = parse_thresholds(args.thresholds)
+    if args.report_only:
+        if args.out is None:
+            raise JobError("--report-only needs --out SWEEP_DIR")
+        print(write_report(args.out.resolve(), thresholds))
+        return 0
+    folder = run_sweep(args.job, parse_grid(args.grid), args.seeds, overrides=args.overrides,
+                       out=args.out, thresholds=thresholds, timeout=args.timeout)
+    print((folder / "report" / "table.md").read_text().rstrip())
+    print(f"report: {folder / 'report'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -91,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] == "export":
             args = _export_parser().parse_args(argv[1:])
             return _export(args.run)
+        if argv and argv[0] == "sweep":
+            return _sweep(_sweep_parser().parse_args(argv[1:]))
         return _run(_run_parser().parse_args(argv))
     except JobError as e:
         print(f"ps-train: {e}", file=sys.stderr)

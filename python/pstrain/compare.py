@@ -219,7 +219,16 @@ def compare(run_dirs: list[str | pathlib.Path], out: str | pathlib.Path,
     """Writes the overlay PNG to `out`; returns the table: as text with the
     staleness histograms (fmt "text"), or as CSV or JSON (fmt "csv", "json";
     the table alone, one row a run)."""
-    runs = [load_run(pathlib.Path(d)) for d in run_dirs]
+    runs: list[RunCurves] = []
+    for d in run_dirs:
+        d = pathlib.Path(d)
+        if (d / "sweep.json").is_file():  # a sweep folder: all its runs, labelled by point
+            from .sweep import point_label, read_sweep
+            for point, seed, run in read_sweep(d):
+                run.label = f"{point_label(point)} s{seed}"
+                runs.append(run)
+        else:
+            runs.append(load_run(d))
     out = pathlib.Path(out)
     plot(runs, out)
     if fmt == "csv":

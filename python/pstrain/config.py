@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import pathlib
 import re
 from typing import Any, Union
@@ -24,6 +25,7 @@ ENGINES = ("fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
+COMPRESSIONS = ("none", "fp16", "topk", "sign")
 
 
 @dataclasses.dataclass
@@ -48,9 +50,48 @@ class ClusterConfig:
 
 
 @dataclasses.dataclass
+class DcAsgdConfig:
+    """Delay-compensated ASGD (Zheng et al. 2017); see docs/config-reference.md."""
+
+    lambda_: float = 0.04    # the job file's key is `lambda`
+    adaptive: bool = False   # DC-ASGD-a: lambda / (sqrt(mean square of g) + epsilon)
+    momentum: float = 0.95   # of the mean square
+    epsilon: float = 1e-7
+
+
+@dataclasses.dataclass
+class ElasticConfig:
+    """EASGD / local SGD: workers train locally and exchange every tau iterations."""
+
+    tau: int = 4             # iterations between exchanges
+    alpha: float = 0.1       # the moving rate
+
+
+@dataclasses.dataclass
+class LocalSgdConfig:
+    """Periodic model averaging: workers train locally, averaged every tau iterations."""
+
+    tau: int = 4
+
+
+@dataclasses.dataclass
 class ConsistencyConfig:
     mode: str = "ssp"        # bsp | ssp | asp
     staleness: int = 2       # ssp bound; bsp is 0, asp unbounded
+    backup_workers: int = 0  # bsp: a step takes the first workers - backup_workers gradients
+    staleness_lr: bool = False          # ssp/asp: each gradient's step / max(1, staleness)
+    dc_asgd: DcAsgdConfig | None = None  # ssp/asp: delay compensation
+    easgd: ElasticConfig | None = None      # elastic averaging SGD
+    local_sgd: LocalSgdConfig | None = None  # periodic model averaging
+
+
+@dataclasses.dataclass
+class CompressionConfig:
+    """Gradient compression of pushes; see docs/config-reference.md."""
+
+    method: str = "none"               # none | fp16 | topk | sign
+    ratio: float = 0.01                # topk: the fraction of each chunk's values sent
+    error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
 
 
 @dataclasses.dataclass
@@ -58,6 +99,7 @@ class TransportConfig:
     kind: str = "tcp"                  # tcp | ipc
     interface: str = "127.0.0.1"       # tcp: the address servers bind
     chunk_bytes: int = 1 << 20
+    compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
 
 
 @dataclasses.dataclass
@@ -106,7 +148,7 @@ class JobConfig:
             if isinstance(v, pathlib.Path):
                 return str(v)
             if isinstance(v, dict):
-                return {k: plain(x) for k, x in v.items()}
+                return {k.rstrip("_"): plain(x) for k, x in v.items()}
             if isinstance(v, list):
                 return [plain(x) for x in v]
             return v
@@ -149,6 +191,23 @@ class _Reader:
             raise self.fail(dotted, f"must be an integer >= {lo}, got {v!r}")
         return v
 
+    def boolean(self, data: dict, key: str, dotted: str, default: bool) -> bool:
+        v = data.get(key, default)
+        if not isinstance(v, bool):
+            raise self.fail(dotted, f"must be true or false, got {v!r}")
+        return v
+
+    def number(self, data: dict, key: str, dotted: str, default: float, *, lo: float,
+               hi: float | None = None, lo_open: bool = False) -> float:
+        v = data.get(key, default)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if ok:
+            ok = (v > lo if lo_open else v >= lo) and (hi is None or v < hi)
+        if not ok:
+            bound = f"{'>' if lo_open else '>='} {lo:g}" + (f" and < {hi:g}" if hi is not None else "")
+            raise self.fail(dotted, f"must be a number {bound}, got {v!r}")
+        return float(v)
+
     def choice(self, data: dict, key: str, dotted: str, default: str,
                choices: tuple[str, ...]) -> str:
         v = data.get(key, default)
@@ -190,7 +249,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         solver=r.path(r.string(data, "solver", "solver", None)),
         solver_overrides=dict(overrides),
         cluster=_cluster(r, data.get("cluster") or {}),
-        consistency=_consistency(r, data.get("consistency") or {}),
+        consistency=_consistency(r, data.get("consistency") or {}, _workers(r, data)),
         transport=_transport(r, data.get("transport") or {}),
         data=_data(r, data.get("data")),
         output=r.path(r.string(data, "output", "output", "runs")),
@@ -245,19 +304,75 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     return c
 
 
-def _consistency(r: _Reader, d: Any) -> ConsistencyConfig:
-    r.section(d, "consistency", ("mode", "staleness"))
+def _consistency(r: _Reader, d: Any, workers: int) -> ConsistencyConfig:
+    r.section(d, "consistency", ("mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd",
+                                 "easgd", "local_sgd"))
     mode = r.choice(d, "mode", "consistency.mode", "ssp", MODES)
     staleness = r.integer(d, "staleness", "consistency.staleness", 2 if mode == "ssp" else 0)
-    return ConsistencyConfig(mode, 0 if mode == "bsp" else staleness)
+    c = ConsistencyConfig(mode, 0 if mode == "bsp" else staleness)
+    c.backup_workers = r.integer(d, "backup_workers", "consistency.backup_workers", 0)
+    if c.backup_workers > 0 and mode != "bsp":
+        raise r.fail("consistency.backup_workers", f"applies to mode bsp only (mode is {mode})")
+    if c.backup_workers >= workers:
+        raise r.fail("consistency.backup_workers",
+                     f"must be less than cluster.workers ({workers}), got {c.backup_workers}")
+    c.staleness_lr = r.boolean(d, "staleness_lr", "consistency.staleness_lr", False)
+    if c.staleness_lr and mode == "bsp":
+        raise r.fail("consistency.staleness_lr", "applies to modes ssp and asp only (bsp "
+                     "gradients are never stale)")
+    dc = d.get("dc_asgd")
+    if dc is not None:
+        key = "consistency.dc_asgd"
+        if mode == "bsp":
+            raise r.fail(key, "applies to modes ssp and asp only (bsp gradients are never stale)")
+        r.section(dc, key, ("lambda", "adaptive", "momentum", "epsilon"))
+        c.dc_asgd = DcAsgdConfig(
+            lambda_=r.number(dc, "lambda", f"{key}.lambda", 0.04, lo=0, lo_open=True),
+            adaptive=r.boolean(dc, "adaptive", f"{key}.adaptive", False),
+            momentum=r.number(dc, "momentum", f"{key}.momentum", 0.95, lo=0, hi=1),
+            epsilon=r.number(dc, "epsilon", f"{key}.epsilon", 1e-7, lo=0, lo_open=True))
+    for name in ("easgd", "local_sgd"):
+        e = d.get(name)
+        if e is None:
+            continue
+        key = f"consistency.{name}"
+        r.section(e, key, ("tau", "alpha") if name == "easgd" else ("tau",))
+        other = [k for k in ("backup_workers", "staleness_lr", "dc_asgd",
+                             "local_sgd" if name == "easgd" else "easgd") if d.get(k)]
+        if other:
+            raise r.fail(key, f"cannot be combined with consistency.{other[0]}")
+        tau = r.integer(e, "tau", f"{key}.tau", 4, lo=1)
+        if name == "easgd":
+            c.easgd = ElasticConfig(tau=tau, alpha=r.number(e, "alpha", f"{key}.alpha", 0.1, lo=0,
+                                                            hi=1.0000001, lo_open=True))
+        else:
+            c.local_sgd = LocalSgdConfig(tau=tau)
+    return c
+
+
+def _workers(r: _Reader, data: dict) -> int:
+    cluster = data.get("cluster") or {}
+    return r.integer(cluster, "workers", "cluster.workers", 1, lo=1) if isinstance(cluster, dict) else 1
 
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
-    r.section(d, "transport", ("kind", "interface", "chunk_bytes"))
+    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "compression"))
+    c = d.get("compression") or {}
+    if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
+        c = {"method": c}
+    key = "transport.compression"
+    r.section(c, key, ("method", "ratio", "error_feedback"))
+    compression = CompressionConfig(
+        method=r.choice(c, "method", f"{key}.method", "none", COMPRESSIONS),
+        ratio=r.number(c, "ratio", f"{key}.ratio", 0.01, lo=0, lo_open=True),
+        error_feedback=r.boolean(c, "error_feedback", f"{key}.error_feedback", True))
+    if compression.ratio > 1:
+        raise r.fail(f"{key}.ratio", f"must be a number > 0 and <= 1, got {compression.ratio!r}")
     return TransportConfig(
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
-        chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024))
+        chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
+        compression=compression)
 
 
 def _data(r: _Reader, d: Any) -> DataConfig | None:

@@ -122,6 +122,11 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
     bad_messages = _bad_messages(server_done, of("server_stats"))
     histogram = next((r.get("staleness_histogram") for r in server_done
                       if r.get("rank") == 0 and r.get("staleness_histogram") is not None), None)
+    def server_total(key: str) -> int | None:
+        """The sum over the shards' last lines (None when no shard reported it)."""
+        latest = {r.get("rank"): int(r[key]) for r in server_done
+                  if isinstance(r.get(key), (int, float))}
+        return sum(latest.values()) if latest else None
     snapshots = of("snapshot")
     snapshot = snapshots[-1].get("path") if snapshots else None
     deploy = run_dir / "snapshots" / f"{name}_deploy.prototxt"
@@ -149,6 +154,9 @@ def summarize(records: list[dict], *, name: str, status: str, mode: str, stalene
         "staleness_max": staleness_max,
         "staleness_histogram": histogram,
         "bad_messages": bad_messages,
+        "backup_dropped": server_total("backup_dropped"),
+        "bytes_pushed": server_total("bytes_received"),
+        "bytes_pulled": server_total("bytes_sent"),
         "snapshot": snapshot,
         "deploy_prototxt": str(deploy) if deploy.exists() else None,
         "worker_restarts": worker_restarts,

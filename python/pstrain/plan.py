@@ -97,6 +97,7 @@ class Plan:
                "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json"]
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
+        cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
         if self.placement is not None:
@@ -106,6 +107,24 @@ class Plan:
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
+
+    def method_flags(self) -> list[str]:
+        """The servers' flags for consistency.backup_workers, staleness_lr, dc_asgd."""
+        c = self.job.consistency
+        flags: list[str] = []
+        if c.backup_workers:
+            flags += ["--backup-workers", str(c.backup_workers)]
+        if c.staleness_lr:
+            flags.append("--staleness-lr")
+        elastic = c.easgd or c.local_sgd
+        if elastic is not None:
+            flags += ["--elastic", "--exchange-period", str(elastic.tau)]
+        if c.dc_asgd is not None:
+            flags += ["--dc-lambda", repr(c.dc_asgd.lambda_)]
+            if c.dc_asgd.adaptive:
+                flags += ["--dc-adaptive", "--dc-momentum", repr(c.dc_asgd.momentum),
+                          "--dc-epsilon", repr(c.dc_asgd.epsilon)]
+        return flags
 
     def worker_command(self, rank: int, endpoints: list[str]) -> list[str]:
         j = self.job
@@ -121,6 +140,19 @@ class Plan:
             cmd += ["--advertise", self.placement.workers[rank].host.address]
         elif j.cluster.hosts == "slurm":
             cmd += ["--advertise", SLURM_NODE]
+        e = j.consistency
+        if e.easgd is not None:
+            cmd += ["--elastic", "easgd", "--exchange-period", str(e.easgd.tau),
+                    "--elastic-alpha", repr(e.easgd.alpha)]
+        elif e.local_sgd is not None:
+            cmd += ["--elastic", "average", "--exchange-period", str(e.local_sgd.tau)]
+        c = j.transport.compression
+        if c.method != "none":
+            cmd += ["--compression", c.method]
+            if c.method == "topk":
+                cmd += ["--topk-ratio", repr(c.ratio)]
+            if not c.error_feedback:
+                cmd.append("--no-error-feedback")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -201,6 +233,14 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
     if max_iter < 1:
         raise JobError(f"{source}: solver_overrides.max_iter: the solver must train at least one "
                        f"iteration, got max_iter {max_iter}")
+    c = job.consistency
+    elastic = c.easgd or c.local_sgd
+    if elastic is not None:
+        name = "easgd" if c.easgd is not None else "local_sgd"
+        snapshot = _int_field(solver, "snapshot", 0)
+        if max_iter % elastic.tau or snapshot % elastic.tau:
+            raise JobError(f"{source}: consistency.{name}.tau: max_iter ({max_iter}) and snapshot "
+                           f"({snapshot}) must be multiples of tau ({elastic.tau})")
     batch = batch_size(next(iter(nets.values()))[1]) if nets else 0
     if job.transport.kind == "ipc":
         longest = len(str(run_dir / "sockets" / f"server-{job.cluster.servers - 1}.sock"))

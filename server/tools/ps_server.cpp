@@ -4,6 +4,8 @@
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
+//             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
+//              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
@@ -16,7 +18,8 @@
 // --idle-exit-s seconds without any message (exit 75, as any failure to
 // hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
 //   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
-//    "staleness_max":...,"bad_messages":...}
+//    "staleness_max":...,"bad_messages":...,"backup_dropped":...,"bytes_received":...,
+//    "bytes_sent":...}
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
@@ -60,6 +63,7 @@ struct Flags {
   int idle_exit_s = 600;
   uint64_t job_key = 0;
   int64_t max_iter = 0;
+  int exchange_period = 1;
 };
 
 class Printer {
@@ -110,6 +114,23 @@ Status Configure(Flags& f) {
   f.config.snapshot_prefix = solver.snapshot_prefix();
   if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
   if (f.config.snapshot_prefix.empty()) f.config.snapshot_prefix = "snapshot";
+  if (f.exchange_period < 1) {
+    return Status::Error("--exchange-period must be at least 1, got " +
+                         std::to_string(f.exchange_period));
+  }
+  if (f.exchange_period > 1) {
+    // Clocks count exchanges: snapshot iterations and the end in those units.
+    const int tau = f.exchange_period;
+    if (!f.config.methods.elastic) return Status::Error("--exchange-period needs --elastic");
+    if (f.max_iter % tau != 0 || f.config.snapshot_interval % tau != 0) {
+      return Status::Error(f.solver + ": max_iter (" + std::to_string(f.max_iter) +
+                           ") and snapshot (" + std::to_string(f.config.snapshot_interval) +
+                           ") must be multiples of --exchange-period " + std::to_string(tau));
+    }
+    f.max_iter /= tau;
+    f.config.snapshot_interval /= tau;
+    f.config.final_iter /= tau;
+  }
   return ValidateShardConfig(f.config);
 }
 
@@ -169,7 +190,10 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .Add("pushes_applied", stats.pushes_applied())
                     .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages()),
+                    .Add("bad_messages", stats.bad_messages())
+                    .Add("backup_dropped", stats.backup_dropped())
+                    .Add("bytes_received", stats.bytes_received())
+                    .Add("bytes_sent", stats.bytes_sent()),
                 "done at version " + std::to_string(stats.version()));
 }
 
@@ -214,7 +238,23 @@ int main(int argc, char** argv) try {
       "log a pull that waits longer than this")(
       "idle-exit-s", po::value(&f.idle_exit_s)->default_value(600),
       "exit with an error after this long without any message (0: never)")(
-      "json", po::bool_switch(&f.json), "one JSON object a line");
+      "json", po::bool_switch(&f.json), "one JSON object a line")(
+      "backup-workers", po::value(&f.config.methods.backup_workers)->default_value(0),
+      "bsp: a step takes the first W-B gradients of each chunk, drops the rest")(
+      "staleness-lr", po::bool_switch(&f.config.methods.staleness_lr),
+      "ssp/asp: scale each gradient by 1/max(1, staleness)")(
+      "dc-lambda", po::value(&f.config.methods.dc_lambda)->default_value(0.f),
+      "ssp/asp: DC-ASGD lambda (0: off)")("dc-adaptive",
+                                          po::bool_switch(&f.config.methods.dc_adaptive),
+                                          "DC-ASGD-a: lambda / sqrt(mean square of the gradient)")(
+      "dc-momentum", po::value(&f.config.methods.dc_momentum)->default_value(0.95f),
+      "DC-ASGD-a: momentum of the mean square")(
+      "elastic", po::bool_switch(&f.config.methods.elastic),
+      "EASGD / model averaging: pushes are weight deltas added to the weights, no solver")(
+      "exchange-period", po::value(&f.exchange_period)->default_value(1),
+      "with --elastic: iterations between two exchanges (clocks count exchanges)")(
+      "dc-epsilon", po::value(&f.config.methods.dc_epsilon)->default_value(1e-7f),
+      "DC-ASGD-a: epsilon added to the root mean square");
   po::variables_map vm;
   try {
     po::store(

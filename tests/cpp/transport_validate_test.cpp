@@ -119,15 +119,42 @@ TEST_F(MessageValidateTest, WithoutPlacementTheHeaderLengthsRule) {
 }
 
 TEST_F(MessageValidateTest, UnknownDtypeIsRejected) {
-  // dtype = 2 on the wire: proto2 parks the unknown enum value among the
+  // dtype = 9 on the wire: proto2 parks the unknown enum value among the
   // unknown fields, so only the raw bytes can carry it.
   Header h = Good().header;
   std::string bytes = h.SerializeAsString();
-  bytes += std::string("\x38\x02", 2);  // field 7, varint 2
+  bytes += std::string("\x38\x09", 2);  // field 7, varint 9 (no such DataType)
   InMessage in = Good();
   ASSERT_TRUE(in.header.ParseFromString(bytes));
   EXPECT_EQ(in.header.dtype(), FLOAT32);  // what the accessor says
   EXPECT_EQ(Reason(in), "unsupported dtype");
+}
+
+TEST_F(MessageValidateTest, CompressedPushesAreCheckedAndOnlyPushesMayBeCompressed) {
+  // Chunks of 4 values: FLOAT16 needs 8 bytes each, SIGN_SCALED 8 (scale + 1 word).
+  InMessage half = Push({{3, 4}, {0, 4}}, {8, 8});
+  half.header.set_dtype(FLOAT16);
+  EXPECT_TRUE(Validate(half, rules_).ok());
+  InMessage wrong = Good();  // 16 bytes a chunk
+  wrong.header.set_dtype(FLOAT16);
+  EXPECT_EQ(Reason(wrong), "chunk 3: FLOAT16 payload has 16 bytes, 4 values need 8");
+  InMessage sign = Push({{3, 4}}, {8});
+  sign.header.set_dtype(SIGN_SCALED);
+  const float bad_scale = -1.f;
+  std::memcpy(sign.frames[0].data(), &bad_scale, 4);
+  sign.AlignPayloads();
+  EXPECT_NE(Reason(sign).find("chunk 3: SIGN_SCALED scale"), std::string::npos);
+  InMessage topk = Push({{3, 4}}, {12});  // k = 1: index 4 is out of range
+  topk.header.set_dtype(TOP_K);
+  const uint32_t words[] = {1, 4, 0};
+  std::memcpy(topk.frames[0].data(), words, 12);
+  topk.AlignPayloads();
+  EXPECT_EQ(Reason(topk), "chunk 3: TOP_K index 4 >= 4");
+  InMessage pull;
+  pull.header = MakeHeader(PULL, 0, 3);
+  pull.header.set_job_key(42);
+  pull.header.set_dtype(FLOAT16);
+  EXPECT_EQ(Reason(pull), "dtype FLOAT16 in a PULL (only a PUSH may be compressed)");
 }
 
 TEST_F(MessageValidateTest, AlignedCopiesOnlyWhereNeeded) {

@@ -347,9 +347,22 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     const float* diff = diffs.empty() ? params_[p].blob->cpu_diff() : diffs[i];
     for (uint32_t id : placement_.param_chunks(p)) {
       const Chunk& c = placement_.chunk(id);
+      transport::AddChunk(messages[c.shard].header, id, static_cast<uint64_t>(c.length));
+      if (options_.compression != pstrain::FLOAT32) {
+        if (encoders_.size() <= id) encoders_.resize(placement_.chunks().size());
+        if (!encoders_[id]) {
+          encoders_[id] = std::make_unique<transport::GradientEncoder>(
+              options_.compression, static_cast<size_t>(c.length), options_.topk_ratio,
+              options_.error_feedback);
+        }
+        encoders_[id]->Encode(diff + c.offset, &encoded_);
+        auto words = StagingBuffer(encoded_.size());
+        std::memcpy(words->data(), encoded_.data(), encoded_.size() * sizeof(float));
+        messages[c.shard].payloads.push_back(Payload::Slice(words, 0, encoded_.size()));
+        continue;
+      }
       auto values = StagingBuffer(c.length);
       std::memcpy(values->data(), diff + c.offset, c.length * sizeof(float));
-      transport::AddChunk(messages[c.shard].header, id, static_cast<uint64_t>(c.length));
       messages[c.shard].payloads.push_back(Payload::Slice(values, 0, c.length));
     }
   }
@@ -366,6 +379,7 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     }
     traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
     pstrain::Header header = transport::PushHeader(origin(), clock, sum_squares);
+    if (options_.compression != pstrain::FLOAT32) header.set_dtype(options_.compression);
     for (const auto& ref : messages[k].header.chunks()) *header.add_chunks() = ref;
     messages[k].header = header;
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(messages[k])));

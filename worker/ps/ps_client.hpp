@@ -35,6 +35,7 @@
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
+#include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
 
@@ -59,6 +60,11 @@ struct PsClientOptions {
   std::chrono::milliseconds timeout{120000};
   // 0: no heartbeats.
   std::chrono::milliseconds heartbeat_interval = transport::kHeartbeatInterval;
+  // Gradient compression of pushes (common/transport/gradient_codec.hpp):
+  // FLOAT32 none, FLOAT16, TOP_K (topk_ratio of each chunk's values) or SIGN_SCALED.
+  pstrain::DataType compression = pstrain::FLOAT32;
+  double topk_ratio = 0.01;
+  bool error_feedback = true;  // top-k and sign: carry what the encoding lost to the next push
 };
 
 struct PsTraffic {
@@ -137,6 +143,9 @@ class PsClient {
   std::vector<bool> shard_has_chunks_;
   std::vector<int> in_flight_;
   std::vector<std::shared_ptr<std::vector<float>>> pool_;
+  // Per chunk id, created at its first compressed push (residuals for error feedback).
+  std::vector<std::unique_ptr<transport::GradientEncoder>> encoders_;
+  std::vector<float> encoded_;  // scratch of one chunk's encoding
   int64_t pull_clock_ = -1;
   // The outstanding pull: per chunk id, arrived; per shard, chunks still
   // missing, the largest version of its replies and its checkpoint path.

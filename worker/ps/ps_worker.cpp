@@ -19,7 +19,10 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   trainer_options.context.rank = rank;
   trainer_options.context.world_size = options.client.world_size;
   trainer_options.on_event = options.on_event;
-  trainer_options.apply_updates = false;  // the servers apply the update rule
+  // The servers apply the update rule; with EASGD / model averaging each
+  // worker's own solver does, and the servers keep the center.
+  const bool elastic = options.elastic.method != ElasticOptions::Method::kNone;
+  trainer_options.apply_updates = elastic;
   trainer_options.run_tests = rank == 0;
   trainer_options.write_snapshots = false;  // checkpoints are the servers' barriers
   PSTRAIN_ASSIGN_OR_RETURN(worker->trainer_,
@@ -56,7 +59,22 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   // of the layers pushed first travel while backward still runs. GPU workers
   // keep the pull after the pushes: pulled weights land in host memory while
   // backward still runs on the device.
-  worker->early_pull_ = options.client.mode == ConsistencyMode::kBsp && !worker->device_gradients_;
+  worker->early_pull_ =
+      options.client.mode == ConsistencyMode::kBsp && !worker->device_gradients_ && !elastic;
+  if (elastic) {
+    std::vector<Blob*> blobs;
+    for (const auto& p : net.learnable_params()) {
+      if (p.lr_mult != 0.f) blobs.push_back(p.blob);
+    }
+    PsWorker* self = worker.get();
+    worker->exchange_ = std::make_unique<ElasticExchange>(
+        options.elastic, worker->client_.get(), std::move(blobs), options.client.world_size,
+        [self](int64_t version, const std::vector<std::string>& files) {
+          self->version_ = version;
+          if (self->options_.client.rank != 0 || files.empty()) return Status::Ok();
+          return self->WriteSnapshot(self->trainer_->iter(), files);
+        });
+  }
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
   worker->trainer_->add_callback(worker.get());
   return worker;
@@ -70,8 +88,10 @@ Status PsWorker::Run() {
   int64_t clock = 0;
   PSTRAIN_RETURN_IF_ERROR(client_->Hello(&clock));
   if (options_.client.rank == 0 && clock == 0) PSTRAIN_RETURN_IF_ERROR(client_->InitPush());
-  // Continue the data stream where this worker's clock says it stopped.
-  trainer_->StartAt(static_cast<int>(clock));
+  // Continue the data stream where this worker's clock says it stopped (with
+  // an exchange period, clocks count exchanges).
+  start_iter_ = static_cast<int>(clock) * (exchange_ ? options_.elastic.period : 1);
+  trainer_->StartAt(start_iter_);
   PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
   display_traffic_ = client_->traffic();
   PSTRAIN_RETURN_IF_ERROR(trainer_->Solve());
@@ -87,10 +107,17 @@ Status PsWorker::PullFor(int iter) {
 }
 
 Status PsWorker::OnStart(int iter) {
-  std::vector<std::string> shard_files;
-  PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
-  if (options_.client.rank == 0 && !shard_files.empty() && iter > 0) {
-    PSTRAIN_RETURN_IF_ERROR(WriteSnapshot(iter, shard_files));
+  if (exchange_ && iter != start_iter_) {
+    if (iter % options_.elastic.period == 0) {
+      PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / options_.elastic.period - 1));
+    }
+  } else {
+    std::vector<std::string> shard_files;
+    PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
+    if (options_.client.rank == 0 && !shard_files.empty() && iter > 0) {
+      PSTRAIN_RETURN_IF_ERROR(WriteSnapshot(iter, shard_files));
+    }
+    if (exchange_) exchange_->Started();
   }
   if (options_.straggle_ms > 0 || options_.straggle_jitter_ms > 0) {
     int delay = options_.straggle_ms;
@@ -106,12 +133,12 @@ Status PsWorker::OnLastForward(int iter) {
   // The shards answer chunk by chunk as each chunk's step is applied, which
   // needs this worker's push of it: the weights backward still reads are
   // never overwritten.
-  return early_pull_ ? PullFor(iter + 1) : Status::Ok();
+  return early_pull_ && !exchange_ ? PullFor(iter + 1) : Status::Ok();
 }
 
 Status PsWorker::AfterBackward(int iter, int layer) {
   const std::vector<int>& ids = push_after_layer_[layer];
-  if (clip_at_end_ || ids.empty()) return Status::Ok();
+  if (clip_at_end_ || ids.empty() || exchange_) return Status::Ok();
   if (!device_gradients_) return client_->Push(ids, iter, -1.0);
   // Copy the layer's gradients out on the side stream; push the ones whose
   // copies are done as backward goes on, the rest in OnGradientsReady.
@@ -127,6 +154,7 @@ Status PsWorker::PushCopied(int iter, bool wait) {
 }
 
 Status PsWorker::OnGradientsReady(int iter) {
+  if (exchange_) return Status::Ok();  // the local solver steps; exchanges in OnStart
   if (clip_at_end_) {
     std::vector<int> all;
     double sum = 0;
@@ -161,7 +189,28 @@ void PsWorker::OnEvent(TrainEvent* event) {
   display_traffic_ = t;
 }
 
+Status PsWorker::FinishElastic(int iter) {
+  const int period = options_.elastic.period;
+  if (iter % period != 0) {
+    return Status::Error("max_iter " + std::to_string(iter) +
+                         " is not a multiple of the exchange period " + std::to_string(period));
+  }
+  if (iter > start_iter_) PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / period - 1));
+  PSTRAIN_RETURN_IF_ERROR(client_->Flush());
+  if (options_.client.rank != 0) return Status::Ok();
+  // Worker 0 tests and snapshots the center (model averaging pulled it already).
+  if (options_.elastic.method == ElasticOptions::Method::kEasgd) {
+    PSTRAIN_RETURN_IF_ERROR(client_->Pull(iter / period));
+    std::vector<std::string> shard_files;
+    PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
+    if (!shard_files.empty()) PSTRAIN_RETURN_IF_ERROR(WriteSnapshot(iter, shard_files));
+  }
+  EmitServerStats(iter);
+  return Status::Ok();
+}
+
 Status PsWorker::OnFinish(int iter) {
+  if (exchange_) return FinishElastic(iter);
   PSTRAIN_RETURN_IF_ERROR(client_->Flush());
   if (options_.client.rank != 0) return Status::Ok();
 
@@ -171,6 +220,11 @@ Status PsWorker::OnFinish(int iter) {
   if (trainer_->solver().snapshot_after_train() || !shard_files.empty()) {
     PSTRAIN_RETURN_IF_ERROR(WriteSnapshot(iter, shard_files));
   }
+  EmitServerStats(iter);
+  return Status::Ok();
+}
+
+void PsWorker::EmitServerStats(int iter) {
   auto stats = client_->Stats();
   if (stats.ok()) {
     int64_t staleness_max = 0, bad = 0;
@@ -185,7 +239,6 @@ Status PsWorker::OnFinish(int iter) {
            {"bad_messages", static_cast<double>(bad)}},
           ""});
   }
-  return Status::Ok();
 }
 
 Status PsWorker::WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files) {

@@ -37,6 +37,7 @@
 #include "common/status.hpp"
 #include "common/transport/context.hpp"
 #include "worker/ps/device_gradients.hpp"
+#include "worker/ps/elastic_exchange.hpp"
 #include "worker/ps/ps_client.hpp"
 #include "worker/trainer.hpp"
 
@@ -50,6 +51,9 @@ struct PsWorkerOptions {
   int straggle_ms = 0;          // sleep this long every iteration (experiments)
   int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
   Engine engine = Engine::kFast;  // kGpu: the caller has selected the device (UseCudaDevice)
+  // EASGD / model averaging: local solver steps, an exchange every period
+  // iterations (elastic_exchange.hpp); clocks then count exchanges.
+  ElasticOptions elastic;
   std::function<void(const TrainEvent&)> on_event;
 };
 
@@ -82,6 +86,10 @@ class PsWorker : public Trainer::Callback {
   // (`wait`: waits for every copy started).
   Status PushCopied(int iter, bool wait);
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
+  // Worker 0 at the end: the servers' statistics as a server_stats event.
+  void EmitServerStats(int iter);
+  // OnFinish with an ElasticExchange: the last exchange, then worker 0 the center.
+  Status FinishElastic(int iter);
   void Emit(TrainEvent event) const;
 
   PsWorkerOptions options_;
@@ -90,6 +98,8 @@ class PsWorker : public Trainer::Callback {
   std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
+  std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
+  int start_iter_ = 0;
   bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
   bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward
   Rng straggle_rng_{0};

@@ -3,6 +3,8 @@
 //   ps-worker --solver S.prototxt --rank R --workers W --servers EP0,EP1,...
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
+//             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
+//             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
@@ -43,7 +45,9 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
 
 int main(int argc, char** argv) {
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "fast", mode = "bsp", advertise;
+  std::string servers, engine = "fast", mode = "bsp", advertise, compression = "none";
+  bool no_error_feedback = false;
+  std::string elastic = "none";
   int threads = 1;
   int timeout_s = 120;
   int gpu = -1;
@@ -74,7 +78,19 @@ int main(int argc, char** argv) {
       "gpu", po::value(&gpu), "train on CUDA device N (CUDA builds; overrides --engine)")(
       "advertise", po::value(&advertise),
       "this worker's host as its peers know it (shown in its first line)")(
-      "json", po::bool_switch(&json), "one JSON object a line");
+      "json", po::bool_switch(&json), "one JSON object a line")(
+      "compression", po::value(&compression)->default_value("none"),
+      "gradient pushes: none, fp16, topk or sign")(
+      "topk-ratio", po::value(&options.client.topk_ratio)->default_value(0.01),
+      "topk: the fraction of each chunk's values sent, in (0, 1]")(
+      "elastic", po::value(&elastic)->default_value("none"),
+      "none, easgd or average: train locally, exchange with the servers every period")(
+      "exchange-period", po::value(&options.elastic.period)->default_value(1),
+      "with --elastic: iterations between two exchanges")(
+      "elastic-alpha", po::value(&options.elastic.alpha)->default_value(0.1f),
+      "easgd: the moving rate alpha")(
+      "no-error-feedback", po::bool_switch(&no_error_feedback),
+      "topk/sign: drop what the encoding loses instead of adding it to the next push");
   po::variables_map vm;
   try {
     po::store(
@@ -111,6 +127,23 @@ int main(int argc, char** argv) {
     return usage("--straggle-ms and --straggle-jitter-ms must be >= 0");
   }
   if (engine != "fast" && engine != "reference") return usage("--engine must be fast or reference");
+  auto parsed_compression = pstrain::transport::ParseCompression(compression);
+  if (!parsed_compression.ok()) {
+    return usage("--compression: " + parsed_compression.status().message());
+  }
+  options.client.compression = parsed_compression.value();
+  options.client.error_feedback = !no_error_feedback;
+  auto parsed_elastic = pstrain::ParseElasticMethod(elastic);
+  if (!parsed_elastic.ok()) return usage("--elastic: " + parsed_elastic.status().message());
+  options.elastic.method = parsed_elastic.value();
+  if (options.elastic.period < 1) return usage("--exchange-period must be at least 1");
+  if (!(options.elastic.alpha > 0.f && options.elastic.alpha <= 1.f)) {
+    return usage("--elastic-alpha must be in (0, 1]");
+  }
+  if (!(options.client.topk_ratio > 0 && options.client.topk_ratio <= 1)) {
+    return usage("--topk-ratio must be in (0, 1], got " +
+                 std::to_string(options.client.topk_ratio));
+  }
   if (timeout_s < 1) return usage("--timeout-s must be at least 1");
   boost::split(options.client.servers, servers, boost::is_any_of(","));
   options.client.job_key = job_key;
