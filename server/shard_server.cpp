@@ -82,6 +82,8 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
   for (const pstrain::ChunkRef& c : h.chunks()) {
     bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
   }
+  const bool payload_kind = h.type() == pstrain::PUSH || h.type() == pstrain::INIT_PUSH;
+  if (payload_kind && !AllFinite(m, out)) return out;
   switch (h.type()) {
     case pstrain::HELLO:
       OnHello(m, out);
@@ -191,6 +193,9 @@ pstrain::ShardStats ShardServer::Stats() const {
   for (int64_t n : staleness_histogram_) s.add_staleness_histogram(n);
   s.set_bad_messages(bad_messages_);
   s.set_duplicates_dropped(duplicates_dropped_);
+  s.set_connections_refused(connections_refused_);
+  s.set_nonfinite_rejected(nonfinite_rejected_);
+  if (!nonfinite_last_.empty()) s.set_nonfinite_last(nonfinite_last_);
   s.set_bytes_received(bytes_received_);
   s.set_bytes_sent(bytes_sent_);
   for (int64_t clock : clocks_.clocks()) s.add_worker_clocks(clock);

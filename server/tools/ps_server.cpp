@@ -4,6 +4,13 @@
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
+//             [--keys DIR] [--nonfinite drop|stop]
+//
+// --keys DIR (a run folder's keys/, common/transport/curve.hpp) turns CURVE
+// on: the shard reads its own secret key from DIR/server-K.key and admits only
+// the public keys in DIR, each as the peer its file names. Without it, binding
+// anything but loopback (127.0.0.1, ::1, ipc://) is refused, and SHUTDOWN and
+// STATS are refused unless --job-key is set (docs/security.md).
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
@@ -44,6 +51,7 @@ void OnSignal(int) {
 struct Flags {
   ShardConfig config;
   std::string bind, advertise, coordinator, solver, mode = "bsp", resume, device = "cpu";
+  std::string keys, nonfinite = "stop";
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -86,6 +94,7 @@ Status Configure(Flags& f) {
   if (!mode.ok()) return mode.status().WithContext("--mode");
   f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.nonfinite, ParseNonFinitePolicy(f.nonfinite));
   if (f.config.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(f.config.device));
   caffe::SolverParameter solver;
   PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.solver, &solver));
@@ -177,6 +186,7 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pstrain::SilenceProtobufLogs();
   Flags f;
   po::options_description desc("ps-server");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
@@ -200,6 +210,11 @@ int main(int argc, char** argv) {
       "log a pull that waits longer than this")(
       "idle-exit-s", po::value(&f.idle_exit_s)->default_value(600),
       "exit with an error after this long without any message (0: never)")(
+      "keys", po::value(&f.keys),
+      "CURVE keys folder: this shard's key pair and every key it admits (no secret on the "
+      "command line)")(
+      "nonfinite", po::value(&f.nonfinite)->default_value("stop"),
+      "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)")(
       "json", po::bool_switch(&f.json), "one JSON object a line");
   po::variables_map vm;
   try {
@@ -227,10 +242,21 @@ int main(int argc, char** argv) {
   if (Status s = Configure(f); !s.ok()) return Fail(shard, s);
   auto bind_address = BindAddress(f.bind);
   if (!bind_address.ok()) return Fail(shard, bind_address.status());
+  if (f.keys.empty() && !transport::IsLoopback(bind_address.value())) {
+    return Fail(shard, Status::InvalidArgument(
+                           "--bind " + f.bind + ": binding an interface other hosts can reach "
+                           "needs CURVE (--keys DIR; ps-train's security: curve); without keys "
+                           "bind 127.0.0.1 or ipc://"));
+  }
   auto made = MakeShard(f);
   if (!made.ok()) return Fail(shard, made.status());
   const Printer printer(f.json, shard);
   if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
+  if (f.keys.empty()) {
+    printer.Log("security: none: no CURVE; any local process can connect" +
+                std::string(f.job_key == 0 ? ", and SHUTDOWN and STATS are refused (no --job-key)"
+                                           : " (the job key guards against strays only)"));
+  }
 
   ShardServiceOptions options;
   options.bind = bind_address.value();
@@ -238,6 +264,7 @@ int main(int argc, char** argv) {
   options.idle_exit = std::chrono::seconds(f.idle_exit_s);
   options.max_iter = f.max_iter;
   options.log = [&](const std::string& line) { printer.Log(line); };
+  options.keys = f.keys;
   transport::Context context;
   auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());
