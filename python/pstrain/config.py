@@ -22,6 +22,8 @@ from .solver import check_override, normalize_override
 MODES = ("bsp", "ssp", "asp")
 ENGINES = ("fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
+AUTH = ("curve", "none")
+NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 
 
@@ -69,6 +71,14 @@ class RestartConfig:
 
 
 @dataclasses.dataclass
+class SecurityConfig:
+    """docs/security.md. `security: none` is shorthand for {auth: none}."""
+
+    auth: str = "curve"                # curve: per-process keys, ZAP; none: one machine only
+    nonfinite: str = "stop"            # a pushed NaN/inf: stop the job, or drop that push
+
+
+@dataclasses.dataclass
 class JobConfig:
     name: str
     solver: pathlib.Path
@@ -80,6 +90,7 @@ class JobConfig:
     output: pathlib.Path = pathlib.Path("runs")
     restart: RestartConfig = dataclasses.field(default_factory=RestartConfig)
     engine: str = "fast"
+    security: SecurityConfig = dataclasses.field(default_factory=SecurityConfig)
 
     @property
     def run_dir(self) -> pathlib.Path:
@@ -170,7 +181,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         problem = check_override(str(k), v)
         if problem:
             raise r.fail(f"solver_overrides.{k}", problem)
-    return JobConfig(
+    job = JobConfig(
         name=name,
         solver=r.path(r.string(data, "solver", "solver", None)),
         solver_overrides=dict(overrides),
@@ -181,7 +192,10 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         output=r.path(r.string(data, "output", "output", "runs")),
         restart=_restart(r, data.get("restart") or {}),
         engine=r.choice(data, "engine", "engine", "fast", ENGINES),
+        security=_security(r, data.get("security")),
     )
+    _check_exposure(job, source)
+    return job
 
 
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
@@ -233,6 +247,35 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024))
+
+
+def _security(r: _Reader, d: Any) -> SecurityConfig:
+    if d is None:
+        return SecurityConfig()
+    if isinstance(d, str):
+        if d not in AUTH:
+            raise r.fail("security", f"must be curve, none or a mapping (auth, nonfinite), "
+                                     f"got {d!r}")
+        return SecurityConfig(auth=d)
+    r.section(d, "security", ("auth", "nonfinite"))
+    return SecurityConfig(auth=r.choice(d, "auth", "security.auth", "curve", AUTH),
+                          nonfinite=r.choice(d, "nonfinite", "security.nonfinite", "stop",
+                                             NONFINITE))
+
+
+def is_loopback(interface: str) -> bool:
+    """True for an interface only this machine reaches (127.0.0.0/8, ::1, localhost, lo)."""
+    return (interface.startswith("127.") or interface in ("::1", "[::1]", "localhost", "lo"))
+
+
+def _check_exposure(job: JobConfig, source: str) -> None:
+    """Without CURVE, servers may bind loopback only: anyone who can reach them can
+    push, pull and stop them."""
+    t = job.transport
+    if job.security.auth == "none" and t.kind == "tcp" and not is_loopback(t.interface):
+        raise JobError(f"{source}: transport.interface: {t.interface} can be reached from other "
+                       f"hosts, and security is none (no CURVE): use security: curve, or "
+                       f"interface 127.0.0.1")
 
 
 def _data(r: _Reader, d: Any) -> DataConfig | None:
