@@ -29,8 +29,8 @@ void DropLog::Count(int64_t n, Clock::time_point now) {
   Flush(now);
 }
 
-void DropLog::Flush(Clock::time_point now) {
-  if (held_ == 0 || now - last_count_line_ < interval_) return;
+void DropLog::Flush(Clock::time_point now, bool force) {
+  if (held_ == 0 || (!force && now - last_count_line_ < interval_)) return;
   const double seconds = std::chrono::duration<double>(now - last_count_line_).count();
   char text[160];
   std::snprintf(text, sizeof(text), "%lld more dropped or refused in the last %.1f s (%lld in all)",

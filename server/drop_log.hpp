@@ -24,9 +24,10 @@ class DropLog {
   void Report(const std::string& line, Clock::time_point now);
   // `n` reports without their descriptions (those beyond a bounded list).
   void Count(int64_t n, Clock::time_point now);
-  // Logs the count line when `interval` has passed since the last one and
-  // reports were held back meanwhile. Call periodically.
-  void Flush(Clock::time_point now);
+  // Logs the count line when `interval` has passed since the last one (or
+  // `force`) and reports were held back meanwhile. Call periodically, and
+  // with force at the end.
+  void Flush(Clock::time_point now, bool force = false);
 
   int64_t total() const { return total_; }
 

@@ -230,12 +230,20 @@ Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const 
 
 void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
   ++bad_messages_;
-  Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
-      " rejected: " + why);
+  LogDrop(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
+          " rejected: " + why);
   Outgoing reply;
   reply.peer = m.peer;
   reply.header = transport::ErrorHeader(origin(), m.header, why);
   out.push_back(std::move(reply));
+}
+
+void ShardServer::LogDrop(const std::string& line) const {
+  if (drop_log) {
+    drop_log("shard " + std::to_string(config_.shard) + ": " + line);
+  } else {
+    Log(line);
+  }
 }
 
 void ShardServer::Log(const std::string& line) const {

@@ -134,6 +134,9 @@ class ShardServer {
   const KeyPlacement* placement() const { return initialized() ? &layout_.placement : nullptr; }
 
   std::function<void(const std::string&)> log;  // log lines (waits, drops, checkpoints)
+  // Lines about refused messages (Reject, non-finite values), which a sender
+  // can make many of; unset: they go to `log`. ShardService bounds their rate.
+  std::function<void(const std::string&)> drop_log;
 
  private:
   using Out = std::vector<Outgoing>;
@@ -160,6 +163,7 @@ class ShardServer {
   Outgoing Reply(const Incoming& m, pstrain::MessageType type) const;
   void Reject(const Incoming& m, const std::string& why, Out& out);
   void Log(const std::string& line) const;
+  void LogDrop(const std::string& line) const;
   ShardProgress Progress() const;
 
   // shard_server_finite.cpp: true when every payload value of a PUSH or

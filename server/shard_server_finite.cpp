@@ -46,8 +46,8 @@ bool ShardServer::AllFinite(const Incoming& m, Out& out) {
     ++nonfinite_rejected_;
     nonfinite_last_ = what;
     const bool stop = config_.nonfinite == NonFinitePolicy::kStop;
-    Log(what + (stop ? "; refused, the job stops (security.nonfinite: stop)"
-                     : "; refused, nothing applied (security.nonfinite: drop)"));
+    LogDrop(what + (stop ? "; refused, the job stops (security.nonfinite: stop)"
+                         : "; refused, nothing applied (security.nonfinite: drop)"));
     Outgoing reply;
     reply.peer = m.peer;
     reply.header = transport::ErrorHeader(origin(), h, what + ": refused");

@@ -35,12 +35,17 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
                                                            ShardServiceOptions options) {
   std::unique_ptr<ShardService> service(new ShardService(std::move(shard), std::move(options)));
   service->shard_.log = service->options_.log;
+  service->shard_.drop_log = [raw = service.get()](const std::string& line) {
+    raw->drops_.Report(line, Clock::now());
+  };
   service->context_ = &context;
   const int k = service->shard_.config().shard;
   const std::string& keys = service->options_.keys;
   transport::KeyPair own;
   if (!keys.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(auto admitted, transport::ReadAdmittedKeys(keys));
+    service->Log("CURVE on: admitting the " + std::to_string(admitted.size()) +
+                 " public keys in " + keys);
     PSTRAIN_RETURN_IF_ERROR(context.AdmitKeys(std::move(admitted)));
     PSTRAIN_ASSIGN_OR_RETURN(own,
                              transport::ReadKeyPair(keys, transport::KeyFileName(pstrain::SERVER, k)));
@@ -71,6 +76,13 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
 const std::string& ShardService::endpoint() const { return router_->endpoint(); }
 
 Result<ShardService::Ending> ShardService::Run() {
+  Result<Ending> ended = Serve();
+  CountRefusals(Clock::now());
+  drops_.Flush(Clock::now(), /*force=*/true);
+  return ended;
+}
+
+Result<ShardService::Ending> ShardService::Serve() {
   auto last_message = Clock::now();
   auto last_tick = last_message;
   while (!shard_.done()) {

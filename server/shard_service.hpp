@@ -97,6 +97,7 @@ class ShardService {
   using TimePoint = ShardServer::TimePoint;
   ShardService(ShardServer shard, ShardServiceOptions options);
 
+  Result<Ending> Serve();
   void Receive(transport::Channel* channel, TimePoint now);
   void SendAll(std::vector<Outgoing> outgoing);
   void CheckLiveness(TimePoint now);

@@ -166,7 +166,9 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .Add("pushes_applied", stats.pushes_applied())
                     .AddRaw("staleness_histogram", histogram)
                     .Add("staleness_max", stats.staleness_max())
-                    .Add("bad_messages", stats.bad_messages()),
+                    .Add("bad_messages", stats.bad_messages())
+                    .Add("connections_refused", stats.connections_refused())
+                    .Add("nonfinite_rejected", stats.nonfinite_rejected()),
                 "done at version " + std::to_string(stats.version()));
 }
 
