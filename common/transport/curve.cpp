@@ -1,14 +1,19 @@
 #include "common/transport/curve.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 namespace pstrain::transport {
 namespace {
@@ -79,6 +84,39 @@ Result<std::map<std::string, std::string>> ReadAdmittedKeys(const std::string& d
   if (error) return Status::NotFound(dir + ": cannot read the keys folder: " + error.message());
   if (admitted.empty()) return Status::NotFound(dir + ": no public keys (*.pub) in the keys folder");
   return admitted;
+}
+
+namespace {
+
+Status WriteOwnerOnly(const std::string& path, const std::string& text) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IOError(path + ": cannot create: " + std::strerror(errno));
+  const std::string line = text + "\n";
+  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  close(fd);
+  if (!written) return Status::IOError(path + ": cannot write");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteKeyFolder(const std::string& dir, int servers, int workers) {
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    return Status::IOError(dir + ": cannot create the keys folder: " + std::strerror(errno));
+  }
+  std::vector<std::string> names = {"control"};
+  for (int k = 0; k < servers; ++k) names.push_back(KeyFileName(SERVER, k));
+  for (int r = 0; r < workers; ++r) names.push_back(KeyFileName(WORKER, r));
+  for (const std::string& name : names) {
+    char public_key[41], secret_key[41];
+    if (zmq_curve_keypair(public_key, secret_key) != 0) {
+      return Status::FailedPrecondition(std::string("cannot make CURVE keys: ") +
+                                        zmq_strerror(zmq_errno()));
+    }
+    PSTRAIN_RETURN_IF_ERROR(WriteOwnerOnly(dir + "/" + name + ".key", secret_key));
+    PSTRAIN_RETURN_IF_ERROR(WriteOwnerOnly(dir + "/" + name + ".pub", public_key));
+  }
+  return Status::Ok();
 }
 
 }  // namespace pstrain::transport

@@ -44,4 +44,11 @@ Result<std::string> ReadPublicKey(const std::string& dir, const std::string& nam
 // no key at all.
 Result<std::map<std::string, std::string>> ReadAdmittedKeys(const std::string& dir);
 
+// Writes a keys folder for a job of `servers` shards and `workers` workers:
+// a fresh key pair each for control, server-K and worker-R (libzmq's
+// zmq_curve_keypair), the folder 0700 and every file 0600. What ps-train's
+// keys.py writes, for programs and tests that start processes themselves.
+// Errors name the path: the folder exists, a file cannot be written.
+Status WriteKeyFolder(const std::string& dir, int servers, int workers);
+
 }  // namespace pstrain::transport
