@@ -254,11 +254,6 @@ int main(int argc, char** argv) {
   if (!made.ok()) return Fail(shard, made.status());
   const Printer printer(f.json, shard);
   if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
-  if (f.keys.empty()) {
-    printer.Log("security: none: no CURVE; any local process can connect" +
-                std::string(f.job_key == 0 ? ", and SHUTDOWN and STATS are refused (no --job-key)"
-                                           : " (the job key guards against strays only)"));
-  }
 
   ShardServiceOptions options;
   options.bind = bind_address.value();
@@ -277,6 +272,11 @@ int main(int argc, char** argv) {
                     .Add("device", f.device)
                     .Add("version", service.shard().version()),
                 "listening on " + service.endpoint());
+  if (f.keys.empty()) {
+    printer.Log("security: none: no CURVE; any local process can connect" +
+                std::string(f.job_key == 0 ? ", and SHUTDOWN and STATS are refused (no --job-key)"
+                                           : " (the job key guards against strays only)"));
+  }
   g_service = &service;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

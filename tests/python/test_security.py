@@ -65,7 +65,12 @@ class Peer:
         self.socket.connect(endpoint)
 
     def send(self, frames: list[bytes] | bytes) -> None:
-        self.socket.send_multipart(frames if isinstance(frames, list) else [frames])
+        """Never blocks: a peer whose handshake fails has nowhere to send to."""
+        try:
+            self.socket.send_multipart(frames if isinstance(frames, list) else [frames],
+                                       flags=zmq.NOBLOCK)
+        except zmq.Again:
+            pass
 
     def answer(self, timeout_s: float) -> list[bytes] | None:
         if self.socket.poll(int(timeout_s * 1000)):
@@ -207,12 +212,11 @@ def _endpoint(run_dir: pathlib.Path, deadline: float) -> str:
 
 
 def _run_attacked(config: JobConfig, attack) -> tuple:
-    """Runs the job on a thread while attack(run_dir, endpoint, stop) runs here."""
+    """Runs the job on a thread while attack(run_dir, endpoint, over) runs here."""
     outcome: dict = {}
     job = threading.Thread(target=lambda: outcome.update(
         result=Job(config).run(quiet=True, timeout=180)))
     job.start()
-    stop = threading.Event()
     try:
         attack(config.run_dir, _endpoint(config.run_dir, time.monotonic() + 60),
                lambda: not job.is_alive())
