@@ -303,8 +303,15 @@ def _hashes(folder: pathlib.Path) -> dict[str, str]:
 
 
 def test_resume_refuses_another_job_and_touches_nothing(tmp_path, fashion_mnist, capsys):
-    job = base_job(tmp_path, solver_overrides={"max_iter": 20, "test_interval": 0,
-                                               "snapshot": 10, "display": 10})
+    # The job's own solver and net (a tree like the repository's), to edit later.
+    nets = tmp_path / "configs" / "nets"
+    nets.mkdir(parents=True)
+    for name in ("lenet_solver.prototxt", "lenet_train_test.prototxt"):
+        (nets / name).write_text((ROOT / "configs" / "nets" / name).read_text())
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    job = base_job(tmp_path, solver=str(nets / "lenet_solver.prototxt"),
+                   solver_overrides={"max_iter": 20, "test_interval": 0, "snapshot": 10,
+                                     "display": 10})
     path = write_job(tmp_path, job)
     assert ps_train([str(path), "--quiet"]) == 0
     run = tmp_path / "runs" / "tiny"
@@ -319,14 +326,22 @@ def test_resume_refuses_another_job_and_touches_nothing(tmp_path, fashion_mnist,
         assert code == 2, err
         assert err.count("\n") == 1 and expected in err, err
     assert _hashes(run) == before, "a refused --resume changed the run folder"
-    # A changed net file is named with the line that differs.
-    net = tmp_path / "net.prototxt"
-    net.write_text((run / "net.prototxt").read_text().replace("num_output: 20", "num_output: 21"))
-    solver = tmp_path / "solver.prototxt"
-    solver.write_text((run / "solver.prototxt").read_text())
-    code = ps_train([str(path), "--resume", str(run), "--set", f"solver={solver}"])
+    # Another solver file, and the same net file edited since: each named.
+    other = tmp_path / "other_solver.prototxt"
+    other.write_text((nets / "lenet_solver.prototxt").read_text())
+    code = ps_train([str(path), "--resume", str(run), "--set", f"solver={other}"])
     err = capsys.readouterr().err
-    assert code == 2 and "solver differs" in err, err
+    assert code == 2 and "solver differs: the run has" in err, err
+    net = nets / "lenet_train_test.prototxt"
+    text = net.read_text()
+    assert "num_output: 20" in text
+    net.write_text(text.replace("num_output: 20", "num_output: 21", 1))
+    code = ps_train([str(path), "--resume", str(run)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{net} differs from the run's copy net.prototxt: 'num_output: 20' became " \
+           f"'num_output: 21'" in err, err
+    net.write_text(text)
     assert _hashes(run) == before
     # More iterations are an allowed change.
     assert ps_train([str(path), "--resume", str(run), "--quiet", "--set",
