@@ -512,8 +512,8 @@ int main(int argc, char** argv) {
         "(time: pull %.0f%%, push %.0f%%, flush %.0f%%)\n",
         static_cast<long long>(4 * total_floats), f.params, f.workers, f.servers,
         f.transport.c_str(), f.curve ? " + CURVE" : "", static_cast<long long>(f.chunk_bytes),
-        f.mode.c_str(), per_run, med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom, 100 * sum.push / denom,
-        100 * sum.flush / denom);
+        f.mode.c_str(), per_run, med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom,
+        100 * sum.push / denom, 100 * sum.flush / denom);
   }
   return exit_code;
 }

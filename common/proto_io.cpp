@@ -64,8 +64,8 @@ Status OpenError(const std::string& path, int err, const char* verb = "open") {
 }  // namespace
 
 void SilenceProtobufLogs() {
-  google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int,
-                                     const std::string&) {});
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
 }
 
 bool FileExists(const std::string& path) {

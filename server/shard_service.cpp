@@ -44,11 +44,11 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
   transport::KeyPair own;
   if (!keys.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(auto admitted, transport::ReadAdmittedKeys(keys));
-    service->Log("CURVE on: admitting the " + std::to_string(admitted.size()) +
-                 " public keys in " + keys);
+    service->Log("CURVE on: admitting the " + std::to_string(admitted.size()) + " public keys in " +
+                 keys);
     PSTRAIN_RETURN_IF_ERROR(context.AdmitKeys(std::move(admitted)));
-    PSTRAIN_ASSIGN_OR_RETURN(own,
-                             transport::ReadKeyPair(keys, transport::KeyFileName(pstrain::SERVER, k)));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        own, transport::ReadKeyPair(keys, transport::KeyFileName(pstrain::SERVER, k)));
   }
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit

@@ -82,7 +82,8 @@ Result<std::map<std::string, std::string>> ReadAdmittedKeys(const std::string& d
     admitted[key] = PeerName(role, rank);
   }
   if (error) return Status::NotFound(dir + ": cannot read the keys folder: " + error.message());
-  if (admitted.empty()) return Status::NotFound(dir + ": no public keys (*.pub) in the keys folder");
+  if (admitted.empty())
+    return Status::NotFound(dir + ": no public keys (*.pub) in the keys folder");
   return admitted;
 }
 

@@ -124,12 +124,14 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
     const std::string kind = MessageType_Name(h.type());
     if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
         message.user_id != PeerName(WORKER, 0)) {
-      return Status::Error(kind + " is accepted only from the orchestrator's key or "
-                                      "worker 0's");
+      return Status::Error(kind +
+                           " is accepted only from the orchestrator's key or "
+                           "worker 0's");
     }
     if (!rules.authenticated && rules.job_key == 0) {
-      return Status::Error(kind + " from an unauthenticated peer (this server has "
-                                      "neither CURVE keys nor a job key)");
+      return Status::Error(kind +
+                           " from an unauthenticated peer (this server has "
+                           "neither CURVE keys nor a job key)");
     }
   }
   if (h.dtype() != FLOAT32 || HasUnknownDtype(h)) return Status::Error("unsupported dtype");

@@ -7,8 +7,8 @@
 
 namespace pstrain::transport {
 
-Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(
-    void* zmq_context, std::map<std::string, std::string> admitted) {
+Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context,
+                                                      std::map<std::string, std::string> admitted) {
   void* socket = zmq_socket(zmq_context, ZMQ_REP);
   if (socket == nullptr) {
     return Status::Error(std::string("ZAP handler: cannot create a socket: ") +

@@ -214,9 +214,8 @@ int main(int argc, char** argv) {
       "exit with an error after this long without any message (0: never)")(
       "keys", po::value(&f.keys),
       "CURVE keys folder: this shard's key pair and every key it admits (no secret on the "
-      "command line)")(
-      "nonfinite", po::value(&f.nonfinite)->default_value("stop"),
-      "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)")(
+      "command line)")("nonfinite", po::value(&f.nonfinite)->default_value("stop"),
+                       "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)")(
       "json", po::bool_switch(&f.json), "one JSON object a line");
   po::variables_map vm;
   try {
@@ -246,7 +245,8 @@ int main(int argc, char** argv) {
   if (!bind_address.ok()) return Fail(shard, bind_address.status());
   if (f.keys.empty() && !transport::IsLoopback(bind_address.value())) {
     return Fail(shard, Status::InvalidArgument(
-                           "--bind " + f.bind + ": binding an interface other hosts can reach "
+                           "--bind " + f.bind +
+                           ": binding an interface other hosts can reach "
                            "needs CURVE (--keys DIR; ps-train's security: curve); without keys "
                            "bind 127.0.0.1 or ipc://"));
   }

@@ -83,8 +83,9 @@ TEST(DropLog, FirstLinesInFullThenOneCountLinePerInterval) {
   EXPECT_EQ(lines[3], "further drops are counted, one line every 10 s");
   log.Report("drop late", t0 + std::chrono::seconds(11));
   ASSERT_EQ(lines.size(), 5u);
-  EXPECT_EQ(lines[4], "998 more dropped or refused in the last 11.0 s (1001 in all); the latest: "
-                      "drop late");
+  EXPECT_EQ(lines[4],
+            "998 more dropped or refused in the last 11.0 s (1001 in all); the latest: "
+            "drop late");
   log.Count(5, t0 + std::chrono::seconds(12));
   EXPECT_EQ(lines.size(), 5u);
   log.Flush(t0 + std::chrono::seconds(13), /*force=*/true);

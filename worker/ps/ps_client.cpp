@@ -64,8 +64,8 @@ class PsClient::Heartbeats {
     socket_options.send_timeout_ms = 0;
     for (size_t k = 0; k < options.servers.size(); ++k) {
       PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
-      PSTRAIN_ASSIGN_OR_RETURN(auto channel,
-                               transport::ConnectDealer(context, options.servers[k], dealer_options));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          auto channel, transport::ConnectDealer(context, options.servers[k], dealer_options));
       h->channels_.push_back(std::move(channel));
     }
     h->thread_ = std::thread([raw = h.get()] { raw->Loop(); });
