@@ -360,3 +360,22 @@ def test_security_none_refuses_a_public_interface(tmp_path):
     curve = Job.from_yaml(write_job(tmp_path, base_job(tmp_path))).plan()
     command = curve.server_command(0, None)
     assert "--keys" in command and command[command.index("--job-key") + 1] == "0"
+
+
+def test_security_section_is_checked(tmp_path):
+    def job(**changes):
+        return Job.from_yaml(write_job(tmp_path, base_job(tmp_path, **changes))).config
+
+    assert job().security == SecurityConfig("curve", "stop")
+    assert job(security="none").security == SecurityConfig("none", "stop")
+    assert job(security={"nonfinite": "drop"}).security == SecurityConfig("curve", "drop")
+    for bad, message in (("tls", "security: must be curve, none or a mapping"),
+                         ({"nonfinite": "ignore"},
+                          "security.nonfinite: must be one of stop, drop, got 'ignore'"),
+                         ({"auth": "curve", "key": "x"}, "unknown key 'security.key'")):
+        with pytest.raises(JobError, match=re.escape(message)):
+            job(security=bad)
+    plan = Job.from_yaml(write_job(tmp_path, base_job(
+        tmp_path, security={"nonfinite": "drop"}))).plan()
+    command = plan.server_command(0, None)
+    assert command[command.index("--nonfinite") + 1] == "drop"
