@@ -4,7 +4,10 @@
 //   ps-bench --size 16M [--params 4] [--workers W] [--servers S]
 //            [--transport tcp|ipc] [--chunk-bytes B] [--mode asp|bsp|ssp]
 //            [--runs 5] [--run-seconds 1.5] [--server-bin build/bin/ps-server]
-//            [--server-wrapper "strace -c -f -o x"] [--json]
+//            [--server-wrapper "strace -c -f -o x"] [--curve] [--json]
+//
+// --curve: every socket uses CURVE as a ps-train job does by default (keys
+// written into the private folder, the servers started with --keys).
 //
 // Starts S real `ps-server` processes (a generated solver: SGD, fixed lr,
 // momentum 0.9), each bound to 127.0.0.1 on a free port (tcp) or to a Unix
@@ -47,6 +50,7 @@
 #include <vector>
 
 #include "common/blob.hpp"
+#include "common/transport/curve.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "worker/ps/ps_client.hpp"
 
@@ -58,6 +62,7 @@ namespace {
 struct Flags {
   std::string size = "16M";
   int params = 4;
+  bool curve = false;
   int workers = 1;
   int servers = 1;
   std::string transport = "tcp";
@@ -206,6 +211,7 @@ int main(int argc, char** argv) {
       "server-wrapper", po::value(&f.server_wrapper),
       "command the servers run under, e.g. \"perf record -g -o /tmp/p.data --\"")(
       "verbose", po::bool_switch(&f.verbose), "echo the servers' output")(
+      "curve", po::bool_switch(&f.curve), "CURVE on every socket (keys as ps-train makes them)")(
       "json", po::bool_switch(&f.json), "one JSON object for the result");
   po::variables_map vm;
   int64_t total_bytes = 0;
@@ -252,6 +258,14 @@ int main(int argc, char** argv) {
         << (dir / "snap").string() << "\"\n";
   }
   const uint64_t job_key = 777;
+  const std::string keys = (dir / "keys").string();
+  if (f.curve) {
+    if (auto s = pstrain::transport::WriteKeyFolder(keys, f.servers, f.workers); !s.ok()) {
+      std::fprintf(stderr, "ps-bench: %s\n", s.message().c_str());
+      std::filesystem::remove_all(dir);
+      return 1;
+    }
+  }
 
   std::vector<ServerProc> servers(static_cast<size_t>(f.servers));
   std::vector<std::string> endpoints;
@@ -287,6 +301,10 @@ int main(int argc, char** argv) {
                                    std::to_string(f.chunk_bytes),
                                    std::string("--json")}) {
         cmd.push_back(a);
+      }
+      if (f.curve) {
+        cmd.push_back("--keys");
+        cmd.push_back(keys);
       }
       if (k > 0) {
         cmd.push_back("--coordinator");
@@ -341,6 +359,7 @@ int main(int argc, char** argv) {
     options.rank = rank;
     options.world_size = f.workers;
     options.job_key = job_key;
+    if (f.curve) options.keys = keys;
     options.mode = mode.value();
     options.chunk_bytes = f.chunk_bytes;
     options.max_pushes_in_flight = f.max_in_flight;
@@ -476,10 +495,11 @@ int main(int argc, char** argv) {
   if (f.json) {
     std::printf(
         "{\"event\":\"ps_bench\",\"size_bytes\":%lld,\"params\":%d,\"workers\":%d,"
-        "\"servers\":%d,\"transport\":\"%s\",\"chunk_bytes\":%lld,\"mode\":\"%s\","
-        "\"iterations_per_run\":%d,\"runs_its\":[",
+        "\"servers\":%d,\"transport\":\"%s\",\"curve\":%s,\"chunk_bytes\":%lld,"
+        "\"mode\":\"%s\",\"iterations_per_run\":%d,\"runs_its\":[",
         static_cast<long long>(4 * total_floats), f.params, f.workers, f.servers,
-        f.transport.c_str(), static_cast<long long>(f.chunk_bytes), f.mode.c_str(), per_run);
+        f.transport.c_str(), f.curve ? "true" : "false", static_cast<long long>(f.chunk_bytes),
+        f.mode.c_str(), per_run);
     for (size_t i = 0; i < its.size(); ++i) std::printf("%s%.4f", i ? "," : "", its[i]);
     std::printf(
         "],\"its_per_worker\":%.4f,\"gbps_per_worker\":%.4f,\"gbps_total\":%.4f,"
@@ -487,13 +507,13 @@ int main(int argc, char** argv) {
         med_its, gb_worker, gb_total, sum.pull_wait / denom, sum.push / denom, sum.flush / denom);
   } else {
     std::printf(
-        "size %lld B, %d params, %d worker(s), %d server(s), %s, chunk %lld B, %s: "
+        "size %lld B, %d params, %d worker(s), %d server(s), %s%s, chunk %lld B, %s: "
         "%d it/run; median %.2f it/s per worker, %.3f GB/s per worker, %.3f GB/s total "
         "(time: pull %.0f%%, push %.0f%%, flush %.0f%%)\n",
         static_cast<long long>(4 * total_floats), f.params, f.workers, f.servers,
-        f.transport.c_str(), static_cast<long long>(f.chunk_bytes), f.mode.c_str(), per_run,
-        med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom, 100 * sum.push / denom,
-        100 * sum.flush / denom);
+        f.transport.c_str(), f.curve ? " + CURVE" : "", static_cast<long long>(f.chunk_bytes),
+        f.mode.c_str(), per_run, med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom,
+        100 * sum.push / denom, 100 * sum.flush / denom);
   }
   return exit_code;
 }

@@ -4,6 +4,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,6 +62,11 @@ Status OpenError(const std::string& path, int err, const char* verb = "open") {
 }
 
 }  // namespace
+
+void SilenceProtobufLogs() {
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+}
 
 bool FileExists(const std::string& path) {
   struct stat st;

@@ -32,6 +32,12 @@ Status WriteBinaryProto(const google::protobuf::Message& message, const std::str
 // Writes `contents` to `path` atomically (temporary file, fsync, rename).
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// Routes libprotobuf's own log lines (e.g. "Can't parse message of type ...
+// because it is missing required fields") away from stderr: every parse
+// failure already comes back as a Status naming the place, and a flood of
+// bad messages must not write one raw library line each. Call once in main.
+void SilenceProtobufLogs();
+
 Status ReadFileToString(const std::string& path, std::string* contents);
 bool FileExists(const std::string& path);
 

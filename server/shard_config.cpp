@@ -4,6 +4,12 @@
 
 namespace pstrain::server {
 
+Result<NonFinitePolicy> ParseNonFinitePolicy(const std::string& text) {
+  if (text == "drop") return NonFinitePolicy::kDrop;
+  if (text == "stop") return NonFinitePolicy::kStop;
+  return Status::InvalidArgument("--nonfinite: \"" + text + "\" is not drop or stop");
+}
+
 Status ValidateShardConfig(const ShardConfig& c) {
   if (c.num_shards < 1) {
     return Status::Error("num_shards must be at least 1, got " + std::to_string(c.num_shards));

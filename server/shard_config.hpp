@@ -13,6 +13,15 @@
 
 namespace pstrain::server {
 
+// What a shard does with a PUSH or INIT_PUSH holding a NaN or an infinity
+// (the job file's security.nonfinite). Either way no weight takes the value.
+enum class NonFinitePolicy {
+  kDrop,  // refuse that message with an ERROR to its sender, count it, go on
+  kStop,  // the shard stops with a Diverged status naming worker, chunk and clock
+};
+// "drop" or "stop"; error: `--nonfinite: "x" is not drop or stop`.
+Result<NonFinitePolicy> ParseNonFinitePolicy(const std::string& text);
+
 struct ShardConfig {
   int shard = 0;  // this shard's rank, 0 <= shard < num_shards; shard 0 coordinates
   int num_shards = 1;
@@ -28,6 +37,7 @@ struct ShardConfig {
   int64_t wait_warn_ms = 10000;   // a pull deferred this long is logged (Tick)
   int device = -1;                // -1: weights and updates on the CPU; N: on CUDA device N
   UpdateMethods methods;          // backup workers, staleness-aware rate, DC-ASGD
+  NonFinitePolicy nonfinite = NonFinitePolicy::kStop;
 };
 
 // Ok when `config` describes a shard that can run; otherwise the first

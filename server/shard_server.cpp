@@ -102,6 +102,8 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
       bytes_received_ += static_cast<int64_t>(c.length() * sizeof(float));
     }
   }
+  const bool payload_kind = h.type() == pstrain::PUSH || h.type() == pstrain::INIT_PUSH;
+  if (payload_kind && !AllFinite(m, out)) return out;
   switch (h.type()) {
     case pstrain::HELLO:
       OnHello(m, out);
@@ -213,6 +215,9 @@ pstrain::ShardStats ShardServer::Stats() const {
   s.set_bad_messages(bad_messages_);
   s.set_duplicates_dropped(duplicates_dropped_);
   if (backup_dropped_ > 0) s.set_backup_dropped(backup_dropped_);
+  s.set_connections_refused(connections_refused_);
+  s.set_nonfinite_rejected(nonfinite_rejected_);
+  if (!nonfinite_last_.empty()) s.set_nonfinite_last(nonfinite_last_);
   s.set_bytes_received(bytes_received_);
   s.set_bytes_sent(bytes_sent_);
   for (int64_t clock : clocks_.clocks()) s.add_worker_clocks(clock);
@@ -247,12 +252,20 @@ Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const 
 
 void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
   ++bad_messages_;
-  Log(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
-      " rejected: " + why);
+  LogDrop(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
+          " rejected: " + why);
   Outgoing reply;
   reply.peer = m.peer;
   reply.header = transport::ErrorHeader(origin(), m.header, why);
   out.push_back(std::move(reply));
+}
+
+void ShardServer::LogDrop(const std::string& line) const {
+  if (drop_log) {
+    drop_log("shard " + std::to_string(config_.shard) + ": " + line);
+  } else {
+    Log(line);
+  }
 }
 
 void ShardServer::Log(const std::string& line) const {

@@ -136,6 +136,11 @@ class ShardServer {
   Status WriteCheckpoint(const std::string& path) const;
 
   bool done() const { return done_; }  // a SHUTDOWN was answered
+  // Counts CURVE handshakes refused before any message (Stats().connections_refused).
+  void CountRefusedConnections(int64_t n) { connections_refused_ += n; }
+  // Not ok once the shard must stop (a non-finite value under
+  // NonFinitePolicy::kStop: Diverged, naming worker, chunk and clock).
+  const Status& failure() const { return failure_; }
   bool initialized() const { return layout_.store.has_value(); }
   int64_t version() const { return version_; }
   const ShardConfig& config() const { return config_; }
@@ -145,6 +150,9 @@ class ShardServer {
   const KeyPlacement* placement() const { return initialized() ? &layout_.placement : nullptr; }
 
   std::function<void(const std::string&)> log;  // log lines (waits, drops, checkpoints)
+  // Lines about refused messages (Reject, non-finite values), which a sender
+  // can make many of; unset: they go to `log`. ShardService bounds their rate.
+  std::function<void(const std::string&)> drop_log;
 
  private:
   using Out = std::vector<Outgoing>;
@@ -171,7 +179,13 @@ class ShardServer {
   Outgoing Reply(const Incoming& m, pstrain::MessageType type) const;
   void Reject(const Incoming& m, const std::string& why, Out& out);
   void Log(const std::string& line) const;
+  void LogDrop(const std::string& line) const;
   ShardProgress Progress() const;
+
+  // shard_server_finite.cpp: true when every payload value of a PUSH or
+  // INIT_PUSH is finite; otherwise the message is refused (ERROR to its
+  // sender, counted, logged) and, under kStop, failure() is set.
+  bool AllFinite(const Incoming& m, Out& out);
 
   // shard_server_push.cpp: PUSH and the BSP step with its norm exchange.
   void OnPush(const Incoming& m, Out& out);
@@ -234,6 +248,10 @@ class ShardServer {
   int64_t checkpoint_cut_ = 0;   // latest iteration cut (or resumed from)
   std::string checkpoint_path_;  // its file; empty if the write failed
   bool done_ = false;
+  int64_t connections_refused_ = 0;
+  int64_t nonfinite_rejected_ = 0;
+  std::string nonfinite_last_;
+  Status failure_;
 };
 
 }  // namespace pstrain::server

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/transport/curve.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/validate.hpp"
 
@@ -20,7 +21,9 @@ std::string Seconds(Clock::duration d) {
 }  // namespace
 
 ShardService::ShardService(ShardServer shard, ShardServiceOptions options)
-    : shard_(std::move(shard)), options_(std::move(options)) {
+    : shard_(std::move(shard)),
+      options_(std::move(options)),
+      drops_(options_.log, options_.drop_log_lines, options_.drop_log_interval) {
   for (int w = 0; w < shard_.config().num_workers; ++w) {
     worker_names_.push_back("worker " + std::to_string(w));
   }
@@ -33,15 +36,36 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
                                                            ShardServiceOptions options) {
   std::unique_ptr<ShardService> service(new ShardService(std::move(shard), std::move(options)));
   service->shard_.log = service->options_.log;
+  service->shard_.drop_log = [raw = service.get()](const std::string& line) {
+    raw->drops_.Report(line, Clock::now());
+  };
+  service->context_ = &context;
+  const int k = service->shard_.config().shard;
+  const std::string& keys = service->options_.keys;
+  transport::KeyPair own;
+  if (!keys.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto admitted, transport::ReadAdmittedKeys(keys));
+    service->Log("CURVE on: admitting the " + std::to_string(admitted.size()) + " public keys in " +
+                 keys);
+    PSTRAIN_RETURN_IF_ERROR(context.AdmitKeys(std::move(admitted)));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        own, transport::ReadKeyPair(keys, transport::KeyFileName(pstrain::SERVER, k)));
+  }
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
+  router_options.curve_secret_key = own.secret_key;
   PSTRAIN_ASSIGN_OR_RETURN(service->router_,
                            transport::BindRouter(context, service->options_.bind, router_options));
   service->channels_.push_back(service->router_.get());
-  const int k = service->shard_.config().shard;
   if (k > 0 && !service->options_.coordinator.empty()) {
     transport::SocketOptions dealer_options;
     dealer_options.identity = "server-" + std::to_string(k);
+    if (!keys.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(dealer_options.curve_server_key,
+                               transport::ReadPublicKey(keys, "server-0"));
+      dealer_options.curve_public_key = own.public_key;
+      dealer_options.curve_secret_key = own.secret_key;
+    }
     PSTRAIN_ASSIGN_OR_RETURN(
         service->coordinator_,
         transport::ConnectDealer(context, service->options_.coordinator, dealer_options));
@@ -53,6 +77,13 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
 const std::string& ShardService::endpoint() const { return router_->endpoint(); }
 
 Result<ShardService::Ending> ShardService::Run() {
+  Result<Ending> ended = Serve();
+  CountRefusals(Clock::now());
+  drops_.Flush(Clock::now(), /*force=*/true);
+  return ended;
+}
+
+Result<ShardService::Ending> ShardService::Serve() {
   auto last_message = Clock::now();
   auto last_tick = last_message;
   while (!shard_.done()) {
@@ -62,6 +93,7 @@ Result<ShardService::Ending> ShardService::Run() {
     if (now - last_tick >= options_.tick) {
       SendAll(shard_.Tick(now));
       CheckLiveness(now);
+      CountRefusals(now);
       last_tick = now;
     }
     if (ready < 0) {
@@ -72,6 +104,7 @@ Result<ShardService::Ending> ShardService::Run() {
     }
     last_message = now;
     Receive(channels_[static_cast<size_t>(ready)], now);
+    if (!shard_.failure().ok()) return shard_.failure();
   }
   return Ending::kShutdown;
 }
@@ -80,14 +113,16 @@ void ShardService::Receive(transport::Channel* channel, TimePoint now) {
   auto received = channel->Receive(std::chrono::milliseconds(0));
   if (!received.ok()) {
     shard_.CountBadMessage();
-    Log("dropped a message: " + received.status().message());
+    drops_.Report("dropped a message: " + received.status().message(), now);
     return;
   }
   if (!received.value().has_value()) return;
   transport::InMessage message = std::move(*received.value());
-  if (Status s = transport::Validate(message, shard_.RulesFor(message.header)); !s.ok()) {
+  transport::ValidationRules rules = shard_.RulesFor(message.header);
+  rules.authenticated = !options_.keys.empty();
+  if (Status s = transport::Validate(message, rules); !s.ok()) {
     shard_.CountBadMessage();
-    Log("dropped " + transport::Describe(message) + ": " + s.message());
+    drops_.Report("dropped " + transport::Describe(message) + ": " + s.message(), now);
     return;
   }
   Heard(message.header, now);
@@ -159,6 +194,22 @@ void ShardService::CheckLiveness(TimePoint now) {
     Log("warning: " + name + " (clock " + std::to_string(clock) + ") has been silent for " +
         Seconds(now - last) + " s");
   }
+}
+
+void ShardService::CountRefusals(TimePoint now) {
+  int64_t refused = 0;
+  const std::vector<std::string> lines = context_->TakeRefusals(&refused);
+  for (const std::string& line : lines) drops_.Report(line, now);
+  const int64_t failed = router_->TakeHandshakeFailures();  // peers without CURVE
+  shard_.CountRefusedConnections(refused + failed);
+  drops_.Count(refused - static_cast<int64_t>(lines.size()), now);
+  for (int64_t i = 0; i < failed; ++i) {
+    drops_.Report("refused a connection on " + endpoint() +
+                      ": its handshake failed (a peer without CURVE, or one using another "
+                      "server key)",
+                  now);
+  }
+  drops_.Flush(now);
 }
 
 void ShardService::Log(const std::string& line) const {

@@ -4,17 +4,25 @@
 // Create binds the shard's ROUTER (and, on shards > 0, a DEALER to server 0
 // for the gradient-norm exchange). Run then polls them until a SHUTDOWN has
 // been answered or Stop is called:
+//   - with a keys folder (options.keys, common/transport/curve.hpp) both
+//     sockets use CURVE: the ROUTER admits only the folder's public keys,
+//     each as the peer its file names, and every header must come from the
+//     key of the (role, sender) it claims; refused connections are counted
+//     (STATS connections_refused) and logged;
 //   - every message is validated once, on arrival, against
 //     ShardServer::RulesFor; one that fails (or whose header does not parse)
 //     is logged with its reason, counted in the shard's bad_messages (STATS)
-//     and dropped without an answer;
+//     and dropped without an answer; drops and refusals are logged in full
+//     for the first `drop_log_lines`, then as one count line per
+//     `drop_log_interval` (DropLog);
 //   - a valid one goes to ShardServer::Handle, and what Handle returns is sent
 //     (NORM_TOTAL to every server that has sent this shard a message);
 //   - every `tick` the shard logs pulls that waited too long, and the
 //     liveness table is checked: a worker not heard from (any valid message,
 //     HEARTBEAT included) for `silence_warning` is logged once, naming its
 //     rank and clock, and again when it is heard from later;
-//   - after `idle_exit` without any message Run fails.
+//   - after `idle_exit` without any message Run fails, and so it does when
+//     the shard fails (a non-finite value under NonFinitePolicy::kStop).
 //
 // Threads: Create, Run and shard() on one thread at a time; Stop from any
 // thread, or from a signal handler (it only sets an atomic flag). Run notices
@@ -34,6 +42,7 @@
 #include "common/transport/context.hpp"
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
+#include "server/drop_log.hpp"
 #include "server/shard_server.hpp"
 
 namespace pstrain::server {
@@ -50,6 +59,11 @@ struct ShardServiceOptions {
   // silence is no longer reported.
   int64_t max_iter = 0;
   std::function<void(const std::string&)> log;  // one line each; may be empty
+  // A keys folder: this shard's key pair (server-K.key/.pub), the public keys
+  // it admits and server 0's (for the coordinator DEALER). "": no CURVE.
+  std::string keys;
+  int drop_log_lines = 10;
+  std::chrono::milliseconds drop_log_interval{10000};
 };
 
 class ShardService {
@@ -70,7 +84,7 @@ class ShardService {
   // The bound endpoint, its port resolved ("tcp://127.0.0.1:40123").
   const std::string& endpoint() const;
   // Serves until SHUTDOWN or Stop. Errors: no message for idle_exit (marked
-  // retryable: DeadlineExceeded), a failing poll.
+  // retryable: DeadlineExceeded), a failing poll, the shard's failure().
   Result<Ending> Run();
   // Makes Run return kStopped within one poll interval. Async-signal-safe.
   void Stop() { stop_.store(true, std::memory_order_relaxed); }
@@ -83,14 +97,18 @@ class ShardService {
   using TimePoint = ShardServer::TimePoint;
   ShardService(ShardServer shard, ShardServiceOptions options);
 
+  Result<Ending> Serve();
   void Receive(transport::Channel* channel, TimePoint now);
   void SendAll(std::vector<Outgoing> outgoing);
   void CheckLiveness(TimePoint now);
+  void CountRefusals(TimePoint now);
   void Heard(const pstrain::Header& header, TimePoint now);
   void Log(const std::string& line) const;
 
   ShardServer shard_;
   ShardServiceOptions options_;
+  transport::Context* context_ = nullptr;  // not owned; outlives the service
+  DropLog drops_;
   std::unique_ptr<transport::Channel> router_;
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_

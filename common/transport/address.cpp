@@ -86,4 +86,10 @@ Result<std::string> MakeAddress(const std::string& kind, const std::string& host
   return "tcp://" + ip + ":" + (port == 0 ? std::string("*") : std::to_string(port));
 }
 
+bool IsLoopback(const std::string& address) {
+  if (address.rfind("tcp://", 0) != 0) return true;
+  const std::string host = address.substr(6, address.rfind(':') - 6);
+  return host.rfind("127.", 0) == 0 || host == "[::1]";
+}
+
 }  // namespace pstrain::transport

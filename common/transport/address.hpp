@@ -19,4 +19,9 @@ namespace pstrain::transport {
 // long ipc path.
 Result<std::string> MakeAddress(const std::string& kind, const std::string& host, int port);
 
+// True when only this machine can reach `address` (as MakeAddress makes it):
+// tcp on 127.0.0.0/8 or [::1], ipc, inproc. "tcp://*:..." and every other
+// interface are not: binding one without CURVE is refused (docs/security.md).
+bool IsLoopback(const std::string& address);
+
 }  // namespace pstrain::transport

@@ -1,21 +1,39 @@
 #include "common/transport/channel.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 #include <zmq.hpp>
+
+#include "common/transport/zap.hpp"
 
 namespace pstrain::transport {
 
 struct Context::Impl {
-  zmq::context_t context{1};  // one I/O thread
+  zmq::context_t context{1};        // one I/O thread
+  std::unique_ptr<ZapHandler> zap;  // after the context: closed before it terminates
 };
 
 Context::Context() : impl_(std::make_unique<Impl>()) {}
 Context::~Context() = default;
 
+Status Context::AdmitKeys(std::map<std::string, std::string> admitted) {
+  if (impl_->zap) return Status::Error("the keys this context admits are already set");
+  PSTRAIN_ASSIGN_OR_RETURN(impl_->zap,
+                           ZapHandler::Start(impl_->context.handle(), std::move(admitted)));
+  return Status::Ok();
+}
+
+std::vector<std::string> Context::TakeRefusals(int64_t* count) {
+  *count = 0;
+  return impl_->zap ? impl_->zap->TakeRefusals(count) : std::vector<std::string>{};
+}
+
 class ContextAccess {
  public:
   static zmq::context_t& Of(Context& context) { return context.impl_->context; }
+  static bool Admits(Context& context) { return context.impl_->zap != nullptr; }
 };
 
 class FrameAccess {
@@ -55,10 +73,19 @@ class ZmqChannel : public Channel {
         endpoint_(std::move(endpoint)),
         send_timeout_ms_(options.send_timeout_ms),
         send_hwm_(options.send_hwm) {}
+  ~ZmqChannel() override {
+    if (monitor_ != nullptr) {
+      zmq_socket_monitor(socket_.handle(), nullptr, 0);
+      zmq_close(monitor_);
+    }
+  }
 
   Status SendFrames(const std::string& peer, std::vector<Frame> frames) override;
   Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) override;
   const std::string& endpoint() const override { return endpoint_; }
+  int64_t TakeHandshakeFailures() override;
+  // Watches the socket's failed handshakes (a CURVE ROUTER).
+  Status Monitor(zmq::context_t& context);
 
  private:
   void* poll_handle() override { return socket_.handle(); }
@@ -70,7 +97,39 @@ class ZmqChannel : public Channel {
   std::string endpoint_;
   int send_timeout_ms_;
   int send_hwm_;
+  void* monitor_ = nullptr;  // PAIR receiving socket_'s handshake events, or null
 };
+
+Status ZmqChannel::Monitor(zmq::context_t& context) {
+  static std::atomic<uint64_t> next{0};
+  const std::string address = "inproc://pstrain-monitor-" + std::to_string(next++);
+  const int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
+  if (zmq_socket_monitor(socket_.handle(), address.c_str(), events) != 0) {
+    return Status::Error(endpoint_ + ": cannot monitor handshakes: " + ZmqError(zmq_errno()));
+  }
+  monitor_ = zmq_socket(context.handle(), ZMQ_PAIR);
+  if (monitor_ == nullptr || zmq_connect(monitor_, address.c_str()) != 0) {
+    return Status::Error(endpoint_ + ": cannot monitor handshakes: " + ZmqError(zmq_errno()));
+  }
+  int linger = 0;
+  zmq_setsockopt(monitor_, ZMQ_LINGER, &linger, sizeof(linger));
+  return Status::Ok();
+}
+
+int64_t ZmqChannel::TakeHandshakeFailures() {
+  int64_t failures = 0;
+  if (monitor_ == nullptr) return 0;
+  while (true) {  // an event is two frames: (uint16 event, uint32 value), the endpoint
+    zmq_msg_t part;
+    zmq_msg_init(&part);
+    if (zmq_msg_recv(&part, monitor_, ZMQ_DONTWAIT) < 0) {
+      zmq_msg_close(&part);
+      return failures;
+    }
+    if (zmq_msg_more(&part)) ++failures;  // only an event's first frame has more
+    zmq_msg_close(&part);
+  }
+}
 
 Status ZmqChannel::SendError(const std::string& peer, int err) const {
   std::string where = endpoint_ + ": send";
@@ -149,6 +208,9 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
                      (router_ ? "peer '" + PrintablePeer(message.peer) + "'" : "the server");
   if (parts.size() <= header_index) return Status::Error(from + ": no header frame");
   const Frame& head = parts[header_index];
+  if (const char* user = zmq_msg_gets(FrameAccess::Of(parts[header_index]), "User-Id")) {
+    message.user_id = user;
+  }
   if (!message.header.ParseFromArray(head.data(), static_cast<int>(head.size()))) {
     return Status::Error(from + ": header does not parse");
   }
@@ -171,6 +233,21 @@ Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
   PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_SNDTIMEO, o.send_timeout_ms, "ZMQ_SNDTIMEO"));
   PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_MAXMSGSIZE, &o.max_message_bytes,
                                     sizeof(o.max_message_bytes), "ZMQ_MAXMSGSIZE"));
+  if (router && !o.curve_secret_key.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER"));
+    PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_CURVE_SECRETKEY, o.curve_secret_key.data(),
+                                      o.curve_secret_key.size(), "ZMQ_CURVE_SECRETKEY"));
+    const std::string domain = "pstrain";
+    PSTRAIN_RETURN_IF_ERROR(
+        SetOption(socket, ZMQ_ZAP_DOMAIN, domain.data(), domain.size(), "ZMQ_ZAP_DOMAIN"));
+  } else if (!router && !o.curve_server_key.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_CURVE_SERVERKEY, o.curve_server_key.data(),
+                                      o.curve_server_key.size(), "ZMQ_CURVE_SERVERKEY"));
+    PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_CURVE_PUBLICKEY, o.curve_public_key.data(),
+                                      o.curve_public_key.size(), "ZMQ_CURVE_PUBLICKEY"));
+    PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_CURVE_SECRETKEY, o.curve_secret_key.data(),
+                                      o.curve_secret_key.size(), "ZMQ_CURVE_SECRETKEY"));
+  }
   if (router) {
     PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY"));
     PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER"));
@@ -203,6 +280,11 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
     return Status::Error(address + ": cannot create socket: " + e.what());
   }
   std::string verb = router ? "bind" : "connect";
+  const bool curve_server = router && !options.curve_secret_key.empty();
+  if (curve_server && !ContextAccess::Admits(context)) {
+    return Status::Error("cannot bind " + address +
+                         " with CURVE: no keys are admitted (Context::AdmitKeys)");
+  }
   PSTRAIN_RETURN_IF_ERROR(
       Configure(socket, router, address, options).WithContext("cannot " + verb + " " + address));
   int rc = router ? zmq_bind(socket.handle(), address.c_str())
@@ -217,8 +299,10 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
       endpoint.assign(buffer, size - 1);  // size counts the terminating 0
     }
   }
-  return std::unique_ptr<Channel>(
-      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), options));
+  auto channel =
+      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), options);
+  if (curve_server) PSTRAIN_RETURN_IF_ERROR(channel->Monitor(ContextAccess::Of(context)));
+  return std::unique_ptr<Channel>(std::move(channel));
 }
 
 }  // namespace

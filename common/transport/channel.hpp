@@ -29,6 +29,14 @@ struct SocketOptions {
   int heartbeat_timeout_ms = 10000;
   int send_timeout_ms = 10000;     // Send waits at most this long on a full queue
   int64_t max_message_bytes = -1;  // ZMQ_MAXMSGSIZE for one frame; -1 = no limit
+  // CURVE (curve.hpp), keys as 40 Z85 characters. On a ROUTER, a secret key
+  // makes it a CURVE server: it then admits only the keys of its Context's
+  // AdmitKeys, and BindRouter fails when none were given. On a DEALER, all
+  // three make it a CURVE client of the server whose public key is
+  // curve_server_key (a server without its secret key cannot answer).
+  std::string curve_public_key;
+  std::string curve_secret_key;
+  std::string curve_server_key;
 };
 
 class Channel {
@@ -59,6 +67,11 @@ class Channel {
 
   // The bound address (port resolved when bound to port 0) or the connected one.
   virtual const std::string& endpoint() const = 0;
+
+  // A CURVE ROUTER: the handshakes that failed since the last call for a
+  // reason other than a refused key (those are the Context's TakeRefusals):
+  // a peer without CURVE, one using another server key. 0 elsewhere.
+  virtual int64_t TakeHandshakeFailures() { return 0; }
 
  private:
   friend Result<int> PollAny(const std::vector<Channel*>& channels,

@@ -4,7 +4,12 @@
 // threads may be made in one context, each then used by its own thread.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
 
 namespace pstrain::transport {
 
@@ -14,6 +19,17 @@ class Context {
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
+
+  // Admits CURVE clients to this context's CURVE ROUTERs
+  // (SocketOptions::curve_secret_key) by public key: `admitted` maps a Z85
+  // public key to the peer name every message of that connection then carries
+  // (InMessage::user_id, curve.hpp's PeerName). Every other client is refused
+  // during its handshake: it never delivers a message. Call once, before
+  // binding a CURVE ROUTER. Error: called twice.
+  Status AdmitKeys(std::map<std::string, std::string> admitted);
+  // Clients refused since the last call: `*count` of them in all, and a
+  // description of the first ones (the peer's address and why).
+  std::vector<std::string> TakeRefusals(int64_t* count);
 
  private:
   friend class ContextAccess;  // channel.cpp: the ZeroMQ context inside

@@ -142,6 +142,7 @@ std::string Describe(const InMessage& message) {
   std::string text =
       MessageType_Name(h.type()) + " from " + role + " " + std::to_string(h.sender());
   if (!message.peer.empty()) text += " (peer '" + PrintablePeer(message.peer) + "')";
+  if (!message.user_id.empty()) text += " (key of " + message.user_id + ")";
   return text;
 }
 

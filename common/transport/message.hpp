@@ -79,6 +79,9 @@ struct OutMessage {
 // received (payload() relies on where they are).
 struct InMessage {
   std::string peer;  // ROUTER routing id of the sender; "" on a DEALER
+  // A CURVE ROUTER: the peer name the ZAP handler gave the sender's key
+  // ("worker 3", curve.hpp's PeerName); "" without CURVE.
+  std::string user_id;
   pstrain::Header header;
   std::vector<Frame> frames;  // payload frames (frame 0, the header, already parsed)
   size_t header_bytes = 0;    // size of frame 0 as received

@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/transport/curve.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 
@@ -120,6 +121,28 @@ Status CheckChunkList(const Header& h, const KeyPlacement& placement, int shard,
 Status Validate(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
   if (rules.job_key != 0 && h.job_key() != rules.job_key) return Status::Error("job key mismatch");
+  if (rules.authenticated) {
+    const std::string claimed = PeerName(h.role(), h.sender());
+    if (message.user_id != claimed) {
+      return Status::Error(
+          "sent as " + claimed + " by " +
+          (message.user_id.empty() ? "an unauthenticated peer" : "the key of " + message.user_id));
+    }
+  }
+  if (rules.receiver == SERVER && (h.type() == SHUTDOWN || h.type() == STATS)) {
+    const std::string kind = MessageType_Name(h.type());
+    if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
+        message.user_id != PeerName(WORKER, 0)) {
+      return Status::Error(kind +
+                           " is accepted only from the orchestrator's key or "
+                           "worker 0's");
+    }
+    if (!rules.authenticated && rules.job_key == 0) {
+      return Status::Error(kind +
+                           " from an unauthenticated peer (this server has "
+                           "neither CURVE keys nor a job key)");
+    }
+  }
   if (HasUnknownDtype(h)) return Status::Error("unsupported dtype");
   if (h.dtype() != FLOAT32 && h.type() != PUSH) {
     return Status::Error("dtype " + DataType_Name(h.dtype()) + " in a " +

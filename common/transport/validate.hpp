@@ -19,6 +19,12 @@ struct ValidationRules {
   // to send it, with the fields the kind needs (protocol.hpp).
   std::optional<Role> receiver;
   uint64_t job_key = 0;  // header.job_key must equal this (0: not checked)
+  // Set on a CURVE socket: the (role, sender) of every header must be the
+  // peer its key was admitted as (InMessage::user_id), so no key speaks for
+  // another rank; and a server takes SHUTDOWN and STATS only from the
+  // orchestrator's key ("control 0") or worker 0's. Unset on a server
+  // (receiver SERVER) with job_key 0, SHUTDOWN and STATS are refused.
+  bool authenticated = false;
   int num_workers = 0;   // > 0: a WORKER sender must be in [0, num_workers)
   int num_servers = 0;   // > 0: a SERVER sender must be in [0, num_servers)
   // Set: chunk ids must exist and lengths equal the chunk's length.
@@ -32,6 +38,9 @@ struct ValidationRules {
 // Ok, or one reason (without the sender: prefix Describe(message) when
 // logging), checked in this order:
 //   "job key mismatch"
+//   "sent as worker 0 by the key of worker 1"                     (authenticated)
+//   "SHUTDOWN is accepted only from the orchestrator's key or worker 0's" (authenticated)
+//   "STATS from an unauthenticated peer (this server has neither CURVE keys nor a job key)"
 //   "unsupported dtype"
 //   "a server does not accept PULL_REPLY"                         (receiver set)
 //   "a server accepts PUSH only from a worker"                    (receiver set)

@@ -12,13 +12,13 @@ __version__ = "0.1.0"   # keep equal to pyproject.toml's [project] version
 
 from .compare import compare
 from .config import (ClusterConfig, ConsistencyConfig, DataConfig, JobConfig, RestartConfig,
-                     StragglerConfig, TransportConfig)
+                     SecurityConfig, StragglerConfig, TransportConfig)
 from .errors import JobError, ProgramNotFound
 from .launcher import ProcessHandle, start_server, start_worker
 from .programs import find_program
 from .runner import Job, RunResult
 
 __all__ = ["ClusterConfig", "ConsistencyConfig", "DataConfig", "Job", "JobConfig", "JobError",
-           "ProcessHandle", "ProgramNotFound", "RestartConfig", "RunResult", "StragglerConfig",
+           "ProcessHandle", "ProgramNotFound", "RestartConfig", "RunResult", "SecurityConfig", "StragglerConfig",
            "TransportConfig", "__version__", "compare", "find_program", "start_server",
            "start_worker"]

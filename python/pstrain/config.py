@@ -23,6 +23,8 @@ from .solver import check_override, normalize_override
 MODES = ("bsp", "ssp", "asp")
 ENGINES = ("fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
+AUTH = ("curve", "none")
+NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
 COMPRESSIONS = ("none", "fp16", "topk", "sign")
@@ -125,6 +127,14 @@ class RemoteConfig:
 
 
 @dataclasses.dataclass
+class SecurityConfig:
+    """docs/security.md. `security: none` is shorthand for {auth: none}."""
+
+    auth: str = "curve"                # curve: per-process keys, ZAP; none: one machine only
+    nonfinite: str = "stop"            # a pushed NaN/inf: stop the job, or drop that push
+
+
+@dataclasses.dataclass
 class JobConfig:
     name: str
     solver: pathlib.Path
@@ -137,6 +147,7 @@ class JobConfig:
     restart: RestartConfig = dataclasses.field(default_factory=RestartConfig)
     engine: str = "fast"
     remote: RemoteConfig = dataclasses.field(default_factory=RemoteConfig)
+    security: SecurityConfig = dataclasses.field(default_factory=SecurityConfig)
 
     @property
     def run_dir(self) -> pathlib.Path:
@@ -244,7 +255,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         problem = check_override(str(k), v)
         if problem:
             raise r.fail(f"solver_overrides.{k}", problem)
-    return JobConfig(
+    job = JobConfig(
         name=name,
         solver=r.path(r.string(data, "solver", "solver", None)),
         solver_overrides=dict(overrides),
@@ -256,7 +267,10 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         restart=_restart(r, data.get("restart") or {}),
         engine=r.choice(data, "engine", "engine", "fast", ENGINES),
         remote=_remote(r, data.get("remote") or {}),
+        security=_security(r, data.get("security")),
     )
+    _check_exposure(job, source)
+    return job
 
 
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
@@ -373,6 +387,35 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         compression=compression)
+
+
+def _security(r: _Reader, d: Any) -> SecurityConfig:
+    if d is None:
+        return SecurityConfig()
+    if isinstance(d, str):
+        if d not in AUTH:
+            raise r.fail("security", f"must be curve, none or a mapping (auth, nonfinite), "
+                                     f"got {d!r}")
+        return SecurityConfig(auth=d)
+    r.section(d, "security", ("auth", "nonfinite"))
+    return SecurityConfig(auth=r.choice(d, "auth", "security.auth", "curve", AUTH),
+                          nonfinite=r.choice(d, "nonfinite", "security.nonfinite", "stop",
+                                             NONFINITE))
+
+
+def is_loopback(interface: str) -> bool:
+    """True for an interface only this machine reaches (127.0.0.0/8, ::1, localhost, lo)."""
+    return (interface.startswith("127.") or interface in ("::1", "[::1]", "localhost", "lo"))
+
+
+def _check_exposure(job: JobConfig, source: str) -> None:
+    """Without CURVE, servers may bind loopback only: anyone who can reach them can
+    push, pull and stop them."""
+    t = job.transport
+    if job.security.auth == "none" and t.kind == "tcp" and not is_loopback(t.interface):
+        raise JobError(f"{source}: transport.interface: {t.interface} can be reached from other "
+                       f"hosts, and security is none (no CURVE): use security: curve, or "
+                       f"interface 127.0.0.1")
 
 
 def _data(r: _Reader, d: Any) -> DataConfig | None:

@@ -58,6 +58,21 @@ class Plan:
         return self.run_dir / "solver.prototxt"
 
     @property
+    def keys_dir(self) -> pathlib.Path | None:
+        """The CURVE keys folder (keys.py), or None with security: none."""
+        return self.run_dir / "keys" if self.job.security.auth == "curve" else None
+
+    @property
+    def wire_job_key(self) -> int:
+        """The job key the programs get: with CURVE the keys admit peers and no key
+        goes on a command line (0: none); without it, a guard against strays."""
+        return 0 if self.keys_dir is not None else self.job_key
+
+    def security_args(self) -> list[str]:
+        keys = self.keys_dir
+        return ["--keys", str(keys)] if keys is not None else []
+
+    @property
     def snapshot_prefix(self) -> pathlib.Path:
         return self.run_dir / "snapshots" / self.job.name
 
@@ -93,8 +108,9 @@ class Plan:
                "--workers", str(j.cluster.workers), "--bind", self.bind_address(shard),
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
-               str(j.transport.chunk_bytes), "--job-key", str(self.job_key),
-               "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json"]
+               str(j.transport.chunk_bytes), "--job-key", str(self.wire_job_key),
+               "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json",
+               "--nonfinite", j.security.nonfinite] + self.security_args()
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += self.method_flags()
@@ -130,10 +146,11 @@ class Plan:
         j = self.job
         cmd = [str(self.worker_bin), "--solver", str(self.solver_copy), "--rank", str(rank),
                "--workers", str(j.cluster.workers), "--servers", ",".join(endpoints),
-               "--job-key", str(self.job_key), "--mode", j.consistency.mode,
+               "--job-key", str(self.wire_job_key), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--threads", str(j.cluster.threads_per_worker),
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
+        cmd += self.security_args()
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
         if self.placement is not None:

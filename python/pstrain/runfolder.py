@@ -3,13 +3,19 @@
     job.resolved.yaml   the job as run (absolute paths, defaults filled in)
     solver.prototxt     the solver copy the processes train with (+ net copies)
     logs/<role>-<rank>.log (+ .caffe.log), metrics.jsonl, snapshots/, plots/, summary.json
+    keys/               security: curve: one CURVE key pair per process (keys.py)
+
+The folder is mode 0700 and everything in it is written under umask 077 (the
+runner sets it for the run and its processes): readable by its owner only.
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import shutil
 
+from . import keys
 from .errors import JobError
 from .plan import Plan
 
@@ -44,8 +50,12 @@ def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
             raise JobError(f"{plan.source}: output: {run} exists and is not a run folder; "
                            f"choose another name or output")
         shutil.rmtree(run)
+    run.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(run, 0o700)
     for sub in ("logs", "snapshots", "plots"):
-        (run / sub).mkdir(parents=True, exist_ok=True)
+        (run / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if plan.keys_dir is not None:
+        keys.make_keys(plan.keys_dir, plan.job.cluster.servers, plan.job.cluster.workers)
     if plan.job.transport.kind == "ipc":
         (run / "sockets").mkdir(exist_ok=True)
     (run / MARKER).write_text(plan.job.to_yaml())

@@ -4,7 +4,9 @@ or a death by signal, see exitcodes), fail the job at once on any other worker
 failure, a server failure or a signal, and leave a complete run folder behind."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import pathlib
 import queue
 import re
@@ -14,7 +16,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import exitcodes, plots, programs, runfolder, tensorboard
+from . import exitcodes, plots, programs, resume as resume_check, runfolder, tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .hostrun import HostLauncher
@@ -117,6 +119,7 @@ class Job:
                     f"this run goes to {config.run_dir}")
         manifest = None
         if resume:
+            resume_check.check_job(config, self.source)
             manifest = runfolder.newest_checkpoint(config.run_dir)
             if manifest is None:
                 raise JobError(f"{config.run_dir}: no complete checkpoint (*.manifest) in "
@@ -125,33 +128,51 @@ class Job:
         if plan.missing_sources:
             _prepare_data(config, plan, say)
             plan = make_plan(config, self.source, resume_manifest=manifest)
-        runfolder.create(plan, resume=resume, overwrite=overwrite)
-        shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
-                                                             quiet=progress == "lines")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        server_restarts = 0
-        while True:
-            left = None if deadline is None else max(1.0, deadline - time.monotonic())
-            run = _Run(plan, progress=shown, timeout=left, on_event=on_event,
-                       server_restarts=server_restarts)
-            result = run.execute()
-            if not run.server_lost or result.ok:
-                return result
-            # A server was lost: the whole job again from the newest complete checkpoint.
-            manifest = runfolder.newest_checkpoint(config.run_dir)
-            limit = config.restart.max_server_restarts
-            if manifest is None or server_restarts >= limit:
-                why = ("no complete checkpoint to restart from" if manifest is None else
-                       f"no server restarts left (restart.max_server_restarts = {limit})")
-                result.summary["message"] += f"; {why}"
-                run.write_summary(result.summary)
-                return result
-            server_restarts += 1
-            say(f"[{config.name}] {result.summary['message']}; restarting the job from "
-                f"{manifest} ({server_restarts}/{limit})")
-            plan = make_plan(config, self.source, resume_manifest=manifest)
+        if resume:
+            resume_check.check_files(plan)
+        with _private_files():
+            runfolder.create(plan, resume=resume, overwrite=overwrite)
+            if config.security.auth == "none":
+                say(f"[{config.name}] security: none: no CURVE, servers bind "
+                    f"{config.transport.interface}; any local user can connect to them "
+                    f"(for experiments on one machine)")
             shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                                  quiet=progress == "lines")
+            deadline = None if timeout is None else time.monotonic() + timeout
+            server_restarts = 0
+            while True:
+                left = None if deadline is None else max(1.0, deadline - time.monotonic())
+                run = _Run(plan, progress=shown, timeout=left, on_event=on_event,
+                           server_restarts=server_restarts)
+                result = run.execute()
+                if not run.server_lost or result.ok:
+                    return result
+                # A server was lost: the whole job again from the newest complete checkpoint.
+                manifest = runfolder.newest_checkpoint(config.run_dir)
+                limit = config.restart.max_server_restarts
+                if manifest is None or server_restarts >= limit:
+                    why = ("no complete checkpoint to restart from" if manifest is None else
+                           f"no server restarts left (restart.max_server_restarts = {limit})")
+                    result.summary["message"] += f"; {why}"
+                    run.write_summary(result.summary)
+                    return result
+                server_restarts += 1
+                say(f"[{config.name}] {result.summary['message']}; restarting the job from "
+                    f"{manifest} ({server_restarts}/{limit})")
+                plan = make_plan(config, self.source, resume_manifest=manifest)
+                shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
+                                                                     quiet=progress == "lines")
+
+
+@contextlib.contextmanager
+def _private_files():
+    """umask 077 while a run writes its folder and its processes run (they
+    inherit it): logs, snapshots and keys are readable by their owner only."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None) -> Plan:

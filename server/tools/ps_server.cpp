@@ -6,10 +6,17 @@
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
 //             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
 //              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
+//             [--keys DIR] [--nonfinite drop|stop]
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
 // (common/environment_flags.hpp; a flag wins).
+//
+// --keys DIR (a run folder's keys/, common/transport/curve.hpp) turns CURVE
+// on: the shard reads its own secret key from DIR/server-K.key and admits only
+// the public keys in DIR, each as the peer its file names. Without it, binding
+// anything but loopback (127.0.0.1, ::1, ipc://) is refused, and SHUTDOWN and
+// STATS are refused unless --job-key is set (docs/security.md).
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
@@ -19,7 +26,7 @@
 // hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
 //   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
 //    "staleness_max":...,"bad_messages":...,"backup_dropped":...,"bytes_received":...,
-//    "bytes_sent":...}
+//    "bytes_sent":...,"connections_refused":...,"nonfinite_rejected":...}
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
@@ -59,6 +66,7 @@ void OnSignal(int) {
 struct Flags {
   ShardConfig config;
   std::string bind, advertise, coordinator, solver, mode = "bsp", resume, device = "cpu";
+  std::string keys, nonfinite = "stop";
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -102,6 +110,7 @@ Status Configure(Flags& f) {
   if (!mode.ok()) return mode.status().WithContext("--mode");
   f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.nonfinite, ParseNonFinitePolicy(f.nonfinite));
   if (f.config.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(f.config.device));
   caffe::SolverParameter solver;
   PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.solver, &solver));
@@ -193,7 +202,9 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .Add("bad_messages", stats.bad_messages())
                     .Add("backup_dropped", stats.backup_dropped())
                     .Add("bytes_received", stats.bytes_received())
-                    .Add("bytes_sent", stats.bytes_sent()),
+                    .Add("bytes_sent", stats.bytes_sent())
+                    .Add("connections_refused", stats.connections_refused())
+                    .Add("nonfinite_rejected", stats.nonfinite_rejected()),
                 "done at version " + std::to_string(stats.version()));
 }
 
@@ -215,6 +226,7 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
 // Out of host memory anywhere (the chunk store) ends with one line, exit 1;
 // device memory is a Status from the device chunk store already.
 int main(int argc, char** argv) try {
+  pstrain::SilenceProtobufLogs();
   Flags f;
   po::options_description desc("ps-server");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
@@ -254,7 +266,11 @@ int main(int argc, char** argv) try {
       "exchange-period", po::value(&f.exchange_period)->default_value(1),
       "with --elastic: iterations between two exchanges (clocks count exchanges)")(
       "dc-epsilon", po::value(&f.config.methods.dc_epsilon)->default_value(1e-7f),
-      "DC-ASGD-a: epsilon added to the root mean square");
+      "DC-ASGD-a: epsilon added to the root mean square")(
+      "keys", po::value(&f.keys),
+      "CURVE keys folder: this shard's key pair and every key it admits (no secret on the "
+      "command line)")("nonfinite", po::value(&f.nonfinite)->default_value("stop"),
+                       "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)");
   po::variables_map vm;
   try {
     po::store(
@@ -282,6 +298,13 @@ int main(int argc, char** argv) try {
   if (Status s = Configure(f); !s.ok()) return Fail(shard, s);
   auto bind_address = BindAddress(f.bind);
   if (!bind_address.ok()) return Fail(shard, bind_address.status());
+  if (f.keys.empty() && !transport::IsLoopback(bind_address.value())) {
+    return Fail(shard, Status::InvalidArgument(
+                           "--bind " + f.bind +
+                           ": binding an interface other hosts can reach "
+                           "needs CURVE (--keys DIR; ps-train's security: curve); without keys "
+                           "bind 127.0.0.1 or ipc://"));
+  }
   auto made = MakeShard(f);
   if (!made.ok()) return Fail(shard, made.status());
   const Printer printer(f.json, shard);
@@ -293,6 +316,7 @@ int main(int argc, char** argv) try {
   options.idle_exit = std::chrono::seconds(f.idle_exit_s);
   options.max_iter = f.max_iter;
   options.log = [&](const std::string& line) { printer.Log(line); };
+  options.keys = f.keys;
   transport::Context context;
   auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());
@@ -303,6 +327,11 @@ int main(int argc, char** argv) try {
                     .Add("device", f.device)
                     .Add("version", service.shard().version()),
                 "listening on " + service.endpoint());
+  if (f.keys.empty()) {
+    printer.Log("security: none: no CURVE; any local process can connect" +
+                std::string(f.job_key == 0 ? ", and SHUTDOWN and STATS are refused (no --job-key)"
+                                           : " (the job key guards against strays only)"));
+  }
   g_service = &service;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);

@@ -45,6 +45,7 @@ class PsClientTest : public ::testing::Test {
 
   void StartService(ConsistencyMode mode, ShardServiceOptions options = {}) {
     server::ShardConfig config = Config(mode, 1);
+    config.job_key = job_key_;
     options.bind = "tcp://127.0.0.1:0";
     options.log = [this](const std::string& line) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -62,6 +63,7 @@ class PsClientTest : public ::testing::Test {
     o.mode = mode;
     o.chunk_bytes = 16;
     o.timeout = 5s;
+    o.job_key = job_key_;
     return o;
   }
 
@@ -85,9 +87,13 @@ class PsClientTest : public ::testing::Test {
   std::thread thread_;
   std::mutex mutex_;  // guards logs_ (the service thread writes them)
   std::vector<std::string> logs_;
+  // The job key of StartService's shard and ClientOptions. A shard without
+  // one (and without CURVE) refuses STATS and SHUTDOWN.
+  uint64_t job_key_ = 0;
 };
 
 TEST_F(PsClientTest, HelloInitPullPushGivesTheHandComputedStep) {
+  job_key_ = 41;
   StartService(ConsistencyMode::kBsp);
   auto client = MustConnect(ClientOptions(service_->endpoint(), ConsistencyMode::kBsp));
   ASSERT_TRUE(client);

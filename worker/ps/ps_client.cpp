@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
 
 namespace pstrain {
@@ -25,6 +26,22 @@ std::string SecondsText(std::chrono::milliseconds ms) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ms.count()) / 1000);
   return text;
+}
+
+// The DEALER options for shard `k` (CURVE when options.keys is set).
+Result<transport::SocketOptions> DealerOptions(const PsClientOptions& options,
+                                               transport::SocketOptions base, size_t k) {
+  if (options.keys.empty()) return base;
+  PSTRAIN_ASSIGN_OR_RETURN(
+      transport::KeyPair own,
+      transport::ReadKeyPair(options.keys, transport::KeyFileName(pstrain::WORKER, options.rank)));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      base.curve_server_key,
+      transport::ReadPublicKey(options.keys,
+                               transport::KeyFileName(pstrain::SERVER, static_cast<int>(k))));
+  base.curve_public_key = own.public_key;
+  base.curve_secret_key = own.secret_key;
+  return base;
 }
 
 }  // namespace
@@ -45,9 +62,10 @@ class PsClient::Heartbeats {
     socket_options.identity = "worker-" + std::to_string(options.rank) + "-heartbeat";
     socket_options.send_hwm = 2;
     socket_options.send_timeout_ms = 0;
-    for (const std::string& server : options.servers) {
-      PSTRAIN_ASSIGN_OR_RETURN(auto channel,
-                               transport::ConnectDealer(context, server, socket_options));
+    for (size_t k = 0; k < options.servers.size(); ++k) {
+      PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          auto channel, transport::ConnectDealer(context, options.servers[k], dealer_options));
       h->channels_.push_back(std::move(channel));
     }
     h->thread_ = std::thread([raw = h.get()] { raw->Loop(); });
@@ -112,8 +130,9 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
   transport::SocketOptions socket_options;
   socket_options.identity = "worker-" + std::to_string(options.rank);
   for (size_t k = 0; k < options.servers.size(); ++k) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
     PSTRAIN_ASSIGN_OR_RETURN(auto channel,
-                             transport::ConnectDealer(context, options.servers[k], socket_options));
+                             transport::ConnectDealer(context, options.servers[k], dealer_options));
     client->channel_ptrs_.push_back(channel.get());
     client->channels_.push_back(std::move(channel));
     client->shard_has_chunks_.push_back(!client->placement_.shard_chunks(k).empty());

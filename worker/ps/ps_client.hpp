@@ -54,6 +54,10 @@ struct PsClientOptions {
   int rank = 0;
   int world_size = 1;
   uint64_t job_key = 0;
+  // A keys folder (common/transport/curve.hpp): every DEALER uses CURVE with
+  // this worker's key pair (worker-R.key/.pub) and server-K.pub for shard K.
+  // "": no CURVE.
+  std::string keys;
   ConsistencyMode mode = ConsistencyMode::kBsp;  // every shard must run this mode (HELLO_ACK)
   int64_t chunk_bytes = 1 << 20;
   int max_pushes_in_flight = 16;  // per shard

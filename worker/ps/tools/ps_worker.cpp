@@ -30,6 +30,7 @@
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
+#include "common/proto_io.hpp"
 #include "common/transport/malloc_tuning.hpp"
 
 namespace po = boost::program_options;
@@ -44,6 +45,7 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "fast", mode = "bsp", advertise, compression = "none";
   bool no_error_feedback = false;
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
       "workers", po::value(&options.client.world_size)->default_value(1), "number of workers")(
       "servers", po::value(&servers), "server endpoints, comma-separated, shard order")(
       "job-key", po::value(&job_key)->default_value(0), "the job's key (guards against strays)")(
+      "keys", po::value(&options.client.keys),
+      "CURVE keys folder: this worker's key pair and the servers' public keys")(
       "chunk-bytes", po::value(&options.client.chunk_bytes)->default_value(1 << 20),
       "largest piece of a parameter in one message")(
       "mode", po::value(&mode)->default_value("bsp"), "bsp, ssp or asp")(
