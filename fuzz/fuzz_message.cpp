@@ -55,13 +55,19 @@ void CheckSendable(const std::vector<Outgoing>& out) {
   }
 }
 
+// PSTRAIN_FUZZ_VERBOSE=1: one line per message (kind, sender, verdict), to
+// check what a seed reaches.
+const bool kVerbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pstrain::fuzz::MessageInput input(data, size);
   ShardConfig config = pstrain::fuzz::SetupConfig(input.setup());
   ShardServer shard(config);
-  shard.log = [](const std::string&) {};
+  shard.log = [](const std::string& line) {
+    if (kVerbose) std::fprintf(stderr, "  log: %s\n", line.c_str());
+  };
   auto now = ShardServer::TimePoint{} + std::chrono::hours(1);
 
   std::vector<std::string> frames;
@@ -94,7 +100,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)pstrain::transport::ReadHelloAck(message.header);
     }
 
-    if (!pstrain::transport::Validate(message, shard.RulesFor(message.header)).ok()) {
+    const pstrain::Status valid =
+        pstrain::transport::Validate(message, shard.RulesFor(message.header));
+    if (kVerbose) {
+      std::fprintf(stderr, "  %s: %s\n", pstrain::transport::Describe(message).c_str(),
+                   valid.ok() ? "valid" : valid.message().c_str());
+    }
+    if (!valid.ok()) {
       shard.CountBadMessage();
       continue;
     }
