@@ -52,12 +52,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pstrain::fuzz::Fail("fuzz_caffemodel", "a refused file changed weights: " + copied.message());
     }
   }
-  net->ForwardBackward();
-  if (!copied.ok()) return 0;
+  if (!copied.ok()) {
+    net->ForwardBackward();
+    return 0;
+  }
   // What was copied: every blob of a layer the file names equals the file's.
   caffe::NetParameter file;
-  if (!pstrain::ReadBinaryProto(path, &file).ok()) return 0;  // it was text
-  if (file.layers_size() > 0) return 0;                         // V1: upgraded first
+  if (!pstrain::ReadBinaryProto(path, &file).ok() || file.layers_size() > 0) {
+    net->ForwardBackward();  // text, or V1 (upgraded first): not compared here
+    return 0;
+  }
   std::set<std::string> seen;  // a later layer of the same name wins
   for (int l = file.layer_size() - 1; l >= 0; --l) {
     const auto& layer = file.layer(l);
@@ -76,5 +80,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
+  net->ForwardBackward();  // after the comparison: BatchNorm updates its statistics
   return 0;
 }

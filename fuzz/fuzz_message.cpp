@@ -26,6 +26,7 @@
 #include "common/transport/message.hpp"
 #include "common/transport/protocol.hpp"
 #include "common/transport/validate.hpp"
+#include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
 #include "server/shard_server.hpp"
 

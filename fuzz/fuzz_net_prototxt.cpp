@@ -11,6 +11,8 @@
 // pass is Ok or an error, never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "common/proto_io.hpp"
@@ -40,6 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.context.engine = pstrain::Engine::kReference;
   options.context.max_blob_values = kMaxBlobValues;
   auto net = pstrain::Net::Create(param, options);
+  if (std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr) {  // what a seed reaches
+    std::fprintf(stderr, "  %s\n", net.ok() ? "built" : net.status().message().c_str());
+  }
   if (!net.ok()) return 0;
   if (ReadsData(param)) return 0;
   int64_t total = 0;

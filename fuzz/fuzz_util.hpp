@@ -12,7 +12,17 @@
 #include <fstream>
 #include <string>
 
+#include <google/protobuf/stubs/logging.h>
+
 namespace pstrain::fuzz {
+
+// libprotobuf prints a line for every message that misses required fields;
+// millions of them would only slow the fuzzer down (the programs' handling of
+// library output is their own concern).
+inline const bool kProtobufQuiet = [] {
+  google::protobuf::SetLogHandler(nullptr);
+  return true;
+}();
 
 // Writes `size` bytes to this process's scratch file (under $TMPDIR or /tmp)
 // and returns its path; the file is overwritten by the next call.

@@ -1,0 +1,85 @@
+// What the fuzz targets (fuzz/) found, pinned with the exact errors: each case
+// is the minimal form of an input kept under fuzz/regressions/<target>/ (ctest
+// fuzz.replay.<target> replays those files as they are).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/proto_io.hpp"
+#include "worker/data/datum.hpp"
+#include "worker/net.hpp"
+
+namespace pstrain {
+namespace {
+
+// fuzz/regressions/datum/shape_product_overflows_int64: C*H*W of three
+// positive ints overflowed int64 (undefined behaviour) before the record's
+// size was compared with it.
+TEST(FuzzRegressionTest, DatumShapeWhoseProductOverflowsIsRefused) {
+  caffe::Datum datum;
+  datum.set_channels(1 << 30);
+  datum.set_height(1 << 30);
+  datum.set_width(1 << 30);
+  datum.set_data("x");
+  caffe::Datum parsed;
+  Status s = ParseDatum(datum.SerializeAsString(), "db: record 4", &parsed);
+  EXPECT_EQ(s.message(),
+            "db: record 4: invalid Datum shape 1073741824 x 1073741824 x 1073741824 "
+            "(more than 2147483647 values)");
+  // The largest shape that fits is still compared with the data.
+  datum.set_channels(1);
+  datum.set_height(65536);
+  datum.set_width(32767);
+  s = ParseDatum(datum.SerializeAsString(), "db: record 4", &parsed);
+  EXPECT_EQ(s.message(),
+            "db: record 4: channels*height*width = 2147418112 but the record has 1 data bytes");
+}
+
+Result<std::unique_ptr<Net>> Build(const std::string& text, int64_t max_values = kMaxBlobValues) {
+  caffe::NetParameter param;
+  Status parsed = ParseTextProto(text, "big.prototxt", &param);
+  if (!parsed.ok()) return parsed;
+  NetOptions options;
+  options.source = "big.prototxt";
+  options.context.engine = Engine::kReference;
+  options.context.max_blob_values = max_values;
+  return Net::Create(param, options);
+}
+
+// A prototxt asking for a huge blob is refused with the layer and the shape,
+// before anything is allocated (the fuzzer ran out of memory on such nets).
+TEST(FuzzRegressionTest, HugeTopIsRefusedWithTheLayer) {
+  auto net = Build(R"(layer { name: "in" type: "Input" top: "x"
+                            input_param { shape { dim: 100000 dim: 100000 } } })");
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().message(),
+            "big.prototxt: layer 'in' (Input): top 0 of shape 100000 100000 (10000000000) is "
+            "larger than the limit of 2147483647 values");
+}
+
+TEST(FuzzRegressionTest, HugeWeightsAreRefusedBeforeTheyAreFilled) {
+  auto net = Build(R"(layer { name: "in" type: "Input" top: "x"
+                            input_param { shape { dim: 1 dim: 60000 } } }
+                     layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+                            inner_product_param { num_output: 60000 } })");
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().message(),
+            "big.prototxt: layer 'ip' (InnerProduct): weight_filler: a blob of shape 60000 60000 "
+            "(3600000000) is larger than the limit of 2147483647 values");
+}
+
+TEST(FuzzRegressionTest, TheLimitIsTheContextsAndNetsBelowItBuild) {
+  const std::string text = R"(layer { name: "in" type: "Input" top: "x"
+                                     input_param { shape { dim: 4 dim: 8 } } }
+                              layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+                                     inner_product_param { num_output: 8 } })";
+  EXPECT_TRUE(Build(text, 64).ok());
+  auto net = Build(text, 63);
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().message(),
+            "big.prototxt: layer 'ip' (InnerProduct): weight_filler: a blob of shape 8 8 (64) is "
+            "larger than the limit of 63 values");
+}
+
+}  // namespace
+}  // namespace pstrain
