@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   transformer.value().Transform(datum, &rng, out.data());
   if (!datum.data().empty()) {
     for (float v : out) {
-      if (!std::isfinite(v)) pstrain::fuzz::Fail("fuzz_datum", "non-finite output of a uint8 image");
+      if (!std::isfinite(v))
+        pstrain::fuzz::Fail("fuzz_datum", "non-finite output of a uint8 image");
     }
   }
   return 0;

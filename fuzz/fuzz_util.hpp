@@ -3,6 +3,7 @@
 // do), and the small net their weights and histories belong to.
 #pragma once
 
+#include <google/protobuf/stubs/logging.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -11,8 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <google/protobuf/stubs/logging.h>
 
 namespace pstrain::fuzz {
 

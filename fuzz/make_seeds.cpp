@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -56,8 +56,8 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
   std::string out(1, static_cast<char>(setup));
   for (int w = 0; w < config.num_workers; ++w) {
     Origin worker{pstrain::WORKER, w, config.job_key};
-    pstrain::fuzz::AppendMessage({Frame(pstrain::transport::HelloHeader(worker, config.num_workers))},
-                                 &out);
+    pstrain::fuzz::AppendMessage(
+        {Frame(pstrain::transport::HelloHeader(worker, config.num_workers))}, &out);
   }
   Origin w0{pstrain::WORKER, 0, config.job_key};
   pstrain::Header init = pstrain::transport::NewHeader(w0, pstrain::INIT_PUSH);
@@ -211,7 +211,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path dir = argv[1];
-  const fs::path scratch = fs::temp_directory_path() / ("pstrain_seeds_" + std::to_string(getpid()));
+  const fs::path scratch =
+      fs::temp_directory_path() / ("pstrain_seeds_" + std::to_string(getpid()));
   fs::create_directories(scratch);
   MessageSeeds(dir / "corpus/message");
   DatumSeeds(dir / "corpus/datum");

@@ -55,7 +55,7 @@ inline void AppendMessage(const std::vector<std::string>& frames, std::string* o
 // The shard a "message" input talks to (bits of its first byte).
 inline server::ShardConfig SetupConfig(uint8_t setup) {
   server::ShardConfig c;
-  c.mode = setup % 3 == 0 ? ConsistencyMode::kBsp
+  c.mode = setup % 3 == 0   ? ConsistencyMode::kBsp
            : setup % 3 == 1 ? ConsistencyMode::kSsp
                             : ConsistencyMode::kAsp;
   c.staleness = c.mode == ConsistencyMode::kSsp ? 1 : 0;
