@@ -55,6 +55,9 @@ for tool in clang clang++; do
 done
 
 build_dir="${PSTRAIN_FUZZ_BUILD_DIR:-build-fuzz}"
+# ccache may reuse objects compiled in another checkout (paths are rewritten
+# relative to the tree; the line tables then name that checkout's files).
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 t0=$SECONDS
 # -O1 and line tables: sanitizer reports with file:line, fast enough to fuzz.
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
