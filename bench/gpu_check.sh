@@ -7,7 +7,10 @@
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
 #      with `ps-net time --gpu 0` and, when `import torch` works, the same
-#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on), with the ratio.
+#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
+#      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
+#   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
+#      1 GPU worker then 2 sharing the GPU (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
 # line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json.
 # Exit status: 0 when every check passed, 1 otherwise (summary.txt says which).
@@ -16,8 +19,12 @@
 # ${FMNIST_IDX:-/usr/share/datasets/fashion-mnist} when missing (carry either).
 #
 # Knobs (environment): BUILD (build folder, default build-gpu), SKIP_BUILD=1
-# (use BUILD as it is), LENET_ITERS (per worker, default 10000), GPU (device,
-# default 0), JOBS (build jobs, default nproc). CPU_DRY_RUN=1 runs steps 3-4
+# (use BUILD as it is), BUNDLE (a folder made by bench/gpu_bundle.sh: use the
+# programs and libraries packed there instead of building, for a GPU machine
+# without PSTrain's build dependencies), LENET_ITERS (per worker, default
+# 10000), LENET_TIMEOUT (seconds, default 560), GPU_TESTS_TIMEOUT (seconds,
+# default 300), RESNET_ITERS, RESNET_TIMEOUT, GPU (device, default 0), JOBS
+# (build jobs, default nproc). CPU_DRY_RUN=1 runs steps 3-4
 # without any GPU flag on a CPU build (a few iterations): a check of this
 # script itself, not of the GPU.
 set -uo pipefail
@@ -31,6 +38,7 @@ jobs="${JOBS:-$(nproc)}"
 dry="${CPU_DRY_RUN:-0}"
 iters="${LENET_ITERS:-10000}"
 [[ "$dry" == 1 ]] && iters="${LENET_ITERS:-40}"
+lenet_timeout="${LENET_TIMEOUT:-560}"
 mkdir -p "$out"
 summary="$out/summary.txt"
 : > "$summary"
@@ -39,6 +47,27 @@ started=$SECONDS
 
 say() { echo "[gpu_check +$((SECONDS - started))s] $*" | tee -a "$summary"; }
 fail() { say "FAIL: $*"; failed=1; }
+
+# --- 0. a packed build (bench/gpu_bundle.sh) -------------------------------------
+if [[ -n "${BUNDLE:-}" ]]; then
+  build="$(mktemp -d /tmp/pstrain-bundle.XXXXXX)"
+  tar -C "$build" -xJf "$BUNDLE/pstrain-gpu.tar.xz" || { fail "cannot unpack $BUNDLE"; exit 1; }
+  SKIP_BUILD=1
+  export FMNIST_IDX="${FMNIST_IDX:-$BUNDLE/fashion-mnist}"
+  # CUDA's libraries come from this machine: the toolkit's, or Python's nvidia-* wheels.
+  cuda_dirs=""
+  for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13; do
+    found="$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)"
+    [[ -n "$found" ]] && cuda_dirs="$cuda_dirs:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$build/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "bundle unpacked into $build; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  missing="$(ldd "$build/bin/pstrain_tests" | grep 'not found' | tr -s ' \t' ' ')"
+  [[ -z "$missing" ]] || fail "libraries not found: $missing"
+fi
+if command -v nvidia-smi > /dev/null; then
+  say "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+fi
 
 # --- 1. build ------------------------------------------------------------------
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
@@ -63,8 +92,20 @@ fi
 # --- 2. GPU tests ------------------------------------------------------------------
 if [[ "$dry" != 1 ]]; then
   say "GPU tests"
-  timeout 300 "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' > "$out/gpu_tests.log" 2>&1
+  timeout "${GPU_TESTS_TIMEOUT:-300}" "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' > "$out/gpu_tests.log" 2>&1
   rc=$?
+  if [[ $rc -gt 128 || $rc -eq 124 ]]; then
+    # A crash or a hang ends the whole program: run each test alone to find every failure.
+    say "GPU tests ended by signal/timeout (exit $rc); running each test in its own process"
+    "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' --gtest_list_tests 2> /dev/null |
+      awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' > "$out/gpu_test_names.txt"
+    : > "$out/gpu_tests_each.log"
+    while read -r name; do
+      timeout 60 "$bin/pstrain_tests" --gtest_filter="$name" >> "$out/gpu_tests_each.log" 2>&1
+      each=$?
+      [[ $each -eq 0 ]] || say "  $name: exit $each"
+    done < "$out/gpu_test_names.txt"
+  fi
   say "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/gpu_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \] [A-Za-z]' "$out/gpu_tests.log" | tee -a "$summary"
   if grep -q 'no CUDA device' "$out/gpu_tests.log"; then
@@ -83,9 +124,9 @@ fi
 if [[ -d "$lmdb/train_lmdb" && -d "$lmdb/test_lmdb" ]]; then
   say "LeNet: 2 workers x $iters iterations, bsp," \
     "server ${server_dev[*]:-cpu}, workers ${worker_dev[*]:-cpu}"
-  ITERS="$iters" OUTDIR="$out" BUILD_DIR="$build" DRY="$dry" \
+  ITERS="$iters" OUTDIR="$out" BUILD_DIR="$build" DRY="$dry" LENET_TIMEOUT="$lenet_timeout" \
   SERVER_DEV="${server_dev[*]}" WORKER_DEV="${worker_dev[*]}" \
-    timeout 600 python3 - "$root" > "$out/lenet_job.txt" 2>&1 <<'PY'
+    timeout "$lenet_timeout" python3 - "$root" > "$out/lenet_job.txt" 2>&1 <<'PY'
 import os, pathlib, sys, time
 root = pathlib.Path(sys.argv[1])
 sys.path.insert(0, str(root / "tests" / "e2e"))
@@ -109,7 +150,7 @@ worker_dev = os.environ["WORKER_DEV"].split()
 server_dev = os.environ["SERVER_DEV"].split()
 start = time.monotonic()
 result = run_job(pathlib.Path(os.environ["BUILD_DIR"]), solver, workers=2, mode="bsp",
-                 timeout=560, cwd=root, server_args=server_dev,
+                 timeout=float(os.environ["LENET_TIMEOUT"]) - 10, cwd=root, server_args=server_dev,
                  worker_args={0: worker_dev, 1: worker_dev})
 wall = time.monotonic() - start
 for name, code in result.returncodes.items():
@@ -166,7 +207,20 @@ torch.backends.cuda.matmul.allow_tf32 = False  # fp32 as PSTrain computes
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
 dev = torch.device(f"cuda:{gpu}")
-net = (tvm.alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
+nn = torch.nn
+def caffe_alexnet():
+    # configs/nets/alexnet_deploy.prototxt layer for layer (grouped conv2/4/5, LRN after
+    # ReLU, softmax at the end); torchvision's alexnet is a different, smaller net.
+    lrn = lambda: nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
+    return nn.Sequential(
+        nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
+        nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
+        nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(),
+        nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(), nn.MaxPool2d(3, 2),
+        nn.Flatten(), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(), nn.Dropout(),
+        nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(), nn.Linear(4096, 1000), nn.Softmax(1))
+net = (caffe_alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
 size = 227 if model_name == "alexnet" else 224
 x = torch.randn(batch, 3, size, size, device=dev)
 def step():
@@ -203,6 +257,15 @@ PY
   done
 elif [[ "$dry" != 1 ]]; then
   say "PyTorch: not installed (python3 -c 'import torch' fails); no comparison"
+fi
+
+# --- 5. ResNet-50 b32 bsp job: 2 GPU workers against 1 (images/s) --------------------
+if [[ "$dry" != 1 ]]; then
+  timeout "${RESNET_TIMEOUT:-240}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
+    --gpu "$gpu" --iterations "${RESNET_ITERS:-30}" > "$out/resnet_job.txt" 2>&1
+  rc=$?
+  while read -r line; do say "ResNet-50 bsp: $line"; done < <(grep '^RESULT' "$out/resnet_job.txt")
+  [[ $rc -eq 0 ]] || fail "ResNet-50 bsp job (exit $rc; see $out/resnet_job.txt)"
 fi
 
 verdict="all checks passed"

@@ -15,11 +15,12 @@
 #include "common/device.hpp"
 #include "server/device_chunks.hpp"
 #include "server/shard_config.hpp"
+#include "program_path.hpp"
 
 namespace pstrain {
 namespace {
 
-const std::string kBin = PSTRAIN_BINARY_DIR "/bin/";
+const std::string kBin = ProgramDir() + "/";
 
 struct Ran {
   int exit_code = -1;

@@ -16,6 +16,7 @@
 
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
+#include "program_path.hpp"
 
 namespace pstrain {
 namespace {
@@ -173,7 +174,7 @@ struct Output {
 };
 
 Output PsNetDiff(const std::string& args) {
-  const std::string command = PSTRAIN_BINARY_DIR "/bin/ps-net diff " + args + " 2>&1";
+  const std::string command = ProgramPath("ps-net") + " diff " + args + " 2>&1";
   Output result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return result;

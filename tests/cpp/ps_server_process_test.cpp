@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/transport/channel.hpp"
+#include "program_path.hpp"
 
 namespace pstrain {
 namespace {
@@ -40,7 +41,7 @@ class PsServerProcessTest : public ::testing::Test {
     if (pid_ == 0) {
       dup2(out[1], 1);
       close(out[0]);
-      const std::string bin = std::string(PSTRAIN_BINARY_DIR) + "/bin/ps-server";
+      const std::string bin = ProgramPath("ps-server");
       const std::string solver = (dir_ / "solver.prototxt").string();
       execl(bin.c_str(), bin.c_str(), "--solver", solver.c_str(), "--workers", "1", "--json",
             "--job-key", std::to_string(kJobKey).c_str(), "--idle-exit-s", "30",
@@ -219,7 +220,7 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
 }
 
 TEST(PsServerFlagsTest, AnUnknownModeIsOneClearError) {
-  const std::string bin = std::string(PSTRAIN_BINARY_DIR) + "/bin/ps-server";
+  const std::string bin = ProgramPath("ps-server");
   FILE* out = popen((bin + " --solver /nonexistent.prototxt --mode sync 2>&1").c_str(), "r");
   ASSERT_NE(out, nullptr);
   std::string text;

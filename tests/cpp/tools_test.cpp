@@ -25,13 +25,14 @@
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "program_path.hpp"
 
 namespace pstrain {
 namespace {
 
-const std::string kPsNet = PSTRAIN_BINARY_DIR "/bin/ps-net";
-const std::string kPsData = PSTRAIN_BINARY_DIR "/bin/ps-data";
-const std::string kPsWorker = PSTRAIN_BINARY_DIR "/bin/ps-worker";
+const std::string kPsNet = ProgramPath("ps-net");
+const std::string kPsData = ProgramPath("ps-data");
+const std::string kPsWorker = ProgramPath("ps-worker");
 
 struct RunResult {
   int exit_code = -1;  // -1: killed (timeout or signal)
@@ -489,7 +490,7 @@ TEST_F(ToolsTest, PsNetAcceptsCaffeSpellings) {
 }
 
 TEST_F(ToolsTest, EveryProgramAnswersHelpAndVersion) {
-  const std::string server = PSTRAIN_BINARY_DIR "/bin/ps-server";
+  const std::string server = ProgramPath("ps-server");
   for (const auto& [program, name] :
        std::vector<std::pair<std::string, std::string>>{{kPsNet, "ps-net"},
                                                         {kPsData, "ps-data"},

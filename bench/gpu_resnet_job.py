@@ -1,0 +1,81 @@
+"""ResNet-50 (batch 32 per worker, DummyData) as a bsp job on one GPU: a GPU server
+shard and 1, then 2 GPU workers sharing the device. Prints one RESULT line per run
+(the job's images/s: the median per-worker rate of the second half of the run times
+the number of workers) and the 2-over-1 ratio. Called by bench/gpu_check.sh.
+
+usage: python3 bench/gpu_resnet_job.py ROOT BUILD_DIR OUT_DIR [--gpu N] [--iterations N]
+"""
+import argparse
+import pathlib
+import re
+import sys
+import time
+
+DUMMY_DATA = """layer {
+  name: "data" type: "DummyData" top: "data" top: "label"
+  dummy_data_param {
+    data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 }
+    shape { dim: 32 dim: 3 dim: 224 dim: 224 } shape { dim: 32 }
+  }
+}
+"""
+LOSS = """layer {
+  name: "loss" type: "SoftmaxWithLoss" bottom: "fc1000" bottom: "label" top: "loss"
+}
+"""
+
+
+def train_net(deploy: str) -> str:
+    """The deploy net with DummyData in place of Input and a loss in place of prob."""
+    net, n = re.subn(r'layer \{\s*name: "data"\s*type: "Input".*?\n\}\n', DUMMY_DATA, deploy,
+                     count=1, flags=re.S)
+    net, m = re.subn(r'layer \{\s*name: "prob"\s*type: "Softmax".*?\n\}\n?', LOSS, net,
+                     count=1, flags=re.S)
+    if n != 1 or m != 1:
+        raise SystemExit("gpu_resnet_job.py: resnet50_deploy.prototxt has no Input or prob layer")
+    return net
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root", type=pathlib.Path)
+    parser.add_argument("build", type=pathlib.Path)
+    parser.add_argument("out", type=pathlib.Path)
+    parser.add_argument("--gpu", default="0")
+    parser.add_argument("--iterations", type=int, default=30)
+    args = parser.parse_args()
+    sys.path.insert(0, str(args.root / "tests" / "e2e"))
+    from ps_job import run_job
+
+    out = args.out / "resnet"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train.prototxt").write_text(
+        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text()))
+    solver = out / "solver.prototxt"
+    solver.write_text(f'net: "{out}/train.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\n'
+                      f'lr_policy: "fixed"\nmax_iter: {args.iterations}\ndisplay: 5\n'
+                      f'snapshot: 0\nsnapshot_prefix: "{out}/resnet"\n')
+    rates = {}
+    for workers in (1, 2):
+        start = time.monotonic()
+        result = run_job(args.build, solver, workers=workers, mode="bsp", timeout=100,
+                         cwd=args.root, server_args=["--device", f"gpu:{args.gpu}"],
+                         worker_args={r: ["--gpu", args.gpu] for r in range(workers)},
+                         chunk_bytes=4 << 20)
+        wall = time.monotonic() - start
+        bad = {n: c for n, c in result.returncodes.items() if c != 0}
+        for name, code in bad.items():
+            print(f"{name}: exit {code}\n{result.stderr[name][-2000:]}")
+        # The second half only: the first iterations include cuDNN's algorithm search.
+        per_worker = sorted(e.get("images_per_second", 0) for e in result.of("train")
+                            if e.get("iter", 0) >= args.iterations // 2)
+        rates[workers] = per_worker[len(per_worker) // 2] * workers if per_worker else 0.0
+        print(f"RESULT workers={workers} images_per_s={rates[workers]:.1f} wall_s={wall:.1f} "
+              f"exits={'ok' if not bad else bad}", flush=True)
+    if rates[1]:
+        print(f"RESULT scaling_2_over_1={rates[2] / rates[1]:.2f}")
+    return 0 if all(rates.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
