@@ -83,5 +83,24 @@ TEST(FuzzRegressionTest, TheLimitIsTheContextsAndNetsBelowItBuild) {
             "larger than the limit of 63 values");
 }
 
+// fuzz/regressions/net_prototxt/max_pool_kernel_smaller_than_stride_reads_past_input:
+// rounding the pooled size up gave a 4th output row whose window (kernel 1,
+// stride 2) starts at row 6 of a 6-row input; max pooling read past the input.
+TEST(FuzzRegressionTest, PoolingWindowPastTheInputIsRefused) {
+  const std::string input = R"(layer { name: "in" type: "Input" top: "x"
+                                      input_param { shape { dim: 1 dim: 1 dim: 6 dim: 6 } } })";
+  auto net = Build(input + R"(layer { name: "pool" type: "Pooling" bottom: "x" top: "p"
+                       pooling_param { pool: MAX kernel_size: 1 stride: 2 } })");
+  ASSERT_FALSE(net.ok());
+  EXPECT_EQ(net.status().message(),
+            "big.prototxt: layer 'pool' (Pooling): kernel 1x1 with stride 2x2 and pad 0x0 puts "
+            "the last output's window outside the input 6x6");
+  // Rounding up that keeps every window on the input still works: 6 -> 3 rows.
+  auto fine = Build(input + R"(layer { name: "pool" type: "Pooling" bottom: "x" top: "p"
+                        pooling_param { pool: MAX kernel_size: 3 stride: 2 } })");
+  ASSERT_TRUE(fine.ok()) << fine.status().message();
+  EXPECT_EQ(fine.value()->blob_by_name("p")->shape(), (std::vector<int>{1, 1, 3, 3}));
+}
+
 }  // namespace
 }  // namespace pstrain
