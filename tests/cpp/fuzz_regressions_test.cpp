@@ -102,5 +102,20 @@ TEST(FuzzRegressionTest, PoolingWindowPastTheInputIsRefused) {
   EXPECT_EQ(fine.value()->blob_by_name("p")->shape(), (std::vector<int>{1, 1, 3, 3}));
 }
 
+// fuzz/regressions/net_prototxt/split_of_an_unshaped_input_top: an Input
+// without input_param.shape feeding two layers; the inserted Split shared an
+// unshaped blob (count 0) with a top of shape {} (count 1): a failed CHECK.
+TEST(FuzzRegressionTest, SplitOfAnUnshapedBlobIsRefused) {
+  auto net = Build(R"(layer { name: "in" type: "Input" top: "x" }
+                     layer { name: "a" type: "ReLU" bottom: "x" top: "a" }
+                     layer { name: "b" type: "ReLU" bottom: "x" top: "b" })");
+  ASSERT_FALSE(net.ok());
+  EXPECT_NE(net.status().message().find(
+                "(Split): the bottom has no shape yet (an Input layer without input_param.shape "
+                "feeds it)"),
+            std::string::npos)
+      << net.status().message();
+}
+
 }  // namespace
 }  // namespace pstrain
