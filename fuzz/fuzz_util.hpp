@@ -24,11 +24,20 @@ inline const bool kProtobufQuiet = [] {
 }();
 
 // Writes `size` bytes to this process's scratch file (under $TMPDIR or /tmp)
-// and returns its path; the file is overwritten by the next call.
+// and returns its path; the file is overwritten by the next call and removed
+// at exit.
 inline std::string ScratchFile(const uint8_t* data, size_t size, const std::string& suffix) {
   const char* tmp = std::getenv("TMPDIR");
   std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/pstrain_fuzz_" +
                      std::to_string(::getpid()) + suffix;
+  // The file is removed when the process exits normally.
+  static struct Remover {
+    std::string path;
+    ~Remover() {
+      if (!path.empty()) std::remove(path.c_str());
+    }
+  } remover;
+  remover.path = path;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   return path;
