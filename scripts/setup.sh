@@ -7,6 +7,9 @@
 #                                  the default job (configs/fmnist_lenet.yaml)
 #   bash scripts/setup.sh test     ... install what the tests need, build the tests and
 #                                  benchmarks too, and run every test (ctest, pytest)
+#   bash scripts/setup.sh fuzz [ARGS]  install clang and libFuzzer, then run
+#                                  scripts/fuzz.sh ARGS (sanitizer build in build-fuzz/,
+#                                  every fuzz target for PSTRAIN_FUZZ_SECONDS, default 60)
 #
 # `run` builds only the four programs the job needs; `test` reuses those objects
 # and adds the test suites. Idempotent: installed packages and an up-to-date build
@@ -27,9 +30,9 @@ build_dir="${PSTRAIN_BUILD_DIR:-build}"
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
 case "$action" in
-  build|run|test) ;;
+  build|run|test|fuzz) ;;
   *)
-    echo "setup: unknown action '$action' (use: build, run, test)" >&2
+    echo "setup: unknown action '$action' (use: build, run, test, fuzz)" >&2
     exit 2
     ;;
 esac
@@ -55,11 +58,14 @@ apt_packages=(
 # only) make hosts of network namespaces with real sshd, and a one-node Slurm cluster.
 apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium
   iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
+# What the fuzz targets add (scripts/fuzz.sh): clang with libFuzzer and the
+# sanitizer runtimes, and clang's OpenMP runtime.
+apt_fuzz_packages=(clang libclang-rt-14-dev libomp-dev)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")
 pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq"
-  "tensorboard tensorboard")
+  "tensorboard tensorboard" "hypothesis hypothesis")
 
 phase_times=()
 phase() {  # phase NAME COMMAND...: runs COMMAND and records how long it took
@@ -155,6 +161,11 @@ case "$action" in
       fi
     fi
     phase job ps_train configs/fmnist_lenet.yaml "${overrides[@]}"
+    report_phases
+    ;;
+  fuzz)
+    phase apt install_apt "${apt_packages[@]}" "${apt_fuzz_packages[@]}"
+    phase fuzz bash scripts/fuzz.sh "${@:2}"
     report_phases
     ;;
   test)

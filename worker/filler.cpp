@@ -22,7 +22,11 @@ float FanScale(const caffe::FillerParameter& filler, const Blob& blob) {
 
 }  // namespace
 
-Status ValidateFiller(const caffe::FillerParameter& filler, const Blob& blob) {
+Status ValidateFiller(const caffe::FillerParameter& filler, const Blob& blob, int64_t max_values) {
+  if (blob.count() > max_values) {
+    return Status::Error("a blob of shape " + blob.shape_string() +
+                         " is larger than the limit of " + std::to_string(max_values) + " values");
+  }
   const std::string& type = filler.type();
   if (type == "constant" || type == "uniform" || type == "positive_unitball") {
     if (type == "uniform" && !(filler.min() <= filler.max())) {
@@ -78,7 +82,8 @@ void Fill(const caffe::FillerParameter& filler, Rng& rng, Blob* blob) {
     for (int r = 0; r < num; ++r) {
       double sum = 0;
       for (int64_t j = 0; j < dim; ++j) sum += data[r * dim + j];
-      for (int64_t j = 0; j < dim; ++j) data[r * dim + j] = static_cast<float>(data[r * dim + j] / sum);
+      for (int64_t j = 0; j < dim; ++j)
+        data[r * dim + j] = static_cast<float>(data[r * dim + j] / sum);
     }
   } else if (type == "xavier") {
     const float scale = std::sqrt(3.f / FanScale(filler, *blob));

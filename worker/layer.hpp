@@ -32,6 +32,8 @@ using BlobVec = std::vector<Blob*>;
 
 enum class Engine { kReference, kFast, kGpu };
 
+inline constexpr int64_t kMaxBlobValues = 2147483647;  // INT_MAX, as Caffe
+
 // Where the net runs: which worker of how many (for data sharding), which
 // iteration it starts at (resume), and the seed for fillers, dropout, mirrors.
 struct NetContext {
@@ -40,6 +42,11 @@ struct NetContext {
   int64_t start_iter = 0;
   uint64_t seed = 1701;
   Engine engine = Engine::kFast;
+  // No blob of the net (a layer's top or learnable parameter) may hold more
+  // values; a set-up that asks for more is refused with the shape, before
+  // anything is allocated. INT_MAX is Caffe's own limit; the fuzz targets
+  // (fuzz/) set a small one.
+  int64_t max_blob_values = kMaxBlobValues;
 };
 
 // What one forward carries besides blobs: where its samples sit in the data
@@ -67,8 +74,7 @@ class Layer {
   // Runs the engine's forward path and returns sum over tops of
   // loss_weight * sum(top) (only loss tops have non-zero weights).
   float Forward(const BlobVec& bottom, const BlobVec& top);
-  void Backward(const BlobVec& top, const std::vector<bool>& propagate_down,
-                const BlobVec& bottom);
+  void Backward(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
 
   virtual const char* type() const = 0;
   const caffe::LayerParameter& layer_param() const { return param_; }

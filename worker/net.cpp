@@ -152,6 +152,16 @@ Status Net::AppendLayer(int index, const NetOptions& options) {
   layers_.push_back(std::move(layer));
   Status setup = layers_.back()->SetUp(bottom_vecs_[index], top_vecs_[index]);
   if (!setup.ok()) return setup.WithContext(Where(index));
+  // Tops are allocated on first use, so a shape over the limit is refused
+  // here before it costs memory (parameters are checked before they are filled).
+  for (size_t t = 0; t < top_vecs_[index].size(); ++t) {
+    const Blob& top = *top_vecs_[index][t];
+    if (top.count() > context.max_blob_values) {
+      return Status::Error(Where(index) + ": top " + std::to_string(t) + " of shape " +
+                           top.shape_string() + " is larger than the limit of " +
+                           std::to_string(context.max_blob_values) + " values");
+    }
+  }
   return AppendParams(index);
 }
 
@@ -180,7 +190,8 @@ Status Net::AppendParams(int layer_index) {
       info.blob = blob;
       info.lr_mult = spec.lr_mult();
       info.decay_mult = spec.decay_mult();
-      if (!shared_name.empty()) param_owner_[shared_name] = static_cast<int>(learnable_params_.size());
+      if (!shared_name.empty())
+        param_owner_[shared_name] = static_cast<int>(learnable_params_.size());
       learnable_params_.push_back(info);
       continue;
     }

@@ -232,9 +232,14 @@ class _Reader:
             raise self.fail(dotted, f"must be a non-empty string, got {v!r}")
         return v
 
-    def path(self, value: str) -> pathlib.Path:
-        p = pathlib.Path(value).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p).resolve()
+    def path(self, value: str, dotted: str) -> pathlib.Path:
+        if "\0" in value:
+            raise self.fail(dotted, f"contains a NUL character: {value!r}")
+        try:
+            p = pathlib.Path(value).expanduser()
+            return p if p.is_absolute() else (self.base_dir / p).resolve()
+        except (RuntimeError, OSError) as e:  # ~nosuchuser, a symlink loop
+            raise self.fail(dotted, f"cannot expand {value!r}: {e}") from e
 
 
 def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
@@ -257,13 +262,13 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
             raise r.fail(f"solver_overrides.{k}", problem)
     job = JobConfig(
         name=name,
-        solver=r.path(r.string(data, "solver", "solver", None)),
+        solver=r.path(r.string(data, "solver", "solver", None), "solver"),
         solver_overrides=dict(overrides),
         cluster=_cluster(r, data.get("cluster") or {}),
         consistency=_consistency(r, data.get("consistency") or {}, _workers(r, data)),
         transport=_transport(r, data.get("transport") or {}),
         data=_data(r, data.get("data")),
-        output=r.path(r.string(data, "output", "output", "runs")),
+        output=r.path(r.string(data, "output", "output", "runs"), "output"),
         restart=_restart(r, data.get("restart") or {}),
         engine=r.choice(data, "engine", "engine", "fast", ENGINES),
         remote=_remote(r, data.get("remote") or {}),
@@ -476,7 +481,10 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | list[str] | None,
             try:
                 pairs[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
             except yaml.YAMLError as e:
-                raise JobError(f"{source}: --set {key}: cannot read {raw!r} as YAML: {e}") from e
+                raise JobError(f"{source}: --set {key}: cannot read {raw!r} as YAML: "
+                               f"{yaml_problem(e)}") from e
+            except RecursionError as e:
+                raise JobError(f"{source}: --set {key}: nested too deeply") from e
         overrides = pairs
     if not isinstance(data, dict):
         return data
@@ -497,12 +505,30 @@ def apply_overrides(data: dict, overrides: dict[str, Any] | list[str] | None,
 
 def load_yaml(path: pathlib.Path) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as e:
         raise JobError(f"{path}: cannot read the job file: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        line = text_line(path.read_bytes(), e.start)
+        raise JobError(f"{path}:{line}: not UTF-8 text (byte {e.start})") from e
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
-        raise JobError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', e)}") from e
+        if isinstance(e, yaml.reader.ReaderError):  # a character YAML does not allow
+            where = f":{text.count(chr(10), 0, e.position) + 1}"
+        raise JobError(f"{path}{where}: not valid YAML: {yaml_problem(e)}") from e
+    except RecursionError as e:  # "[[[[..." deeper than Python's stack
+        raise JobError(f"{path}: not valid YAML: nested too deeply") from e
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """What PyYAML found wrong, on one line (its full text spans several, with the place)."""
+    problem = getattr(e, "problem", None) or (str(e).splitlines() or [type(e).__name__])[0]
+    return " ".join(problem.split())
+
+
+def text_line(data: bytes, offset: int) -> int:
+    """The 1-based line of byte `offset` in `data`."""
+    return data.count(b"\n", 0, offset) + 1

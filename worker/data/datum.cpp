@@ -1,5 +1,6 @@
 #include "worker/data/datum.hpp"
 
+#include <cstdint>
 #include <cstdio>
 
 namespace pstrain {
@@ -53,8 +54,14 @@ Status ParseDatum(std::string_view value, const std::string& where, caffe::Datum
   if (datum->channels() <= 0 || datum->height() <= 0 || datum->width() <= 0) {
     return fail("invalid Datum shape " + DatumShapeString(*datum));
   }
-  const int64_t expected =
-      int64_t{datum->channels()} * int64_t{datum->height()} * int64_t{datum->width()};
+  // No record holds more than INT32_MAX bytes or values (checked above), and
+  // the product of three ints could overflow even int64.
+  const int64_t channels_height = int64_t{datum->channels()} * int64_t{datum->height()};
+  if (channels_height > INT32_MAX / datum->width()) {
+    return fail("invalid Datum shape " + DatumShapeString(*datum) + " (more than " +
+                std::to_string(INT32_MAX) + " values)");
+  }
+  const int64_t expected = channels_height * int64_t{datum->width()};
   const std::string product = "channels*height*width = " + std::to_string(expected);
   if (!datum->data().empty()) {
     if (static_cast<int64_t>(datum->data().size()) != expected) {

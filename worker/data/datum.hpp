@@ -30,6 +30,7 @@ std::string DescribeRecord(const std::string& path, int64_t index, std::string_v
 //   "not a valid Datum (corrupt protobuf)"
 //   "encoded record: <DecodeImage's error>"
 //   "invalid Datum shape C x H x W"                 (a non-positive dimension)
+//   "invalid Datum shape C x H x W (more than 2147483647 values)"
 //   "channels*height*width = N but the record has M data bytes"
 //   "channels*height*width = N but the record has M float_data values"
 //   "the record has no pixel data"

@@ -175,12 +175,13 @@ Status ConvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
   }
   Rng rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
   blobs_.push_back(std::make_shared<Blob>(weight_shape));
-  PSTRAIN_RETURN_IF_ERROR(
-      ValidateFiller(p.weight_filler(), *blobs_[0]).WithContext("weight_filler"));
+  PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *blobs_[0], context().max_blob_values)
+                              .WithContext("weight_filler"));
   Fill(p.weight_filler(), rng, blobs_[0].get());
   if (geo_.bias_term) {
     blobs_.push_back(std::make_shared<Blob>(std::vector<int>{geo_.num_output}));
-    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *blobs_[1]).WithContext("bias_filler"));
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *blobs_[1], context().max_blob_values)
+                                .WithContext("bias_filler"));
     Fill(p.bias_filler(), rng, blobs_[1].get());
   }
   return Status::Ok();

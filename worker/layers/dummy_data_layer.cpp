@@ -71,7 +71,7 @@ Status DummyDataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& top)
       PSTRAIN_ASSIGN_OR_RETURN(shape, ShapeFromProto(p.shape(p.shape_size() == 1 ? 0 : i)));
     }
     top[i]->Reshape(shape);
-    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(FillerOf(i), *top[i])
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(FillerOf(i), *top[i], context().max_blob_values)
                                 .WithContext("data_filler for top " + std::to_string(i)));
   }
   rng_ = Rng(MixSeed(context().seed, std::hash<std::string>{}(name())));

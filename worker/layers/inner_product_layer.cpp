@@ -61,11 +61,13 @@ Status InnerProductLayer::LayerSetUp(const BlobVec& bottom, const BlobVec& /*top
     return Status::Ok();
   }
   auto weight = std::make_shared<Blob>(weight_shape);
-  PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *weight).WithContext("weight_filler"));
+  PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *weight, context().max_blob_values)
+                              .WithContext("weight_filler"));
   std::shared_ptr<Blob> bias;
   if (bias_term_) {
     bias = std::make_shared<Blob>(std::vector<int>{n_});
-    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *bias).WithContext("bias_filler"));
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *bias, context().max_blob_values)
+                                .WithContext("bias_filler"));
   }
   Rng rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
   Fill(p.weight_filler(), rng, weight.get());

@@ -102,14 +102,26 @@ Status PoolingLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
     return Status::Error("kernel " + Pair(kernel_h_, kernel_w_) + " is larger than the input " +
                          Pair(b.shape(2), b.shape(3)) + " with pad " + Pair(pad_h_, pad_w_));
   }
+  // Rounding up can add an output whose window starts past the input when the
+  // kernel is smaller than the stride (an empty window, read out of bounds):
+  // refused, naming the sizes (found by fuzz/fuzz_net_prototxt.cpp).
+  const int pooled_h = PooledSize(b.shape(2), pad_h_, kernel_h_, stride_h_, floor_);
+  const int pooled_w = PooledSize(b.shape(3), pad_w_, kernel_w_, stride_w_, floor_);
+  if (int64_t{pooled_h - 1} * stride_h_ - pad_h_ >= b.shape(2) ||
+      int64_t{pooled_w - 1} * stride_w_ - pad_w_ >= b.shape(3)) {
+    return Status::Error("kernel " + Pair(kernel_h_, kernel_w_) + " with stride " +
+                         Pair(stride_h_, stride_w_) + " and pad " + Pair(pad_h_, pad_w_) +
+                         " puts the last output's window outside the input " +
+                         Pair(b.shape(2), b.shape(3)));
+  }
   const bool shape_changed = num_ != b.shape(0) || channels_ != b.shape(1) ||
                              height_ != b.shape(2) || width_ != b.shape(3);
   num_ = b.shape(0);
   channels_ = b.shape(1);
   height_ = b.shape(2);
   width_ = b.shape(3);
-  pooled_h_ = PooledSize(height_, pad_h_, kernel_h_, stride_h_, floor_);
-  pooled_w_ = PooledSize(width_, pad_w_, kernel_w_, stride_w_, floor_);
+  pooled_h_ = pooled_h;
+  pooled_w_ = pooled_w;
   for (Blob* t : top) t->Reshape({num_, channels_, pooled_h_, pooled_w_});
   if (max_ && top.size() == 1) max_index_.resize(top[0]->count());
   if (shape_changed) {

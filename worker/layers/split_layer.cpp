@@ -8,6 +8,13 @@
 namespace pstrain {
 
 Status SplitLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  // A blob nothing has shaped yet (an Input without input_param.shape) has no
+  // values to share (found by fuzz/fuzz_net_prototxt.cpp).
+  if (bottom[0]->data_memory() == nullptr) {
+    return Status::Error(
+        "the bottom has no shape yet (an Input layer without input_param.shape "
+        "feeds it)");
+  }
   for (size_t i = 0; i < top.size(); ++i) {
     if (top[i] == bottom[0]) {
       return Status::Error("Split cannot run in place (top " + std::to_string(i) +

@@ -1,0 +1,222 @@
+// fuzz_make_seeds <fuzz folder>: writes the seed corpora of the binary fuzz
+// targets with the project's own encoders, so every seed is what real
+// programs produce:
+//   corpus/message/      worker sessions built with transport's header builders
+//                        (HELLO, INIT_PUSH, PULL, PUSH, HEARTBEAT, STATS,
+//                        SHUTDOWN; NORM_PARTIAL from another shard), in the
+//                        framing fuzz/message_input.hpp reads
+//   corpus/datum/        Datum records as ps-data writes them (uint8, float)
+//   corpus/caffemodel/   the small net's .caffemodel (Net::WriteCaffemodel)
+//   corpus/solverstate/  Trainer snapshots (.solverstate) for SGD and Adam,
+//                        and a shard checkpoint (ShardServer::WriteCheckpoint)
+// The text prototxt corpus is configs/nets/*.prototxt, copied by scripts/fuzz.sh.
+// Run by hand after a format change; the output is committed.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/proto_io.hpp"
+#include "common/ps/key_placement.hpp"
+#include "common/transport/protocol.hpp"
+#include "fuzz/fuzz_util.hpp"
+#include "fuzz/message_input.hpp"
+#include "server/shard_server.hpp"
+#include "worker/trainer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using pstrain::transport::Origin;
+
+void Write(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::printf("%s (%zu bytes)\n", path.c_str(), bytes.size());
+}
+
+std::string Frame(const pstrain::Header& h) { return h.SerializeAsString(); }
+std::string Floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// A session of worker `w` with the shard of `setup`: HELLO, (worker 0)
+// INIT_PUSH of the two-parameter net w[2x3], b[2], then `steps` rounds of
+// PULL and PUSH of every chunk this shard holds, then `tail` (STATS, SHUTDOWN...).
+std::string Session(uint8_t setup, int steps, const std::vector<pstrain::MessageType>& tail) {
+  const pstrain::server::ShardConfig config = pstrain::fuzz::SetupConfig(setup);
+  auto placement =
+      pstrain::KeyPlacement::Create({6, 2}, config.num_shards, config.chunk_bytes).value();
+  const std::vector<uint32_t>& mine = placement.shard_chunks(config.shard);
+  std::string out(1, static_cast<char>(setup));
+  for (int w = 0; w < config.num_workers; ++w) {
+    Origin worker{pstrain::WORKER, w, config.job_key};
+    pstrain::fuzz::AppendMessage(
+        {Frame(pstrain::transport::HelloHeader(worker, config.num_workers))}, &out);
+  }
+  Origin w0{pstrain::WORKER, 0, config.job_key};
+  pstrain::Header init = pstrain::transport::NewHeader(w0, pstrain::INIT_PUSH);
+  const char* names[] = {"w", "b"};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3}, {2}};
+  for (int p = 0; p < 2; ++p) {
+    pstrain::ParamMeta* meta = init.add_params();
+    meta->set_name(names[p]);
+    for (int64_t d : shapes[static_cast<size_t>(p)]) meta->add_shape(d);
+  }
+  std::vector<std::string> frames = {""};
+  for (uint32_t id : mine) {
+    const pstrain::Chunk& c = placement.chunk(id);
+    pstrain::transport::AddChunk(init, id, static_cast<uint64_t>(c.length));
+    frames.push_back(Floats(std::vector<float>(static_cast<size_t>(c.length), 0.5f + id)));
+  }
+  frames[0] = Frame(init);
+  pstrain::fuzz::AppendMessage(frames, &out);
+  for (int t = 0; t < steps; ++t) {
+    for (int w = 0; w < config.num_workers; ++w) {
+      Origin worker{pstrain::WORKER, w, config.job_key};
+      pstrain::fuzz::AppendMessage({Frame(pstrain::transport::PullHeader(worker, t))}, &out);
+      pstrain::Header push = pstrain::transport::PushHeader(worker, t, 0.75);
+      std::vector<std::string> push_frames = {""};
+      for (uint32_t id : mine) {
+        const pstrain::Chunk& c = placement.chunk(id);
+        pstrain::transport::AddChunk(push, id, static_cast<uint64_t>(c.length));
+        push_frames.push_back(
+            Floats(std::vector<float>(static_cast<size_t>(c.length), 0.125f * (w + 1))));
+      }
+      push_frames[0] = Frame(push);
+      pstrain::fuzz::AppendMessage(push_frames, &out);
+    }
+  }
+  for (pstrain::MessageType type : tail) {
+    pstrain::Header h = pstrain::transport::NewHeader(w0, type);
+    if (type == pstrain::NORM_PARTIAL || type == pstrain::NORM_TOTAL) {
+      h = pstrain::transport::NewHeader({pstrain::SERVER, 1 - config.shard, config.job_key}, type);
+      h.set_clock(0);
+      h.set_sum_squares(2.5);
+    }
+    pstrain::fuzz::AppendMessage({Frame(h)}, &out);
+  }
+  return out;
+}
+
+void MessageSeeds(const fs::path& dir) {
+  using pstrain::HEARTBEAT, pstrain::STATS, pstrain::SHUTDOWN, pstrain::NORM_PARTIAL,
+      pstrain::NORM_TOTAL;
+  Write(dir / "bsp_one_worker", Session(0, 2, {HEARTBEAT, STATS, SHUTDOWN}));
+  Write(dir / "ssp_two_workers", Session(1 | 4, 3, {STATS}));
+  Write(dir / "asp_two_workers", Session(2 | 4, 2, {HEARTBEAT, SHUTDOWN}));
+  Write(dir / "bsp_two_shards_clip_shard0", Session(4 | 8 | 32, 1, {NORM_PARTIAL}));
+  Write(dir / "bsp_two_shards_clip_shard1", Session(4 | 8 | 16 | 32, 1, {NORM_TOTAL}));
+  std::string hello(1, '\0');
+  pstrain::fuzz::AppendMessage(
+      {Frame(pstrain::transport::HelloHeader({pstrain::WORKER, 0, 77}, 1))}, &hello);
+  Write(dir / "hello_only", hello);
+}
+
+void DatumSeeds(const fs::path& dir) {
+  caffe::Datum bytes;
+  bytes.set_channels(1);
+  bytes.set_height(6);
+  bytes.set_width(5);
+  bytes.set_label(3);
+  std::string pixels;
+  for (int i = 0; i < 30; ++i) pixels.push_back(static_cast<char>(i * 8));
+  bytes.set_data(pixels);
+  Write(dir / "uint8_1x6x5_mirror_crop", std::string(1, char(1 | 8)) + bytes.SerializeAsString());
+  caffe::Datum floats;
+  floats.set_channels(3);
+  floats.set_height(2);
+  floats.set_width(2);
+  floats.set_label(1);
+  for (int i = 0; i < 12; ++i) floats.add_float_data(0.25f * i - 1.f);
+  Write(dir / "float_3x2x2_mean_test", std::string(1, char(2 | 32)) + floats.SerializeAsString());
+}
+
+std::unique_ptr<pstrain::Trainer> SmallTrainer(const std::string& type, const std::string& prefix) {
+  caffe::SolverParameter solver;
+  (void)pstrain::ParseTextProto(pstrain::fuzz::kSmallNet, "small net", solver.mutable_net_param());
+  solver.set_type(type);
+  solver.set_base_lr(0.01f);
+  solver.set_momentum(0.9f);
+  solver.set_lr_policy("fixed");
+  solver.set_max_iter(1000);
+  solver.set_random_seed(3);
+  solver.set_snapshot_prefix(prefix);
+  pstrain::TrainerOptions options;
+  options.engine = pstrain::Engine::kReference;
+  options.run_tests = false;
+  auto trainer = pstrain::Trainer::Create(solver, "seeds", options);
+  if (!trainer.ok()) {
+    std::fprintf(stderr, "%s\n", trainer.status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(trainer).value();
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::string s;
+  (void)pstrain::ReadFileToString(path.string(), &s);
+  return s;
+}
+
+void FileSeeds(const fs::path& fuzz_dir, const fs::path& scratch) {
+  // .caffemodel and .solverstate: a trainer's own snapshots after 2 steps.
+  for (const char* type : {"SGD", "Adam"}) {
+    auto trainer = SmallTrainer(type, (scratch / type).string());
+    (void)trainer->Step(2);
+    const std::string model = trainer->Snapshot().value();
+    if (std::string(type) == "SGD") {
+      Write(fuzz_dir / "corpus/caffemodel/small_net_sgd_iter_2", ReadAll(model));
+    }
+    std::string state = ReadAll(model.substr(0, model.size() - 11) + ".solverstate");
+    // Byte 0 (even) picks the .solverstate loader and the solver type.
+    const char setup = std::string(type) == "SGD" ? 0 : 2;
+    Write(fuzz_dir / ("corpus/solverstate/" + std::string(type) + "_iter_2"), setup + state);
+  }
+  // A shard checkpoint after one bsp step (set-up 0: bsp, one worker).
+  pstrain::server::ShardServer shard(pstrain::fuzz::SetupConfig(0));
+  shard.log = [](const std::string&) {};
+  const std::string session = Session(0, 1, {});
+  pstrain::fuzz::MessageInput input(reinterpret_cast<const uint8_t*>(session.data()),
+                                    session.size());
+  input.setup();
+  std::vector<std::string> frames;
+  const auto now = pstrain::server::ShardServer::TimePoint{};
+  while (input.Next(&frames)) {
+    pstrain::server::Incoming in{"peer", {}, {}};
+    (void)in.header.ParseFromString(frames[0]);
+    std::vector<std::vector<float>> values;
+    for (size_t i = 1; i < frames.size(); ++i) {
+      values.emplace_back(frames[i].size() / 4);
+      std::memcpy(values.back().data(), frames[i].data(), frames[i].size());
+    }
+    for (auto& v : values) in.payloads.push_back(v.data());
+    (void)shard.Handle(in, now);
+  }
+  const fs::path state = scratch / "shard0.state";
+  if (!shard.WriteCheckpoint(state.string()).ok()) std::exit(1);
+  Write(fuzz_dir / "corpus/solverstate/shard_bsp_step_1", std::string(1, char(1)) + ReadAll(state));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds <fuzz folder>\n");
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  const fs::path scratch =
+      fs::temp_directory_path() / ("pstrain_seeds_" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  MessageSeeds(dir / "corpus/message");
+  DatumSeeds(dir / "corpus/datum");
+  FileSeeds(dir, scratch);
+  fs::remove_all(scratch);
+  return 0;
+}
