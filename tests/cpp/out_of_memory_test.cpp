@@ -18,10 +18,10 @@
 #include "tests/cpp/gpu_test_util.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "tests/cpp/program_path.hpp"
 
 #ifdef PSTRAIN_HAVE_CUDA
 #include "common/cuda/device_allocator.hpp"
-#include "tests/cpp/program_path.hpp"
 #endif
 
 namespace pstrain::testing {
