@@ -295,7 +295,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         if hostfile is None:
             raise r.fail("cluster.hostfile", "is required with hosts: hostfile (a file of "
                          "'host slots=N' lines)")
-        c.hostfile = r.path(r.string(d, "hostfile", "cluster.hostfile", None))
+        c.hostfile = r.path(r.string(d, "hostfile", "cluster.hostfile", None), "cluster.hostfile")
     elif hostfile is not None:
         raise r.fail("cluster.hostfile", f"is used only with hosts: hostfile (hosts is "
                      f"{c.hosts!r})")
