@@ -21,6 +21,7 @@
 #include "tests/cpp/gpu_test_util.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/ps_worker.hpp"
 
 namespace pstrain::testing {
@@ -42,18 +43,7 @@ pstrain::Header WorkerHeader(pstrain::MessageType type) {
 }
 
 std::optional<InMessage> Expect(transport::Channel& channel, pstrain::MessageType type) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto got = channel.Receive(std::chrono::milliseconds(200));
-    EXPECT_TRUE(got.ok()) << got.status().message();
-    if (!got.ok()) return std::nullopt;
-    if (got.value().has_value()) {
-      EXPECT_EQ(got.value()->header.type(), type) << got.value()->header.ShortDebugString();
-      return std::move(got.value());
-    }
-  }
-  ADD_FAILURE() << "no " << pstrain::MessageType_Name(type) << " within 30 s";
-  return std::nullopt;
+  return ExpectMessage(channel, type, std::chrono::seconds(30));
 }
 
 OutMessage Push(int64_t clock, std::vector<float> grad) {

@@ -40,6 +40,22 @@ transport::InMessage MustReceive(transport::Channel& channel, std::chrono::milli
   return std::move(*received.value());
 }
 
+std::optional<transport::InMessage> ExpectMessage(transport::Channel& channel, MessageType type,
+                                                  std::chrono::seconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto got = channel.Receive(std::chrono::milliseconds(200));
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    if (!got.ok()) return std::nullopt;
+    if (got.value().has_value()) {
+      EXPECT_EQ(got.value()->header.type(), type) << got.value()->header.ShortDebugString();
+      return std::move(got.value());
+    }
+  }
+  ADD_FAILURE() << "no " << MessageType_Name(type) << " within " << within.count() << " s";
+  return std::nullopt;
+}
+
 bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout) {
   auto received = channel.Receive(timeout);
   return received.ok() && !received.value().has_value();

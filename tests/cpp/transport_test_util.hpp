@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,12 @@ std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start);
 // an empty message when none (or an error) comes.
 transport::InMessage MustReceive(transport::Channel& channel,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+// The next message on `channel` within `within`, polled every 200 ms; a
+// failure records a type other than `type`. nullopt, with a failure, when
+// none comes or Receive fails.
+std::optional<transport::InMessage> ExpectMessage(transport::Channel& channel, MessageType type,
+                                                  std::chrono::seconds within);
 
 // Receive's result within `timeout`, expecting no message: true when none came.
 bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout);
