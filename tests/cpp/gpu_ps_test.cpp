@@ -86,15 +86,7 @@ TEST(GpuPsServerProcessTest, AppliesMomentumStepsOnTheDevice) {
   ASSERT_TRUE(channel.Send("", std::move(hello)).ok());
   ASSERT_TRUE(Expect(channel, pstrain::HELLO_ACK));
   std::vector<float> w = {1.f, -2.f, 3.f, 0.25f};
-  OutMessage init{WorkerHeader(pstrain::INIT_PUSH), {}};
-  auto* meta = init.header.add_params();
-  meta->set_name("w");
-  meta->add_shape(4);
-  auto* ref = init.header.add_chunks();
-  ref->set_id(0);
-  ref->set_length(4);
-  init.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(w)));
-  ASSERT_TRUE(channel.Send("", std::move(init)).ok());
+  ASSERT_TRUE(channel.Send("", OneChunkInitPush(WorkerHeader(pstrain::INIT_PUSH), "w", w)).ok());
   ASSERT_TRUE(Expect(channel, pstrain::INIT_ACK));
   EXPECT_EQ(PullWeights(channel, 0), w);
 

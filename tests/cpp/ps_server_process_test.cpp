@@ -39,9 +39,9 @@ class PsServerProcessTest : public ::testing::Test {
     std::ofstream(dir_ / "solver.prototxt")
         << "base_lr: 0.5\nlr_policy: \"fixed\"\nmax_iter: 10\nsnapshot_after_train: false\n"
            "net: \"unused\"\n";
-    server_ = std::make_unique<testing::ServerProcess>(std::vector<std::string>{
-        "--solver", (dir_ / "solver.prototxt").string(), "--workers", "1", "--job-key",
-        std::to_string(kJobKey), "--idle-exit-s", "30"});
+    server_ = std::make_unique<testing::ServerProcess>(
+        std::vector<std::string>{"--solver", (dir_ / "solver.prototxt").string(), "--workers", "1",
+                                 "--job-key", std::to_string(kJobKey), "--idle-exit-s", "30"});
     ASSERT_TRUE(server_->started());
     endpoint_ = server_->endpoint();
     auto dealer = transport::ConnectDealer(context_, endpoint_);
@@ -109,16 +109,10 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
   ASSERT_TRUE(channel_->Send("", std::move(hello)).ok());
   ASSERT_TRUE(Expect(pstrain::HELLO_ACK));
 
-  auto weights = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
-  OutMessage init{Header(pstrain::INIT_PUSH), {}};
-  auto* meta = init.header.add_params();
-  meta->set_name("w");
-  meta->add_shape(4);
-  auto* ref = init.header.add_chunks();
-  ref->set_id(0);
-  ref->set_length(4);
-  init.payloads.push_back(Payload::Of(weights));
-  ASSERT_TRUE(channel_->Send("", std::move(init)).ok());
+  ASSERT_TRUE(channel_
+                  ->Send("", testing::OneChunkInitPush(Header(pstrain::INIT_PUSH), "w",
+                                                       std::vector<float>{1, 2, 3, 4}))
+                  .ok());
   ASSERT_TRUE(Expect(pstrain::INIT_ACK));
 
   // A push whose payload is shorter than the chunk: dropped before the shard sees it.

@@ -21,6 +21,21 @@ Header MakeHeader(MessageType type, int sender, int64_t clock,
   return h;
 }
 
+transport::OutMessage OneChunkInitPush(Header header, const std::string& name,
+                                       std::vector<float> values) {
+  header.set_type(INIT_PUSH);
+  ParamMeta* meta = header.add_params();
+  meta->set_name(name);
+  meta->add_shape(static_cast<int64_t>(values.size()));
+  ChunkRef* ref = header.add_chunks();
+  ref->set_id(0);
+  ref->set_length(values.size());
+  transport::OutMessage init{std::move(header), {}};
+  init.payloads.push_back(
+      transport::Payload::Of(std::make_shared<std::vector<float>>(std::move(values))));
+  return init;
+}
+
 std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start) {
   auto values = std::make_shared<std::vector<float>>(n);
   for (size_t i = 0; i < n; ++i) (*values)[i] = start + static_cast<float>(i);

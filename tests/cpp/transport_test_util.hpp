@@ -19,6 +19,11 @@ namespace pstrain::testing {
 Header MakeHeader(MessageType type, int sender, int64_t clock,
                   const std::vector<std::pair<uint32_t, uint64_t>>& chunks = {});
 
+// An INIT_PUSH with `header` (its type set to INIT_PUSH) declaring one
+// parameter `name` of shape {values.size()} in one chunk, id 0, carrying `values`.
+transport::OutMessage OneChunkInitPush(Header header, const std::string& name,
+                                       std::vector<float> values);
+
 // n values start, start + 1, ... as a shared vector.
 std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start);
 
