@@ -1,6 +1,7 @@
 """Shared by the Python test suites (tests/python, tests/e2e, tests/multihost;
 each conftest.py puts this folder on sys.path): where the built programs are,
-the Fashion-MNIST LMDBs and a small valid job to start job files from."""
+the Fashion-MNIST LMDBs and a small valid job to start job files from. A
+conftest.py imports the fixtures build_dir and fashion_mnist to offer them."""
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def build_dir(programs: Iterable[str]) -> pathlib.Path:
+def find_build_dir(programs: Iterable[str]) -> pathlib.Path:
     """The build folder ($PSTRAIN_BUILD_DIR, relative to the repository, or
     build/); fails the test naming the first of `programs` missing from bin/."""
     path = pathlib.Path(os.environ.get("PSTRAIN_BUILD_DIR", "build"))
@@ -24,13 +25,25 @@ def build_dir(programs: Iterable[str]) -> pathlib.Path:
     return path
 
 
-def fashion_mnist(build: pathlib.Path) -> pathlib.Path:
+def prepare_fashion_mnist(build: pathlib.Path) -> pathlib.Path:
     """The Fashion-MNIST LMDBs under data/, converted on first use."""
     data = ROOT / "data" / "fashion-mnist"
     if not (data / "train_lmdb").exists() or not (data / "test_lmdb").exists():
         subprocess.run(["bash", str(ROOT / "scripts" / "prepare_data.sh"), str(build)],
                        check=True, timeout=600)
     return data
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> pathlib.Path:
+    """The build folder holding ps-server, ps-worker and ps-data."""
+    return find_build_dir(("ps-server", "ps-worker", "ps-data"))
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist(build_dir: pathlib.Path) -> pathlib.Path:
+    """The Fashion-MNIST LMDBs under data/, converted on first use."""
+    return prepare_fashion_mnist(build_dir)
 
 
 def base_job(tmp: pathlib.Path, **changes) -> dict:

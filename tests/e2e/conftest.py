@@ -8,12 +8,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))    # pstrain_testing
 
 import pstrain_testing  # noqa: E402
+from pstrain_testing import fashion_mnist  # noqa: E402,F401  (fixture)
+
 
 @pytest.fixture(scope="session")
 def build_dir() -> pathlib.Path:
-    return pstrain_testing.build_dir(("ps-net",))
-
-
-@pytest.fixture(scope="session")
-def fashion_mnist(build_dir: pathlib.Path) -> pathlib.Path:
-    return pstrain_testing.fashion_mnist(build_dir)
+    """The build folder holding ps-net."""
+    return pstrain_testing.find_build_dir(("ps-net",))

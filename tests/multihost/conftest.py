@@ -16,17 +16,7 @@ sys.path.insert(0, str(ROOT / "tests"))    # pstrain_testing
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import netns_hosts  # noqa: E402
-import pstrain_testing  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def build_dir() -> pathlib.Path:
-    return pstrain_testing.build_dir(("ps-server", "ps-worker", "ps-data"))
-
-
-@pytest.fixture(scope="session")
-def fashion_mnist(build_dir: pathlib.Path) -> pathlib.Path:
-    return pstrain_testing.fashion_mnist(build_dir)
+from pstrain_testing import build_dir, fashion_mnist  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture(scope="module")
