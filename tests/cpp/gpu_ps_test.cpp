@@ -33,14 +33,7 @@ using transport::Payload;
 
 constexpr uint64_t kJobKey = 4242;
 
-pstrain::Header WorkerHeader(pstrain::MessageType type) {
-  pstrain::Header h;
-  h.set_type(type);
-  h.set_role(pstrain::WORKER);
-  h.set_sender(0);
-  h.set_job_key(kJobKey);
-  return h;
-}
+pstrain::Header WorkerHeader(pstrain::MessageType type) { return WorkerZeroHeader(type, kJobKey); }
 
 std::optional<InMessage> Expect(transport::Channel& channel, pstrain::MessageType type) {
   return ExpectMessage(channel, type, std::chrono::seconds(30));

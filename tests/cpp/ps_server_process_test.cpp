@@ -56,12 +56,7 @@ class PsServerProcessTest : public ::testing::Test {
   }
 
   pstrain::Header Header(pstrain::MessageType type, uint64_t key = kJobKey) {
-    pstrain::Header h;
-    h.set_type(type);
-    h.set_role(pstrain::WORKER);
-    h.set_sender(0);
-    h.set_job_key(key);
-    return h;
+    return testing::WorkerZeroHeader(type, key);
   }
 
   std::optional<InMessage> Expect(pstrain::MessageType type) {

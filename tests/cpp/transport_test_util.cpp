@@ -21,6 +21,15 @@ Header MakeHeader(MessageType type, int sender, int64_t clock,
   return h;
 }
 
+Header WorkerZeroHeader(MessageType type, uint64_t job_key) {
+  Header h;
+  h.set_type(type);
+  h.set_role(WORKER);
+  h.set_sender(0);
+  h.set_job_key(job_key);
+  return h;
+}
+
 transport::OutMessage OneChunkInitPush(Header header, const std::string& name,
                                        std::vector<float> values) {
   header.set_type(INIT_PUSH);

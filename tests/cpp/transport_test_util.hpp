@@ -19,6 +19,9 @@ namespace pstrain::testing {
 Header MakeHeader(MessageType type, int sender, int64_t clock,
                   const std::vector<std::pair<uint32_t, uint64_t>>& chunks = {});
 
+// A header of `type` from worker 0 of the job with key `job_key`.
+Header WorkerZeroHeader(MessageType type, uint64_t job_key);
+
 // An INIT_PUSH with `header` (its type set to INIT_PUSH) declaring one
 // parameter `name` of shape {values.size()} in one chunk, id 0, carrying `values`.
 transport::OutMessage OneChunkInitPush(Header header, const std::string& name,
