@@ -195,14 +195,18 @@ def figure_of(runs: list[RunCurves]) -> "Any":
     return fig
 
 
-def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
+def save_figure(fig, out: pathlib.Path) -> pathlib.Path:
+    """Writes `fig` to `out` (100 dpi, folders made) and closes it; returns `out`."""
     import matplotlib.pyplot as plt
 
-    fig = figure_of(runs)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def plot(runs: list[RunCurves], out: pathlib.Path) -> pathlib.Path:
+    return save_figure(figure_of(runs), out)
 
 
 def to_csv(records: list[dict]) -> str:

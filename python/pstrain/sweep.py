@@ -16,8 +16,6 @@ runs.
 """
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import math
@@ -27,7 +25,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .compare import THRESHOLDS, RunCurves, load_run, threshold_label
+from .compare import THRESHOLDS, RunCurves, load_run, save_figure, threshold_label, to_csv
 from .config import apply_overrides, load_yaml, parse_job
 from .metrics import accuracy_of
 from .errors import JobError
@@ -242,19 +240,7 @@ def plot_sweep(runs: list[tuple[dict, int, RunCurves]], out: pathlib.Path) -> pa
     seeds = len({seed for _, seed, _ in runs})
     ax.set_title(f"ps-train sweep: {len(colours)} points x {seeds} seeds (one line a run)")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
-
-
-def to_csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else [],
-                            lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
+    return save_figure(fig, out)
 
 
 def write_report(folder: pathlib.Path, thresholds: tuple[float, ...] = THRESHOLDS) -> str:

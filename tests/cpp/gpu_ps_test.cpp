@@ -21,6 +21,7 @@
 #include "tests/cpp/gpu_test_util.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/ps_worker.hpp"
 
 namespace pstrain::testing {
@@ -32,28 +33,10 @@ using transport::Payload;
 
 constexpr uint64_t kJobKey = 4242;
 
-pstrain::Header WorkerHeader(pstrain::MessageType type) {
-  pstrain::Header h;
-  h.set_type(type);
-  h.set_role(pstrain::WORKER);
-  h.set_sender(0);
-  h.set_job_key(kJobKey);
-  return h;
-}
+pstrain::Header WorkerHeader(pstrain::MessageType type) { return WorkerZeroHeader(type, kJobKey); }
 
 std::optional<InMessage> Expect(transport::Channel& channel, pstrain::MessageType type) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto got = channel.Receive(std::chrono::milliseconds(200));
-    EXPECT_TRUE(got.ok()) << got.status().message();
-    if (!got.ok()) return std::nullopt;
-    if (got.value().has_value()) {
-      EXPECT_EQ(got.value()->header.type(), type) << got.value()->header.ShortDebugString();
-      return std::move(got.value());
-    }
-  }
-  ADD_FAILURE() << "no " << pstrain::MessageType_Name(type) << " within 30 s";
-  return std::nullopt;
+  return ExpectMessage(channel, type, std::chrono::seconds(30));
 }
 
 OutMessage Push(int64_t clock, std::vector<float> grad) {
@@ -96,15 +79,7 @@ TEST(GpuPsServerProcessTest, AppliesMomentumStepsOnTheDevice) {
   ASSERT_TRUE(channel.Send("", std::move(hello)).ok());
   ASSERT_TRUE(Expect(channel, pstrain::HELLO_ACK));
   std::vector<float> w = {1.f, -2.f, 3.f, 0.25f};
-  OutMessage init{WorkerHeader(pstrain::INIT_PUSH), {}};
-  auto* meta = init.header.add_params();
-  meta->set_name("w");
-  meta->add_shape(4);
-  auto* ref = init.header.add_chunks();
-  ref->set_id(0);
-  ref->set_length(4);
-  init.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(w)));
-  ASSERT_TRUE(channel.Send("", std::move(init)).ok());
+  ASSERT_TRUE(channel.Send("", OneChunkInitPush(WorkerHeader(pstrain::INIT_PUSH), "w", w)).ok());
   ASSERT_TRUE(Expect(channel, pstrain::INIT_ACK));
   EXPECT_EQ(PullWeights(channel, 0), w);
 

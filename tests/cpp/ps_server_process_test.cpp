@@ -3,7 +3,6 @@
 // last line, no weight changed — and a clean exit on SHUTDOWN. Every wait is
 // bounded; the process is killed in TearDown if it is still there.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +10,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "common/transport/channel.hpp"
+#include "tests/cpp/process_test_util.hpp"
 #include "tests/cpp/program_path.hpp"
+#include "tests/cpp/transport_test_util.hpp"
 
 namespace pstrain {
 namespace {
@@ -34,28 +39,11 @@ class PsServerProcessTest : public ::testing::Test {
     std::ofstream(dir_ / "solver.prototxt")
         << "base_lr: 0.5\nlr_policy: \"fixed\"\nmax_iter: 10\nsnapshot_after_train: false\n"
            "net: \"unused\"\n";
-    int out[2];
-    ASSERT_EQ(pipe(out), 0);
-    pid_ = fork();
-    ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      dup2(out[1], 1);
-      close(out[0]);
-      const std::string bin = ProgramPath("ps-server");
-      const std::string solver = (dir_ / "solver.prototxt").string();
-      execl(bin.c_str(), bin.c_str(), "--solver", solver.c_str(), "--workers", "1", "--json",
-            "--job-key", std::to_string(kJobKey).c_str(), "--idle-exit-s", "30",
-            static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(out[1]);
-    stdout_ = fdopen(out[0], "r");
-    char line[512] = {0};
-    ASSERT_NE(fgets(line, sizeof(line), stdout_), nullptr) << "ps-server printed nothing";
-    const std::string text = line;
-    const size_t at = text.find("\"endpoint\":\"");
-    ASSERT_NE(at, std::string::npos) << text;
-    endpoint_ = text.substr(at + 12, text.find('"', at + 12) - at - 12);
+    server_ = std::make_unique<testing::ServerProcess>(
+        std::vector<std::string>{"--solver", (dir_ / "solver.prototxt").string(), "--workers", "1",
+                                 "--job-key", std::to_string(kJobKey), "--idle-exit-s", "30"});
+    ASSERT_TRUE(server_->started());
+    endpoint_ = server_->endpoint();
     auto dealer = transport::ConnectDealer(context_, endpoint_);
     ASSERT_TRUE(dealer.ok()) << dealer.status().message();
     channel_ = std::move(dealer).value();
@@ -63,41 +51,20 @@ class PsServerProcessTest : public ::testing::Test {
 
   void TearDown() override {
     channel_.reset();
-    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (stdout_) fclose(stdout_);
+    server_.reset();  // killed if still running, and reaped
     std::filesystem::remove_all(dir_);
   }
 
   pstrain::Header Header(pstrain::MessageType type, uint64_t key = kJobKey) {
-    pstrain::Header h;
-    h.set_type(type);
-    h.set_role(pstrain::WORKER);
-    h.set_sender(0);
-    h.set_job_key(key);
-    return h;
+    return testing::WorkerZeroHeader(type, key);
   }
 
   std::optional<InMessage> Expect(pstrain::MessageType type) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto got = channel_->Receive(std::chrono::milliseconds(200));
-      EXPECT_TRUE(got.ok()) << got.status().message();
-      if (!got.ok()) return std::nullopt;
-      if (got.value().has_value()) {
-        EXPECT_EQ(got.value()->header.type(), type) << got.value()->header.ShortDebugString();
-        return std::move(got.value());
-      }
-    }
-    ADD_FAILURE() << "no " << pstrain::MessageType_Name(type) << " within 10 s";
-    return std::nullopt;
+    return testing::ExpectMessage(*channel_, type, std::chrono::seconds(10));
   }
 
   std::filesystem::path dir_;
-  pid_t pid_ = -1;
-  FILE* stdout_ = nullptr;
+  std::unique_ptr<testing::ServerProcess> server_;
   std::string endpoint_;
   transport::Context context_;
   std::unique_ptr<transport::Channel> channel_;
@@ -137,16 +104,10 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
   ASSERT_TRUE(channel_->Send("", std::move(hello)).ok());
   ASSERT_TRUE(Expect(pstrain::HELLO_ACK));
 
-  auto weights = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
-  OutMessage init{Header(pstrain::INIT_PUSH), {}};
-  auto* meta = init.header.add_params();
-  meta->set_name("w");
-  meta->add_shape(4);
-  auto* ref = init.header.add_chunks();
-  ref->set_id(0);
-  ref->set_length(4);
-  init.payloads.push_back(Payload::Of(weights));
-  ASSERT_TRUE(channel_->Send("", std::move(init)).ok());
+  ASSERT_TRUE(channel_
+                  ->Send("", testing::OneChunkInitPush(Header(pstrain::INIT_PUSH), "w",
+                                                       std::vector<float>{1, 2, 3, 4}))
+                  .ok());
   ASSERT_TRUE(Expect(pstrain::INIT_ACK));
 
   // A push whose payload is shorter than the chunk: dropped before the shard sees it.
@@ -193,19 +154,13 @@ TEST_F(PsServerProcessTest, DropsBadMessagesAndKeepsWeights) {
 
   ASSERT_TRUE(channel_->Send("", OutMessage{Header(pstrain::SHUTDOWN), {}}).ok());
   ASSERT_TRUE(Expect(pstrain::SHUTDOWN));
-  int status = 0;
-  for (int i = 0; i < 100 && waitpid(pid_, &status, WNOHANG) == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(WIFEXITED(status)) << "ps-server did not exit after SHUTDOWN";
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  pid_ = -1;
+  EXPECT_EQ(server_->Wait(10), 0) << "ps-server did not exit cleanly after SHUTDOWN";
   // Its last line: each field once, the same counts as STATS.
-  std::string all, done;
-  char line[2048];
-  while (fgets(line, sizeof(line), stdout_)) {
-    all += line;
-    if (std::string(line).find("\"event\":\"done\"") != std::string::npos) done = line;
+  const std::string& all = server_->rest();
+  std::string done;
+  std::istringstream lines(all);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\"event\":\"done\"") != std::string::npos) done = line;
   }
   ASSERT_FALSE(done.empty()) << all;
   EXPECT_EQ(JsonField(done, "bad_messages"), std::to_string(kGarbage + 2)) << done;

@@ -3,12 +3,7 @@
 // messages, --json output (every line a JSON object), the files a training
 // run writes, and that failures leave no output behind. ps-worker's exit codes
 // for bad input and an absent server are here too (common/exit_code.hpp).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <chrono>
@@ -25,6 +20,7 @@
 #include "common/proto_io.hpp"
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "tests/cpp/process_test_util.hpp"
 #include "tests/cpp/program_path.hpp"
 
 namespace pstrain {
@@ -34,72 +30,13 @@ const std::string kPsNet = ProgramPath("ps-net");
 const std::string kPsData = ProgramPath("ps-data");
 const std::string kPsWorker = ProgramPath("ps-worker");
 
-struct RunResult {
-  int exit_code = -1;  // -1: killed (timeout or signal)
-  std::string out;
-  std::string err;
-};
+using RunResult = testing::ProgramRun;
 
 // Runs `args` (args[0] the program) in folder `cwd`, capturing both streams;
 // kills it after `timeout_s` seconds.
 RunResult RunProgram(const std::vector<std::string>& args, const std::string& cwd = "/",
                      int timeout_s = 30) {
-  RunResult result;
-  int out_pipe[2], err_pipe[2];
-  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return result;
-  }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
-  int open_fds = 2;
-  bool killed = false;
-  while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      ::kill(pid, SIGKILL);
-      killed = true;
-      break;
-    }
-    if (::poll(fds, 2, static_cast<int>(left.count())) < 0) continue;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_FALSE(killed) << args[0] << " ran past " << timeout_s << " s";
-  if (!killed && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
+  return testing::RunProgramBounded(args, timeout_s, cwd);
 }
 
 std::vector<std::string> Lines(const std::string& text) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,14 @@ namespace pstrain::testing {
 Header MakeHeader(MessageType type, int sender, int64_t clock,
                   const std::vector<std::pair<uint32_t, uint64_t>>& chunks = {});
 
+// A header of `type` from worker 0 of the job with key `job_key`.
+Header WorkerZeroHeader(MessageType type, uint64_t job_key);
+
+// An INIT_PUSH with `header` (its type set to INIT_PUSH) declaring one
+// parameter `name` of shape {values.size()} in one chunk, id 0, carrying `values`.
+transport::OutMessage OneChunkInitPush(Header header, const std::string& name,
+                                       std::vector<float> values);
+
 // n values start, start + 1, ... as a shared vector.
 std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start);
 
@@ -25,6 +34,12 @@ std::shared_ptr<const std::vector<float>> Ramp(size_t n, float start);
 // an empty message when none (or an error) comes.
 transport::InMessage MustReceive(transport::Channel& channel,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+// The next message on `channel` within `within`, polled every 200 ms; a
+// failure records a type other than `type`. nullopt, with a failure, when
+// none comes or Receive fails.
+std::optional<transport::InMessage> ExpectMessage(transport::Channel& channel, MessageType type,
+                                                  std::chrono::seconds within);
 
 // Receive's result within `timeout`, expecting no message: true when none came.
 bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout);

@@ -3,10 +3,8 @@
 here skips, with the reason, where namespaces or sshd are not available."""
 from __future__ import annotations
 
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -14,28 +12,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests"))    # pstrain_testing
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import netns_hosts  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def build_dir() -> pathlib.Path:
-    path = pathlib.Path(os.environ.get("PSTRAIN_BUILD_DIR", "build"))
-    path = path if path.is_absolute() else ROOT / path
-    for program in ("ps-server", "ps-worker", "ps-data"):
-        if not (path / "bin" / program).exists():
-            pytest.fail(f"{path}/bin/{program} not found: build first (bash scripts/setup.sh)")
-    return path
-
-
-@pytest.fixture(scope="session")
-def fashion_mnist(build_dir: pathlib.Path) -> pathlib.Path:
-    data = ROOT / "data" / "fashion-mnist"
-    if not (data / "train_lmdb").exists() or not (data / "test_lmdb").exists():
-        subprocess.run(["bash", str(ROOT / "scripts" / "prepare_data.sh"), str(build_dir)],
-                       check=True, timeout=600)
-    return data
+from pstrain_testing import build_dir, fashion_mnist  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture(scope="module")

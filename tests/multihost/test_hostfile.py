@@ -15,6 +15,7 @@ import time
 import yaml
 
 from conftest import ROOT
+from pstrain_testing import base_job
 from pstrain import Job
 
 # PSTRAIN_MULTIHOST_ITERS=3000 runs the default job's full length (a few minutes
@@ -24,22 +25,13 @@ HALF = ITERS // 2
 
 
 def job_dict(tmp: pathlib.Path, name: str, mode: str = "bsp", **changes) -> dict:
-    job = {
-        "name": name,
-        "solver": str(ROOT / "configs/nets/lenet_solver.prototxt"),
-        "solver_overrides": {"max_iter": ITERS, "test_interval": HALF,
-                             "test_iter": 10 if ITERS < 1000 else 100, "snapshot": HALF,
-                             "display": 10 if ITERS < 1000 else 100},
-        "cluster": {"servers": 1, "workers": 2, "worker_devices": "cpu",
-                    "threads_per_worker": 1, "hosts": "local"},
-        "consistency": {"mode": mode, "staleness": 0 if mode == "bsp" else 2},
-        "transport": {"kind": "tcp", "interface": "127.0.0.1"},
-        "data": None,
-        "output": str(tmp / "runs"),
-        "restart": {"max_worker_restarts": 3},
-    }
-    job.update(changes)
-    return job
+    """base_job at this module's length, bsp (staleness 0) or another mode (staleness 2)."""
+    return base_job(tmp, name=name,
+                    solver_overrides={"max_iter": ITERS, "test_interval": HALF,
+                                      "test_iter": 10 if ITERS < 1000 else 100, "snapshot": HALF,
+                                      "display": 10 if ITERS < 1000 else 100},
+                    consistency={"mode": mode, "staleness": 0 if mode == "bsp" else 2},
+                    **changes)
 
 
 def hostfile_job(tmp: pathlib.Path, hosts, name: str, slots: dict[int, int] | None = None,

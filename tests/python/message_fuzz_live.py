@@ -34,6 +34,8 @@ import time
 
 import zmq
 
+from pb_wire import field_bytes, field_varint, parse, varint  # noqa: F401
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # pstrain.Header fields (proto/pstrain.proto).
@@ -48,24 +50,6 @@ INITIAL = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 0.5, -0.5]
 STEPS = 8
 RSS_BOUND_MB = 64
 LOG_BOUND_BYTES = 256 * 1024
-
-
-def varint(n: int) -> bytes:
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field_varint(number: int, value: int) -> bytes:
-    return varint(number << 3) + varint(value)
-
-
-def field_bytes(number: int, value: bytes) -> bytes:
-    return varint(number << 3 | 2) + varint(len(value)) + value
 
 
 def header(type_: int, *, key: int, sender: int = 0, role: int = WORKER, clock: int | None = None,
@@ -84,51 +68,6 @@ def header(type_: int, *, key: int, sender: int = 0, role: int = WORKER, clock: 
     if sum_squares is not None:
         out += varint(12 << 3 | 1) + struct.pack("<d", sum_squares)
     return out + field_varint(14, key)
-
-
-def parse(message: bytes) -> dict[int, list] | None:
-    """Fields by number (varints as int, length-delimited as bytes); None when
-    the bytes are not a message this reader fully understands."""
-    out: dict[int, list] = {}
-    i = 0
-    n = len(message)
-
-    def read_varint() -> int:
-        nonlocal i
-        value, shift = 0, 0
-        while True:
-            if i >= n or shift > 63:
-                raise ValueError
-            byte = message[i]
-            i += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
-    try:
-        while i < n:
-            key = read_varint()
-            number, wire = key >> 3, key & 7
-            if wire == 0:
-                out.setdefault(number, []).append(read_varint())
-            elif wire == 2:
-                size = read_varint()
-                if i + size > n:
-                    return None
-                out.setdefault(number, []).append(message[i:i + size])
-                i += size
-            elif wire == 1 and i + 8 <= n:
-                out.setdefault(number, []).append(message[i:i + 8])
-                i += 8
-            elif wire == 5 and i + 4 <= n:
-                out.setdefault(number, []).append(message[i:i + 4])
-                i += 4
-            else:
-                return None
-    except ValueError:
-        return None
-    return out
 
 
 def floats(values: list[float]) -> bytes:

@@ -11,6 +11,7 @@ import time
 
 import zmq
 
+from pb_wire import fields, varint
 from ps_train_util import ROOT, leftover_processes
 from pstrain import ClusterConfig, ConsistencyConfig, Job, JobConfig, SecurityConfig
 
@@ -18,53 +19,9 @@ GARBAGE = 37        # frames that are no header at all
 STRANGERS = 5       # well-formed headers carrying another job's key
 
 
-def varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def stats_request(job_key: int) -> bytes:
     """A pstrain.Header: type STATS (16), role CONTROL (3), sender 0, job_key."""
     return bytes([0x08, 16, 0x10, 3, 0x18, 0]) + bytes([14 << 3]) + varint(job_key)
-
-
-def fields(message: bytes) -> dict[int, list]:
-    """A protobuf message's fields by number: varints as int, length-delimited
-    fields as bytes (fixed-size fields skipped)."""
-    out: dict[int, list] = {}
-    i = 0
-
-    def read_varint() -> int:
-        nonlocal i
-        value, shift = 0, 0
-        while True:
-            byte = message[i]
-            i += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
-    while i < len(message):
-        key = read_varint()
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            out.setdefault(number, []).append(read_varint())
-        elif wire == 2:
-            size = read_varint()
-            out.setdefault(number, []).append(message[i:i + size])
-            i += size
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        else:
-            raise ValueError(f"wire type {wire} at byte {i}")
-    return out
 
 
 def server_command_line(run_dir: pathlib.Path) -> str:

@@ -17,11 +17,11 @@ import time
 import pytest
 import zmq
 
+from pb_wire import fields, varint
 from ps_train_util import ROOT, base_job, leftover_processes, write_job
 from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, JobError, SecurityConfig,
                      keys, start_server)
 from pstrain.cli import main as ps_train
-from test_bad_messages import fields, varint
 
 SOLVER = ROOT / "configs/nets/lenet_solver.prototxt"
 STATS, SHUTDOWN, PUSH, ERROR = 16, 11, 7, 13
