@@ -179,7 +179,7 @@ case "$action" in
     (cd "$build_dir" && ctest --output-on-failure -j "$jobs") || status=1
     phase_times+=("ctest $((SECONDS - t0)) s")
     t0=$SECONDS
-    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q tests || status=1
+    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q --durations=15 tests || status=1
     phase_times+=("pytest $((SECONDS - t0)) s")
     report_phases
     exit $status
