@@ -73,7 +73,33 @@ class HostLauncher:
                     files[str(local.relative_to(run))] = local.read_bytes()
             if manifest.is_relative_to(run):
                 files[str(manifest.relative_to(run))] = self.remote.to_host(text, host).encode()
-        self.remote.stage(host, files)
+        private = self._stage_keys(host, files)
+        self.remote.stage(host, files, private=private)
+
+    def _stage_keys(self, host: Host, files: dict[str, bytes]) -> set[str]:
+        """With CURVE: every public key, and the secret keys of the processes this
+        host may run (its own slots; on a host with spare slots, every server's and
+        worker's, as a lost one may move there). The orchestrator's secret key never
+        leaves this machine. Returns the paths to write owner-only."""
+        keys = self.plan.keys_dir
+        if keys is None:
+            return set()
+        run = self.plan.run_dir
+        p = self.placement
+        names = {f"server-{k}" for k, slot in enumerate(p.servers) if slot.host.name == host.name}
+        names |= {f"worker-{r}" for r, slot in enumerate(p.workers) if slot.host.name == host.name}
+        if any(slot.host.name == host.name for slot in p.spares):
+            names |= {f"server-{k}" for k in range(len(p.servers))}
+            names |= {f"worker-{r}" for r in range(len(p.workers))}
+        private = set()
+        for pub in sorted(keys.glob("*.pub")):
+            files[str(pub.relative_to(run))] = pub.read_bytes()
+        for name in sorted(names):
+            secret = keys / f"{name}.key"
+            rel = str(secret.relative_to(run))
+            files[rel] = secret.read_bytes()
+            private.add(rel)
+        return private
 
     # -- processes ---------------------------------------------------------------
 

@@ -119,14 +119,21 @@ class Remote:
         except JobError:
             return False
 
-    def stage(self, host: Host, files: dict[str, bytes]) -> None:
+    def stage(self, host: Host, files: dict[str, bytes], private: set[str] = frozenset()) -> None:
         """Writes files (paths relative to the host's workdir) there, with
-        snapshots/ and logs/ folders. Raises JobError naming the host."""
+        snapshots/ and logs/ folders; those in `private` (secret keys) owner-only,
+        in folders of mode 0700. Raises JobError naming the host."""
         buffer = io.BytesIO()
+        now = int(time.time())
         with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for folder in sorted({str(pathlib.PurePosixPath(rel).parent) for rel in private}):
+                info = tarfile.TarInfo(folder)
+                info.type, info.mtime, info.mode = tarfile.DIRTYPE, now, 0o700
+                tar.addfile(info)
             for rel, data in files.items():
                 info = tarfile.TarInfo(rel)
-                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                info.size, info.mtime = len(data), now
+                info.mode = 0o600 if rel in private else 0o644
                 tar.addfile(info, io.BytesIO(data))
         folder = shlex.quote(self.workdir(host))
         done = self.run(host, f"mkdir -p {folder}/snapshots && tar -x -m -C {folder} -f -",
