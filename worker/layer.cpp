@@ -1,5 +1,7 @@
 #include "worker/layer.hpp"
 
+#include <algorithm>
+
 #include "common/math_cpu.hpp"
 
 namespace pstrain {
@@ -75,7 +77,11 @@ float Layer::Forward(const BlobVec& bottom, const BlobVec& top) {
       ForwardReference(bottom, top);
       break;
     case Engine::kFast:
-      ForwardFast(bottom, top);
+      if (fast_runs_reference_) {
+        ForwardReference(bottom, top);
+      } else {
+        ForwardFast(bottom, top);
+      }
       break;
     case Engine::kGpu:
       ForwardGpu(bottom, top);
@@ -100,12 +106,51 @@ void Layer::Backward(const BlobVec& top, const std::vector<bool>& propagate_down
       BackwardReference(top, propagate_down, bottom);
       break;
     case Engine::kFast:
-      BackwardFast(top, propagate_down, bottom);
+      if (fast_runs_reference_) {
+        BackwardReference(top, propagate_down, bottom);
+      } else {
+        BackwardFast(top, propagate_down, bottom);
+      }
       break;
     case Engine::kGpu:
       BackwardGpu(top, propagate_down, bottom);
       break;
   }
+}
+
+std::vector<std::string> Layer::CpuImplementations() const {
+  if (!HasFastPath()) return {"reference"};
+  return {"fast", "reference"};
+}
+
+Status Layer::SelectCpuImplementation(const std::string& name) {
+  std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string choices;
+    for (const std::string& n : names) choices += (choices.empty() ? "" : ", ") + n;
+    return Status::Error("layer " + this->name() + " (" + type() +
+                         ") has no CPU implementation '" + name + "' (choices: " + choices + ")");
+  }
+  fast_runs_reference_ = name == "reference" && HasFastPath();
+  return Status::Ok();
+}
+
+std::string Layer::CpuImplementation() const {
+  if (!HasFastPath() || fast_runs_reference_) return "reference";
+  return "fast";
+}
+
+std::string Layer::Implementation() const {
+  switch (engine_) {
+    case Engine::kReference:
+      return "reference";
+    case Engine::kGpu:
+      if (HasGpuPath()) return "gpu";
+      return CpuImplementation();
+    case Engine::kFast:
+      break;
+  }
+  return CpuImplementation();
 }
 
 float Layer::loss(int top_index) const {

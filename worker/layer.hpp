@@ -93,6 +93,23 @@ class Layer {
   virtual bool HasFastPath() const { return false; }
   // True when the layer overrides ForwardGpu/BackwardGpu (in a CUDA build).
   virtual bool HasGpuPath() const { return false; }
+
+  // CPU implementations. Under Engine::kFast a layer may have several ways to
+  // run its current shape (oneDNN in one layout or another, vectorised loops
+  // of its own, the reference); Net with engine auto times them at set-up and
+  // selects the fastest. Names of those usable for the current shape, the
+  // default first; "reference" (the reference path) is always one of them.
+  virtual std::vector<std::string> CpuImplementations() const;
+  // Makes Engine::kFast run `name`, one of CpuImplementations(); an error
+  // naming the choices otherwise. The choice holds across Reshape; when a new
+  // shape cannot run it, the layer runs its default for that shape.
+  virtual Status SelectCpuImplementation(const std::string& name);
+  // What Engine::kFast runs for the current shape (one of CpuImplementations()).
+  virtual std::string CpuImplementation() const;
+  // What Forward/Backward run under the current engine: CpuImplementation()
+  // under kFast, "reference" under kReference, "gpu" under kGpu for a layer
+  // with a GPU path (its fast CPU path's name otherwise).
+  std::string Implementation() const;
   void set_context(const NetContext& context) { context_ = context; }
   const NetContext& context() const { return context_; }
   // Set by Net before each Forward; read by layers whose output depends on
@@ -158,6 +175,9 @@ class Layer {
   Status SetLossWeights(const BlobVec& top);
 
   Engine engine_ = Engine::kFast;
+  // Set by SelectCpuImplementation("reference") on a layer whose own
+  // implementations do not override it: kFast then runs the reference path.
+  bool fast_runs_reference_ = false;
   std::vector<float> loss_;
   std::vector<bool> param_propagate_down_;
 };
