@@ -141,7 +141,8 @@ std::vector<std::string> PoolingLayer::CpuImplementations() const {
 }
 
 Status PoolingLayer::SelectCpuImplementation(const std::string& name) {
-  if (name != "vector" && name != "onednn" && name != "reference") {
+  const std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
     return Layer::SelectCpuImplementation(name);  // the error naming the choices
   }
   selected_ = name;
