@@ -49,7 +49,7 @@ struct LayerRun {
 // Forward and Backward of `layer_text` on the reference engine
 // (impl empty) or under kFast with CPU implementation `impl`.
 LayerRun RunLayer(const std::string& layer_text, const Shape& shape, const Values& input,
-             const std::string& impl, int num_tops = 1) {
+                  const std::string& impl, int num_tops = 1) {
   BlobSet bottoms, tops;
   Blob* x = bottoms.Add(shape);
   for (int t = 0; t < num_tops; ++t) tops.Add({});
@@ -218,7 +218,8 @@ TEST(VectorPoolingTest, ImplementationsByName) {
   tops.Add({});
   auto layer = MakeLayer(PoolLayer("MAX", "kernel_size: 2 stride: 2"), Engine::kFast);
   ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
-  EXPECT_EQ(layer->CpuImplementations(), std::vector<std::string>({"vector", "onednn", "reference"}));
+  EXPECT_EQ(layer->CpuImplementations(),
+            std::vector<std::string>({"vector", "onednn", "reference"}));
   EXPECT_EQ(layer->CpuImplementation(), "vector");
   Status s = layer->SelectCpuImplementation("simd");
   ASSERT_FALSE(s.ok());
@@ -255,8 +256,8 @@ TEST(VectorLrnTest, AcrossChannelsMatchesReference) {
       {"local_size: 5 alpha: 0.0001 beta: 0.75", {2, 12, 9, 9}},
       {"local_size: 5 alpha: 0.3 beta: 0.75 k: 2", {2, 7, 17, 19}},  // 323: blocks of 256 + 67
       {"local_size: 3 alpha: 0.5 beta: 0.5 k: 1.5", {1, 4, 3, 5}},
-      {"local_size: 7 alpha: 0.8 beta: 1 k: 1", {2, 3, 4, 4}},  // window wider than C
-      {"local_size: 1 alpha: 0.2 beta: 0.6 k: 1", {1, 3, 6, 6}},   // powf
+      {"local_size: 7 alpha: 0.8 beta: 1 k: 1", {2, 3, 4, 4}},    // window wider than C
+      {"local_size: 1 alpha: 0.2 beta: 0.6 k: 1", {1, 3, 6, 6}},  // powf
       {"local_size: 5 alpha: 0.9 beta: 0.3 k: 0.5", {2, 6, 1, 300}},
   };
   for (CpuIsa isa : RunnableIsas()) {
@@ -276,8 +277,8 @@ TEST(VectorLrnTest, AcrossChannelsMatchesReference) {
 }
 
 TEST(VectorLrnTest, Gradients) {
-  for (const std::string param : {"local_size: 5 alpha: 0.9 beta: 0.75 k: 1",
-                                  "local_size: 3 alpha: 0.5 beta: 0.6 k: 2"}) {
+  for (const std::string param :
+       {"local_size: 5 alpha: 0.9 beta: 0.75 k: 1", "local_size: 3 alpha: 0.5 beta: 0.6 k: 2"}) {
     SCOPED_TRACE(param);
     BlobSet bottoms, tops;
     BlobSet::FillGaussian(bottoms.Add({2, 7, 3, 4}), 13);
@@ -338,8 +339,7 @@ TEST(CpuKernelIsaTest, DispatchRunsTheChosenVariant) {
   for (CpuIsa isa : RunnableIsas()) {
     OverrideKernelIsa(isa);
     const Shape shape = {1, 2, 4, 4};
-    RunLayer(PoolLayer("MAX", "kernel_size: 2 stride: 2"), shape, UniformInput(shape, 1),
-             "vector");
+    RunLayer(PoolLayer("MAX", "kernel_size: 2 stride: 2"), shape, UniformInput(shape, 1), "vector");
     EXPECT_EQ(LastKernelIsa(), isa) << CpuIsaName(isa);
   }
 }

@@ -72,6 +72,8 @@ CpuIsa LastKernelIsa() {
   return last < 0 ? KernelIsa() : static_cast<CpuIsa>(last);
 }
 
-void NoteKernelIsa(CpuIsa isa) { g_last_isa.store(static_cast<int>(isa), std::memory_order_relaxed); }
+void NoteKernelIsa(CpuIsa isa) {
+  g_last_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
 
 }  // namespace pstrain

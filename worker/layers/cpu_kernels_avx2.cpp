@@ -1,7 +1,7 @@
-// The pooling and LRN kernels compiled for avx2 (flags: -mavx2 -mfma, set in
-// worker/CMakeLists.txt, with -fno-math-errno so square roots vectorise).
-// Only the dispatchers in cpu_kernels_dispatch.cpp
-// call into this namespace, and only when KernelIsa() names it.
+// The pooling and LRN kernels compiled for avx2 (-mavx2 -mfma;
+// set in worker/CMakeLists.txt, with -fno-math-errno so square roots vectorise).
+// Only cpu_kernels_dispatch.cpp calls into this namespace, and only when
+// KernelIsa() names it.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,5 +11,7 @@
 
 namespace pstrain::avx2 {
 #include "worker/layers/pooling_cpu_kernels.inc"
+
+// After the pooling body: uses its Scratch, MinInt, MaxInt and AddInto.
 #include "worker/layers/lrn_cpu_kernels.inc"
 }  // namespace pstrain::avx2

@@ -1,25 +1,24 @@
 // Dispatch of the pooling and LRN kernels to the variant KernelIsa() names.
+#include "worker/layers/cpu_kernel_isa.hpp"
+#include "worker/layers/cpu_kernels_variants.hpp"
 #include "worker/layers/lrn_cpu_kernels.hpp"
 #include "worker/layers/pooling_cpu_kernels.hpp"
 
-#include "worker/layers/cpu_kernel_isa.hpp"
-#include "worker/layers/cpu_kernels_variants.hpp"
-
 namespace pstrain {
 
-#define PSTRAIN_DISPATCH(function, ...)      \
-  do {                                       \
-    const CpuIsa isa = KernelIsa();          \
-    NoteKernelIsa(isa);                      \
-    switch (isa) {                           \
-      case CpuIsa::kAvx512:                  \
+#define PSTRAIN_DISPATCH(function, ...)       \
+  do {                                        \
+    const CpuIsa isa = KernelIsa();           \
+    NoteKernelIsa(isa);                       \
+    switch (isa) {                            \
+      case CpuIsa::kAvx512:                   \
         return avx512::function(__VA_ARGS__); \
-      case CpuIsa::kAvx2:                    \
-        return avx2::function(__VA_ARGS__);  \
-      case CpuIsa::kGeneric:                 \
-        break;                               \
-    }                                        \
-    return generic::function(__VA_ARGS__);   \
+      case CpuIsa::kAvx2:                     \
+        return avx2::function(__VA_ARGS__);   \
+      case CpuIsa::kGeneric:                  \
+        break;                                \
+    }                                         \
+    return generic::function(__VA_ARGS__);    \
   } while (0)
 
 void MaxPoolForward(const PoolShape& shape, const float* in, float* out, int* argmax) {

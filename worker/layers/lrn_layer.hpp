@@ -85,9 +85,9 @@ class LrnLayer : public Layer {
   float k_ = 1.f;
   bool across_ = true;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
-  Blob scale_;    // k + alpha * window sum of squares, kept for Backward
-  Blob scratch_;  // squares (Forward) or top_diff * top / scale (Backward)
-  Blob power_;    // scale^-beta ("vector" Forward, for its Backward)
+  Blob scale_;            // k + alpha * window sum of squares, kept for Backward
+  Blob scratch_;          // squares (Forward) or top_diff * top / scale (Backward)
+  Blob power_;            // scale^-beta ("vector" Forward, for its Backward)
   std::string selected_;  // SelectCpuImplementation's choice; empty: the default
   std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
 #ifdef PSTRAIN_HAVE_CUDA

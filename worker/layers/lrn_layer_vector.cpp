@@ -7,8 +7,8 @@
 namespace pstrain {
 namespace {
 
-LrnShape ShapeOf(int num, int channels, int height, int width, int size, float alpha,
-                 float beta, float k) {
+LrnShape ShapeOf(int num, int channels, int height, int width, int size, float alpha, float beta,
+                 float k) {
   LrnShape s;
   s.num = num;
   s.channels = channels;

@@ -108,7 +108,7 @@ class PoolingLayer : public Layer {
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   int pooled_h_ = 0, pooled_w_ = 0;
   size_t num_tops_ = 1;
-  std::string selected_;  // SelectCpuImplementation's choice; empty: the default
+  std::string selected_;        // SelectCpuImplementation's choice; empty: the default
   std::vector<int> max_index_;  // MAX argmax when there is no mask top (vector: always)
   std::unique_ptr<DnnlPool, DnnlPoolDeleter> dnnl_;
   bool dnnl_unusable_ = false;  // the current shape runs the reference

@@ -10,8 +10,8 @@
 namespace pstrain {
 namespace {
 
-PoolShape ShapeOf(int64_t planes, int height, int width, int pooled_h, int pooled_w,
-                  int kernel_h, int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w) {
+PoolShape ShapeOf(int64_t planes, int height, int width, int pooled_h, int pooled_w, int kernel_h,
+                  int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w) {
   PoolShape s;
   s.planes = planes;
   s.height = height;
