@@ -26,6 +26,9 @@ const char* CpuIsaName(CpuIsa isa) {
 }
 
 CpuIsa SupportedCpuIsa() {
+#if !defined(__x86_64__)
+  return CpuIsa::kGeneric;  // the AVX variants are x86-64 only (worker/CMakeLists.txt)
+#else
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
@@ -33,6 +36,7 @@ CpuIsa SupportedCpuIsa() {
   }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::kAvx2;
   return CpuIsa::kGeneric;
+#endif
 }
 
 Result<CpuIsa> CpuIsaFromSetting(const char* value, CpuIsa supported) {
