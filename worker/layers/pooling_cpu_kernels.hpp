@@ -5,14 +5,15 @@
 // by the window clipped to [-pad, in + pad) before clipping to the input.
 // The geometry (pooled sizes, the dropped last window) comes from the layer.
 //
-// How they vectorise: the input rows are split into stride_w phases (phase r
-// holds columns r, r + stride, ...), so that for a fixed window offset the
-// inputs of consecutive outputs are consecutive floats; the loops run along
-// the output row over the outputs whose windows lie inside the input (the
-// border outputs take a scalar loop). Each window is still scanned in the
-// reference's order, so MAX (values and argmax) and AVE forward are bitwise
-// the reference's results; AVE backward adds the same terms in another order.
-// Planes are spread over OpenMP threads (SetCpuThreads).
+// How they vectorise: groups of planes are copied into stride_h x stride_w
+// phases of the padded input (padding -inf for MAX, +0 for AVE), where each
+// window element of every output of the group sits at one fixed offset from
+// the output's position; each window element is then one long loop over the
+// group's outputs (pooling_cpu_kernels.inc). Each window is still scanned in
+// the reference's order with a strict `>`, so MAX (values and argmax) and AVE
+// forward are bitwise the reference's results (global AVE sums in 16 partial
+// sums); AVE backward adds the same terms in another order.
+// Groups of planes are spread over OpenMP threads (SetCpuThreads).
 // Variants per ISA: cpu_kernel_isa.hpp; each call runs KernelIsa().
 #pragma once
 
