@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Checks the cost model (python/pstrain/costmodel.py) against measured PSTrain jobs on
+this machine, and prints measured against predicted images/s with the relative error.
+
+Calibration, in the same run (docs/scaling.md, "Parameters and how to measure them"):
+  * per-layer compute: `ps-net time --json --threads 1` of each training net at the
+    worker batch (LeNet with its LMDB Data layer, CIFAR-10 quick with DummyData);
+  * the loopback round trip: `ps-bench` (1 worker, 1 server, tcp, asp) at 4K and 16M:
+    the 4K round trip gives the per-message cost, the slope the per-byte cost;
+  * loopback TCP bandwidth: iperf3 single stream (if installed); the slope's remainder
+    beyond 2 bytes on the wire is the server's CPU cost per byte.
+
+Measured points (each one short job; images/s summed over workers, steady state: the
+mean of the workers' display intervals after the first):
+  * loopback (127.0.0.1): LeNet b32, W = 1..4, S = 1..2, bsp / ssp (s=2) / asp;
+    CIFAR-10 quick b50 (DummyData), W = 1, 2, bsp;
+  * two network namespaces joined by a veth pair whose both ends are shaped with tbf
+    (`tc qdisc ... tbf rate R`), servers in one, workers in the other: LeNet b32 at
+    100 Mbit/s and 1 Gbit/s, W = 1, 2, bsp and asp (needs root; skipped otherwise).
+    This kernel has no netem, so latency is not emulated.
+
+The 2 cores are shared by every process: the model's CPU-contention term (E6) is on
+(cores = 2).
+
+usage: python3 bench/scaling_validate.py [--build build] [--quick] [--markdown]
+                                         [--json-out FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+from pstrain import costmodel  # noqa: E402
+from ps_lenet import steady, write_solver  # noqa: E402
+
+CIFAR_NET = ROOT / "configs/nets/cifar10_quick_bench.prototxt"
+CIFAR_SOLVER = ROOT / "configs/nets/cifar10_quick_solver.prototxt"
+
+
+def loadavg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def write_cifar_solver(folder: pathlib.Path, batch: int, iters: int, display: int) -> pathlib.Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    net = CIFAR_NET.read_text()
+    net, n = re.subn(r"dim: 100 ", f"dim: {batch} ", net)
+    assert n == 2, n
+    (folder / "net.prototxt").write_text(net)
+    keep = [l for l in CIFAR_SOLVER.read_text().splitlines()
+            if l.split(":")[0].strip() not in ("net", "test_iter", "test_interval", "max_iter",
+                                                "snapshot", "snapshot_prefix", "display")]
+    keep += [f'net: "{folder}/net.prototxt"', f"max_iter: {iters}", "snapshot: 0",
+             f'snapshot_prefix: "{folder}/snap"', f"display: {display}"]
+    solver = folder / "solver.prototxt"
+    solver.write_text("\n".join(keep) + "\n")
+    return solver
+
+
+def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int) -> None:
+    net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
+    done = subprocess.run([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+                           "--iterations", str(iters), "--json"], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"ps-net time failed: {done.stderr[-800:]}")
+    out.write_text(done.stdout)
+
+
+def ps_bench_rtt(build: pathlib.Path, size: str) -> float:
+    done = subprocess.run([str(build / "bin/ps-bench"), "--size", size, "--runs", "3",
+                           "--run-seconds", "0.7", "--json"], capture_output=True, text=True,
+                          timeout=300)
+    line = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode != 0 or not line:
+        raise RuntimeError(f"ps-bench failed: {done.stderr[-800:]}")
+    return 1.0 / json.loads(line[-1])["its_per_worker"]
+
+
+def iperf3_bytes_per_s() -> float | None:
+    iperf3 = shutil.which("iperf3")
+    if iperf3 is None:
+        return None
+    port = "5317"
+    server = subprocess.Popen([iperf3, "-s", "-1", "-p", port], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run([iperf3, "-c", "127.0.0.1", "-p", port, "-t", "3", "-J"],
+                             capture_output=True, text=True, timeout=60)
+        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8
+    except (subprocess.SubprocessError, ValueError, KeyError):
+        return None
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- jobs
+
+class Namespaces:
+    """Two network namespaces joined by a veth pair: <p>s at 10.79.0.1 (servers) and <p>w
+    at 10.79.0.2 (workers), both ends shaped to `rate` by tbf. close() deletes both."""
+
+    def __init__(self, rate: str):
+        self.prefix = f"psv{os.getpid() % 100000}"
+        self.server, self.worker = f"{self.prefix}s", f"{self.prefix}w"
+        try:
+            for ns in (self.server, self.worker):
+                self._ip("netns", "add", ns)
+                self._ip("-n", ns, "link", "set", "lo", "up")
+            self._ip("-n", self.server, "link", "add", "name", "vs", "type", "veth", "peer",
+                     "name", "vw", "netns", self.worker)
+            for ns, dev, addr in ((self.server, "vs", "10.79.0.1"),
+                                  (self.worker, "vw", "10.79.0.2")):
+                self._ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+                self._ip("-n", ns, "link", "set", dev, "up")
+                # burst: at least rate x 4 ms; queue: 50 ms at the rate
+                bits = {"100mbit": 100e6, "1gbit": 1e9}[rate]
+                burst = max(32 * 1024, int(bits / 8 * 0.004))
+                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev,
+                                "root", "tbf", "rate", rate, "burst", str(burst), "latency",
+                                "50ms"], check=True, capture_output=True, timeout=30)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _ip(*args: str) -> None:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+    def close(self) -> None:
+        for ns in (self.server, self.worker):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def netns_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        Namespaces("100mbit").close()
+    except (RuntimeError, subprocess.SubprocessError) as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
+            staleness: int, ns: Namespaces | None = None, timeout: float = 300) -> dict:
+    """Servers, then workers, each in its own process group; all stopped on return.
+    Returns per-worker steady images/s from the workers' train events."""
+    bind = "tcp://10.79.0.1:0" if ns else "tcp://127.0.0.1:0"
+    srv_pre = ["ip", "netns", "exec", ns.server] if ns else []
+    wrk_pre = ["ip", "netns", "exec", ns.worker] if ns else []
+    common = ["--solver", str(solver), "--mode", mode, "--staleness", str(staleness),
+              "--job-key", "77", "--json"]
+    if ns:
+        from pstrain import keys
+        folder = keys.make_keys(pathlib.Path(tempfile.mkdtemp(prefix="scaling-keys-")),
+                                servers, workers)
+        common += ["--keys", str(folder)]
+    procs: list[subprocess.Popen] = []
+    deadline = time.monotonic() + timeout
+    try:
+        endpoints = []
+        for k in range(servers):
+            cmd = srv_pre + [str(build / "bin/ps-server"), "--shard", str(k), "--num-servers",
+                             str(servers), "--workers", str(workers), "--bind", bind] + common
+            if k:
+                cmd += ["--coordinator", endpoints[0]]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True, cwd=ROOT)
+            procs.append(p)
+            while True:
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"ps-server exited early: {p.stderr.read()[-800:]}")
+                if line.startswith("{") and json.loads(line).get("event") == "listening":
+                    endpoints.append(json.loads(line)["endpoint"])
+                    break
+        workers_p = []
+        for r in range(workers):
+            cmd = wrk_pre + [str(build / "bin/ps-worker"), "--rank", str(r), "--workers",
+                             str(workers), "--servers", ",".join(endpoints), "--threads", "1",
+                             "--timeout-s", "120"] + common
+            workers_p.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True, start_new_session=True, cwd=ROOT))
+        procs += workers_p
+        rates = []
+        for r, p in enumerate(workers_p):
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if p.returncode != 0:
+                raise RuntimeError(f"worker {r} exited {p.returncode}: {err[-800:]}")
+            events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            rates.append(steady([e["images_per_second"] for e in events
+                                 if e.get("event") == "train" and "images_per_second" in e]))
+        return {"images_per_s": sum(rates), "per_worker": rates}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait(timeout=10)
+        if ns:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- main
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measure every point this many times (median)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json-out", type=pathlib.Path)
+    ap.add_argument("--no-netns", action="store_true")
+    args = ap.parse_args()
+    build = (ROOT / args.build).resolve()
+    started = time.monotonic()
+    load_before = loadavg()
+    with tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
+        tmp = pathlib.Path(tmp)
+        iters = 60 if args.quick else 120
+        lenet = write_solver(tmp / "lenet", 32, iters, iters // 6)
+        cifar = write_cifar_solver(tmp / "cifar", 50, 30 if args.quick else 48, 6)
+        # Calibration
+        time_net(build, lenet, tmp / "lenet_time.jsonl", 40)
+        time_net(build, cifar, tmp / "cifar_time.jsonl", 10)
+        rtt_small = ps_bench_rtt(build, "4K")
+        rtt_big = ps_bench_rtt(build, "16M")
+        per_byte = max(0.0, (rtt_big - rtt_small) / 16e6)   # push + apply + pull, per byte
+        iperf = iperf3_bytes_per_s()
+        wire = iperf if iperf else 2.0 / per_byte           # no iperf3: all of it is the wire
+        server_byte = max(0.0, per_byte - 2.0 / wire)
+        message = rtt_small / 4                              # 4 message costs per round trip
+        calib = {"lenet_compute_ms": None, "rtt_4k_us": rtt_small * 1e6,
+                 "rtt_16m_ms": rtt_big * 1e3, "per_byte_ns": per_byte * 1e9,
+                 "iperf3_gbyte_s": iperf / 1e9 if iperf else None,
+                 "server_ns_per_byte": server_byte * 1e9, "message_us": message * 1e6}
+        nets = {
+            "LeNet": (costmodel.load_layer_times(tmp / "lenet_time.jsonl"),
+                      costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32,
+                      lenet),
+            "CIFAR-10 quick": (costmodel.load_layer_times(tmp / "cifar_time.jsonl"),
+                               costmodel.net_params(CIFAR_NET), 50, cifar),
+        }
+        calib["lenet_compute_ms"] = sum(l.forward_ms + l.backward_ms for l in nets["LeNet"][0])
+        calib["cifar_compute_ms"] = sum(l.forward_ms + l.backward_ms
+                                        for l in nets["CIFAR-10 quick"][0])
+        print("calibration: " + json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                                            for k, v in calib.items()}), file=sys.stderr)
+        points = [("loopback", "LeNet", w, s, m, st)
+                  for (w, s, m, st) in [(1, 1, "bsp", 0), (2, 1, "bsp", 0), (3, 1, "bsp", 0),
+                                        (4, 1, "bsp", 0), (2, 2, "bsp", 0), (4, 2, "bsp", 0),
+                                        (2, 1, "ssp", 2), (4, 1, "ssp", 2), (2, 1, "asp", 0),
+                                        (4, 1, "asp", 0)]]
+        points += [("loopback", "CIFAR-10 quick", w, 1, "bsp", 0) for w in (1, 2)]
+        why_not = "--no-netns" if args.no_netns else netns_unavailable()
+        if why_not is None:
+            for rate in ("100mbit", "1gbit"):
+                points += [(rate, "LeNet", w, 1, m, 0) for (w, m) in
+                           [(1, "bsp"), (2, "bsp"), (2, "asp")]]
+        else:
+            print(f"network-namespace points skipped: {why_not}", file=sys.stderr)
+        if args.quick:
+            points = points[::2]
+        rows = []
+        for link, net, w, s, mode, st in points:
+            layers, params, batch, solver = nets[net]
+            measured, predicted = [], []
+            for _ in range(args.rounds):
+                # the compute time is taken right before each job: the machine is shared
+                time_net(build, solver, tmp / "now.jsonl", 20 if net == "LeNet" else 4)
+                layers = costmodel.load_layer_times(tmp / "now.jsonl")
+                ns = None if link == "loopback" else Namespaces(link)
+                try:
+                    measured.append(run_job(build, solver, w, s, mode, st, ns)["images_per_s"])
+                finally:
+                    if ns:
+                        ns.close()
+                bw = wire if link == "loopback" else {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
+                cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st,
+                                       worker_bw=bw, server_bw=bw, latency_s=0.0,
+                                       message_s=message, server_byte_s=server_byte, cores=2,
+                                       early_pull=True)
+                pred = costmodel.predict(layers, params, batch, cl)
+                predicted.append(pred.images_per_s)
+            p = statistics.median(predicted)
+            m = statistics.median(measured)
+            err = (p - m) / m
+            rows.append({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
+                         "staleness": st, "batch": batch, "measured_images_per_s": m,
+                         "predicted_images_per_s": p, "error": err,
+                         "bottleneck": pred.bottleneck})
+            print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
+                  f"measured {m:7.1f} predicted {p:7.1f} images/s "
+                  f"error {100 * err:+5.1f}% ({pred.bottleneck})", file=sys.stderr)
+    load_after = loadavg()
+    elapsed = time.monotonic() - started
+    worst = max(abs(r["error"]) for r in rows)
+    mean_abs = statistics.mean(abs(r["error"]) for r in rows)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
+                                             "load_before": load_before,
+                                             "load_after": load_after}, indent=1))
+    if args.markdown:
+        print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
+        print("| link | net | W | S | mode | measured images/s | predicted | error | bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+        for r in rows:
+            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
+            print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
+                  f" {mode} | {r['measured_images_per_s']:.0f} | "
+                  f"{r['predicted_images_per_s']:.0f} | {100 * r['error']:+.1f}% |"
+                  f" {r['bottleneck']} |")
+    print(f"{len(rows)} points: mean |error| {100 * mean_abs:.1f}%, worst {100 * worst:.1f}%"
+          f" ({elapsed:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
