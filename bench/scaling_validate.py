@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -70,14 +71,55 @@ def write_cifar_solver(folder: pathlib.Path, batch: int, iters: int, display: in
     return solver
 
 
-def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int) -> None:
+class Background:
+    """Samples, every 50 ms, how many threads of other programs are runnable: procs_running of
+    /proc/stat less the sampler itself and the runnable threads of `pids` (ours)."""
+
+    def __init__(self):
+        self.pids: list[int] = []
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _ours_running(pid: int) -> int:
+        n = 0
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    n += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except OSError:
+            pass
+        return n
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            with open("/proc/stat") as f:
+                running = next(int(l.split()[1]) for l in f if l.startswith("procs_running"))
+            ours = sum(self._ours_running(p) for p in list(self.pids))
+            self.samples.append(max(0, running - 1 - ours))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return statistics.mean(self.samples) if self.samples else 0.0
+
+
+def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int) -> float:
+    """Writes the layer times; returns the other programs' mean runnable threads meanwhile."""
     net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
-    done = subprocess.run([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
-                           "--iterations", str(iters), "--json"], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
-    if done.returncode != 0:
-        raise RuntimeError(f"ps-net time failed: {done.stderr[-800:]}")
-    out.write_text(done.stdout)
+    bg = Background()
+    proc = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+                             "--iterations", str(iters), "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    bg.pids.append(proc.pid)
+    stdout, stderr = proc.communicate(timeout=600)
+    background = bg.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"ps-net time failed: {stderr[-800:]}")
+    out.write_text(stdout)
+    return background
 
 
 def ps_bench_rtt(build: pathlib.Path, size: str) -> float:
@@ -176,6 +218,7 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
         common += ["--keys", str(folder)]
     procs: list[subprocess.Popen] = []
     deadline = time.monotonic() + timeout
+    bg = None
     try:
         endpoints = []
         for k in range(servers):
@@ -194,12 +237,15 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
                     endpoints.append(json.loads(line)["endpoint"])
                     break
         workers_p = []
+        bg = Background()
+        bg.pids += [p.pid for p in procs]
         for r in range(workers):
             cmd = wrk_pre + [str(build / "bin/ps-worker"), "--rank", str(r), "--workers",
                              str(workers), "--servers", ",".join(endpoints), "--threads", "1",
                              "--timeout-s", "120"] + common
             workers_p.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True, start_new_session=True, cwd=ROOT))
+            bg.pids.append(workers_p[-1].pid)
         procs += workers_p
         rates = []
         for r, p in enumerate(workers_p):
@@ -209,8 +255,10 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
             events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
             rates.append(steady([e["images_per_second"] for e in events
                                  if e.get("event") == "train" and "images_per_second" in e]))
-        return {"images_per_s": sum(rates), "per_worker": rates}
+        return {"images_per_s": sum(rates), "per_worker": rates, "background": bg.stop()}
     finally:
+        if bg is not None:
+            bg.stop()
         for p in procs:
             if p.poll() is None:
                 try:
@@ -286,14 +334,15 @@ def main() -> int:
         rows = []
         for link, net, w, s, mode, st in points:
             layers, params, batch, solver = nets[net]
-            measured, predicted = [], []
+            measured, predicted, backgrounds = [], [], []
             for _ in range(args.rounds):
                 # the compute time is taken right before each job: the machine is shared
-                time_net(build, solver, tmp / "now.jsonl", 20 if net == "LeNet" else 4)
+                timed_bg = time_net(build, solver, tmp / "now.jsonl", 20 if net == "LeNet" else 4)
                 layers = costmodel.load_layer_times(tmp / "now.jsonl")
                 ns = None if link == "loopback" else Namespaces(link)
                 try:
-                    measured.append(run_job(build, solver, w, s, mode, st, ns)["images_per_s"])
+                    job = run_job(build, solver, w, s, mode, st, ns)
+                    measured.append(job["images_per_s"])
                 finally:
                     if ns:
                         ns.close()
@@ -301,19 +350,23 @@ def main() -> int:
                 cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st,
                                        worker_bw=bw, server_bw=bw, latency_s=0.0,
                                        message_s=message, server_byte_s=server_byte, cores=2,
+                                       background=job["background"], timed_background=timed_bg,
                                        early_pull=True)
                 pred = costmodel.predict(layers, params, batch, cl)
                 predicted.append(pred.images_per_s)
+                backgrounds.append(job["background"])
             p = statistics.median(predicted)
             m = statistics.median(measured)
             err = (p - m) / m
             rows.append({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
                          "staleness": st, "batch": batch, "measured_images_per_s": m,
                          "predicted_images_per_s": p, "error": err,
-                         "bottleneck": pred.bottleneck})
+                         "bottleneck": pred.bottleneck,
+                         "background": statistics.median(backgrounds)})
             print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
                   f"measured {m:7.1f} predicted {p:7.1f} images/s "
-                  f"error {100 * err:+5.1f}% ({pred.bottleneck})", file=sys.stderr)
+                  f"error {100 * err:+5.1f}% ({pred.bottleneck}; other programs' runnable "
+                  f"threads {statistics.median(backgrounds):.1f})", file=sys.stderr)
     load_after = loadavg()
     elapsed = time.monotonic() - started
     worst = max(abs(r["error"]) for r in rows)
@@ -329,7 +382,7 @@ def main() -> int:
         for r in rows:
             mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
-                  f" {mode} | {r['measured_images_per_s']:.0f} | "
+                  f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
                   f"{r['predicted_images_per_s']:.0f} | {100 * r['error']:+.1f}% |"
                   f" {r['bottleneck']} |")
     print(f"{len(rows)} points: mean |error| {100 * mean_abs:.1f}%, worst {100 * worst:.1f}%"

@@ -253,6 +253,8 @@ class Cluster:
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient applied
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
+    background: float = 0.0           # runnable threads of other programs during the job
+    timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
 
 
@@ -304,13 +306,16 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     }
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
-    # E6: CPU contention: W workers and the servers' busy share run on `cores`.
+    # E6: CPU contention: W workers, the servers' busy share and other programs' runnable
+    # threads share `cores`; the layer times were taken by one process beside
+    # timed_background others.
     scale, it = 1.0, fwd + bwd
+    timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     for _ in range(4):
         if cl.cores is None:
             break
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
-        scale = max(1.0, busy_procs / cl.cores)
+        scale = max(1.0, (busy_procs + cl.background) / cl.cores) / timed
         sync = cl.mode == "bsp"
         path = _path(layers, by_layer, cl, scale, contended=sync)
         it = path if sync else max(path, max(busy.values()))
