@@ -377,8 +377,9 @@ def main() -> int:
                                              "load_after": load_after}, indent=1))
     if args.markdown:
         print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
-        print("| link | net | W | S | mode | measured images/s | predicted | error | bottleneck |")
-        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |")
+        print("| link | net | W | S | mode | other load | measured images/s | predicted | error |"
+              " bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
         for r in rows:
             mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
