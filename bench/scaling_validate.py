@@ -122,14 +122,25 @@ def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters
     return background
 
 
-def ps_bench_rtt(build: pathlib.Path, size: str) -> float:
-    done = subprocess.run([str(build / "bin/ps-bench"), "--size", size, "--runs", "3",
-                           "--run-seconds", "0.7", "--json"], capture_output=True, text=True,
-                          timeout=300)
+def ps_bench_rtt(build: pathlib.Path, size: str, folder: pathlib.Path) -> tuple[float, float]:
+    """(round trip s, server CPU s per round trip): ps-bench, 1 worker, 1 server, tcp, asp; the
+    server runs under /usr/bin/time, whose CPU share times the round trip is its cost."""
+    stats = folder / f"server_time_{size}.txt"
+    cmd = [str(build / "bin/ps-bench"), "--size", size, "--runs", "3", "--run-seconds", "0.7",
+           "--warmup", "3", "--json"]
+    timer = shutil.which("time", path="/usr/bin")
+    if timer:
+        cmd += ["--server-wrapper", f"{timer} -f %e,%U,%S -o {stats}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     line = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if done.returncode != 0 or not line:
         raise RuntimeError(f"ps-bench failed: {done.stderr[-800:]}")
-    return 1.0 / json.loads(line[-1])["its_per_worker"]
+    rtt = 1.0 / json.loads(line[-1])["its_per_worker"]
+    share = 0.0
+    if timer and stats.exists():
+        wall, user, system = (float(x) for x in stats.read_text().strip().splitlines()[-1].split(","))
+        share = (user + system) / wall
+    return rtt, share * rtt
 
 
 def iperf3_bytes_per_s() -> float | None:
@@ -293,17 +304,20 @@ def main() -> int:
         # Calibration
         time_net(build, lenet, tmp / "lenet_time.jsonl", 40)
         time_net(build, cifar, tmp / "cifar_time.jsonl", 10)
-        rtt_small = ps_bench_rtt(build, "4K")
-        rtt_big = ps_bench_rtt(build, "16M")
+        rtt_small, srv_small = ps_bench_rtt(build, "4K", tmp)
+        rtt_big, srv_big = ps_bench_rtt(build, "16M", tmp)
         per_byte = max(0.0, (rtt_big - rtt_small) / 16e6)   # push + apply + pull, per byte
         iperf = iperf3_bytes_per_s()
         wire = iperf if iperf else 2.0 / per_byte           # no iperf3: all of it is the wire
-        server_byte = max(0.0, per_byte - 2.0 / wire)
+        server_byte = min(max(0.0, (srv_big - srv_small) / 16e6), max(0.0, per_byte - 2 / wire))
+        worker_byte = max(0.0, (per_byte - 2.0 / wire - server_byte) / 2)
         message = rtt_small / 4                              # 4 message costs per round trip
         calib = {"lenet_compute_ms": None, "rtt_4k_us": rtt_small * 1e6,
                  "rtt_16m_ms": rtt_big * 1e3, "per_byte_ns": per_byte * 1e9,
                  "iperf3_gbyte_s": iperf / 1e9 if iperf else None,
-                 "server_ns_per_byte": server_byte * 1e9, "message_us": message * 1e6}
+                 "server_ns_per_byte": server_byte * 1e9, "worker_ns_per_byte": worker_byte * 1e9,
+                 "server_cpu_4k_us": srv_small * 1e6, "server_cpu_16m_ms": srv_big * 1e3,
+                 "message_us": message * 1e6}
         nets = {
             "LeNet": (costmodel.load_layer_times(tmp / "lenet_time.jsonl"),
                       costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32,
@@ -349,7 +363,8 @@ def main() -> int:
                 bw = wire if link == "loopback" else {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
                 cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st,
                                        worker_bw=bw, server_bw=bw, latency_s=0.0,
-                                       message_s=message, server_byte_s=server_byte, cores=2,
+                                       message_s=message, server_byte_s=server_byte,
+                                       worker_byte_s=worker_byte, cores=2,
                                        background=job["background"], timed_background=timed_bg,
                                        early_pull=True)
                 pred = costmodel.predict(layers, params, batch, cl)

@@ -250,7 +250,9 @@ class Cluster:
     server_bw: float = 1.25e9         # a server's NIC, shared by the W workers
     latency_s: float = 50e-6
     message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
-    server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient applied
+    server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
+                                      # apply, reply)
+    worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
     background: float = 0.0           # runnable threads of other programs during the job
@@ -299,11 +301,14 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     # E5: per-iteration busy time of the shared resources (push + pull directions).
     msgs = sum(shard_msgs)
     busy = {
-        "worker link": total_bytes / cl.worker_bw + msgs * cl.message_s,
+        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
         "server link": max(W * b / cl.server_bw for b in shard_bytes),
         "server cpu": max(W * (b * cl.server_byte_s + 2 * m * cl.message_s)
                           for b, m in zip(shard_bytes, shard_msgs)),
     }
+    # one worker's demand on each station of the busiest shard, per iteration
+    stations = max(([b / cl.server_bw, b * cl.server_byte_s + 2 * m * cl.message_s,
+                     b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other programs' runnable
@@ -318,19 +323,33 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         scale = max(1.0, (busy_procs + cl.background) / cl.cores) / timed
         sync = cl.mode == "bsp"
         path = _path(layers, by_layer, cl, scale, contended=sync)
-        it = path if sync else max(path, max(busy.values()))
+        it = path if sync else _mva(path, stations, W)
     sync = cl.mode == "bsp"
     path = _path(layers, by_layer, cl, scale, contended=sync)
-    # E7: asp/ssp: workers drift apart, so shared resources serve one worker while the
-    # others compute; the iteration is the longer of one worker's path and the busiest
-    # shared resource. bsp: all workers contend at once, inside the path (E2-E4).
-    iteration = path if sync else max(path, max(busy.values()))
+    # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
+    # closed network: mean value analysis). bsp: all workers contend at once, inside the
+    # path (E2-E4).
+    iteration = path if sync else _mva(path, stations, W)
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
         neck = "compute"
     else:
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+
+
+def _mva(path: float, demands: list[float], workers: int) -> float:
+    """E7: exact mean value analysis of a closed network: `workers` jobs circulate through a
+    delay (the rest of one worker's iteration) and processor-sharing stations (a server's
+    inlink, CPU, outlink: TCP flows share a link fairly). Returns the iteration time."""
+    think = max(0.0, path - sum(demands))
+    queue = [0.0] * len(demands)
+    throughput = 1.0 / path
+    for n in range(1, workers + 1):
+        residence = [d * (1 + q) for d, q in zip(demands, queue)]
+        throughput = n / (think + sum(residence))
+        queue = [throughput * r for r in residence]
+    return workers / throughput
 
 
 def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float:
@@ -354,7 +373,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
             nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
-            w_up = start + nbytes / cl.worker_bw
+            w_up = start + nbytes * (1 / cl.worker_bw + cl.worker_byte_s)
             begin = max(start + L, s_in[k])
             s_in[k] = max(begin + W * nbytes / cl.server_bw, w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
@@ -366,7 +385,8 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         begin = max(ready, request, s_out[k]) + cl.message_s
         s_out[k] = begin + W * nbytes / cl.server_bw
-        arrive = max(s_out[k] + L, max(begin + L, w_down) + nbytes / cl.worker_bw)
+        arrive = max(s_out[k] + L, max(begin + L, w_down) +
+                     nbytes * (1 / cl.worker_bw + cl.worker_byte_s))
         w_down = arrive
         end = max(end, arrive + cl.message_s)
     return end
@@ -393,6 +413,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
     p.add_argument("--server-ns-per-byte", type=float, default=0.0,
                    help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
+                   help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
     p.add_argument("--cores", type=float, help="cores shared by all processes (CPU runs)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
@@ -411,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
+                             worker_byte_s=args.worker_ns_per_byte * 1e-9,
                              chunk_bytes=args.chunk_bytes, cores=args.cores)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:

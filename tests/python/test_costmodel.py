@@ -47,13 +47,19 @@ def test_two_servers_split_the_server_link_load():
     assert r.iteration_s == pytest.approx(0.212)
 
 
-def test_asp_is_the_longer_of_one_workers_path_and_the_busiest_shared_link():
+def test_asp_queues_workers_at_the_server_link():
     r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", **LINK))
-    # one worker alone: 112 ms; the server link serves 4 x 40 ms per iteration each way
-    assert r.iteration_s == pytest.approx(0.160)
+    # One worker alone: 112 ms, of which 40 ms on the server's inlink and 40 ms on its
+    # outlink; the rest (32 ms) is a delay. Mean value analysis, by hand:
+    #   n=1: R = 40+40 ms, X = 1/0.112, queue 0.35714 at each link
+    #   n=2: R = 2 x 40 x 1.35714 = 108.571 ms, X = 2/0.140571 = 14.2276, queue 0.77236
+    #   n=3: R = 2 x 40 x 1.77236 = 141.789 ms, X = 3/0.173789 = 17.2623, queue 1.22381
+    #   n=4: R = 2 x 40 x 2.22381 = 177.905 ms, X = 4/0.209905: 209.905 ms an iteration
+    assert r.iteration_s == pytest.approx(0.209905, rel=1e-5)
+    assert r.iteration_s > max(0.112, r.busy_s["server link"])  # above both bounds
     assert r.bottleneck == "server link"
-    fast = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, mode="asp", **LINK))
-    assert fast.iteration_s == pytest.approx(0.112)  # 2 x 40 ms < 112 ms: the path wins
+    alone = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, mode="asp", **LINK))
+    assert alone.iteration_s == pytest.approx(0.112)  # as bsp with one worker
 
 
 def test_push_of_a_late_layer_hides_behind_backward_of_earlier_layers():
