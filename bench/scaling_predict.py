@@ -12,10 +12,10 @@ docs/scaling.md.
 Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one server per
 host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
-(--message-us, --server-ns-per-byte); bsp GPU workers pull after their pushes (no early pull).
+(--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after their pushes (no early pull).
 
-usage: python3 bench/scaling_predict.py [--message-us 35] [--server-ns-per-byte 2.2]
-                                        [--out docs/img] [--markdown]
+usage: python3 bench/scaling_predict.py [--message-us 35] [--server-ns-per-byte 1.4]
+                                        [--worker-ns-per-byte 0.4] [--out docs/img] [--markdown]
 """
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ ANCHORS = [
 ]
 
 
-def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float) -> dict:
+def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float,
+                 worker_byte_s: float) -> dict:
     _, time_file, net_file, batch = NETS[key]
     layers = costmodel.load_layer_times(time_file)
     params = costmodel.net_params(net_file)
@@ -61,14 +62,15 @@ def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float) ->
             for w in (1,) + WORKERS:
                 cl = costmodel.Cluster(workers=w, servers=s, mode=mode, worker_bw=bw,
                                        server_bw=bw, latency_s=25e-6, message_s=message_s,
-                                       server_byte_s=server_byte_s)
+                                       server_byte_s=server_byte_s,
+                                       worker_byte_s=worker_byte_s)
                 out[gbit, s, w] = costmodel.predict(layers, params, batch, cl)
     single = batch / (sum(l.forward_ms + l.backward_ms for l in layers) / 1e3)
     return {"pred": out, "single": single, "batch": batch,
             "mbytes": 4 * sum(p.values for p in params) / 1e6}
 
 
-def plot(key: str, grid: dict, out: pathlib.Path, server_byte_s: float) -> None:
+def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -86,6 +88,10 @@ def plot(key: str, grid: dict, out: pathlib.Path, server_byte_s: float) -> None:
             top.plot(xs, ips, "o-", color=c, label=f"S = {s}")
             bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], "o-", color=c,
                         label=f"S = {s}")
+            nic = [free["pred"][gbit, s, w].images_per_s for w in xs]
+            top.plot(xs, nic, ":", color=c, linewidth=1)
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(nic, xs)], ":", color=c,
+                        linewidth=1)
         for j, (name, n, eff) in enumerate(ANCHORS):
             bottom.plot([n], [eff], marker="*^vsD"[j], markersize=11, linestyle="none",
                         color=f"C{j + 1}", label=name)
@@ -100,13 +106,19 @@ def plot(key: str, grid: dict, out: pathlib.Path, server_byte_s: float) -> None:
         bottom.grid(True, alpha=0.3)
         bottom.set_xticks(xs)
         bottom.set_xticklabels([str(x) for x in xs])
-    axes[0][0].legend(fontsize=8)
-    axes[1][0].legend(fontsize=7, loc="lower left")
+    axes[0][0].plot([], [], "k:", linewidth=1, label="dotted: no CPU cost per byte (NIC-bound)")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"]
+    fig.legend([handles[i] for i in keep], [labels[i] for i in keep], loc="lower center",
+               ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
+               "networks; see docs/scaling.md)", title_fontsize=8)
     fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
-                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration, server CPU "
-                 f"{server_byte_s * 1e9:.1f} ns/byte (anchors: published, other GPUs and nets)",
+                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; solid: CPU per byte as "
+                 f"measured here (server {args.server_ns_per_byte:g} ns/B, worker "
+                 f"{args.worker_ns_per_byte:g} ns/B), dotted: none",
                  fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
     fig.savefig(out / f"scaling_{key}.png", dpi=80)
     plt.close(fig)
 
@@ -114,23 +126,24 @@ def plot(key: str, grid: dict, out: pathlib.Path, server_byte_s: float) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--message-us", type=float, default=35.0)
-    ap.add_argument("--server-ns-per-byte", type=float, default=2.2)
+    ap.add_argument("--server-ns-per-byte", type=float, default=1.4)
+    ap.add_argument("--worker-ns-per-byte", type=float, default=0.4)
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs/img")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     for key, (title, _, _, batch) in NETS.items():
         grids = {}
-        for mode, sbs in (("bsp", args.server_ns_per_byte), ("asp", args.server_ns_per_byte),
-                          ("bsp-free", 0.0)):
+        for mode, cpu in (("bsp", 1), ("asp", 1), ("bsp-free", 0)):
             grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
-                                       sbs * 1e-9)
-        plot(key, grids["bsp"], args.out, args.server_ns_per_byte * 1e-9)
+                                       cpu * args.server_ns_per_byte * 1e-9,
+                                       cpu * args.worker_ns_per_byte * 1e-9)
+        plot(key, grids["bsp"], grids["bsp-free"], args.out, args)
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
               f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration\n")
         print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
               " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
-              " W=64 bsp, server CPU free |")
+              " W=64 bsp, no CPU cost per byte |")
         print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: |")
         for gbit in LINKS_GBIT:
             for s in SERVERS:
