@@ -72,8 +72,10 @@ def write_cifar_solver(folder: pathlib.Path, batch: int, iters: int, display: in
 
 
 class Background:
-    """Samples, every 50 ms, how many threads of other programs are runnable: procs_running of
-    /proc/stat less the sampler itself and the runnable threads of `pids` (ours)."""
+    """Samples, every 0.2 s, how many scheduling groups of other programs want the CPU. The
+    kernel here shares CPU time fairly between autogroups (one per session:
+    /proc/sys/kernel/sched_autogroup_enabled), not threads, so the count that matters is
+    the autogroups with a runnable thread, less this script's own and those of `pids`."""
 
     def __init__(self):
         self.pids: list[int] = []
@@ -83,22 +85,32 @@ class Background:
         self._thread.start()
 
     @staticmethod
-    def _ours_running(pid: int) -> int:
-        n = 0
+    def _group(pid: int | str) -> str | None:
+        try:
+            with open(f"/proc/{pid}/autogroup") as f:
+                fields = f.read().split()
+            return fields[0] if fields else None
+        except OSError:
+            return None
+
+    @staticmethod
+    def _runnable(pid: str) -> bool:
         try:
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/stat") as f:
-                    n += f.read().rsplit(")", 1)[1].split()[0] == "R"
+                    if f.read().rsplit(")", 1)[-1].split()[:1] == ["R"]:
+                        return True
         except OSError:
             pass
-        return n
+        return False
 
     def _run(self) -> None:
-        while not self._stop.wait(0.05):
-            with open("/proc/stat") as f:
-                running = next(int(l.split()[1]) for l in f if l.startswith("procs_running"))
-            ours = sum(self._ours_running(p) for p in list(self.pids))
-            self.samples.append(max(0, running - 1 - ours))
+        me = self._group(os.getpid())
+        while not self._stop.wait(0.2):
+            ours = {me} | {self._group(p) for p in list(self.pids)}
+            groups = {self._group(p) for p in os.listdir("/proc")
+                      if p.isdigit() and self._runnable(p)}
+            self.samples.append(len(groups - ours - {None}))
 
     def stop(self) -> float:
         self._stop.set()
@@ -107,12 +119,13 @@ class Background:
 
 
 def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int) -> float:
-    """Writes the layer times; returns the other programs' mean runnable threads meanwhile."""
+    """Writes the layer times; returns the other programs' mean busy autogroups meanwhile."""
     net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
     bg = Background()
     proc = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
                              "--iterations", str(iters), "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)
     bg.pids.append(proc.pid)
     stdout, stderr = proc.communicate(timeout=600)
     background = bg.stop()
@@ -380,8 +393,8 @@ def main() -> int:
                          "background": statistics.median(backgrounds)})
             print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
                   f"measured {m:7.1f} predicted {p:7.1f} images/s "
-                  f"error {100 * err:+5.1f}% ({pred.bottleneck}; other programs' runnable "
-                  f"threads {statistics.median(backgrounds):.1f})", file=sys.stderr)
+                  f"error {100 * err:+5.1f}% ({pred.bottleneck}; other programs' busy "
+                  f"autogroups {statistics.median(backgrounds):.1f})", file=sys.stderr)
     load_after = loadavg()
     elapsed = time.monotonic() - started
     worst = max(abs(r["error"]) for r in rows)

@@ -255,7 +255,8 @@ class Cluster:
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
-    background: float = 0.0           # runnable threads of other programs during the job
+    background: float = 0.0           # other programs busy during the job (runnable threads,
+                                      # or autogroups where the kernel shares by session)
     timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
 
