@@ -296,6 +296,59 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
 
 # ---------------------------------------------------------------- main
 
+def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
+    """The model's prediction for one measured round (its layer times and load)."""
+    link, net, w, s, mode, st = point
+    bw = calib["wire_bytes_per_s"] if link == "loopback" else \
+        {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
+    cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw,
+                           server_bw=bw, latency_s=0.0, message_s=calib["message_us"] * 1e-6,
+                           server_byte_s=calib["server_ns_per_byte"] * 1e-9,
+                           worker_byte_s=calib["worker_ns_per_byte"] * 1e-9, cores=2,
+                           background=raw["background"],
+                           timed_background=raw["timed_background"], early_pull=True)
+    layers = [costmodel.LayerTime(*l) for l in raw["layers"]]
+    return costmodel.predict(layers, params, batch, cl)
+
+
+def recompute(path: pathlib.Path) -> list[dict]:
+    """Predictions of the current model for the rounds measured in an earlier --json-out."""
+    data = json.loads(path.read_text())
+    nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
+            "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
+    for row in data["rows"]:
+        params, batch = nets[row["net"]]
+        point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
+                 row["staleness"])
+        preds = [predict_point(point, r, data["calibration"], params, batch)
+                 for r in row["rounds"]]
+        row["predicted_images_per_s"] = statistics.median(p.images_per_s for p in preds)
+        row["bottleneck"] = preds[0].bottleneck
+        row["error"] = (row["predicted_images_per_s"] - row["measured_images_per_s"]) / \
+            row["measured_images_per_s"]
+    return data
+
+
+
+def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
+           markdown: bool) -> None:
+    worst = max(abs(r["error"]) for r in rows)
+    mean_abs = statistics.mean(abs(r["error"]) for r in rows)
+    if markdown:
+        print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
+        print("| link | net | W | S | mode | other load | measured images/s | predicted | error |"
+              " bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
+        for r in rows:
+            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
+            print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
+                  f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
+                  f"{r['predicted_images_per_s']:.0f} | {100 * r['error']:+.1f}% |"
+                  f" {r['bottleneck']} |")
+    print(f"{len(rows)} points: mean |error| {100 * mean_abs:.1f}%, worst {100 * worst:.1f}%"
+          f" ({elapsed:.0f} s)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -305,7 +358,15 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json-out", type=pathlib.Path)
     ap.add_argument("--no-netns", action="store_true")
+    ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
+                    help="no measuring: the current model's predictions for the rounds of an "
+                         "earlier --json-out")
     args = ap.parse_args()
+    if args.recompute:
+        data = recompute(args.recompute)
+        report(data["rows"], data["load_before"], data["load_after"], data.get("seconds", 0),
+               args.markdown)
+        return 0
     build = (ROOT / args.build).resolve()
     started = time.monotonic()
     load_before = loadavg()
@@ -330,7 +391,7 @@ def main() -> int:
                  "iperf3_gbyte_s": iperf / 1e9 if iperf else None,
                  "server_ns_per_byte": server_byte * 1e9, "worker_ns_per_byte": worker_byte * 1e9,
                  "server_cpu_4k_us": srv_small * 1e6, "server_cpu_16m_ms": srv_big * 1e3,
-                 "message_us": message * 1e6}
+                 "message_us": message * 1e6, "wire_bytes_per_s": wire}
         nets = {
             "LeNet": (costmodel.load_layer_times(tmp / "lenet_time.jsonl"),
                       costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32,
@@ -361,7 +422,7 @@ def main() -> int:
         rows = []
         for link, net, w, s, mode, st in points:
             layers, params, batch, solver = nets[net]
-            measured, predicted, backgrounds = [], [], []
+            measured, predicted, backgrounds, rounds = [], [], [], []
             for _ in range(args.rounds):
                 # the compute time is taken right before each job: the machine is shared
                 timed_bg = time_net(build, solver, tmp / "now.jsonl", 20 if net == "LeNet" else 4)
@@ -373,14 +434,11 @@ def main() -> int:
                 finally:
                     if ns:
                         ns.close()
-                bw = wire if link == "loopback" else {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
-                cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st,
-                                       worker_bw=bw, server_bw=bw, latency_s=0.0,
-                                       message_s=message, server_byte_s=server_byte,
-                                       worker_byte_s=worker_byte, cores=2,
-                                       background=job["background"], timed_background=timed_bg,
-                                       early_pull=True)
-                pred = costmodel.predict(layers, params, batch, cl)
+                raw = {"measured": job["images_per_s"], "background": job["background"],
+                       "timed_background": timed_bg,
+                       "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers]}
+                pred = predict_point((link, net, w, s, mode, st), raw, calib, params, batch)
+                rounds.append(raw)
                 predicted.append(pred.images_per_s)
                 backgrounds.append(job["background"])
             p = statistics.median(predicted)
@@ -390,32 +448,25 @@ def main() -> int:
                          "staleness": st, "batch": batch, "measured_images_per_s": m,
                          "predicted_images_per_s": p, "error": err,
                          "bottleneck": pred.bottleneck,
-                         "background": statistics.median(backgrounds)})
+                         "background": statistics.median(backgrounds), "rounds": rounds})
             print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
                   f"measured {m:7.1f} predicted {p:7.1f} images/s "
                   f"error {100 * err:+5.1f}% ({pred.bottleneck}; other programs' busy "
                   f"autogroups {statistics.median(backgrounds):.1f})", file=sys.stderr)
+            if args.json_out:  # after every point: a stopped run keeps what it measured
+                args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
+                                                     "load_before": load_before,
+                                                     "load_after": loadavg(),
+                                                     "seconds": time.monotonic() - started},
+                                                    indent=1))
     load_after = loadavg()
     elapsed = time.monotonic() - started
-    worst = max(abs(r["error"]) for r in rows)
-    mean_abs = statistics.mean(abs(r["error"]) for r in rows)
     if args.json_out:
         args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
                                              "load_before": load_before,
-                                             "load_after": load_after}, indent=1))
-    if args.markdown:
-        print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
-        print("| link | net | W | S | mode | other load | measured images/s | predicted | error |"
-              " bottleneck |")
-        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
-        for r in rows:
-            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
-            print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
-                  f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
-                  f"{r['predicted_images_per_s']:.0f} | {100 * r['error']:+.1f}% |"
-                  f" {r['bottleneck']} |")
-    print(f"{len(rows)} points: mean |error| {100 * mean_abs:.1f}%, worst {100 * worst:.1f}%"
-          f" ({elapsed:.0f} s)")
+                                             "load_after": load_after, "seconds": elapsed},
+                                            indent=1))
+    report(rows, load_before, load_after, elapsed, args.markdown)
     return 0
 
 

@@ -315,22 +315,25 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     # E6: CPU contention: W workers, the servers' busy share and other programs' runnable
     # threads share `cores`; the layer times were taken by one process beside
     # timed_background others.
-    scale, it = 1.0, fwd + bwd
+    scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
-    for _ in range(4):
-        if cl.cores is None:
-            break
-        busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
-        scale = max(1.0, (busy_procs + cl.background) / cl.cores) / timed
-        sync = cl.mode == "bsp"
-        path = _path(layers, by_layer, cl, scale, contended=sync)
-        it = path if sync else _mva(path, stations, W)
+    # a worker's own CPU work for communication per iteration (client copies, messages)
+    comm_cpu = 2 * total_bytes * cl.worker_byte_s + 2 * msgs * cl.message_s
     sync = cl.mode == "bsp"
+    for _ in range(4 if cl.cores is not None else 0):
+        busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
+        demand = (busy_procs + cl.background) / cl.cores
+        scale = max(1.0, demand) / timed
+        # E6b: on saturated cores the worker's communication work cannot run beside its
+        # compute on a spare core: it adds, in the share of the cores that are busy.
+        cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
+        path = _path(layers, by_layer, cl, scale, contended=sync)
+        it = max(path if sync else _mva(path, stations, W), cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
     # closed network: mean value analysis). bsp: all workers contend at once, inside the
     # path (E2-E4).
-    iteration = path if sync else _mva(path, stations, W)
+    iteration = max(path if sync else _mva(path, stations, W), cpu_bound)
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
         neck = "compute"

@@ -129,3 +129,19 @@ def test_cli_prints_one_error_and_exits_2(tmp_path, capsys):
                            "--batch", "1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and f"{f}:2: not a JSON line" in err[0]
+
+
+def test_saturated_cores_add_the_workers_communication_work():
+    layers = [LayerTime("conv", 5.0, 50.0), LayerTime("fc", 5.0, 5.0)]
+    params = [Param("fc", "fc/weight", MB4)]
+    fast = dict(LINK, worker_bw=1e12, server_bw=1e12, latency_s=0.0, worker_byte_s=1e-9)
+    # The worker's copies: 2 x 4 MB x 1 ns = 8 ms a iteration. Its path alone ends with the
+    # compute (65 ms: fc's push and reply are done long before conv's backward ends).
+    two = predict(layers, params, 1, Cluster(workers=2, servers=1, cores=2, early_pull=True,
+                                             **fast))
+    assert two.iteration_s == pytest.approx(0.065 + 0.008, rel=1e-6)  # 2 busy / 2 cores
+    one = predict(layers, params, 1, Cluster(workers=1, servers=1, cores=2, early_pull=True,
+                                             **fast))
+    assert one.iteration_s == pytest.approx(0.065 + 0.5 * 0.008, rel=1e-6)  # half busy
+    gpu = predict(layers, params, 1, Cluster(workers=2, servers=1, early_pull=True, **fast))
+    assert gpu.iteration_s == pytest.approx(0.065, rel=1e-6)  # dedicated devices: overlapped
