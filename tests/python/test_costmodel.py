@@ -145,3 +145,20 @@ def test_saturated_cores_add_the_workers_communication_work():
     assert one.iteration_s == pytest.approx(0.065 + 0.5 * 0.008, rel=1e-6)  # half busy
     gpu = predict(layers, params, 1, Cluster(workers=2, servers=1, early_pull=True, **fast))
     assert gpu.iteration_s == pytest.approx(0.065, rel=1e-6)  # dedicated devices: overlapped
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_predicts_from_the_h200_layer_times(capsys):
+    code = costmodel.main(["--time", str(ROOT / "bench/data/h200_resnet50_time.json"),
+                           "--net", str(ROOT / "configs/nets/resnet50_deploy.prototxt"),
+                           "--batch", "32", "--workers", "1,8", "--servers", "4",
+                           "--bandwidth-gbit", "100", "--message-us", "0", "--latency-us", "0",
+                           "--json"])
+    lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+    assert code == 0 and [(l["workers"], l["servers"]) for l in lines] == [(1, 4), (8, 4)]
+    # forward + backward of the file: 20.26 + 51.43 ms
+    assert lines[0]["compute_ms"] == pytest.approx(71.69, abs=0.01)
+    # one worker, NIC-bound: 102.2 MB each way at 12.5 GB/s (8.2 ms) partly hidden behind
+    # backward; never faster than its compute
+    assert 71.69 < lines[0]["iteration_ms"] < 71.69 + 2 * 8.2
+    assert lines[1]["images_per_s"] > lines[0]["images_per_s"]
