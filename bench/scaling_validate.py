@@ -118,20 +118,34 @@ class Background:
         return statistics.mean(self.samples) if self.samples else 0.0
 
 
-def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int) -> float:
-    """Writes the layer times; returns the other programs' mean busy autogroups meanwhile."""
+def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int,
+             copies: int = 1) -> float:
+    """Writes the layer times (per layer, the mean over `copies` ps-net time processes run at
+    once, each in its own session as a job's workers are); returns the other programs' mean
+    busy autogroups meanwhile."""
     net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
     bg = Background()
-    proc = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
-                             "--iterations", str(iters), "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            start_new_session=True)
-    bg.pids.append(proc.pid)
-    stdout, stderr = proc.communicate(timeout=600)
+    procs = [subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads",
+                               "1", "--iterations", str(iters), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, start_new_session=True) for _ in range(copies)]
+    bg.pids += [p.pid for p in procs]
+    outputs = [p.communicate(timeout=600) for p in procs]
     background = bg.stop()
-    if proc.returncode != 0:
-        raise RuntimeError(f"ps-net time failed: {stderr[-800:]}")
-    out.write_text(stdout)
+    for p, (_, err) in zip(procs, outputs):
+        if p.returncode != 0:
+            raise RuntimeError(f"ps-net time failed: {err[-800:]}")
+    tables = []
+    for i, (stdout, _) in enumerate(outputs):
+        (out.parent / f"{out.name}.{i}").write_text(stdout)
+        tables.append(costmodel.load_layer_times(out.parent / f"{out.name}.{i}"))
+    medians = [json.loads(l)["median_total_ms"] for stdout, _ in outputs
+               for l in stdout.splitlines() if l.startswith('{"event":"time"')]
+    out.write_text(json.dumps({"event": "time", "median_total_ms": statistics.mean(medians)})
+                   + "\n" + "".join(json.dumps({"event": "layer_time", "layer": rows[0].name,
+                                       "forward_ms": statistics.mean(r.forward_ms for r in rows),
+                                       "backward_ms": statistics.mean(r.backward_ms for r in rows)})
+                           + "\n" for rows in zip(*tables)))
     return background
 
 
@@ -297,56 +311,72 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
 # ---------------------------------------------------------------- main
 
 def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
-    """The model's prediction for one measured round (its layer times and load)."""
+    """The model's two predictions for one measured round: (E6 from the one-process layer
+    times and the measured load, compute measured with W ps-net time processes at once)."""
     link, net, w, s, mode, st = point
     bw = calib["wire_bytes_per_s"] if link == "loopback" else \
         {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
-    cl = costmodel.Cluster(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw,
-                           server_bw=bw, latency_s=0.0, message_s=calib["message_us"] * 1e-6,
-                           server_byte_s=calib["server_ns_per_byte"] * 1e-9,
-                           worker_byte_s=calib["worker_ns_per_byte"] * 1e-9, cores=2,
-                           background=raw["background"],
-                           timed_background=raw["timed_background"], early_pull=True)
-    layers = [costmodel.LayerTime(*l) for l in raw["layers"]]
-    return costmodel.predict(layers, params, batch, cl)
+    base = dict(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw, server_bw=bw,
+                latency_s=0.0, message_s=calib["message_us"] * 1e-6,
+                server_byte_s=calib["server_ns_per_byte"] * 1e-9,
+                worker_byte_s=calib["worker_ns_per_byte"] * 1e-9,
+                kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
+                background=raw["background"])
+    formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
+                                costmodel.Cluster(timed_background=raw["timed_background"],
+                                                  **base))
+    # each of the W copies was timed beside W - 1 others and the other programs then
+    together_bg = raw.get("together_background", raw["timed_background"]) + w - 1
+    measured = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers_together"]],
+                                 params, batch,
+                                 costmodel.Cluster(timed_background=together_bg, **base))
+    return formula, measured
 
 
-def recompute(path: pathlib.Path) -> list[dict]:
+def fill(row: dict, calib: dict, params, batch: int) -> dict:
+    """Adds both predictions (medians over the row's rounds) and their errors to a row."""
+    point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
+             row["staleness"])
+    preds = [predict_point(point, r, calib, params, batch) for r in row["rounds"]]
+    m = row["measured_images_per_s"] = statistics.median(r["measured"] for r in row["rounds"])
+    row["background"] = statistics.median(r["background"] for r in row["rounds"])
+    for i, key in enumerate(("formula", "together")):
+        p = statistics.median(pr[i].images_per_s for pr in preds)
+        row[f"predicted_{key}"] = p
+        row[f"error_{key}"] = (p - m) / m
+        row[f"bottleneck_{key}"] = preds[len(preds) // 2][i].bottleneck
+    return row
+
+
+def recompute(path: pathlib.Path) -> dict:
     """Predictions of the current model for the rounds measured in an earlier --json-out."""
     data = json.loads(path.read_text())
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
-        params, batch = nets[row["net"]]
-        point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
-                 row["staleness"])
-        preds = [predict_point(point, r, data["calibration"], params, batch)
-                 for r in row["rounds"]]
-        row["predicted_images_per_s"] = statistics.median(p.images_per_s for p in preds)
-        row["bottleneck"] = preds[0].bottleneck
-        row["error"] = (row["predicted_images_per_s"] - row["measured_images_per_s"]) / \
-            row["measured_images_per_s"]
+        fill(row, data["calibration"], *nets[row["net"]])
     return data
-
 
 
 def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
            markdown: bool) -> None:
-    worst = max(abs(r["error"]) for r in rows)
-    mean_abs = statistics.mean(abs(r["error"]) for r in rows)
     if markdown:
         print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
-        print("| link | net | W | S | mode | other load | measured images/s | predicted | error |"
-              " bottleneck |")
-        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |")
+        print("| link | net | W | S | mode | other load | measured images/s | predicted (E6) |"
+              " error | predicted (W timed at once) | error | bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for r in rows:
             mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
                   f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
-                  f"{r['predicted_images_per_s']:.0f} | {100 * r['error']:+.1f}% |"
-                  f" {r['bottleneck']} |")
-    print(f"{len(rows)} points: mean |error| {100 * mean_abs:.1f}%, worst {100 * worst:.1f}%"
-          f" ({elapsed:.0f} s)")
+                  f"{r['predicted_formula']:.0f} | {100 * r['error_formula']:+.1f}% | "
+                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% |"
+                  f" {r['bottleneck_together']} |")
+    for key in ("formula", "together"):
+        errors = [abs(r[f"error_{key}"]) for r in rows]
+        print(f"{len(rows)} points, prediction {key}: mean |error| "
+              f"{100 * statistics.mean(errors):.1f}%, worst {100 * max(errors):.1f}%, "
+              f"{sum(e < 0.15 for e in errors)} under 15% ({elapsed:.0f} s)")
 
 
 def main() -> int:
@@ -422,37 +452,39 @@ def main() -> int:
         rows = []
         for link, net, w, s, mode, st in points:
             layers, params, batch, solver = nets[net]
-            measured, predicted, backgrounds, rounds = [], [], [], []
+            rounds = []
             for _ in range(args.rounds):
                 # the compute time is taken right before each job: the machine is shared
-                timed_bg = time_net(build, solver, tmp / "now.jsonl", 20 if net == "LeNet" else 4)
+                iters = 15 if net == "LeNet" else 4
+                timed_bg = time_net(build, solver, tmp / "now.jsonl", iters)
                 layers = costmodel.load_layer_times(tmp / "now.jsonl")
+                together_bg = timed_bg
+                if w > 1:  # the same compute, W copies at once: contention measured
+                    together_bg = time_net(build, solver, tmp / "together.jsonl", iters, copies=w)
+                    together = costmodel.load_layer_times(tmp / "together.jsonl")
+                else:
+                    together = layers
                 ns = None if link == "loopback" else Namespaces(link)
                 try:
                     job = run_job(build, solver, w, s, mode, st, ns)
-                    measured.append(job["images_per_s"])
                 finally:
                     if ns:
                         ns.close()
-                raw = {"measured": job["images_per_s"], "background": job["background"],
-                       "timed_background": timed_bg,
-                       "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers]}
-                pred = predict_point((link, net, w, s, mode, st), raw, calib, params, batch)
-                rounds.append(raw)
-                predicted.append(pred.images_per_s)
-                backgrounds.append(job["background"])
-            p = statistics.median(predicted)
-            m = statistics.median(measured)
-            err = (p - m) / m
-            rows.append({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
-                         "staleness": st, "batch": batch, "measured_images_per_s": m,
-                         "predicted_images_per_s": p, "error": err,
-                         "bottleneck": pred.bottleneck,
-                         "background": statistics.median(backgrounds), "rounds": rounds})
+                rounds.append({"measured": job["images_per_s"], "background": job["background"],
+                               "timed_background": timed_bg,
+                               "together_background": together_bg,
+                               "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
+                               "layers_together": [[l.name, l.forward_ms, l.backward_ms]
+                                                   for l in together]})
+            row = fill({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
+                        "staleness": st, "batch": batch, "rounds": rounds}, calib, params, batch)
+            rows.append(row)
             print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
-                  f"measured {m:7.1f} predicted {p:7.1f} images/s "
-                  f"error {100 * err:+5.1f}% ({pred.bottleneck}; other programs' busy "
-                  f"autogroups {statistics.median(backgrounds):.1f})", file=sys.stderr)
+                  f"measured {row['measured_images_per_s']:7.1f} predicted (E6) "
+                  f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
+                  f"(W timed at once) {row['predicted_together']:7.1f} "
+                  f"({100 * row['error_together']:+5.1f}%), {row['bottleneck_together']}; "
+                  f"other busy autogroups {row['background']:.1f}", file=sys.stderr)
             if args.json_out:  # after every point: a stopped run keeps what it measured
                 args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
                                                      "load_before": load_before,

@@ -43,6 +43,7 @@ def load_layer_times(path: str | pathlib.Path) -> list[LayerTime]:
     except OSError as e:
         raise CostModelError(f"{path}: cannot read the layer times: {e.strerror}") from None
     layers = []
+    median = None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -50,6 +51,9 @@ def load_layer_times(path: str | pathlib.Path) -> list[LayerTime]:
             event = json.loads(line)
         except json.JSONDecodeError as e:
             raise CostModelError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+        if isinstance(event, dict) and event.get("event") == "time":
+            median = event.get("median_total_ms")
+            continue
         if not isinstance(event, dict) or event.get("event") != "layer_time":
             continue
         try:
@@ -64,6 +68,13 @@ def load_layer_times(path: str | pathlib.Path) -> list[LayerTime]:
         layers.append(LayerTime(name, f, b))
     if not layers:
         raise CostModelError(f"{path}: no layer_time events (the output of `ps-net time --json`)")
+    # The per-layer figures are means; the time event's median of whole iterations resists
+    # the outliers a shared machine adds (a preempted layer). Keep the layers' proportions,
+    # scale them to the median.
+    total = sum(l.forward_ms + l.backward_ms for l in layers)
+    if isinstance(median, (int, float)) and math.isfinite(median) and median > 0 and total > 0:
+        k = median / total
+        layers = [LayerTime(l.name, l.forward_ms * k, l.backward_ms * k) for l in layers]
     return layers
 
 
@@ -253,6 +264,8 @@ class Cluster:
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
                                       # apply, reply)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
+    kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
+                                      # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
     background: float = 0.0           # other programs busy during the job (runnable threads,
@@ -317,15 +330,17 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     # timed_background others.
     scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
-    # a worker's own CPU work for communication per iteration (client copies, messages)
-    comm_cpu = 2 * total_bytes * cl.worker_byte_s + 2 * msgs * cl.message_s
+    # CPU work for one worker's communication per iteration, wherever it runs: its client
+    # copies and messages, the kernel moving its bytes both ways, the servers' work on them
+    comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
+                + total_bytes * cl.server_byte_s)
     sync = cl.mode == "bsp"
     for _ in range(4 if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
         scale = max(1.0, demand) / timed
-        # E6b: on saturated cores the worker's communication work cannot run beside its
-        # compute on a spare core: it adds, in the share of the cores that are busy.
+        # E6b: on saturated cores the communication work cannot run beside the compute on a
+        # spare core: it adds, in the share of the cores that are busy.
         cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
         path = _path(layers, by_layer, cl, scale, contended=sync)
         it = max(path if sync else _mva(path, stations, W), cpu_bound)

@@ -117,6 +117,15 @@ def test_malformed_line_names_file_and_line(tmp_path):
         costmodel.load_layer_times(f)
 
 
+def test_layer_times_are_scaled_to_the_median_iteration(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('{"event":"layer_time","layer":"a","forward_ms":1,"backward_ms":3}\n'
+                 '{"event":"layer_time","layer":"b","forward_ms":2,"backward_ms":4}\n'
+                 '{"event":"time","total_ms":10,"median_total_ms":5}\n')
+    a, b = costmodel.load_layer_times(f)  # means sum to 10 ms, the median is 5 ms
+    assert (a.forward_ms, a.backward_ms, b.forward_ms, b.backward_ms) == (0.5, 1.5, 1.0, 2.0)
+
+
 def test_time_file_of_another_net_is_refused():
     with pytest.raises(CostModelError, match='layer "fc" has parameters but no layer_time'):
         predict([LayerTime("conv", 1, 1)], ONE_P, 1, Cluster(workers=1, servers=1))
@@ -156,9 +165,9 @@ def test_cli_predicts_from_the_h200_layer_times(capsys):
                            "--json"])
     lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
     assert code == 0 and [(l["workers"], l["servers"]) for l in lines] == [(1, 4), (8, 4)]
-    # forward + backward of the file: 20.26 + 51.43 ms
-    assert lines[0]["compute_ms"] == pytest.approx(71.69, abs=0.01)
+    # the file's median iteration (its layers sum to 71.69 ms of means)
+    assert lines[0]["compute_ms"] == pytest.approx(71.66, abs=0.01)
     # one worker, NIC-bound: 102.2 MB each way at 12.5 GB/s (8.2 ms) partly hidden behind
     # backward; never faster than its compute
-    assert 71.69 < lines[0]["iteration_ms"] < 71.69 + 2 * 8.2
+    assert 71.66 < lines[0]["iteration_ms"] < 71.66 + 2 * 8.2
     assert lines[1]["images_per_s"] > lines[0]["images_per_s"]
