@@ -280,7 +280,8 @@ class Prediction:
     images_per_s: float
     compute_s: float
     exposed_s: float                  # iteration_s - compute_s
-    bottleneck: str                   # compute, worker link, server link, server cpu
+    bottleneck: str                   # compute, shared cores, worker link, server link,
+                                      # server cpu
     busy_s: dict                      # per resource, per iteration
 
 
@@ -325,9 +326,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
                      b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
-    # E6: CPU contention: W workers, the servers' busy share and other programs' runnable
-    # threads share `cores`; the layer times were taken by one process beside
-    # timed_background others.
+    # E6: CPU contention: W workers, the servers' busy share and other busy programs share
+    # `cores`; the layer times were taken by one process beside timed_background others.
     scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     # CPU work for one worker's communication per iteration, wherever it runs: its client
@@ -352,6 +352,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
         neck = "compute"
+    elif cpu_bound >= iteration:
+        neck = "shared cores"
     else:
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
