@@ -3,15 +3,14 @@
 this machine, and prints measured against predicted images/s with the relative error.
 
 Calibration, in the same run (docs/scaling.md, "Parameters and how to measure them"):
-  * per-layer compute: `ps-net time --json --threads 1` of each training net at the
-    worker batch (LeNet with its LMDB Data layer, CIFAR-10 quick with DummyData);
-  * the loopback round trip: `ps-bench` (1 worker, 1 server, tcp, asp) at 4K and 16M:
-    the 4K round trip gives the per-message cost, the slope the per-byte cost;
-  * loopback TCP bandwidth: iperf3 single stream (if installed); the slope's remainder
-    beyond 2 bytes on the wire is the server's CPU cost per byte.
+  * the loopback round trip: `ps-bench` (1 worker, 1 server, tcp, asp) at 4K and 16M, the
+    server under /usr/bin/time: the 4K round trip gives the per-message cost, the slope the
+    per-byte cost, the server's CPU share its part of it;
+  * loopback TCP bandwidth: iperf3 single stream (if installed); what is left of the slope
+    beyond the wire and the server is the worker's CPU per byte.
 
-Measured points (each one short job; images/s summed over workers, steady state: the
-mean of the workers' display intervals after the first):
+Measured points (each a short job; images/s summed over workers, steady state: the mean of
+the workers' display intervals after the first), each --rounds times (median):
   * loopback (127.0.0.1): LeNet b32, W = 1..4, S = 1..2, bsp / ssp (s=2) / asp;
     CIFAR-10 quick b50 (DummyData), W = 1, 2, bsp;
   * two network namespaces joined by a veth pair whose both ends are shaped with tbf
@@ -19,11 +18,18 @@ mean of the workers' display intervals after the first):
     100 Mbit/s and 1 Gbit/s, W = 1, 2, bsp and asp (needs root; skipped otherwise).
     This kernel has no netem, so latency is not emulated.
 
-The 2 cores are shared by every process: the model's CPU-contention term (E6) is on
-(cores = 2).
+Right before each job: `ps-net time --threads 1` of its net (one process), and, for W > 1,
+W copies at once. The 2 cores are shared with whatever else runs: a sampler counts the
+other programs' busy scheduling groups (autogroups) during the timings and the job. Two
+predictions per point: "E6" from the one-process times with the model's contention term,
+and "W timed at once" from the times of the W copies (contention measured, E6 only for
+the servers and the other programs' change between timing and job).
 
-usage: python3 bench/scaling_validate.py [--build build] [--quick] [--markdown]
-                                         [--json-out FILE]
+--recompute FILE predicts again, with the current model, for the rounds stored in an
+earlier --json-out (bench/data/scaling_validation.json is the run docs/scaling.md quotes).
+
+usage: python3 bench/scaling_validate.py [--build build] [--quick] [--rounds 3] [--markdown]
+                                         [--json-out FILE] [--no-netns] [--recompute FILE]
 """
 from __future__ import annotations
 
