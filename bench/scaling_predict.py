@@ -14,8 +14,11 @@ host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way la
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
 (--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after their pushes (no early pull).
 
-usage: python3 bench/scaling_predict.py [--message-us 35] [--server-ns-per-byte 1.3]
-                                        [--worker-ns-per-byte 0.4] [--out docs/img] [--markdown]
+usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
+                                        [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
+
+The defaults are the calibration of the validation run docs/scaling.md quotes
+(bench/data/scaling_validation.json: message_us, server_ns_per_byte, worker_ns_per_byte).
 """
 from __future__ import annotations
 
@@ -126,9 +129,9 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--message-us", type=float, default=35.0)
-    ap.add_argument("--server-ns-per-byte", type=float, default=1.3)
-    ap.add_argument("--worker-ns-per-byte", type=float, default=0.4)
+    ap.add_argument("--message-us", type=float, default=20.0)
+    ap.add_argument("--server-ns-per-byte", type=float, default=1.25)
+    ap.add_argument("--worker-ns-per-byte", type=float, default=0.3)
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs/img")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
