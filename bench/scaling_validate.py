@@ -225,6 +225,27 @@ class Namespaces:
             self.close()
             raise
 
+    def bandwidth(self, seconds: int = 2) -> float | None:
+        """iperf3 single stream from the workers' namespace to the servers': bytes/s."""
+        iperf3 = shutil.which("iperf3")
+        if iperf3 is None:
+            return None
+        server = subprocess.Popen(["ip", "netns", "exec", self.server, iperf3, "-s", "-1",
+                                   "-B", "10.79.0.1", "-p", "5318"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            out = subprocess.run(["ip", "netns", "exec", self.worker, iperf3, "-c", "10.79.0.1",
+                                  "-p", "5318", "-t", str(seconds), "-J"], capture_output=True,
+                                 text=True, timeout=seconds + 30)
+            return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8
+        except (subprocess.SubprocessError, ValueError, KeyError):
+            return None
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.wait(timeout=10)
+
     @staticmethod
     def _ip(*args: str) -> None:
         done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
@@ -321,7 +342,7 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     times and the measured load, compute measured with W ps-net time processes at once)."""
     link, net, w, s, mode, st = point
     bw = calib["wire_bytes_per_s"] if link == "loopback" else \
-        {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
+        raw.get("link_bytes_per_s") or {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
     base = dict(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw, server_bw=bw,
                 latency_s=0.0, message_s=calib["message_us"] * 1e-6,
                 server_byte_s=calib["server_ns_per_byte"] * 1e-9,
@@ -394,6 +415,9 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json-out", type=pathlib.Path)
     ap.add_argument("--no-netns", action="store_true")
+    ap.add_argument("--only-netns", action="store_true", help="the shaped-link points only")
+    ap.add_argument("--measure-links", action="store_true",
+                    help="β of a shaped link from iperf3 through it (default: its tbf rate)")
     ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
                     help="no measuring: the current model's predictions for the rounds of an "
                          "earlier --json-out")
@@ -455,6 +479,8 @@ def main() -> int:
                            [(1, "bsp"), (2, "bsp"), (2, "asp")]]
         else:
             print(f"network-namespace points skipped: {why_not}", file=sys.stderr)
+        if args.only_netns:
+            points = [p for p in points if p[0] != "loopback"]
         if args.quick:
             points = points[::2]
         rows = []
@@ -475,7 +501,10 @@ def main() -> int:
                 else:
                     together = layers
                 ns = None if link == "loopback" else Namespaces(link)
+                link_bw = None
                 try:
+                    if ns and args.measure_links:
+                        link_bw = ns.bandwidth()
                     job = run_job(build, solver, w, s, mode, st, ns)
                 finally:
                     if ns:
@@ -483,6 +512,7 @@ def main() -> int:
                 rounds.append({"measured": job["images_per_s"], "background": job["background"],
                                "timed_background": timed_bg,
                                "together_background": together_bg,
+                               "link_bytes_per_s": link_bw,
                                "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
                                "layers_together": [[l.name, l.forward_ms, l.backward_ms]
                                                    for l in together]})
