@@ -530,14 +530,14 @@ def main() -> int:
                                                      "load_before": load_before,
                                                      "load_after": loadavg(),
                                                      "seconds": time.monotonic() - started},
-                                                    indent=1))
+                                                    separators=(",", ":")))
     load_after = loadavg()
     elapsed = time.monotonic() - started
     if args.json_out:
         args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
                                              "load_before": load_before,
                                              "load_after": load_after, "seconds": elapsed},
-                                            indent=1))
+                                            separators=(",", ":")))
     report(rows, load_before, load_after, elapsed, args.markdown)
     return 0
 
