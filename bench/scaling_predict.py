@@ -12,7 +12,8 @@ docs/scaling.md.
 Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one server per
 host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
-(--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after their pushes (no early pull).
+(--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
+their pushes (no early pull).
 
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
@@ -118,8 +119,8 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
                ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
                "networks; see docs/scaling.md)", title_fontsize=8)
     fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
-                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; solid: CPU per byte as "
-                 f"measured here (server {args.server_ns_per_byte:g} ns/B, worker "
+                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; solid: CPU "
+                 f"per byte as measured here (server {args.server_ns_per_byte:g} ns/B, worker "
                  f"{args.worker_ns_per_byte:g} ns/B), dotted: none",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.09, 1, 0.96))

@@ -171,7 +171,8 @@ def ps_bench_rtt(build: pathlib.Path, size: str, folder: pathlib.Path) -> tuple[
     rtt = 1.0 / json.loads(line[-1])["its_per_worker"]
     share = 0.0
     if timer and stats.exists():
-        wall, user, system = (float(x) for x in stats.read_text().strip().splitlines()[-1].split(","))
+        last = stats.read_text().strip().splitlines()[-1]
+        wall, user, system = (float(x) for x in last.split(","))
         share = (user + system) / wall
     return rtt, share * rtt
 

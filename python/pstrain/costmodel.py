@@ -156,7 +156,8 @@ def net_params(path: str | pathlib.Path) -> list[Param]:
                 ow = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
                 own.append(("weight", (p.num_output, c // g, kh, kw)))
             else:
-                oh, ow = sh * (h - 1) + dh * (kh - 1) + 1 - 2 * ph, sw * (w - 1) + dw * (kw - 1) + 1 - 2 * pw
+                oh = sh * (h - 1) + dh * (kh - 1) + 1 - 2 * ph
+                ow = sw * (w - 1) + dw * (kw - 1) + 1 - 2 * pw
                 own.append(("weight", (c, p.num_output // g, kh, kw)))
             if p.bias_term:
                 own.append(("bias", (p.num_output,)))
