@@ -163,11 +163,12 @@ def input_shapes(layers: list[CaffeLayer], batch: int = 0) -> dict[str, list[int
     return shapes
 
 
-def build_net(prototxt_path: str, phase: str = "TRAIN"):
-    """A torch.nn.Module for the net in prototxt_path; see CaffeNet."""
+def build_net(prototxt_path: str, phase: str = "TRAIN", inputs: dict | None = None):
+    """A torch.nn.Module for the net in prototxt_path; see CaffeNet. inputs
+    (blob -> shape) gives the shapes of inputs whose layer declares none (Data)."""
     with open(prototxt_path) as f:
         net = parse_prototxt(f.read(), prototxt_path)
-    return CaffeNet(net_layers(net, phase), prototxt_path)
+    return CaffeNet(net_layers(net, phase), prototxt_path, inputs or {})
 
 
 def _torch():
@@ -179,7 +180,7 @@ class _Unsupported(ValueError):
     pass
 
 
-def CaffeNet(layers: list[CaffeLayer], source: str = "<net>"):  # noqa: N802 (a class factory)
+def CaffeNet(layers: list[CaffeLayer], source: str = "<net>", inputs: dict | None = None):  # noqa: N802 (a class factory)
     """Builds the module class lazily so this file imports without torch."""
     torch = _torch()
     nn = torch.nn
@@ -195,17 +196,13 @@ def CaffeNet(layers: list[CaffeLayer], source: str = "<net>"):  # noqa: N802 (a 
             self.layers = layers
             self.inputs = [t for l in layers if l.type in INPUT_TYPES for t in l.tops]
             self.mods = nn.ModuleDict()
-            channels: dict[str, int] = {}
             shapes = input_shapes(layers)
-            for blob, dims in shapes.items():
-                if len(dims) > 1:
-                    channels[blob] = dims[1]
-            flat: dict[str, int] = {}
-            # Shapes are inferred once from the declared input shapes (the
-            # number of input channels/features of each conv and ip).
-            self._infer(shapes, channels, flat)
+            shapes.update(inputs or {})
+            # Shapes are inferred once from the input shapes (the number of
+            # input channels/features of each conv and ip).
+            self._infer(shapes)
 
-        def _infer(self, shapes, channels, flat) -> None:
+        def _infer(self, shapes) -> None:
             for l in self.layers:
                 if l.type in INPUT_TYPES:
                     continue
@@ -355,3 +352,53 @@ def load_caffe_params(net, params: dict[str, list]) -> None:
                     continue
                 src = torch.as_tensor(values, dtype=torch.float32).reshape(tensor.shape)
                 tensor.copy_(src)
+
+
+def apply_caffe_fillers(net, seed: int = 1) -> None:
+    """Initialises each Convolution/InnerProduct as its prototxt's
+    weight_filler/bias_filler say (constant, gaussian, uniform, xavier with
+    Caffe's default FAN_IN variance), so a training run starts as Caffe's does."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for l in net.layers:
+            if l.name not in net.mods or not hasattr(net.mods[l.name], "weight"):
+                continue
+            p = one(l.param, "convolution_param") or one(l.param, "inner_product_param") or {}
+            mod = net.mods[l.name]
+            for tensor, key in ((mod.weight, "weight_filler"), (mod.bias, "bias_filler")):
+                if tensor is None:
+                    continue
+                filler = one(p, key, {"type": ["constant"]})
+                kind = one(filler, "type", "constant")
+                fan_in = tensor[0].numel() if tensor.dim() > 1 else 1
+                if kind == "constant":
+                    tensor.fill_(float(one(filler, "value", 0.0)))
+                elif kind == "gaussian":
+                    tensor.normal_(float(one(filler, "mean", 0.0)), float(one(filler, "std", 1.0)),
+                                   generator=gen)
+                elif kind == "uniform":
+                    tensor.uniform_(float(one(filler, "min", 0.0)), float(one(filler, "max", 1.0)),
+                                    generator=gen)
+                elif kind == "xavier":
+                    bound = math.sqrt(3.0 / fan_in)
+                    tensor.uniform_(-bound, bound, generator=gen)
+                else:
+                    raise ValueError(f"layer {l.name}: filler {kind} is not supported here")
+
+
+def lr_mults(net) -> dict:
+    """Parameter -> (lr_mult, decay_mult) from each layer's param { } entries
+    (Caffe's defaults 1, 1)."""
+    out = {}
+    for l in net.layers:
+        if l.name not in net.mods or not hasattr(net.mods[l.name], "weight"):
+            continue
+        specs = l.param.get("param", [])
+        mod = net.mods[l.name]
+        for i, tensor in enumerate((mod.weight, mod.bias)):
+            if tensor is None:
+                continue
+            spec = specs[i] if i < len(specs) else {}
+            out[tensor] = (float(one(spec, "lr_mult", 1.0)), float(one(spec, "decay_mult", 1.0)))
+    return out
