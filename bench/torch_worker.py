@@ -213,6 +213,8 @@ def main() -> int:
     parser.add_argument("--max-iter", type=int, default=10000)
     parser.add_argument("--lr", type=float, default=None)
     args = parser.parse_args()
+    if args.command in ("train", "tta") and args.batch == 0:
+        args.batch = 64
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     {"time": cmd_time, "train": cmd_train, "tta": cmd_tta, "shapes": cmd_shapes}[args.command](
