@@ -210,18 +210,13 @@ def pstrain_tta(args, ps_env, job: pathlib.Path) -> dict:
     """Runs the job with ps-train; seconds from the orchestrator's start to the
     first test record at or above the target (testing, start-up included)."""
     with tempfile.TemporaryDirectory(prefix="torch-peer-tta-") as tmp:
-        text = job.read_text()
         out_dir = pathlib.Path(tmp)
-        job_copy = job.parent / f".torch-peer-{os.getpid()}.yaml"
-        job_copy.write_text(text.replace("output: ../runs", f"output: {out_dir}"))
-        try:
-            start = time.time()
-            out = subprocess.run([sys.executable, "-m", "pstrain", "run", str(job_copy),
-                                  "--quiet"], env=ps_env | {"PYTHONPATH": str(ROOT / "python")},
-                                 cwd=ROOT, capture_output=True, text=True, timeout=1200)
-            wall = time.time() - start
-        finally:
-            job_copy.unlink()
+        env = ps_env | {"PYTHONPATH": str(ROOT / "python"), "PSTRAIN_BUILD_DIR": str(args.build)}
+        start = time.time()
+        out = subprocess.run([sys.executable, "-m", "pstrain", str(job), "--quiet", "--set",
+                              f"output={out_dir}"], env=env, cwd=ROOT, capture_output=True,
+                             text=True, timeout=1200)
+        wall = time.time() - start
         if out.returncode != 0:
             raise RuntimeError(f"ps-train {job} failed: {out.stdout[-500:]} {out.stderr[-800:]}")
         metrics = next(out_dir.glob("*/metrics.jsonl"))
