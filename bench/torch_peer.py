@@ -14,7 +14,7 @@
      solver (configs/nets/lenet_solver.prototxt, test every 500 iterations)
      against PSTrain's fastest configuration found, configs/lenet_fast.yaml
      (run by ps-train; time from its start to the test record that reaches
-     the target, from the run folder's metrics.jsonl).
+     the target, from the run folder's metrics.jsonl; stopped there).
 
 PyTorch runs under --torch-python (default /usr/bin/python3, Debian's
 python3-torch); this driver needs only the standard library.
@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import pathlib
+import signal
 import socket
 import statistics
 import subprocess
@@ -208,21 +209,42 @@ def torch_tta(args, pt_env) -> dict:
 
 def pstrain_tta(args, ps_env, job: pathlib.Path) -> dict:
     """Runs the job with ps-train; seconds from the orchestrator's start to the
-    first test record at or above the target (testing, start-up included)."""
+    first test record at or above the target (testing, start-up included), read
+    from the run folder's metrics.jsonl as it grows. Once the target is reached
+    the job is stopped (SIGINT: ps-train stops every process it started)."""
     with tempfile.TemporaryDirectory(prefix="torch-peer-tta-") as tmp:
         out_dir = pathlib.Path(tmp)
         env = ps_env | {"PYTHONPATH": str(ROOT / "python"), "PSTRAIN_BUILD_DIR": str(args.build)}
         start = time.time()
-        out = subprocess.run([sys.executable, "-m", "pstrain", str(job), "--quiet", "--set",
-                              f"output={out_dir}"], env=env, cwd=ROOT, capture_output=True,
-                             text=True, timeout=1200)
-        wall = time.time() - start
-        if out.returncode != 0:
-            raise RuntimeError(f"ps-train {job} failed: {out.stdout[-500:]} {out.stderr[-800:]}")
-        metrics = next(out_dir.glob("*/metrics.jsonl"))
-        records = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
-    tests = [r for r in records if r.get("event") == "test" and r.get("rank", 0) == 0]
-    hit = [r for r in tests if r.get("accuracy", 0) >= args.target]
+        proc = subprocess.Popen([sys.executable, "-m", "pstrain", str(job), "--quiet", "--set",
+                                 f"output={out_dir}"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        records, hit = [], []
+        try:
+            while proc.poll() is None and time.time() - start < 1200:
+                time.sleep(0.5)
+                metrics = next(out_dir.glob("*/metrics.jsonl"), None)
+                if metrics is None:
+                    continue
+                records = [json.loads(l) for l in metrics.read_text().splitlines()
+                           if l.endswith("}")]
+                hit = [r for r in records if r.get("event") == "test" and
+                       r.get("accuracy", 0) >= args.target]
+                if hit:
+                    break
+            wall = time.time() - start
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGINT)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        output = proc.stdout.read()
+        if not hit and proc.returncode not in (0, None):
+            raise RuntimeError(f"ps-train {job} failed ({proc.returncode}): {output[-800:]}")
+    tests = [r for r in records if r.get("event") == "test"]
     return {"seconds": hit[0]["time"] - start if hit else float("nan"),
             "iter": hit[0]["iter"] if hit else None, "process_wall_s": wall,
             "tests": [(r["iter"], round(r["accuracy"], 4)) for r in tests]}
