@@ -23,10 +23,15 @@ ONEDNN_MAX_CPU_ISA=AVX2 for both, plus DNNL_MAX_CPU_ISA=AVX2 and
 ATEN_CPU_CAPABILITY=avx2 for PyTorch. Ratios are PSTrain / PyTorch times
 (below 1: PSTrain faster) or PSTrain / PyTorch images/s (above 1: faster).
 
+  0. check (first): the PyTorch LeNet and `ps-net test` give the same loss and
+     accuracy with the same weights (a `ps-net train` snapshot) on the same
+     1,000 test images.
+
 usage: python3 bench/torch_peer.py [--build build] [--quick] [--isa native|avx2]
-                                   [--parts time,train,tta] [--markdown]
+                                   [--parts check,time,train,tta] [--json FILE]
 """
 import argparse
+import array
 import json
 import os
 import pathlib
@@ -258,6 +263,45 @@ def part_tta(args, ps_env, pt_env) -> dict:
     return {"pytorch": pt, "pstrain": ps, "ratio": ps["seconds"] / pt["seconds"]}
 
 
+# --- 0. the same arithmetic --------------------------------------------------------------
+
+def part_check(args, ps_env, pt_env) -> dict:
+    """Trains LeNet 100 iterations with `ps-net train`, then evaluates its
+    .caffemodel on the first 1,000 test images with `ps-net test` and with the
+    PyTorch net holding the same weights (read with the repository's Caffe
+    message classes, python/pstrain/caffe_schema.py)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from pstrain import caffe_schema
+    caffe = caffe_schema.messages()
+    if caffe is None:
+        return {"skipped": "protoc or proto/caffe.proto missing: cannot read a .caffemodel"}
+    with tempfile.TemporaryDirectory(prefix="torch-peer-check-") as tmp:
+        tmp = pathlib.Path(tmp)
+        solver = ps_lenet.write_solver(tmp, 64, 100, 50)
+        run_json([str(args.build / "bin/ps-net"), "train", "--solver", str(solver), "--threads",
+                  "1", "--json"], ps_env)
+        weights = tmp / "snap_iter_100.caffemodel"
+        ours = [e for e in run_json([str(args.build / "bin/ps-net"), "test", "--model",
+                                     str(tmp / "net.prototxt"), "--weights", str(weights),
+                                     "--iterations", "10", "--json"], ps_env)
+                if e.get("event") == "test"][0]
+        net = caffe.cls("NetParameter").FromString(weights.read_bytes())
+        manifest = {}
+        for layer in net.layer:
+            files = []
+            for k, blob in enumerate(layer.blobs):
+                name = f"{layer.name}.{k}.f32"
+                array.array("f", blob.data).tofile(open(tmp / name, "wb"))
+                files.append(name)
+            if files:
+                manifest[layer.name] = files
+        (tmp / "manifest.json").write_text(json.dumps(manifest))
+        theirs = run_json([args.torch_python, str(WORKER), "check", "--weights-dir", str(tmp),
+                           "--iterations", "10"], pt_env)[-1]
+    return {"pstrain_loss": ours["loss"], "pytorch_loss": theirs["loss"],
+            "pstrain_accuracy": ours["accuracy"], "pytorch_accuracy": theirs["accuracy"]}
+
+
 # --- report -------------------------------------------------------------------------------
 
 def report(args, info, load, res) -> None:
@@ -265,6 +309,16 @@ def report(args, info, load, res) -> None:
           f"{'present' if info['avx512'] else 'absent'}); --isa {args.isa}: oneDNN max ISA "
           f"{'AVX2' if args.isa == 'avx2' else 'native'}, PyTorch ATen {info['aten_isa']}; "
           f"torch {info['torch']}; load average before {load[0]}, after {load[1]}\n")
+    if "check" in res:
+        c = res["check"]
+        if "skipped" in c:
+            print(f"same weights, same images: {c['skipped']}\n")
+        else:
+            print("LeNet after 100 iterations of `ps-net train`, its .caffemodel on the first "
+                  f"1,000 test images: loss PSTrain {c['pstrain_loss']:.6f}, PyTorch "
+                  f"{c['pytorch_loss']:.6f} (relative difference "
+                  f"{abs(c['pstrain_loss'] - c['pytorch_loss']) / abs(c['pytorch_loss']):.1e}); "
+                  f"accuracy {c['pstrain_accuracy']:.4f} and {c['pytorch_accuracy']:.4f}\n")
     if "time" in res:
         print(f"forward+backward, 1 thread, medians of {args.rounds} alternating rounds\n")
         print("| net | batch | PSTrain ms | PyTorch ms | PSTrain / PyTorch |")
@@ -307,7 +361,7 @@ def main() -> int:
     parser.add_argument("--build", default="build")
     parser.add_argument("--torch-python", default="/usr/bin/python3")
     parser.add_argument("--isa", choices=["native", "avx2"], default="native")
-    parser.add_argument("--parts", default="time,train,tta")
+    parser.add_argument("--parts", default="check,time,train,tta")
     parser.add_argument("--quick", action="store_true",
                         help="fewer iterations and rounds (a smoke run of a few minutes)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -328,6 +382,9 @@ def main() -> int:
     log(f"machine: {info}")
     load_before = open("/proc/loadavg").read().split()[:3]
     res = {}
+    if "check" in parts:
+        res["check"] = part_check(args, ps_env, pt_env)
+        log(f"check: {res['check']}")
     if "time" in parts:
         res["time"] = part_time(args, ps_env, pt_env)
     if "train" in parts:

@@ -14,6 +14,9 @@
          every K iterations; reports each test with the seconds since training
          began (tests included) and stops at the first accuracy >= target.
   shapes --model M.prototxt [--batch B]   each layer's top shape.
+  check  --weights-dir D --iterations N
+         LeNet's TEST net with given weights on the first N x 100 test images:
+         mean loss and accuracy (compared with `ps-net test` by torch_peer.py).
 
 --threads T sets torch.set_num_threads (default 1). The data: Debian's
 dataset-fashion-mnist IDX files (/usr/share/datasets/fashion-mnist), in file
@@ -197,9 +200,31 @@ def cmd_tta(args) -> None:
     emit(event="not_reached", iter=args.max_iter, seconds=time.perf_counter() - start)
 
 
+def cmd_check(args) -> None:
+    """LeNet's TEST net on the first --iterations x 100 test images with the
+    weights of --weights-dir (manifest.json + raw float32 files, written by
+    torch_peer.py from a .caffemodel): mean loss and accuracy, as ps-net test."""
+    tx, ty = fashion_mnist("test")
+    net = caffe_torch.build_net(str(LENET), "TEST", {"data": [100, 1, 28, 28], "label": [100]})
+    folder = pathlib.Path(args.weights_dir)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    params = {name: [np.fromfile(folder / f, np.float32) for f in files]
+              for name, files in manifest.items()}
+    caffe_torch.load_caffe_params(net, params)
+    net.eval()
+    loss, acc = 0.0, 0.0
+    with torch.no_grad():
+        for i in range(args.iterations):
+            blobs = net({"data": tx[i * 100:(i + 1) * 100], "label": ty[i * 100:(i + 1) * 100]})
+            loss += float(blobs["loss"])
+            acc += float(blobs["accuracy"])
+    emit(event="check", iterations=args.iterations, loss=loss / args.iterations,
+         accuracy=acc / args.iterations)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["time", "train", "tta", "shapes"])
+    parser.add_argument("command", choices=["time", "train", "tta", "shapes", "check"])
     parser.add_argument("--model")
     parser.add_argument("--batch", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=20)
@@ -212,12 +237,14 @@ def main() -> int:
     parser.add_argument("--test-interval", type=int, default=500)
     parser.add_argument("--max-iter", type=int, default=10000)
     parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--weights-dir")
     args = parser.parse_args()
     if args.command in ("train", "tta") and args.batch == 0:
         args.batch = 64
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    {"time": cmd_time, "train": cmd_train, "tta": cmd_tta, "shapes": cmd_shapes}[args.command](
+    {"time": cmd_time, "train": cmd_train, "tta": cmd_tta, "shapes": cmd_shapes,
+     "check": cmd_check}[args.command](
         args)
     return 0
 
