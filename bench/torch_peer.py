@@ -321,7 +321,7 @@ def report(args, info, load, res) -> None:
                   f"accuracy {c['pstrain_accuracy']:.4f} and {c['pytorch_accuracy']:.4f}\n")
     if "time" in res:
         print(f"forward+backward, 1 thread, medians of {args.rounds} alternating rounds\n")
-        print("| net | batch | PSTrain ms | PyTorch ms | PSTrain / PyTorch |")
+        print("| net | batch | PSTrain ms | PyTorch ms | PSTrain / PyTorch (median of rounds) |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for r in res["time"]:
             print(f"| {r['net']} | {r['batch']} | {r['pstrain_ms']:.1f} | {r['pytorch_ms']:.1f} | "
