@@ -380,7 +380,18 @@ def main() -> int:
         args.target = min(args.target, 0.85)
     parts = args.parts.split(",")
     ps_env, pt_env = environments(args.isa)
-    info = machine(args.torch_python, pt_env)
+    if not (args.build / "bin/ps-net").exists():
+        log(f"torch_peer: {args.build}/bin/ps-net not found: build first (bash scripts/setup.sh)")
+        return 2
+    try:
+        info = machine(args.torch_python, pt_env)
+    except OSError as e:
+        log(f"torch_peer: --torch-python {args.torch_python}: {e}")
+        return 2
+    if info["torch"].startswith("not importable"):
+        log(f"torch_peer: {args.torch_python} cannot import torch (bash scripts/setup.sh bench "
+            f"installs python3-torch): {info['torch']}")
+        return 2
     log(f"machine: {info}")
     load_before = open("/proc/loadavg").read().split()[:3]
     res = {}
