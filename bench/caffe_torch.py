@@ -180,7 +180,8 @@ class _Unsupported(ValueError):
     pass
 
 
-def CaffeNet(layers: list[CaffeLayer], source: str = "<net>", inputs: dict | None = None):  # noqa: N802 (a class factory)
+def CaffeNet(layers: list[CaffeLayer], source: str = "<net>",  # noqa: N802 (a class factory)
+             inputs: dict | None = None):
     """Builds the module class lazily so this file imports without torch."""
     torch = _torch()
     nn = torch.nn

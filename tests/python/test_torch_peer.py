@@ -112,7 +112,8 @@ def test_torch_net_has_pstrain_shapes(net: str, tmp_path: pathlib.Path) -> None:
 def test_caffe_pool_size_rounds_up_and_clips() -> None:
     assert caffe_torch.caffe_pool_size(32, 3, 0, 2) == 16       # ceil((32-3)/2) + 1
     assert caffe_torch.caffe_pool_size(55, 3, 0, 2) == 27       # AlexNet pool1
-    assert caffe_torch.caffe_pool_size(5, 2, 1, 2) == 3         # a window in the padding only is dropped
+    assert caffe_torch.caffe_pool_size(5, 2, 1, 2) == 3         # a window in the padding only
+    #                                                             is dropped
     assert math.floor((32 - 3) / 2) + 1 == 15
 
 
