@@ -51,7 +51,8 @@ BATCH = 2  # both nets at this batch: the shapes, not the speed, are checked
 def torch_shapes(model: pathlib.Path) -> dict[str, list[int]]:
     out = subprocess.run([TORCH_PYTHON, str(ROOT / "bench/torch_worker.py"), "shapes", "--model",
                           str(model), "--batch", str(BATCH)], capture_output=True, text=True,
-                         timeout=120, check=True)
+                         timeout=120)
+    assert out.returncode == 0, f"bench/torch_worker.py shapes {model.name}: {out.stderr[-1500:]}"
     return json.loads(out.stdout.splitlines()[-1])["shapes"]
 
 
