@@ -341,8 +341,9 @@ void ConvolutionLayer::BackwardReference(const BlobVec& top,
 
 namespace {
 
+// In CpuImpl's order.
 constexpr const char* kImplNames[] = {"onednn-blocked", "onednn", "onednn-blocked+gemm-wgrad",
-                                      "reference"};
+                                      "onednn+gemm-wgrad", "reference"};
 
 }  // namespace
 
@@ -353,14 +354,12 @@ std::vector<std::string> ConvolutionLayer::CpuImplementations() const {
 Status ConvolutionLayer::SelectCpuImplementation(const std::string& name) {
   for (size_t k = 0; k < std::size(kImplNames); ++k) {
     if (name != kImplNames[k]) continue;
-    const CpuImpl chosen = static_cast<CpuImpl>(k);
-    const bool plain = chosen == CpuImpl::kOnednn;
-    const bool was_plain = cpu_impl_ == CpuImpl::kOnednn;
-    if (plain != was_plain) {  // the primitives of the other layout are of no use
+    const bool was_plain = PlainLayout();
+    cpu_impl_ = static_cast<CpuImpl>(k);
+    if (PlainLayout() != was_plain) {  // the primitives of the other layout are of no use
       dnnl_.reset();
       dnnl_failed_ = false;
     }
-    cpu_impl_ = chosen;
     return Status::Ok();
   }
   return Layer::SelectCpuImplementation(name);  // the error naming the choices

@@ -18,9 +18,9 @@
 //                     blocked on AVX2/AVX-512), reorders from and to NCHW in
 //                     the layer (the default of engine fast)
 //   "onednn"          oneDNN on plain NCHW/OIHW, no reorders
-//   "onednn-blocked+gemm-wgrad"  as onednn-blocked, but the weight (and bias)
-//                     gradient by im2col + GEMM, which wins where oneDNN's
-//                     weight-gradient kernel is slow (one input channel)
+//   "onednn-blocked+gemm-wgrad", "onednn+gemm-wgrad"  as those, but the weight
+//                     (and bias) gradient by im2col + GEMM, which wins where
+//                     oneDNN's weight-gradient kernel is slow (one input channel)
 //   "reference"       im2col + GEMM (OpenBLAS) in every direction
 // GPU path (CUDA builds): cuDNN, descriptors kept per bottom shape,
 // algorithms measured once per shape and direction and cached for the
@@ -101,7 +101,17 @@ class ConvolutionLayer : public Layer {
                                float* bias_diff);
 
   // Which CPU implementation kFast runs (see the header comment).
-  enum class CpuImpl { kOnednnBlocked, kOnednn, kOnednnBlockedGemmWgrad, kReference };
+  enum class CpuImpl {
+    kOnednnBlocked,
+    kOnednn,
+    kOnednnBlockedGemmWgrad,
+    kOnednnGemmWgrad,
+    kReference
+  };
+  // oneDNN on plain NCHW (no reorders) for cpu_impl_.
+  bool PlainLayout() const {
+    return cpu_impl_ == CpuImpl::kOnednn || cpu_impl_ == CpuImpl::kOnednnGemmWgrad;
+  }
 
   ConvGeometry geo_;
   int channels_ = 0;

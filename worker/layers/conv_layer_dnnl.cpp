@@ -207,7 +207,7 @@ bool ConvolutionLayer::PrepareDnnl() {
   if (dnnl_failed_) return false;
   try {
     dnnl_.reset(new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_,
-                             cpu_impl_ != CpuImpl::kOnednn));
+                             !PlainLayout()));
   } catch (const dnnl::error&) {
     dnnl_failed_ = true;  // e.g. an unsupported configuration: the reference path serves
   }
@@ -230,7 +230,8 @@ void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>&
   float* weight_diff = param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr;
   float* bias_diff =
       geo_.bias_term && param_propagate_down(1) ? blobs_[1]->mutable_cpu_diff() : nullptr;
-  const bool gemm_wgrad = cpu_impl_ == CpuImpl::kOnednnBlockedGemmWgrad;
+  const bool gemm_wgrad =
+      cpu_impl_ == CpuImpl::kOnednnBlockedGemmWgrad || cpu_impl_ == CpuImpl::kOnednnGemmWgrad;
   // Last bottom first: the forward's reordered src holds the last bottom forwarded.
   for (size_t i = top.size(); i-- > 0;) {
     const bool src_as_forwarded = i + 1 == bottom.size();
