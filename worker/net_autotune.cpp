@@ -151,8 +151,8 @@ std::vector<std::pair<std::string, double>> TimeCandidates(
     Status selected = layer.SelectCpuImplementation(name);
     if (!selected.ok()) continue;  // cannot happen: the name is the layer's own
     double best = 1e300;
-    int reps = repetitions;
-    for (int rep = 0; rep <= reps; ++rep) {  // rep 0: warm-up
+    double spent = 0.0;
+    for (int rep = 0; rep <= repetitions; ++rep) {  // rep 0: warm-up
       const auto start = Clock::now();
       layer.Forward(bottom, top);
       if (backward) {
@@ -165,7 +165,8 @@ std::vector<std::pair<std::string, double>> TimeCandidates(
       }
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       if (rep > 0) best = std::min(best, ms);
-      if (rep == 0 && ms > 100.0) reps = 1;  // a slow layer: one timed run is enough
+      spent += rep > 0 ? ms : 0.0;
+      if (rep > 0 && spent > 50.0) break;  // a slow layer: fewer timed runs are enough
     }
     times.emplace_back(name, best);
   }
