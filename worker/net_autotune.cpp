@@ -146,29 +146,29 @@ std::vector<std::pair<std::string, double>> TimeCandidates(
       FillPattern(bottom[b]->mutable_cpu_data(), bottom[b]->count(), static_cast<uint32_t>(b));
     }
   }
+  for (size_t t = 0; t < top.size(); ++t) {
+    FillPattern(top[t]->mutable_cpu_diff(), top[t]->count(), 100u + static_cast<uint32_t>(t));
+  }
+  // Round-robin: round 0 warms every candidate up (primitives, buffers), then
+  // each timed round runs every candidate once, so that a burst of load from
+  // elsewhere hits them alike; the minimum over rounds counts.
   std::vector<std::pair<std::string, double>> times;
-  for (const std::string& name : candidates) {
-    Status selected = layer.SelectCpuImplementation(name);
-    if (!selected.ok()) continue;  // cannot happen: the name is the layer's own
-    double best = 1e300;
-    double spent = 0.0;
-    for (int rep = 0; rep <= repetitions; ++rep) {  // rep 0: warm-up
+  for (const std::string& name : candidates) times.emplace_back(name, 1e300);
+  double spent = 0.0;
+  for (int round = 0; round <= repetitions; ++round) {
+    for (auto& [name, best] : times) {
+      if (!layer.SelectCpuImplementation(name).ok()) continue;  // the layer's own names
       const auto start = Clock::now();
       layer.Forward(bottom, top);
-      if (backward) {
-        if (rep == 0) {
-          for (size_t t = 0; t < top.size(); ++t) {
-            FillPattern(top[t]->mutable_cpu_diff(), top[t]->count(), 100u + static_cast<uint32_t>(t));
-          }
-        }
-        layer.Backward(top, propagate, bottom);
-      }
+      if (backward) layer.Backward(top, propagate, bottom);
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-      if (rep > 0) best = std::min(best, ms);
-      spent += rep > 0 ? ms : 0.0;
-      if (rep > 0 && spent > 50.0) break;  // a slow layer: fewer timed runs are enough
+      if (round > 0) {
+        best = std::min(best, ms);
+        spent += ms;
+      }
     }
-    times.emplace_back(name, best);
+    // A slow layer: fewer rounds are enough.
+    if (round > 0 && spent > 50.0 * static_cast<double>(times.size())) break;
   }
   for (const SavedBlob& s : saved) {
     std::copy(s.data.begin(), s.data.end(), s.blob->mutable_cpu_data());

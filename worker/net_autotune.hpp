@@ -2,8 +2,9 @@
 // implementation (Layer::CpuImplementations), the fastest for its shape.
 //
 // Each candidate runs forward (+ backward where the net needs it) on the
-// layer's own blobs: one warm-up, then `repetitions` timed runs (fewer once
-// they took 50 ms together), the minimum counts; the fastest is selected (the default, listed first, wins ties within
+// layer's own blobs: a warm-up round, then `repetitions` timed rounds (fewer
+// once they took 50 ms per candidate), each running every candidate once in
+// turn, so that load from elsewhere hits all alike; the minimum counts; the fastest is selected (the default, listed first, wins ties within
 // 2%). Timing changes no state: every blob the layer touches (bottoms, tops,
 // learnable blobs, BatchNorm's running statistics among them) is saved before
 // and restored after, data and diffs; the input is a fixed pattern, not the

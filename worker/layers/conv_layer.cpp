@@ -224,8 +224,10 @@ Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   col_.clear();  // reference buffers are sized lazily, on first use
   bias_multiplier_.assign(out_spatial, 1.f);
   if (shape_changed) {
-    dnnl_.reset();
-    dnnl_failed_ = false;
+    for (int l = 0; l < 2; ++l) {
+      dnnl_[l].reset();
+      dnnl_failed_[l] = false;
+    }
   }
   if (engine() == Engine::kFast && cpu_impl_ != CpuImpl::kReference) PrepareDnnl();
   return Status::Ok();
@@ -354,19 +356,14 @@ std::vector<std::string> ConvolutionLayer::CpuImplementations() const {
 Status ConvolutionLayer::SelectCpuImplementation(const std::string& name) {
   for (size_t k = 0; k < std::size(kImplNames); ++k) {
     if (name != kImplNames[k]) continue;
-    const bool was_plain = PlainLayout();
     cpu_impl_ = static_cast<CpuImpl>(k);
-    if (PlainLayout() != was_plain) {  // the primitives of the other layout are of no use
-      dnnl_.reset();
-      dnnl_failed_ = false;
-    }
     return Status::Ok();
   }
   return Layer::SelectCpuImplementation(name);  // the error naming the choices
 }
 
 std::string ConvolutionLayer::CpuImplementation() const {
-  if (cpu_impl_ != CpuImpl::kReference && dnnl_failed_) return "reference";
+  if (cpu_impl_ != CpuImpl::kReference && dnnl_failed_[Layout()]) return "reference";
   return kImplNames[static_cast<int>(cpu_impl_)];
 }
 

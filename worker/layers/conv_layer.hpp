@@ -68,7 +68,7 @@ class ConvolutionLayer : public Layer {
   std::string CpuImplementation() const override;
   // True when the fast path runs oneDNN for the current shape; false when it
   // has not been prepared yet or oneDNN refused the shape (the reference serves).
-  bool UsesDnnl() const { return dnnl_ != nullptr; }
+  bool UsesDnnl() const { return dnnl_[Layout()] != nullptr; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -112,6 +112,7 @@ class ConvolutionLayer : public Layer {
   bool PlainLayout() const {
     return cpu_impl_ == CpuImpl::kOnednn || cpu_impl_ == CpuImpl::kOnednnGemmWgrad;
   }
+  int Layout() const { return PlainLayout() ? 1 : 0; }
 
   ConvGeometry geo_;
   int channels_ = 0;
@@ -119,8 +120,11 @@ class ConvolutionLayer : public Layer {
   int out_h_ = 0, out_w_ = 0;
   std::vector<float> col_;              // im2col buffer, (C k_h k_w) x (out_h out_w)
   std::vector<float> bias_multiplier_;  // out_h out_w ones
-  std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_;
-  bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
+  // The primitives per layout ([0] blocked, [1] plain), both kept so that
+  // engine auto switches between implementations without rebuilding them.
+  std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_[2];
+  // oneDNN refused this shape in that layout: the fast path runs the reference.
+  bool dnnl_failed_[2] = {false, false};
   CpuImpl cpu_impl_ = CpuImpl::kOnednnBlocked;
 #ifdef PSTRAIN_HAVE_CUDA
   struct CudnnConv;  // cuDNN descriptors and chosen algorithms (conv_layer.cu)

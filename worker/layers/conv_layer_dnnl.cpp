@@ -203,22 +203,23 @@ void ConvolutionLayer::DnnlConv::Backward(const float* src, const float* weights
 }
 
 bool ConvolutionLayer::PrepareDnnl() {
-  if (dnnl_ != nullptr) return true;
-  if (dnnl_failed_) return false;
+  const int l = Layout();
+  if (dnnl_[l] != nullptr) return true;
+  if (dnnl_failed_[l]) return false;
   try {
-    dnnl_.reset(new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_,
+    dnnl_[l].reset(new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_,
                              !PlainLayout()));
   } catch (const dnnl::error&) {
-    dnnl_failed_ = true;  // e.g. an unsupported configuration: the reference path serves
+    dnnl_failed_[l] = true;  // e.g. an unsupported configuration: the reference path serves
   }
-  return dnnl_ != nullptr;
+  return dnnl_[l] != nullptr;
 }
 
 void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
   if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) return ForwardReference(bottom, top);
   const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
-    dnnl_->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias, top[i]->mutable_cpu_data());
+    dnnl_[Layout()]->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias, top[i]->mutable_cpu_data());
   }
 }
 
@@ -240,7 +241,7 @@ void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>&
     }
     float* src_diff = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
     if (gemm_wgrad && src_diff == nullptr) continue;
-    dnnl_->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(), src_diff,
+    dnnl_[Layout()]->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(), src_diff,
                     gemm_wgrad ? nullptr : weight_diff, gemm_wgrad ? nullptr : bias_diff,
                     src_as_forwarded);
   }
