@@ -133,7 +133,8 @@ std::vector<std::pair<std::string, double>> TimeCandidates(
   std::set<Blob*> seen;
   auto save = [&](Blob* b) {
     if (b->count() == 0 || !seen.insert(b).second) return;
-    saved.push_back({b, {b->cpu_data(), b->cpu_data() + b->count()},
+    saved.push_back({b,
+                     {b->cpu_data(), b->cpu_data() + b->count()},
                      {b->cpu_diff(), b->cpu_diff() + b->count()}});
   };
   for (Blob* b : bottom) save(b);

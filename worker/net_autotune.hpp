@@ -4,8 +4,9 @@
 // Each candidate runs forward (+ backward where the net needs it) on the
 // layer's own blobs: a warm-up round, then `repetitions` timed rounds (fewer
 // once they took 50 ms per candidate), each running every candidate once in
-// turn, so that load from elsewhere hits all alike; the minimum counts; the fastest is selected (the default, listed first, wins ties within
-// 2%). Timing changes no state: every blob the layer touches (bottoms, tops,
+// turn, so that load from elsewhere hits all alike. The minimum counts; the
+// fastest is selected (the default, listed first, wins ties within 2%).
+// Timing changes no state: every blob the layer touches (bottoms, tops,
 // learnable blobs, BatchNorm's running statistics among them) is saved before
 // and restored after, data and diffs; the input is a fixed pattern, not the
 // net's random stream, and no data is read.
@@ -49,7 +50,7 @@ struct ImplementationChoice {
 };
 
 struct AutotuneOptions {
-  bool enabled = false;  // false: every layer runs its default (engine fast)
+  bool enabled = false;    // false: every layer runs its default (engine fast)
   std::string cache_path;  // empty: remembered in this process only
   int repetitions = 3;
   // Called once per tuned layer, in layer order (a log line, a JSON event).

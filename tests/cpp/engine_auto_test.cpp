@@ -211,8 +211,8 @@ TEST(EngineAutoTest, SelectsLogsAndChangesNoState) {
   const Blob& b = *tuned->blob_by_name("data");
   EXPECT_EQ(std::vector<float>(a.cpu_data(), a.cpu_data() + a.count()),
             std::vector<float>(b.cpu_data(), b.cpu_data() + b.count()));
-  EXPECT_NEAR(plain->blob_by_name("loss")->cpu_data()[0], tuned->blob_by_name("loss")->cpu_data()[0],
-              1e-4);
+  EXPECT_NEAR(plain->blob_by_name("loss")->cpu_data()[0],
+              tuned->blob_by_name("loss")->cpu_data()[0], 1e-4);
 }
 
 std::vector<std::string> Lines(const std::string& path) {
@@ -272,9 +272,9 @@ TEST(EngineAutoTest, PsNetTimeShowsTheImplementation) {
   TempDir dir;
   WriteTextFile(dir / "net.prototxt", kNet);
   const std::string ps_net = ProgramPath("ps-net");
-  ProgramRun r = RunProgramBounded({ps_net, "time", "--model", dir / "net.prototxt", "--iterations",
-                                    "2", "--threads", "1", "--json", "--engine-cache",
-                                    dir / "cache.tsv"});
+  ProgramRun r =
+      RunProgramBounded({ps_net, "time", "--model", dir / "net.prototxt", "--iterations", "2",
+                         "--threads", "1", "--json", "--engine-cache", dir / "cache.tsv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One log line per tuned layer on stderr; the layer table carries the choice.
   EXPECT_NE(r.err.find("engine auto: layer 'conv1' (Convolution): onednn-blocked "),

@@ -207,8 +207,8 @@ bool ConvolutionLayer::PrepareDnnl() {
   if (dnnl_[l] != nullptr) return true;
   if (dnnl_failed_[l]) return false;
   try {
-    dnnl_[l].reset(new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_,
-                             !PlainLayout()));
+    dnnl_[l].reset(
+        new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_, !PlainLayout()));
   } catch (const dnnl::error&) {
     dnnl_failed_[l] = true;  // e.g. an unsupported configuration: the reference path serves
   }
@@ -219,7 +219,8 @@ void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
   if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) return ForwardReference(bottom, top);
   const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
-    dnnl_[Layout()]->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias, top[i]->mutable_cpu_data());
+    dnnl_[Layout()]->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias,
+                             top[i]->mutable_cpu_data());
   }
 }
 
@@ -241,9 +242,9 @@ void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>&
     }
     float* src_diff = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
     if (gemm_wgrad && src_diff == nullptr) continue;
-    dnnl_[Layout()]->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(), src_diff,
-                    gemm_wgrad ? nullptr : weight_diff, gemm_wgrad ? nullptr : bias_diff,
-                    src_as_forwarded);
+    dnnl_[Layout()]->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
+                              src_diff, gemm_wgrad ? nullptr : weight_diff,
+                              gemm_wgrad ? nullptr : bias_diff, src_as_forwarded);
   }
 }
 

@@ -51,7 +51,7 @@ struct CommonFlags {
   int threads = 0;
   std::string engine = "auto";
   std::string engine_cache;  // empty: DefaultAutotuneCachePath(); "none": none
-  int gpu = -1;  // >= 0: the GPU engine on this CUDA device
+  int gpu = -1;              // >= 0: the GPU engine on this CUDA device
 };
 
 void AddCommon(po::options_description& desc, CommonFlags& flags) {
@@ -62,15 +62,15 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
       "fast (each layer's default: oneDNN) or reference")(
       "engine-cache", po::value<std::string>(&flags.engine_cache),
       "file of engine auto's choices (default ~/.cache/pstrain/cpu-implementations.tsv; "
-      "'none': time in every run)")(
-      "gpu", po::value<int>(&flags.gpu), "run on CUDA device N (overrides --engine)");
+      "'none': time in every run)")("gpu", po::value<int>(&flags.gpu),
+                                    "run on CUDA device N (overrides --engine)");
 }
 
 // Engine auto's settings from the flags: choices logged to stderr, one line a layer.
 pstrain::AutotuneOptions Autotune(const CommonFlags& flags, pstrain::Engine engine) {
   pstrain::AutotuneOptions autotune;
   autotune.enabled = flags.engine == "auto" && engine == pstrain::Engine::kFast;
-  autotune.cache_path = flags.engine_cache.empty() ? pstrain::DefaultAutotuneCachePath()
+  autotune.cache_path = flags.engine_cache.empty()     ? pstrain::DefaultAutotuneCachePath()
                         : flags.engine_cache == "none" ? std::string()
                                                        : flags.engine_cache;
   autotune.on_choice = [](const pstrain::ImplementationChoice& c) {

@@ -161,9 +161,11 @@ int main(int argc, char** argv) {
   const std::string rank = std::to_string(options.client.rank);
   const std::string program = "ps-worker " + rank;
   options.autotune.enabled = engine == "auto";
-  options.autotune.cache_path = engine_cache.empty()         ? pstrain::DefaultAutotuneCachePath()
-                                : engine_cache == "none" ? std::string()
-                                                         : engine_cache;
+  if (engine_cache.empty()) {
+    options.autotune.cache_path = pstrain::DefaultAutotuneCachePath();
+  } else if (engine_cache != "none") {
+    options.autotune.cache_path = engine_cache;
+  }
   options.autotune.on_choice = [program](const pstrain::ImplementationChoice& c) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), c.Describe().c_str());
   };
