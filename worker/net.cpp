@@ -97,6 +97,11 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
   for (const auto& blob_name : blob_names_) {
     if (available.erase(blob_name) > 0) output_names_.push_back(blob_name);
   }
+  if (options.autotune.enabled && options.context.engine == Engine::kFast) {
+    auto chosen = AutotuneCpuImplementations(*this, options.autotune);
+    if (!chosen.ok()) return chosen.status().WithContext(source_ + ": engine auto");
+    implementation_choices_ = std::move(chosen).value();
+  }
   return Status::Ok();
 }
 

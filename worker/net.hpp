@@ -20,6 +20,7 @@
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
 #include "worker/layer.hpp"
+#include "worker/net_autotune.hpp"
 
 namespace pstrain {
 
@@ -40,6 +41,10 @@ struct NetOptions {
   NetContext context;           // rank, world size, seed, engine
   std::string source = "<net>";  // file name for messages
   std::vector<int> layer_lines;  // line of each layer in `source`, if known
+  // Engine auto (worker/net_autotune.hpp): with context.engine kFast, each
+  // layer with several CPU implementations gets the fastest for its shape at
+  // the end of set-up.
+  AutotuneOptions autotune;
 };
 
 class Net {
@@ -105,6 +110,10 @@ class Net {
   Blob* blob_by_name(const std::string& name) const;
   Layer* layer_by_name(const std::string& name) const;
   const caffe::NetParameter& param() const { return param_; }  // filtered, with splits
+  // What engine auto chose at set-up (empty without it).
+  const std::vector<ImplementationChoice>& implementation_choices() const {
+    return implementation_choices_;
+  }
 
  private:
   Net() = default;
@@ -133,6 +142,7 @@ class Net {
   std::vector<LearnableParam> learnable_params_;
   std::map<std::string, int> param_owner_;  // ParamSpec name -> learnable_params_ index
   std::vector<std::string> output_names_;
+  std::vector<ImplementationChoice> implementation_choices_;
 };
 
 }  // namespace pstrain

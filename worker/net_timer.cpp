@@ -51,7 +51,8 @@ NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
   result.iterations = iterations;
   const double div = std::max(1, iterations);
   for (size_t i = 0; i < n; ++i) {
-    result.layers.push_back({layers[i]->name(), layers[i]->type(), fwd[i] / div, bwd[i] / div});
+    result.layers.push_back({layers[i]->name(), layers[i]->type(), fwd[i] / div, bwd[i] / div,
+                             layers[i]->Implementation()});
     result.forward_ms += fwd[i] / div;
     result.backward_ms += bwd[i] / div;
   }

@@ -18,6 +18,7 @@ struct LayerTime {
   std::string type;
   double forward_ms = 0;   // mean over the timed iterations
   double backward_ms = 0;
+  std::string implementation;  // Layer::Implementation() during the timed passes
 };
 
 struct NetTime {

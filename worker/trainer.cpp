@@ -99,6 +99,7 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   }
   NetOptions train_options;
   train_options.context = context;
+  train_options.autotune = options.autotune;
   train_options.state = StateFor(caffe::TRAIN, solver_.has_train_state() ? &solver_.train_state()
                                                                          : nullptr);
   if (solver_.has_train_net_param() || solver_.has_net_param()) {
@@ -134,6 +135,7 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   for (int i = 0; i < num_tests; ++i) {
     NetOptions test_options;
     test_options.context = context;
+    test_options.autotune = options.autotune;
     test_options.state =
         StateFor(caffe::TEST, solver_.test_state_size() ? &solver_.test_state(i) : nullptr);
     std::unique_ptr<Net> test_net;

@@ -47,12 +47,16 @@
 #include "proto/caffe.pb.h"
 #include "worker/device_update.hpp"
 #include "worker/net.hpp"
+#include "worker/net_autotune.hpp"
 #include "worker/train_event.hpp"
 
 namespace pstrain {
 
 struct TrainerOptions {
   Engine engine = Engine::kFast;
+  // Engine auto for the train and test nets (worker/net_autotune.hpp); used
+  // when `engine` is kFast.
+  AutotuneOptions autotune;
   NetContext context;  // rank/world for data sharding (single process: 0 of 1)
   // A .solverstate to resume from (Caffe's --snapshot): iteration, history and
   // weights are restored and the data layers continue where the run stopped.

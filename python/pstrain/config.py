@@ -21,7 +21,7 @@ from .errors import JobError
 from .solver import check_override, normalize_override
 
 MODES = ("bsp", "ssp", "asp")
-ENGINES = ("fast", "reference")
+ENGINES = ("auto", "fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
@@ -145,7 +145,7 @@ class JobConfig:
     data: DataConfig | None = None
     output: pathlib.Path = pathlib.Path("runs")
     restart: RestartConfig = dataclasses.field(default_factory=RestartConfig)
-    engine: str = "fast"
+    engine: str = "auto"
     remote: RemoteConfig = dataclasses.field(default_factory=RemoteConfig)
     security: SecurityConfig = dataclasses.field(default_factory=SecurityConfig)
 
@@ -270,7 +270,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         data=_data(r, data.get("data")),
         output=r.path(r.string(data, "output", "output", "runs"), "output"),
         restart=_restart(r, data.get("restart") or {}),
-        engine=r.choice(data, "engine", "engine", "fast", ENGINES),
+        engine=r.choice(data, "engine", "engine", "auto", ENGINES),
         remote=_remote(r, data.get("remote") or {}),
         security=_security(r, data.get("security")),
     )

@@ -393,7 +393,7 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "target" top: "lo
   // A bad flag value: 2.
   r = RunProgram({kPsNet, "train", "--solver", dir_ / "sane_solver.prototxt", "--engine", "x"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(Lines(r.err).at(0), "ps-net: --engine must be 'fast' or 'reference', got 'x'");
+  EXPECT_EQ(Lines(r.err).at(0), "ps-net: --engine must be 'auto', 'fast' or 'reference', got 'x'");
 }
 
 // Caffe's habits: `caffe train -solver s.prototxt -gpu=0` spellings, device_query.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "common/math_cpu.hpp"
@@ -223,10 +224,12 @@ Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   col_.clear();  // reference buffers are sized lazily, on first use
   bias_multiplier_.assign(out_spatial, 1.f);
   if (shape_changed) {
-    dnnl_.reset();
-    dnnl_failed_ = false;
+    for (int l = 0; l < 2; ++l) {
+      dnnl_[l].reset();
+      dnnl_failed_[l] = false;
+    }
   }
-  if (engine() == Engine::kFast) PrepareDnnl();
+  if (engine() == Engine::kFast && cpu_impl_ != CpuImpl::kReference) PrepareDnnl();
   return Status::Ok();
 }
 
@@ -271,6 +274,34 @@ void ConvolutionLayer::ForwardReference(const BlobVec& bottom, const BlobVec& to
   }
 }
 
+void ConvolutionLayer::WeightGradientReference(const float* bottom_data, const float* top_diff,
+                                               float* weight_diff, float* bias_diff) {
+  const int g_out = geo_.num_output / geo_.group;
+  const int g_k = channels_ / geo_.group * geo_.kernel_h * geo_.kernel_w;
+  const int spatial = out_h_ * out_w_;
+  const int64_t in_size = static_cast<int64_t>(channels_) * height_ * width_;
+  const int64_t out_size = static_cast<int64_t>(geo_.num_output) * spatial;
+  for (int n = 0; n < num_; ++n) {
+    const float* dout = top_diff + n * out_size;
+    if (bias_diff != nullptr) {
+      CpuGemv(Trans::kNo, geo_.num_output, spatial, 1.f, dout, bias_multiplier_.data(), 1.f,
+              bias_diff);
+    }
+    if (weight_diff == nullptr) continue;
+    const float* col = bottom_data + n * in_size;
+    if (!IsPointwise()) {
+      Im2Col(col);
+      col = col_.data();
+    }
+    for (int g = 0; g < geo_.group; ++g) {
+      CpuGemm(Trans::kNo, Trans::kYes, g_out, g_k, spatial, 1.f,
+              dout + static_cast<int64_t>(g) * g_out * spatial,
+              col + static_cast<int64_t>(g) * g_k * spatial, 1.f,
+              weight_diff + static_cast<int64_t>(g) * g_out * g_k);
+    }
+  }
+}
+
 void ConvolutionLayer::BackwardReference(const BlobVec& top,
                                          const std::vector<bool>& propagate_down,
                                          const BlobVec& bottom) {
@@ -287,43 +318,53 @@ void ConvolutionLayer::BackwardReference(const BlobVec& top,
   std::vector<float> col_diff;
   for (size_t i = 0; i < top.size(); ++i) {
     const float* top_diff = top[i]->cpu_diff();
-    const bool data_grad = propagate_down[i];
+    if (weight_grad || bias_grad) {
+      WeightGradientReference(bottom[i]->cpu_data(), top_diff, weight_diff, bias_diff);
+    }
+    if (!propagate_down[i]) continue;
     for (int n = 0; n < num_; ++n) {
       const float* dout = top_diff + n * out_size;
-      if (bias_grad) {
-        CpuGemv(Trans::kNo, geo_.num_output, spatial, 1.f, dout, bias_multiplier_.data(), 1.f,
-                bias_diff);
+      float* din = bottom[i]->mutable_cpu_diff() + n * in_size;
+      // For a pointwise kernel the column gradient is the bottom gradient itself.
+      if (!IsPointwise()) col_diff.resize(static_cast<size_t>(g_k) * geo_.group * spatial);
+      float* cd = IsPointwise() ? din : col_diff.data();
+      for (int g = 0; g < geo_.group; ++g) {
+        CpuGemm(Trans::kYes, Trans::kNo, g_k, spatial, g_out, 1.f,
+                weights + static_cast<int64_t>(g) * g_out * g_k,
+                dout + static_cast<int64_t>(g) * g_out * spatial, 0.f,
+                cd + static_cast<int64_t>(g) * g_k * spatial);
       }
-      if (weight_grad) {
-        const float* col = bottom[i]->cpu_data() + n * in_size;
-        if (!IsPointwise()) {
-          Im2Col(col);
-          col = col_.data();
-        }
-        for (int g = 0; g < geo_.group; ++g) {
-          CpuGemm(Trans::kNo, Trans::kYes, g_out, g_k, spatial, 1.f,
-                  dout + static_cast<int64_t>(g) * g_out * spatial,
-                  col + static_cast<int64_t>(g) * g_k * spatial, 1.f,
-                  weight_diff + static_cast<int64_t>(g) * g_out * g_k);
-        }
-      }
-      if (data_grad) {
-        float* din = bottom[i]->mutable_cpu_diff() + n * in_size;
-        // For a pointwise kernel the column gradient is the bottom gradient itself.
-        if (!IsPointwise()) col_diff.resize(static_cast<size_t>(g_k) * geo_.group * spatial);
-        float* cd = IsPointwise() ? din : col_diff.data();
-        for (int g = 0; g < geo_.group; ++g) {
-          CpuGemm(Trans::kYes, Trans::kNo, g_k, spatial, g_out, 1.f,
-                  weights + static_cast<int64_t>(g) * g_out * g_k,
-                  dout + static_cast<int64_t>(g) * g_out * spatial, 0.f,
-                  cd + static_cast<int64_t>(g) * g_k * spatial);
-        }
-        if (!IsPointwise()) {
-          Col2ImImage(col_diff.data(), channels_, height_, width_, geo_, out_h_, out_w_, din);
-        }
+      if (!IsPointwise()) {
+        Col2ImImage(col_diff.data(), channels_, height_, width_, geo_, out_h_, out_w_, din);
       }
     }
   }
+}
+
+namespace {
+
+// In CpuImpl's order.
+constexpr const char* kImplNames[] = {"onednn-blocked", "onednn", "onednn-blocked+gemm-wgrad",
+                                      "onednn+gemm-wgrad", "reference"};
+
+}  // namespace
+
+std::vector<std::string> ConvolutionLayer::CpuImplementations() const {
+  return {std::begin(kImplNames), std::end(kImplNames)};
+}
+
+Status ConvolutionLayer::SelectCpuImplementation(const std::string& name) {
+  for (size_t k = 0; k < std::size(kImplNames); ++k) {
+    if (name != kImplNames[k]) continue;
+    cpu_impl_ = static_cast<CpuImpl>(k);
+    return Status::Ok();
+  }
+  return Layer::SelectCpuImplementation(name);  // the error naming the choices
+}
+
+std::string ConvolutionLayer::CpuImplementation() const {
+  if (cpu_impl_ != CpuImpl::kReference && dnnl_failed_[Layout()]) return "reference";
+  return kImplNames[static_cast<int>(cpu_impl_)];
 }
 
 PSTRAIN_REGISTER_LAYER("Convolution", ConvolutionLayer);

@@ -13,12 +13,22 @@
 // changes (they are built in Reshape, so the first Forward after a shape
 // change pays nothing extra); they live in conv_layer_dnnl.cpp, the only file
 // of the layer that includes oneDNN.
+// CPU implementations (Layer::CpuImplementations, chosen by engine auto):
+//   "onednn-blocked"  oneDNN in the layout it prefers (format any; channel-
+//                     blocked on AVX2/AVX-512), reorders from and to NCHW in
+//                     the layer (the default of engine fast)
+//   "onednn"          oneDNN on plain NCHW/OIHW, no reorders
+//   "onednn-blocked+gemm-wgrad", "onednn+gemm-wgrad"  as those, but the weight
+//                     (and bias) gradient by im2col + GEMM, which wins where
+//                     oneDNN's weight-gradient kernel is slow (one input channel)
+//   "reference"       im2col + GEMM (OpenBLAS) in every direction
 // GPU path (CUDA builds): cuDNN, descriptors kept per bottom shape,
 // algorithms measured once per shape and direction and cached for the
 // process, workspace from the caching allocator per call (conv_layer.cu).
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/blob.hpp"
@@ -53,9 +63,12 @@ class ConvolutionLayer : public Layer {
   int MinTopBlobs() const override { return 1; }
   bool EqualNumBottomTopBlobs() const override { return true; }
   bool HasFastPath() const override { return true; }
+  std::vector<std::string> CpuImplementations() const override;
+  Status SelectCpuImplementation(const std::string& name) override;
+  std::string CpuImplementation() const override;
   // True when the fast path runs oneDNN for the current shape; false when it
   // has not been prepared yet or oneDNN refused the shape (the reference serves).
-  bool UsesDnnl() const { return dnnl_ != nullptr; }
+  bool UsesDnnl() const { return dnnl_[Layout()] != nullptr; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -83,6 +96,23 @@ class ConvolutionLayer : public Layer {
   bool IsPointwise() const;
   // Fills col_ with the im2col of one image (C x H x W).
   void Im2Col(const float* image);
+  // The reference weight and bias gradients of bottom/top pair i (added).
+  void WeightGradientReference(const float* bottom_data, const float* top_diff, float* weight_diff,
+                               float* bias_diff);
+
+  // Which CPU implementation kFast runs (see the header comment).
+  enum class CpuImpl {
+    kOnednnBlocked,
+    kOnednn,
+    kOnednnBlockedGemmWgrad,
+    kOnednnGemmWgrad,
+    kReference
+  };
+  // oneDNN on plain NCHW (no reorders) for cpu_impl_.
+  bool PlainLayout() const {
+    return cpu_impl_ == CpuImpl::kOnednn || cpu_impl_ == CpuImpl::kOnednnGemmWgrad;
+  }
+  int Layout() const { return PlainLayout() ? 1 : 0; }
 
   ConvGeometry geo_;
   int channels_ = 0;
@@ -90,8 +120,12 @@ class ConvolutionLayer : public Layer {
   int out_h_ = 0, out_w_ = 0;
   std::vector<float> col_;              // im2col buffer, (C k_h k_w) x (out_h out_w)
   std::vector<float> bias_multiplier_;  // out_h out_w ones
-  std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_;
-  bool dnnl_failed_ = false;  // oneDNN refused this shape: the fast path runs the reference
+  // The primitives per layout ([0] blocked, [1] plain), both kept so that
+  // engine auto switches between implementations without rebuilding them.
+  std::unique_ptr<DnnlConv, DnnlConvDeleter> dnnl_[2];
+  // oneDNN refused this shape in that layout: the fast path runs the reference.
+  bool dnnl_failed_[2] = {false, false};
+  CpuImpl cpu_impl_ = CpuImpl::kOnednnBlocked;
 #ifdef PSTRAIN_HAVE_CUDA
   struct CudnnConv;  // cuDNN descriptors and chosen algorithms (conv_layer.cu)
   struct CudnnConvDeleter {

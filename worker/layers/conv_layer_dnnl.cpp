@@ -55,8 +55,10 @@ struct DnnlArg {
 class ConvolutionLayer::DnnlConv {
  public:
   // Throws dnnl::error when oneDNN cannot run the configuration.
+  // `blocked`: tensors in the layouts oneDNN prefers (reordered from and to
+  // the blobs' NCHW); else plain NCHW/OIHW, no reorders.
   DnnlConv(const ConvGeometry& g, int num, int channels, int height, int width, int out_h,
-           int out_w);
+           int out_w, bool blocked);
 
   void Forward(const float* src, const float* weights, const float* bias, float* dst);
   // Any of the outputs may be null (not wanted). Weight and bias gradients are
@@ -84,7 +86,7 @@ class ConvolutionLayer::DnnlConv {
 void ConvolutionLayer::DnnlConvDeleter::operator()(DnnlConv* conv) const { delete conv; }
 
 ConvolutionLayer::DnnlConv::DnnlConv(const ConvGeometry& g, int num, int channels, int height,
-                                     int width, int out_h, int out_w)
+                                     int width, int out_h, int out_w, bool blocked)
     : bias_(g.bias_term), num_output_(g.num_output) {
   const memory::dims src_dims = {num, channels, height, width};
   const memory::dims dst_dims = {num, g.num_output, out_h, out_w};
@@ -104,12 +106,12 @@ ConvolutionLayer::DnnlConv::DnnlConv(const ConvGeometry& g, int num, int channel
   const memory::desc w_user(w_dims, f32, w_tag);
   const memory::desc bias_md =
       g.bias_term ? memory::desc({g.num_output}, f32, Tag::x) : memory::desc();
-  // Layouts of oneDNN's choice (channel-blocked on AVX-512): measured faster at
-  // 1 thread than plain NCHW (its GEMM-based kernels) on the LeNet and CIFAR
-  // shapes, reorders included.
-  const memory::desc src_any(src_dims, f32, Tag::any);
-  const memory::desc dst_any(dst_dims, f32, Tag::any);
-  const memory::desc w_any(w_dims, f32, Tag::any);
+  // Layouts of oneDNN's choice (channel-blocked on AVX2 and AVX-512), or the
+  // blobs' own: which is faster depends on the shape and the ISA (engine auto
+  // measures it).
+  const memory::desc src_any(src_dims, f32, blocked ? Tag::any : Tag::nchw);
+  const memory::desc dst_any(dst_dims, f32, blocked ? Tag::any : Tag::nchw);
+  const memory::desc w_any(w_dims, f32, blocked ? Tag::any : w_tag);
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::engine& eng = DnnlEngine();
 
@@ -201,36 +203,48 @@ void ConvolutionLayer::DnnlConv::Backward(const float* src, const float* weights
 }
 
 bool ConvolutionLayer::PrepareDnnl() {
-  if (dnnl_ != nullptr) return true;
-  if (dnnl_failed_) return false;
+  const int l = Layout();
+  if (dnnl_[l] != nullptr) return true;
+  if (dnnl_failed_[l]) return false;
   try {
-    dnnl_.reset(new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_));
+    dnnl_[l].reset(
+        new DnnlConv(geo_, num_, channels_, height_, width_, out_h_, out_w_, !PlainLayout()));
   } catch (const dnnl::error&) {
-    dnnl_failed_ = true;  // e.g. an unsupported configuration: the reference path serves
+    dnnl_failed_[l] = true;  // e.g. an unsupported configuration: the reference path serves
   }
-  return dnnl_ != nullptr;
+  return dnnl_[l] != nullptr;
 }
 
 void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
-  if (!PrepareDnnl()) return ForwardReference(bottom, top);
+  if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) return ForwardReference(bottom, top);
   const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
-    dnnl_->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias, top[i]->mutable_cpu_data());
+    dnnl_[Layout()]->Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias,
+                             top[i]->mutable_cpu_data());
   }
 }
 
 void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
-  if (!PrepareDnnl()) return BackwardReference(top, propagate_down, bottom);
+  if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) {
+    return BackwardReference(top, propagate_down, bottom);
+  }
   float* weight_diff = param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr;
   float* bias_diff =
       geo_.bias_term && param_propagate_down(1) ? blobs_[1]->mutable_cpu_diff() : nullptr;
+  const bool gemm_wgrad =
+      cpu_impl_ == CpuImpl::kOnednnBlockedGemmWgrad || cpu_impl_ == CpuImpl::kOnednnGemmWgrad;
   // Last bottom first: the forward's reordered src holds the last bottom forwarded.
   for (size_t i = top.size(); i-- > 0;) {
     const bool src_as_forwarded = i + 1 == bottom.size();
-    dnnl_->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
-                    propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr, weight_diff,
-                    bias_diff, src_as_forwarded);
+    if (gemm_wgrad && (weight_diff != nullptr || bias_diff != nullptr)) {
+      WeightGradientReference(bottom[i]->cpu_data(), top[i]->cpu_diff(), weight_diff, bias_diff);
+    }
+    float* src_diff = propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr;
+    if (gemm_wgrad && src_diff == nullptr) continue;
+    dnnl_[Layout()]->Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
+                              src_diff, gemm_wgrad ? nullptr : weight_diff,
+                              gemm_wgrad ? nullptr : bias_diff, src_as_forwarded);
   }
 }
 

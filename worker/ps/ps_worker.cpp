@@ -16,6 +16,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   const int rank = options.client.rank;
   TrainerOptions trainer_options;
   trainer_options.engine = options.engine;
+  trainer_options.autotune = options.autotune;
   trainer_options.context.rank = rank;
   trainer_options.context.world_size = options.client.world_size;
   trainer_options.on_event = options.on_event;

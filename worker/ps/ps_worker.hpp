@@ -51,6 +51,7 @@ struct PsWorkerOptions {
   int straggle_ms = 0;          // sleep this long every iteration (experiments)
   int straggle_jitter_ms = 0;   // plus a uniform random [0, jitter] ms
   Engine engine = Engine::kFast;  // kGpu: the caller has selected the device (UseCudaDevice)
+  AutotuneOptions autotune;       // engine auto (worker/net_autotune.hpp), with kFast
   // EASGD / model averaging: local solver steps, an exchange every period
   // iterations (elastic_exchange.hpp); clocks then count exchanges.
   ElasticOptions elastic;

@@ -3,9 +3,11 @@
 //   ps-net train --solver S.prototxt [--weights W.caffemodel] [--snapshot X.solverstate]
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
 //   ps-net time  --model M.prototxt [--iterations N] [--batch B]
+//     (per layer: forward and backward ms and the implementation that ran)
 //   ps-net diff  A.caffemodel B.caffemodel [--max-rel R]
 //   ps-net devices (or device_query)
-// Every command takes --gpu N to run the layers on CUDA device N (CUDA builds).
+// Every command takes --gpu N to run the layers on CUDA device N (CUDA builds)
+// and --engine auto|fast|reference (CPU; auto, the default: worker/net_autotune.hpp).
 // Caffe's spellings work too: `-solver s.prototxt`, `-gpu=0` (common/command_line.hpp).
 // `train` without --gpu honours the solver's `solver_mode: GPU` (device_id)
 // on CUDA builds and refuses it on others.
@@ -47,16 +49,37 @@ namespace {
 struct CommonFlags {
   bool json = false;
   int threads = 0;
-  std::string engine = "fast";
-  int gpu = -1;  // >= 0: the GPU engine on this CUDA device
+  std::string engine = "auto";
+  std::string engine_cache;  // empty: DefaultAutotuneCachePath(); "none": none
+  int gpu = -1;              // >= 0: the GPU engine on this CUDA device
 };
 
 void AddCommon(po::options_description& desc, CommonFlags& flags) {
   desc.add_options()("json", po::bool_switch(&flags.json), "print one JSON object a line")(
-      "threads", po::value<int>(&flags.threads)->default_value(0),
-      "CPU threads (0: all cores)")("engine", po::value<std::string>(&flags.engine)->default_value("fast"),
-                                    "layer engine: fast (oneDNN) or reference")(
-      "gpu", po::value<int>(&flags.gpu), "run on CUDA device N (overrides --engine)");
+      "threads", po::value<int>(&flags.threads)->default_value(0), "CPU threads (0: all cores)")(
+      "engine", po::value<std::string>(&flags.engine)->default_value("auto"),
+      "layer engine: auto (the fastest CPU implementation of each layer, timed at set-up), "
+      "fast (each layer's default: oneDNN) or reference")(
+      "engine-cache", po::value<std::string>(&flags.engine_cache),
+      "file of engine auto's choices (default ~/.cache/pstrain/cpu-implementations.tsv; "
+      "'none': time in every run)")("gpu", po::value<int>(&flags.gpu),
+                                    "run on CUDA device N (overrides --engine)");
+}
+
+// Engine auto's settings from the flags: choices logged to stderr, one line a layer.
+pstrain::AutotuneOptions Autotune(const CommonFlags& flags, pstrain::Engine engine) {
+  pstrain::AutotuneOptions autotune;
+  autotune.enabled = flags.engine == "auto" && engine == pstrain::Engine::kFast;
+  autotune.cache_path = flags.engine_cache.empty()     ? pstrain::DefaultAutotuneCachePath()
+                        : flags.engine_cache == "none" ? std::string()
+                                                       : flags.engine_cache;
+  autotune.on_choice = [](const pstrain::ImplementationChoice& c) {
+    std::fprintf(stderr, "%s\n", c.Describe().c_str());
+  };
+  autotune.on_warning = [](const std::string& w) {
+    std::fprintf(stderr, "ps-net: engine auto: %s\n", w.c_str());
+  };
+  return autotune;
 }
 
 constexpr const char* kUsage =
@@ -73,9 +96,9 @@ int Usage(const std::string& message, const po::options_description* desc = null
 }
 
 pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
-  if (name == "fast") return pstrain::Engine::kFast;
+  if (name == "fast" || name == "auto") return pstrain::Engine::kFast;
   if (name == "reference") return pstrain::Engine::kReference;
-  return Status::Error("--engine must be 'fast' or 'reference', got '" + name + "'");
+  return Status::Error("--engine must be 'auto', 'fast' or 'reference', got '" + name + "'");
 }
 
 // The engine the flags ask for; with --gpu N, selects device N first. Returns
@@ -147,6 +170,7 @@ int Train(int argc, char** argv) {
 
   pstrain::TrainerOptions options;
   options.engine = engine;
+  options.autotune = Autotune(common, engine);
   options.resume_from = snapshot;
   options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json); };
   auto trainer = pstrain::Trainer::FromFile(solver, options);
@@ -181,6 +205,7 @@ int Test(int argc, char** argv) {
   pstrain::NetOptions options;
   options.state.set_phase(caffe::TEST);
   options.context.engine = engine;
+  options.autotune = Autotune(common, engine);
   auto net = pstrain::Net::FromFile(model, options);
   if (!net.ok()) return Fail(net.status());
   Status s = net.value()->CopyTrainedLayersFromFile(weights);
@@ -254,6 +279,7 @@ int Time(int argc, char** argv) {
   pstrain::NetOptions options;
   options.state.set_phase(phase == "train" ? caffe::TRAIN : caffe::TEST);
   options.context.engine = engine;
+  options.autotune = Autotune(common, engine);
   options.source = model;
   options.layer_lines = lines;
   auto net = pstrain::Net::Create(param, options);
@@ -269,11 +295,13 @@ int Time(int argc, char** argv) {
                               .Add("type", layer.type)
                               .Add("forward_ms", layer.forward_ms)
                               .Add("backward_ms", layer.backward_ms)
+                              .Add("implementation", layer.implementation)
                               .str()
                               .c_str());
     } else {
-      std::printf("%24s %-18s forward: %9.4f ms  backward: %9.4f ms\n", layer.name.c_str(),
-                  layer.type.c_str(), layer.forward_ms, layer.backward_ms);
+      std::printf("%24s %-18s forward: %9.4f ms  backward: %9.4f ms  %s\n", layer.name.c_str(),
+                  layer.type.c_str(), layer.forward_ms, layer.backward_ms,
+                  layer.implementation.c_str());
     }
   }
   if (common.json) {

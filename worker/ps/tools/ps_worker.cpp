@@ -5,7 +5,7 @@
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
 //             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
-//             [--threads N] [--engine fast|reference] [--gpu N] [--json] [--timeout-s T]
+//             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
@@ -47,7 +47,7 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
 int main(int argc, char** argv) {
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "fast", mode = "bsp", advertise, compression = "none";
+  std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none";
   bool no_error_feedback = false;
   std::string elastic = "none";
   int threads = 1;
@@ -78,7 +78,10 @@ int main(int argc, char** argv) {
       "timeout-s", po::value(&timeout_s)->default_value(120),
       "a server silent this long is an error")(
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
-      "engine", po::value(&engine)->default_value("fast"), "fast or reference")(
+      "engine", po::value(&engine)->default_value("auto"),
+      "auto (each layer's fastest CPU implementation, timed at set-up), fast or reference")(
+      "engine-cache", po::value(&engine_cache),
+      "engine auto's choices file (default ~/.cache/pstrain/cpu-implementations.tsv; 'none')")(
       "gpu", po::value(&gpu), "train on CUDA device N (CUDA builds; overrides --engine)")(
       "advertise", po::value(&advertise),
       "this worker's host as its peers know it (shown in its first line)")(
@@ -130,7 +133,9 @@ int main(int argc, char** argv) {
   if (options.straggle_ms < 0 || options.straggle_jitter_ms < 0) {
     return usage("--straggle-ms and --straggle-jitter-ms must be >= 0");
   }
-  if (engine != "fast" && engine != "reference") return usage("--engine must be fast or reference");
+  if (engine != "auto" && engine != "fast" && engine != "reference") {
+    return usage("--engine must be auto, fast or reference");
+  }
   auto parsed_compression = pstrain::transport::ParseCompression(compression);
   if (!parsed_compression.ok()) {
     return usage("--compression: " + parsed_compression.status().message());
@@ -152,9 +157,21 @@ int main(int argc, char** argv) {
   boost::split(options.client.servers, servers, boost::is_any_of(","));
   options.client.job_key = job_key;
   options.client.timeout = std::chrono::seconds(timeout_s);
-  options.engine = engine == "fast" ? pstrain::Engine::kFast : pstrain::Engine::kReference;
+  options.engine = engine == "reference" ? pstrain::Engine::kReference : pstrain::Engine::kFast;
   const std::string rank = std::to_string(options.client.rank);
   const std::string program = "ps-worker " + rank;
+  options.autotune.enabled = engine == "auto";
+  if (engine_cache.empty()) {
+    options.autotune.cache_path = pstrain::DefaultAutotuneCachePath();
+  } else if (engine_cache != "none") {
+    options.autotune.cache_path = engine_cache;
+  }
+  options.autotune.on_choice = [program](const pstrain::ImplementationChoice& c) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), c.Describe().c_str());
+  };
+  options.autotune.on_warning = [program](const std::string& w) {
+    std::fprintf(stderr, "%s: engine auto: %s\n", program.c_str(), w.c_str());
+  };
   if (vm.count("gpu")) {
     const pstrain::Status s = pstrain::UseCudaDevice(gpu, "--gpu " + std::to_string(gpu));
     if (!s.ok()) return pstrain::ExitWith(s, program);
