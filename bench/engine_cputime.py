@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CPU time per forward+backward iteration (1 thread) of two ps-net builds or
 engines side by side, on AVX-512 as the machine is and on AVX2 emulated with
-ONEDNN_MAX_CPU_ISA=AVX2 (oneDNN's kernels only; our own code dispatches on
-the CPU's features).
+ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN, OPENBLAS_CORETYPE=Haswell for OpenBLAS and
+PSTRAIN_CPU_ISA=avx2 for our own vector kernels.
 
 Load-robust as bench/net_cputime.py: CPU time (wait4 rusage) of runs with two
 iteration counts, the difference divided by the difference in iterations, so
@@ -49,7 +49,8 @@ def main():
         env = dict(os.environ)
         env.pop("ONEDNN_MAX_CPU_ISA", None)
         if isa == "AVX2":
-            env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+            env.update(ONEDNN_MAX_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Haswell",
+                       PSTRAIN_CPU_ISA="avx2")
         for name, model, extra, short, long in NETS:
             samples = {label: [] for label, _, _ in configs}
             for _ in range(opts.runs):

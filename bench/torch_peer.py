@@ -19,7 +19,8 @@
 PyTorch runs under --torch-python (default /usr/bin/python3, Debian's
 python3-torch); this driver needs only the standard library.
 --isa avx2 emulates an AVX2-only machine on an AVX-512 one:
-ONEDNN_MAX_CPU_ISA=AVX2 for both, plus DNNL_MAX_CPU_ISA=AVX2 and
+ONEDNN_MAX_CPU_ISA=AVX2 and OPENBLAS_CORETYPE=Haswell for both,
+PSTRAIN_CPU_ISA=avx2 for PSTrain's own kernels, and DNNL_MAX_CPU_ISA=AVX2 and
 ATEN_CPU_CAPABILITY=avx2 for PyTorch. Ratios are PSTrain / PyTorch times
 (below 1: PSTrain faster) or PSTrain / PyTorch images/s (above 1: faster).
 
@@ -64,8 +65,9 @@ def environments(isa: str) -> tuple[dict, dict]:
     for env in (ps, pt):
         env.pop("ONEDNN_MAX_CPU_ISA", None)
     if isa == "avx2":
-        ps["ONEDNN_MAX_CPU_ISA"] = "AVX2"
-        pt.update(ONEDNN_MAX_CPU_ISA="AVX2", DNNL_MAX_CPU_ISA="AVX2", ATEN_CPU_CAPABILITY="avx2")
+        ps.update(ONEDNN_MAX_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Haswell", PSTRAIN_CPU_ISA="avx2")
+        pt.update(ONEDNN_MAX_CPU_ISA="AVX2", OPENBLAS_CORETYPE="Haswell", DNNL_MAX_CPU_ISA="AVX2",
+                  ATEN_CPU_CAPABILITY="avx2")
     for env in (ps, pt):
         env["OMP_NUM_THREADS"] = "1"
     return ps, pt

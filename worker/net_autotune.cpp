@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/math_cpu.hpp"
+#include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/net.hpp"
 
 namespace pstrain {
@@ -95,8 +96,11 @@ std::string ChoiceKey(const Net& net, int i, const std::vector<std::string>& can
   } else {
     key += "none";
   }
+  const char* blas_core = std::getenv("OPENBLAS_CORETYPE");
   key += " | threads " + std::to_string(CpuThreads()) + " | cpu " + CpuFeatures() +
-         " | onednn max isa " + OnednnMaxIsa() + " | candidates " + Join(candidates);
+         " | onednn max isa " + OnednnMaxIsa() + " | kernel isa " + CpuIsaName(KernelIsa()) +
+         " | openblas core " + (blas_core != nullptr && blas_core[0] != '\0' ? blas_core : "auto") +
+         " | candidates " + Join(candidates);
   for (char& c : key) {
     if (c == '\t' || c == '\n') c = ' ';
   }
