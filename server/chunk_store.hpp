@@ -90,7 +90,8 @@ class ChunkStore {
     // refreshed by the const accessors (hence mutable), never handed out.
     mutable std::shared_ptr<std::vector<float>> data;
     mutable std::vector<std::vector<float>> history;
-    std::shared_ptr<std::vector<float>> current;  // device: snapshot of the weights; null after a change
+    // Device only: the snapshot of the weights; null after a change.
+    std::shared_ptr<std::vector<float>> current;
     std::vector<std::shared_ptr<std::vector<float>>> retired;  // older snapshots
   };
 
@@ -111,8 +112,8 @@ class ChunkStore {
   std::vector<uint32_t> ids_;
   std::vector<int> local_;  // global id -> index into slots_, or -1
   std::vector<Slot> slots_;
-  std::vector<float> scratch_;        // ApplyGradient's copy of the gradient
-  std::vector<float*> history_ptrs_;  // the rule's view of one slot's history
+  std::vector<float> scratch_;            // ApplyGradient's copy of the gradient
+  std::vector<float*> history_ptrs_;      // the rule's view of one slot's history
   std::unique_ptr<DeviceChunks> device_;  // null: weights and history on the CPU
   int device_index_ = -1;
   int64_t copies_on_write_ = 0;

@@ -98,7 +98,8 @@ Result<ShardService::Ending> ShardService::Serve() {
     }
     if (ready < 0) {
       if (options_.idle_exit.count() > 0 && now - last_message > options_.idle_exit) {
-        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) + " s; exiting");
+        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) +
+                                        " s; exiting");
       }
       continue;
     }

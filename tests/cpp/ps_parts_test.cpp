@@ -112,7 +112,8 @@ TEST_P(PsPartsTest, ABigExchangeGivesTheRulesFloatsInTheBlobs) {
           << "param " << p << " after step " << step;
     }
     for (size_t p = 0; p < kSizes.size(); ++p) {
-      for (int i = 0; i < kSizes[p]; ++i) blobs[p].mutable_cpu_diff()[i] = Gradient(step, int(p), i);
+      for (int i = 0; i < kSizes[p]; ++i)
+        blobs[p].mutable_cpu_diff()[i] = Gradient(step, int(p), i);
       // The rule on the whole parameter, as a single process would apply it.
       std::vector<float> diff(blobs[p].cpu_diff(), blobs[p].cpu_diff() + kSizes[p]);
       float* h = history[p].data();
@@ -167,7 +168,8 @@ TEST(ShardServerPartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
     // bsp with one worker applies on the received frame: the hand-computed step.
     if (mode == ConsistencyMode::kBsp) {
       const std::vector<double> hand = HandBsp(1, 3);
-      for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(whole.store()->weights(0)[size_t(i)], static_cast<float>(hand[size_t(i)]));
+      for (int i = 0; i < 4; ++i)
+        EXPECT_FLOAT_EQ(whole.store()->weights(0)[size_t(i)], static_cast<float>(hand[size_t(i)]));
     }
   }
 }

@@ -211,7 +211,8 @@ Status PsClient::Silent(const std::vector<bool>& waiting) const {
   for (size_t k = 0; k < waiting.size(); ++k) {
     if (waiting[k]) who += (who.empty() ? "" : ", ") + ServerName(k);
   }
-  return Status::DeadlineExceeded("no answer from " + who + " for " + SecondsText(options_.timeout));
+  return Status::DeadlineExceeded("no answer from " + who + " for " +
+                                  SecondsText(options_.timeout));
 }
 
 Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(

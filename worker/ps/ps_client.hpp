@@ -160,7 +160,7 @@ class PsClient {
   std::vector<PsParam> params_;
   KeyPlacement placement_;
   std::unique_ptr<SendTracker> sends_;  // before channels_: outlives the sockets
-  std::vector<bool> zero_copy_;          // per shard: pushes go from the diffs (not inproc)
+  std::vector<bool> zero_copy_;         // per shard: pushes go from the diffs (not inproc)
   std::vector<std::unique_ptr<transport::Channel>> channels_;
   std::vector<transport::Channel*> channel_ptrs_;
   std::vector<bool> shard_has_chunks_;
