@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
+#include <tuple>
 
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/update_rule.hpp"
@@ -172,6 +174,46 @@ TEST(ShardServerPartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
         EXPECT_FLOAT_EQ(whole.store()->weights(0)[size_t(i)], static_cast<float>(hand[size_t(i)]));
     }
   }
+}
+
+// The shard's scan for NaN and infinity runs block-wise (vectorised); it
+// still names the first bad value, in any block, and refuses the whole push.
+TEST(ShardServerPartsTest, TheNonFiniteScanNamesTheFirstBadValueOfALargeChunk) {
+  using namespace server::test_support;  // NOLINT
+  server::ShardConfig config = Config(ConsistencyMode::kAsp, 1);
+  config.chunk_bytes = 40000;  // one chunk of 10,000 values
+  config.nonfinite = server::NonFinitePolicy::kDrop;
+  server::ShardServer shard(std::move(config));
+  pstrain::ParamMeta big;
+  big.set_name("big");
+  big.add_shape(10000);
+  Message init(pstrain::INIT_PUSH, 0, 0);
+  *init.header().add_params() = big;
+  init.Chunk(0, std::vector<float>(10000, 1.f));
+  (void)shard.Handle(Hello(0, 1).get(), kT0);
+  (void)shard.Handle(init.get(), kT0);
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float kNaN = std::numeric_limits<float>::quiet_NaN();
+  for (auto [at, bad, text] : {std::tuple<int, float, const char*>{9999, -kInf, "-inf"},
+                               {5000, kNaN, "nan"},
+                               {4095, kInf, "inf"},
+                               {0, kNaN, "nan"}}) {
+    std::vector<float> grad(10000, 0.5f);
+    grad[static_cast<size_t>(at)] = bad;
+    if (at == 5000) grad[9000] = kInf;  // only the first is named
+    Message push(pstrain::PUSH, 0, 0);
+    push.Chunk(0, grad);
+    auto out = shard.Handle(push.get(), kT0);
+    ASSERT_EQ(Count(out, pstrain::ERROR), 1);
+    EXPECT_EQ(Find(out, pstrain::ERROR)->header.text(),
+              "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'big', value " +
+                  std::to_string(at) + ") holds " + text + ": refused");
+    EXPECT_EQ(shard.store()->weights(0)[0], 1.f);
+  }
+  Message fine(pstrain::PUSH, 0, 0);
+  fine.Chunk(0, std::vector<float>(10000, std::numeric_limits<float>::max()));
+  auto out = shard.Handle(fine.get(), kT0);
+  EXPECT_EQ(Count(out, pstrain::PUSH_ACK), 1);
 }
 
 // The weights are served as they are; a change while a puller holds them
