@@ -203,11 +203,12 @@ if [[ "$dry" != 1 ]] && python3 -c "import torch" 2> /dev/null; then
   for variant in "${variants[@]}"; do
   for spec in alexnet:128 resnet50:32; do
     model="${spec%%:*}"; batch="${spec##*:}"
-    if timeout 180 python3 - "$model" "$batch" "$gpu" "$variant" \
+    if timeout 180 python3 - "$model" "$batch" "$gpu" "$variant" "$root" \
          > "$out/torch_${model}_${variant}.json" 2> "$out/torch_${model}_${variant}.err" <<'PY'
 import json, sys, time
 import torch
-model_name, batch, gpu, variant = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+model_name, batch, gpu, variant, root = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                         sys.argv[4], sys.argv[5])
 try:
     import torchvision.models as tvm
 except ImportError:
@@ -218,24 +219,22 @@ torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.deterministic = variant == "det"
 dev = torch.device(f"cuda:{gpu}")
-nn = torch.nn
-def caffe_alexnet():
-    # configs/nets/alexnet_deploy.prototxt layer for layer (grouped conv2/4/5, LRN after
-    # ReLU, softmax at the end); torchvision's alexnet is a different, smaller net.
-    lrn = lambda: nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
-    return nn.Sequential(
-        nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
-        nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(), lrn(), nn.MaxPool2d(3, 2),
-        nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(),
-        nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(), nn.MaxPool2d(3, 2),
-        nn.Flatten(), nn.Linear(256 * 6 * 6, 4096), nn.ReLU(), nn.Dropout(),
-        nn.Linear(4096, 4096), nn.ReLU(), nn.Dropout(), nn.Linear(4096, 1000), nn.Softmax(1))
-net = (caffe_alexnet() if model_name == "alexnet" else tvm.resnet50()).to(dev).train()
+sys.path.insert(0, root + "/bench")
+import caffe_torch  # configs/nets/*.prototxt layer for layer (the CPU peer's builder too)
+if model_name == "alexnet":
+    # configs/nets/alexnet_deploy.prototxt as Caffe defines it (grouped conv2/4/5, LRN
+    # after ReLU, ceil-mode pooling, softmax at the end); torchvision's alexnet is a
+    # different, smaller net.
+    caffe_net = caffe_torch.build_net(root + "/configs/nets/alexnet_deploy.prototxt").to(dev)
+    net = lambda x: caffe_net({"data": x})["prob"]
+    params = caffe_net
+else:
+    net = params = tvm.resnet50().to(dev)
+params.train()
 size = 227 if model_name == "alexnet" else 224
 x = torch.randn(batch, 3, size, size, device=dev)
 def step():
-    net.zero_grad(set_to_none=False)
+    params.zero_grad(set_to_none=False)
     net(x).sum().backward()
 for _ in range(5):
     step()

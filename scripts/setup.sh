@@ -7,6 +7,9 @@
 #                                  the default job (configs/fmnist_lenet.yaml)
 #   bash scripts/setup.sh test     ... install what the tests need, build the tests and
 #                                  benchmarks too, and run every test (ctest, pytest)
+#   bash scripts/setup.sh bench [ARGS] ... install the benchmarks' peers too (PyTorch:
+#                                  Debian's python3-torch), prepare Fashion-MNIST and run
+#                                  bench/torch_peer.py ARGS (PSTrain beside PyTorch; --quick)
 #   bash scripts/setup.sh fuzz [ARGS]  install clang and libFuzzer, then run
 #                                  scripts/fuzz.sh ARGS (sanitizer build in build-fuzz/,
 #                                  every fuzz target for PSTRAIN_FUZZ_SECONDS, default 60)
@@ -30,9 +33,9 @@ build_dir="${PSTRAIN_BUILD_DIR:-build}"
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
 case "$action" in
-  build|run|test|fuzz) ;;
+  build|run|test|bench|fuzz) ;;
   *)
-    echo "setup: unknown action '$action' (use: build, run, test, fuzz)" >&2
+    echo "setup: unknown action '$action' (use: build, run, test, bench, fuzz)" >&2
     exit 2
     ;;
 esac
@@ -58,6 +61,9 @@ apt_packages=(
 # only) make hosts of network namespaces with real sshd, and a one-node Slurm cluster.
 apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium
   iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
+# What the peer benchmarks add (bench/torch_peer.py; never CI's `test`): PyTorch,
+# importable from Debian's /usr/bin/python3 (numpy comes with it).
+apt_bench_packages=(python3-torch python3-numpy)
 # What the fuzz targets add (scripts/fuzz.sh): clang with libFuzzer and the
 # sanitizer runtimes, and clang's OpenMP runtime.
 apt_fuzz_packages=(clang libclang-rt-14-dev libomp-dev)
@@ -161,6 +167,15 @@ case "$action" in
       fi
     fi
     phase job ps_train configs/fmnist_lenet.yaml "${overrides[@]}"
+    report_phases
+    ;;
+  bench)
+    phase apt install_apt "${apt_packages[@]}" "${apt_bench_packages[@]}"
+    phase pip install_pip "${pip_modules[@]}"
+    phase build build OFF "${programs[@]}"
+    phase package install_package
+    phase data bash scripts/prepare_data.sh "$build_dir"
+    phase bench python3 bench/torch_peer.py --build "$build_dir" "${@:2}"
     report_phases
     ;;
   fuzz)

@@ -1,7 +1,8 @@
 // Tests of PoolingLayer on both engines: Caffe's output-size rounding,
 // parameter errors, hand-computed MAX/AVE forward cases (with Caffe's AVE
 // divisor at the padded border), the mask top, gradient checks, and
-// reference/oneDNN agreement on realistic shapes.
+// reference/vector/oneDNN agreement on realistic shapes (tests/cpp/
+// cpu_kernels_test.cpp holds the vector kernels to the reference on many more).
 #include "worker/layers/pooling_layer.hpp"
 
 #include <gtest/gtest.h>
@@ -244,17 +245,44 @@ TYPED_TEST(PoolingLayerTest, ForwardAfterShapeChange) {
 
 void FillUniform(const BlobVec& bottoms) { BlobSet::FillUniform(bottoms[0], 17, -1.f, 1.f); }
 
-// `dnnl`: whether the fast path is expected to run oneDNN for this configuration.
+// The default fast implementation ("vector") against the reference, then
+// "onednn" where `dnnl` says oneDNN can run the configuration (it is offered
+// exactly then).
 void ExpectAgree(const std::string& param, const Shape& shape, bool dnnl = true) {
   SCOPED_TRACE(param);
   ExpectEnginesAgree(Pool(param), {shape}, FillUniform, 1e-5f);
   BlobSet bottoms;
   BlobSet tops;
+  BlobSet ref_tops;
   bottoms.Add(shape);
   tops.Add({});
+  ref_tops.Add({});
   auto layer = MakeLayer(Pool(param), Engine::kFast);
+  auto ref = MakeLayer(Pool(param), Engine::kReference);
   ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
-  EXPECT_EQ(static_cast<PoolingLayer*>(layer.get())->UsesDnnl(), dnnl);
+  ASSERT_TRUE(ref->SetUp(bottoms.vec(), ref_tops.vec()).ok());
+  EXPECT_EQ(layer->CpuImplementation(), "vector");
+  const std::vector<std::string> names = layer->CpuImplementations();
+  EXPECT_EQ(std::find(names.begin(), names.end(), "onednn") != names.end(), dnnl);
+  if (!dnnl) return;
+  ASSERT_TRUE(layer->SelectCpuImplementation("onednn").ok());
+  FillUniform(bottoms.vec());
+  layer->Forward(bottoms.vec(), tops.vec());
+  EXPECT_TRUE(static_cast<PoolingLayer*>(layer.get())->UsesDnnl());
+  ref->Forward(bottoms.vec(), ref_tops.vec());
+  ExpectBlobsNear(tops[0]->cpu_data(), ref_tops[0]->cpu_data(), tops[0]->count(), 1e-5f, "top");
+  BlobSet::FillUniform(tops[0], 23, -1.f, 1.f);
+  std::copy(tops[0]->cpu_data(), tops[0]->cpu_data() + tops[0]->count(),
+            tops[0]->mutable_cpu_diff());
+  std::copy(tops[0]->cpu_diff(), tops[0]->cpu_diff() + tops[0]->count(),
+            ref_tops[0]->mutable_cpu_diff());
+  layer->Forward(bottoms.vec(), tops.vec());  // the workspace for this bottom
+  layer->Backward(tops.vec(), {true}, bottoms.vec());
+  const std::vector<float> dnnl_diff(bottoms[0]->cpu_diff(),
+                                     bottoms[0]->cpu_diff() + bottoms[0]->count());
+  ref->Backward(ref_tops.vec(), {true}, bottoms.vec());
+  ExpectBlobsNear(dnnl_diff.data(), bottoms[0]->cpu_diff(), bottoms[0]->count(), 1e-5f,
+                  "bottom diff");
 }
 
 TEST(PoolingEnginesTest, LeNetAndCifarShapes) {
@@ -276,7 +304,7 @@ TEST(PoolingEnginesTest, PaddingRoundingAndGlobal) {
   ExpectAgree("pool: AVE global_pooling: true", {2, 16, 7, 7});
   ExpectAgree("global_pooling: true", {2, 16, 7, 7});
   // AVE with pad whose last window runs past in + pad: oneDNN cannot divide
-  // as Caffe does, so the fast path runs the reference.
+  // as Caffe does, so it is not offered.
   ExpectAgree("pool: AVE kernel_size: 3 stride: 2 pad: 1", {2, 8, 12, 12}, false);
 }
 

@@ -40,7 +40,42 @@ Status LrnLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   top[0]->ReshapeLike(*bottom[0]);
   scale_.ReshapeLike(*bottom[0]);
   scratch_.ReshapeLike(*bottom[0]);
+  if (across_) power_.ReshapeLike(*bottom[0]);
   return Status::Ok();
+}
+
+std::vector<std::string> LrnLayer::CpuImplementations() const {
+  if (across_) return {"vector", "onednn", "reference"};
+  return {"onednn", "reference"};
+}
+
+Status LrnLayer::SelectCpuImplementation(const std::string& name) {
+  const std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    return Layer::SelectCpuImplementation(name);  // the error naming the choices
+  }
+  selected_ = name;
+  return Status::Ok();
+}
+
+std::string LrnLayer::CpuImplementation() const {
+  if (!selected_.empty()) return selected_;
+  return across_ ? "vector" : "onednn";
+}
+
+void LrnLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  const std::string impl = CpuImplementation();
+  if (impl == "vector") return ForwardVector(bottom, top);
+  if (impl == "onednn") return ForwardDnnl(bottom, top);
+  ForwardReference(bottom, top);
+}
+
+void LrnLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) {
+  const std::string impl = CpuImplementation();
+  if (impl == "vector") return BackwardVector(top, propagate_down, bottom);
+  if (impl == "onednn") return BackwardDnnl(top, propagate_down, bottom);
+  BackwardReference(top, propagate_down, bottom);
 }
 
 void LrnLayer::WindowSum(const float* in, float* out) const {

@@ -1,4 +1,4 @@
-// LRN's fast path: oneDNN's lrn primitives on the blobs' NCHW memory, built
+// LRN's "onednn" implementation: oneDNN's lrn primitives on the blobs' NCHW memory, built
 // for a bottom shape and kept until it changes. oneDNN's window and alpha
 // conventions are Caffe's (lrn_layer.hpp), so the reference path
 // (lrn_layer.cpp) and this one agree.
@@ -46,7 +46,7 @@ void LrnLayer::BuildDnnl(const Blob& bottom) {
   dnnl_ = std::move(state);
 }
 
-void LrnLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+void LrnLayer::ForwardDnnl(const BlobVec& bottom, const BlobVec& top) {
   if (bottom[0]->count() == 0) return;
   if (!dnnl_ || dnnl_->shape != bottom[0]->shape()) BuildDnnl(*bottom[0]);
   using dnnl::memory;
@@ -58,8 +58,8 @@ void LrnLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
   DnnlStream().wait();
 }
 
-// REQUIRES: ForwardFast ran last on these blobs (the workspace is its own).
-void LrnLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+// REQUIRES: ForwardDnnl ran last on these blobs (the workspace is its own).
+void LrnLayer::BackwardDnnl(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) {
   if (!propagate_down[0] || bottom[0]->count() == 0) return;
   using dnnl::memory;

@@ -123,13 +123,53 @@ Status PoolingLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   pooled_h_ = pooled_h;
   pooled_w_ = pooled_w;
   for (Blob* t : top) t->Reshape({num_, channels_, pooled_h_, pooled_w_});
-  if (max_ && top.size() == 1) max_index_.resize(top[0]->count());
-  if (shape_changed) {
+  if (max_) max_index_.resize(top[0]->count());
+  if (shape_changed || num_tops_ != top.size()) {
     dnnl_.reset();
     dnnl_unusable_ = false;
   }
-  if (engine() == Engine::kFast) PrepareDnnl(top.size());
+  num_tops_ = top.size();
+  if (engine() == Engine::kFast && CpuImplementation() == "onednn") PrepareDnnl(top.size());
   return Status::Ok();
+}
+
+std::vector<std::string> PoolingLayer::CpuImplementations() const {
+  std::vector<std::string> names = {"vector"};
+  if (DnnlExpressible() && !dnnl_unusable_) names.push_back("onednn");
+  names.push_back("reference");
+  return names;
+}
+
+Status PoolingLayer::SelectCpuImplementation(const std::string& name) {
+  const std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    return Layer::SelectCpuImplementation(name);  // the error naming the choices
+  }
+  selected_ = name;
+  return Status::Ok();
+}
+
+std::string PoolingLayer::CpuImplementation() const {
+  if (selected_.empty() || selected_ == "vector" || selected_ == "reference") {
+    return selected_.empty() ? "vector" : selected_;
+  }
+  // "onednn" where it can run this shape; the default otherwise.
+  return DnnlExpressible() && !dnnl_unusable_ ? selected_ : "vector";
+}
+
+void PoolingLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  const std::string impl = CpuImplementation();
+  if (impl == "onednn" && PrepareDnnl(top.size())) return ForwardDnnl(bottom, top);
+  if (impl == "reference") return ForwardReference(bottom, top);
+  ForwardVector(bottom, top);
+}
+
+void PoolingLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                const BlobVec& bottom) {
+  const std::string impl = CpuImplementation();
+  if (impl == "onednn" && PrepareDnnl(top.size())) return BackwardDnnl(top, propagate_down, bottom);
+  if (impl == "reference") return BackwardReference(top, propagate_down, bottom);
+  BackwardVector(top, propagate_down, bottom);
 }
 
 PoolingLayer::Window PoolingLayer::WindowAt(int ph, int pw) const {

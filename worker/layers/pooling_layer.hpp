@@ -9,16 +9,23 @@
 // the kernel the whole plane. AVE divides by the window clipped to
 // [-pad, in + pad), before clipping to the input. STOCHASTIC is not supported.
 //
-// Fast path (pooling_layer_dnnl.cpp, the only file of the layer that includes
-// oneDNN): oneDNN pooling on NCHW memory (with the workspace for MAX
-// backward). Configurations oneDNN cannot express exactly (AVE with padding
-// whose last window runs past in + pad; MAX with the mask top) run the
-// reference path.
+// CPU implementations under Engine::kFast (CpuImplementations()):
+//   "vector"    (default) own vectorised kernels, pooling_layer_vector.cpp and
+//               pooling_cpu_kernels.hpp: every configuration, MAX bitwise the
+//               reference (values, argmax, mask, gradients), AVE within
+//               rounding; AVX-512, AVX2 or generic chosen at run time.
+//   "onednn"    oneDNN pooling on NCHW memory (pooling_layer_dnnl.cpp, the only
+//               file of the layer that includes oneDNN), with the workspace for
+//               MAX backward; not offered where oneDNN cannot express the
+//               configuration exactly (AVE with padding whose last window runs
+//               past in + pad; MAX with the mask top).
+//   "reference" the plain loops below.
 // GPU path (CUDA builds): own kernels for MAX (Caffe's first-maximum rule
 // and mask), cuDNN for AVE where it matches exactly (pooling_layer.cu).
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "worker/layer.hpp"
@@ -43,8 +50,11 @@ class PoolingLayer : public Layer {
     return param_.pooling_param().pool() == caffe::PoolingParameter::MAX ? 2 : 1;
   }
   bool HasFastPath() const override { return true; }
-  // True when the fast path runs oneDNN for the current shape and tops; false
-  // when it has not been prepared or the configuration needs the reference.
+  std::vector<std::string> CpuImplementations() const override;
+  Status SelectCpuImplementation(const std::string& name) override;
+  std::string CpuImplementation() const override;
+  // True when oneDNN primitives are prepared for the current shape and tops
+  // (the "onednn" implementation ran or was selected for this shape).
   bool UsesDnnl() const { return dnnl_ != nullptr; }
 
  protected:
@@ -71,6 +81,16 @@ class PoolingLayer : public Layer {
   // True when the fast path has primitives for the current shape (builds them
   // if needed); false when the reference path must serve.
   bool PrepareDnnl(size_t num_tops);
+  // Whether oneDNN can run the current configuration exactly (before building).
+  bool DnnlExpressible() const;
+  // The "onednn" implementation (pooling_layer_dnnl.cpp). REQUIRES: PrepareDnnl.
+  void ForwardDnnl(const BlobVec& bottom, const BlobVec& top);
+  void BackwardDnnl(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom);
+  // The "vector" implementation (pooling_layer_vector.cpp).
+  void ForwardVector(const BlobVec& bottom, const BlobVec& top);
+  void BackwardVector(const BlobVec& top, const std::vector<bool>& propagate_down,
+                      const BlobVec& bottom);
   // One output window [h0, h1) x [w0, w1), clipped to the input, and Caffe's
   // AVE divisor.
   struct Window {
@@ -87,7 +107,9 @@ class PoolingLayer : public Layer {
   int stride_h_ = 1, stride_w_ = 1;
   int num_ = 0, channels_ = 0, height_ = 0, width_ = 0;
   int pooled_h_ = 0, pooled_w_ = 0;
-  std::vector<int> max_index_;  // reference MAX argmax when there is no mask top
+  size_t num_tops_ = 1;
+  std::string selected_;        // SelectCpuImplementation's choice; empty: the default
+  std::vector<int> max_index_;  // MAX argmax when there is no mask top (vector: always)
   std::unique_ptr<DnnlPool, DnnlPoolDeleter> dnnl_;
   bool dnnl_unusable_ = false;  // the current shape runs the reference
 #ifdef PSTRAIN_HAVE_CUDA

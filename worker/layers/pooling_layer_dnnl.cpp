@@ -1,6 +1,6 @@
-// Pooling's fast path: oneDNN pooling on the blobs' NCHW memory (no reorders),
-// with the workspace for MAX backward. Configurations oneDNN cannot express
-// exactly run the reference path (pooling_layer.cpp).
+// Pooling's "onednn" implementation: oneDNN pooling on the blobs' NCHW memory
+// (no reorders), with the workspace for MAX backward. Configurations oneDNN
+// cannot express exactly are not offered (pooling_layer.cpp).
 #include <algorithm>
 #include <unordered_map>
 
@@ -74,25 +74,30 @@ class PoolingLayer::DnnlPool {
 
 void PoolingLayer::DnnlPoolDeleter::operator()(DnnlPool* pool) const { delete pool; }
 
+bool PoolingLayer::DnnlExpressible() const {
+  if (num_tops_ > 1) return false;  // the mask top is Caffe's format
+  if (max_ || (pad_h_ == 0 && pad_w_ == 0)) return true;
+  // Caffe divides by the window clipped to [-pad, in + pad). Without padding
+  // that is the in-input count (exclude_padding); with padding it is the
+  // whole kernel (include_padding) as long as no window runs past in + pad.
+  return RightPad(height_, pad_h_, kernel_h_, stride_h_, pooled_h_) <= pad_h_ &&
+         RightPad(width_, pad_w_, kernel_w_, stride_w_, pooled_w_) <= pad_w_;
+}
+
 bool PoolingLayer::PrepareDnnl(size_t num_tops) {
-  if (num_tops > 1) return false;  // the mask top is Caffe's format: reference path
+  if (num_tops > 1) return false;
   if (dnnl_ != nullptr) return true;
   if (dnnl_unusable_) return false;
+  if (!DnnlExpressible()) {
+    dnnl_unusable_ = true;
+    return false;
+  }
   const int exact_r_h = RightPad(height_, pad_h_, kernel_h_, stride_h_, pooled_h_);
   const int exact_r_w = RightPad(width_, pad_w_, kernel_w_, stride_w_, pooled_w_);
   dnnl::algorithm algo = dnnl::algorithm::pooling_max;
   if (!max_) {
-    // Caffe divides by the window clipped to [-pad, in + pad). Without padding
-    // that is the in-input count (exclude_padding); with padding it is the
-    // whole kernel (include_padding) as long as no window runs past in + pad.
-    if (pad_h_ == 0 && pad_w_ == 0) {
-      algo = dnnl::algorithm::pooling_avg_exclude_padding;
-    } else if (exact_r_h <= pad_h_ && exact_r_w <= pad_w_) {
-      algo = dnnl::algorithm::pooling_avg_include_padding;
-    } else {
-      dnnl_unusable_ = true;
-      return false;
-    }
+    algo = pad_h_ == 0 && pad_w_ == 0 ? dnnl::algorithm::pooling_avg_exclude_padding
+                                      : dnnl::algorithm::pooling_avg_include_padding;
   }
   // A negative exact right padding is more than a stride short of another
   // window, so 0 gives the same count (floor division).
@@ -109,14 +114,12 @@ bool PoolingLayer::PrepareDnnl(size_t num_tops) {
   return dnnl_ != nullptr;
 }
 
-void PoolingLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
-  if (!PrepareDnnl(top.size())) return ForwardReference(bottom, top);
+void PoolingLayer::ForwardDnnl(const BlobVec& bottom, const BlobVec& top) {
   dnnl_->Forward(bottom[0]->cpu_data(), top[0]->mutable_cpu_data());
 }
 
-void PoolingLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+void PoolingLayer::BackwardDnnl(const BlobVec& top, const std::vector<bool>& propagate_down,
                                 const BlobVec& bottom) {
-  if (!PrepareDnnl(top.size())) return BackwardReference(top, propagate_down, bottom);
   if (!propagate_down[0]) return;
   dnnl_->Backward(top[0]->cpu_diff(), bottom[0]->mutable_cpu_diff());
 }

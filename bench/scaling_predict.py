@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Predictions of the cost model (python/pstrain/costmodel.py) for GPU clusters: ResNet-50
+(batch 32 per worker) and AlexNet (batch 128 per worker) on 8-64 GPU workers with 1-16
+servers over 10, 25 and 100 GbE, from the per-layer times measured on an NVIDIA H200
+(bench/data/h200_*_time.json, `ps-net time --gpu 0 --json`, docs/benchmarks.md "GPU").
+
+Writes docs/img/scaling_resnet50.png and docs/img/scaling_alexnet.png (images/s and scaling
+efficiency against workers, one panel per link, one line per server count, ideal linear
+scaling, and the anchors' published efficiencies) and prints the markdown tables of
+docs/scaling.md.
+
+Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one server per
+host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
+per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
+(--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
+their pushes (no early pull).
+
+usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
+                                        [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
+
+The defaults are the calibration of the validation run docs/scaling.md quotes
+(bench/data/scaling_validation.json: message_us, server_ns_per_byte, worker_ns_per_byte).
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+from pstrain import costmodel  # noqa: E402
+
+NETS = {
+    "resnet50": ("ResNet-50", ROOT / "bench/data/h200_resnet50_time.json",
+                 ROOT / "configs/nets/resnet50_deploy.prototxt", 32),
+    "alexnet": ("AlexNet", ROOT / "bench/data/h200_alexnet_time.json",
+                ROOT / "configs/nets/alexnet_deploy.prototxt", 128),
+}
+LINKS_GBIT = (10, 25, 100)
+WORKERS = (8, 16, 32, 64)
+SERVERS = (1, 2, 4, 8, 16)
+TABLE_SERVERS = (1, 4, 16)  # the tables; the plots have every count of SERVERS
+GOODPUT = 0.94
+
+# Published scaling efficiencies (speed-up / GPUs), as each source states them; see
+# docs/scaling.md "Anchors" for what each one measured. BytePS (OSDI'20) reports gains
+# over all-reduce and PS, not an efficiency against one GPU: not quoted.
+ANCHORS = [
+    ("Caffe multi-GPU, 2 GPUs one host (docs/multigpu.md: ~1.8x)", 2, 1.8 / 2),
+    ("Caffe multi-GPU, 4 GPUs weak scaling (docs/multigpu.md: ~3.5x)", 4, 3.5 / 4),
+    ("GeePS, 16 machines (EuroSys'16 abstract: 13x)", 16, 13 / 16),
+    ("Poseidon, 16 machines VGG19-22K 10GbE (ATC'17: 15.5x)", 16, 15.5 / 16),
+    ("Poseidon, 32 machines Inception-V3 (ATC'17: 31.5x)", 32, 31.5 / 32),
+]
+
+
+def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float,
+                 worker_byte_s: float) -> dict:
+    _, time_file, net_file, batch = NETS[key]
+    layers = costmodel.load_layer_times(time_file)
+    params = costmodel.net_params(net_file)
+    out = {}
+    for gbit in LINKS_GBIT:
+        bw = gbit * 1e9 / 8 * GOODPUT
+        for s in SERVERS:
+            for w in (1,) + WORKERS:
+                cl = costmodel.Cluster(workers=w, servers=s, mode=mode, worker_bw=bw,
+                                       server_bw=bw, latency_s=25e-6, message_s=message_s,
+                                       server_byte_s=server_byte_s,
+                                       worker_byte_s=worker_byte_s)
+                out[gbit, s, w] = costmodel.predict(layers, params, batch, cl)
+    single = batch / (sum(l.forward_ms + l.backward_ms for l in layers) / 1e3)
+    return {"pred": out, "single": single, "batch": batch,
+            "mbytes": 4 * sum(p.values for p in params) / 1e6}
+
+
+def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    title, _, _, batch = NETS[key]
+    fig, axes = plt.subplots(2, len(LINKS_GBIT), figsize=(15, 8.5), sharex=True)
+    xs = [1] + list(WORKERS)
+    colors = plt.get_cmap("viridis")
+    for col, gbit in enumerate(LINKS_GBIT):
+        top, bottom = axes[0][col], axes[1][col]
+        top.plot(xs, [w * grid["single"] for w in xs], "k--", label="ideal (linear)")
+        bottom.axhline(1.0, color="k", linestyle="--", label="ideal")
+        for i, s in enumerate(SERVERS):
+            c = colors(i / (len(SERVERS) - 1))
+            ips = [grid["pred"][gbit, s, w].images_per_s for w in xs]
+            top.plot(xs, ips, "o-", color=c, label=f"S = {s}")
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], "o-", color=c,
+                        label=f"S = {s}")
+            nic = [free["pred"][gbit, s, w].images_per_s for w in xs]
+            top.plot(xs, nic, ":", color=c, linewidth=1)
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(nic, xs)], ":", color=c,
+                        linewidth=1)
+        for j, (name, n, eff) in enumerate(ANCHORS):
+            bottom.plot([n], [eff], marker="*^vsD"[j], markersize=11, linestyle="none",
+                        color=f"C{j + 1}", label=name)
+        top.set_title(f"{title} b{batch}/worker, {gbit} GbE (bsp)")
+        top.set_xscale("log", base=2)
+        top.set_yscale("log")
+        top.set_ylabel("images/s (predicted)")
+        bottom.set_xlabel("GPU workers W")
+        bottom.set_ylabel("scaling efficiency")
+        bottom.set_ylim(0, 1.1)
+        top.grid(True, which="both", alpha=0.3)
+        bottom.grid(True, alpha=0.3)
+        bottom.set_xticks(xs)
+        bottom.set_xticklabels([str(x) for x in xs])
+    axes[0][0].plot([], [], "k:", linewidth=1, label="dotted: no CPU cost per byte (NIC-bound)")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    handles, labels = axes[1][0].get_legend_handles_labels()
+    keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"]
+    fig.legend([handles[i] for i in keep], [labels[i] for i in keep], loc="lower center",
+               ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
+               "networks; see docs/scaling.md)", title_fontsize=8)
+    fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
+                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; solid: CPU "
+                 f"per byte as measured here (server {args.server_ns_per_byte:g} ns/B, worker "
+                 f"{args.worker_ns_per_byte:g} ns/B), dotted: none",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
+    fig.savefig(out / f"scaling_{key}.png", dpi=80)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--message-us", type=float, default=20.0)
+    ap.add_argument("--server-ns-per-byte", type=float, default=1.25)
+    ap.add_argument("--worker-ns-per-byte", type=float, default=0.3)
+    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs/img")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    for key, (title, _, _, batch) in NETS.items():
+        grids = {}
+        for mode, cpu in (("bsp", 1), ("asp", 1), ("bsp-free", 0)):
+            grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
+                                       cpu * args.server_ns_per_byte * 1e-9,
+                                       cpu * args.worker_ns_per_byte * 1e-9)
+        plot(key, grids["bsp"], grids["bsp-free"], args.out, args)
+        g = grids["bsp"]
+        print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
+              f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration\n")
+        print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
+              " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
+              " W=64 bsp, no CPU cost per byte |")
+        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: |")
+        for gbit in LINKS_GBIT:
+            for s in TABLE_SERVERS:
+                def cell(mode, w):
+                    p = grids[mode]["pred"][gbit, s, w]
+                    return f"{p.images_per_s:.0f} ({100 * p.images_per_s / (w * g['single']):.0f}%)"
+                print(f"| {gbit} GbE | {s} | " +
+                      " | ".join(cell("bsp", w) for w in WORKERS) + " | " +
+                      " | ".join(cell("asp", w) for w in WORKERS) + " | " +
+                      g["pred"][gbit, s, 64].bottleneck + " | " + cell("bsp-free", 64) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

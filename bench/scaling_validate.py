@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""Checks the cost model (python/pstrain/costmodel.py) against measured PSTrain jobs on
+this machine, and prints measured against predicted images/s with the relative error.
+
+Calibration, in the same run (docs/scaling.md, "Parameters and how to measure them"):
+  * the loopback round trip: `ps-bench` (1 worker, 1 server, tcp, asp) at 4K and 16M, the
+    server under /usr/bin/time: the 4K round trip gives the per-message cost, the slope the
+    per-byte cost, the server's CPU share its part of it;
+  * loopback TCP bandwidth: iperf3 single stream (if installed); what is left of the slope
+    beyond the wire and the server is the worker's CPU per byte.
+
+Measured points (each a short job; images/s summed over workers, steady state: the mean of
+the workers' display intervals after the first), each --rounds times (median):
+  * loopback (127.0.0.1): LeNet b32, W = 1..4, S = 1..2, bsp / ssp (s=2) / asp;
+    CIFAR-10 quick b50 (DummyData), W = 1, 2, bsp;
+  * two network namespaces joined by a veth pair whose both ends are shaped with tbf
+    (`tc qdisc ... tbf rate R`), servers in one, workers in the other: LeNet b32 at
+    100 Mbit/s and 1 Gbit/s, W = 1, 2, bsp and asp (needs root; skipped otherwise).
+    This kernel has no netem, so latency is not emulated.
+
+Right before each job: `ps-net time --threads 1` of its net (one process), and, for W > 1,
+W copies at once. The 2 cores are shared with whatever else runs: a sampler counts the
+other programs' busy scheduling groups (autogroups) during the timings and the job. Two
+predictions per point: "E6" from the one-process times with the model's contention term,
+and "W timed at once" from the times of the W copies (contention measured, E6 only for
+the servers and the other programs' change between timing and job).
+
+--recompute FILE predicts again, with the current model, for the rounds stored in an
+earlier --json-out (bench/data/scaling_validation.json is the run docs/scaling.md quotes).
+
+usage: python3 bench/scaling_validate.py [--build build] [--quick] [--rounds 3] [--markdown]
+                                         [--json-out FILE] [--no-netns] [--recompute FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+from pstrain import costmodel  # noqa: E402
+from ps_lenet import steady, write_solver  # noqa: E402
+
+CIFAR_NET = ROOT / "configs/nets/cifar10_quick_bench.prototxt"
+CIFAR_SOLVER = ROOT / "configs/nets/cifar10_quick_solver.prototxt"
+
+
+def loadavg() -> str:
+    return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
+def write_cifar_solver(folder: pathlib.Path, batch: int, iters: int, display: int) -> pathlib.Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    net = CIFAR_NET.read_text()
+    net, n = re.subn(r"dim: 100 ", f"dim: {batch} ", net)
+    assert n == 2, n
+    (folder / "net.prototxt").write_text(net)
+    keep = [l for l in CIFAR_SOLVER.read_text().splitlines()
+            if l.split(":")[0].strip() not in ("net", "test_iter", "test_interval", "max_iter",
+                                                "snapshot", "snapshot_prefix", "display")]
+    keep += [f'net: "{folder}/net.prototxt"', f"max_iter: {iters}", "snapshot: 0",
+             f'snapshot_prefix: "{folder}/snap"', f"display: {display}"]
+    solver = folder / "solver.prototxt"
+    solver.write_text("\n".join(keep) + "\n")
+    return solver
+
+
+class Background:
+    """Samples, every 0.2 s, how many scheduling groups of other programs want the CPU. The
+    kernel here shares CPU time fairly between autogroups (one per session:
+    /proc/sys/kernel/sched_autogroup_enabled), not threads, so the count that matters is
+    the autogroups with a runnable thread, less this script's own and those of `pids`."""
+
+    def __init__(self):
+        self.pids: list[int] = []
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _group(pid: int | str) -> str | None:
+        try:
+            with open(f"/proc/{pid}/autogroup") as f:
+                fields = f.read().split()
+            return fields[0] if fields else None
+        except OSError:
+            return None
+
+    @staticmethod
+    def _runnable(pid: str) -> bool:
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    if f.read().rsplit(")", 1)[-1].split()[:1] == ["R"]:
+                        return True
+        except OSError:
+            pass
+        return False
+
+    def _run(self) -> None:
+        me = self._group(os.getpid())
+        while not self._stop.wait(0.2):
+            ours = {me} | {self._group(p) for p in list(self.pids)}
+            groups = {self._group(p) for p in os.listdir("/proc")
+                      if p.isdigit() and self._runnable(p)}
+            self.samples.append(len(groups - ours - {None}))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return statistics.mean(self.samples) if self.samples else 0.0
+
+
+def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters: int,
+             copies: int = 1) -> float:
+    """Writes the layer times (per layer, the mean over `copies` ps-net time processes run at
+    once, each in its own session as a job's workers are); returns the other programs' mean
+    busy autogroups meanwhile."""
+    net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
+    bg = Background()
+    procs = [subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads",
+                               "1", "--iterations", str(iters), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, start_new_session=True) for _ in range(copies)]
+    bg.pids += [p.pid for p in procs]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    background = bg.stop()
+    for p, (_, err) in zip(procs, outputs):
+        if p.returncode != 0:
+            raise RuntimeError(f"ps-net time failed: {err[-800:]}")
+    tables = []
+    for i, (stdout, _) in enumerate(outputs):
+        (out.parent / f"{out.name}.{i}").write_text(stdout)
+        tables.append(costmodel.load_layer_times(out.parent / f"{out.name}.{i}"))
+    medians = [json.loads(l)["median_total_ms"] for stdout, _ in outputs
+               for l in stdout.splitlines() if l.startswith('{"event":"time"')]
+    out.write_text(json.dumps({"event": "time", "median_total_ms": statistics.mean(medians)})
+                   + "\n" + "".join(json.dumps({"event": "layer_time", "layer": rows[0].name,
+                                       "forward_ms": statistics.mean(r.forward_ms for r in rows),
+                                       "backward_ms": statistics.mean(r.backward_ms for r in rows)})
+                           + "\n" for rows in zip(*tables)))
+    return background
+
+
+def ps_bench_rtt(build: pathlib.Path, size: str, folder: pathlib.Path) -> tuple[float, float]:
+    """(round trip s, server CPU s per round trip): ps-bench, 1 worker, 1 server, tcp, asp; the
+    server runs under /usr/bin/time, whose CPU share times the round trip is its cost."""
+    stats = folder / f"server_time_{size}.txt"
+    cmd = [str(build / "bin/ps-bench"), "--size", size, "--runs", "3", "--run-seconds", "0.7",
+           "--warmup", "3", "--json"]
+    timer = shutil.which("time", path="/usr/bin")
+    if timer:
+        cmd += ["--server-wrapper", f"{timer} -f %e,%U,%S -o {stats}"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    line = [l for l in done.stdout.splitlines() if l.startswith("{")]
+    if done.returncode != 0 or not line:
+        raise RuntimeError(f"ps-bench failed: {done.stderr[-800:]}")
+    rtt = 1.0 / json.loads(line[-1])["its_per_worker"]
+    share = 0.0
+    if timer and stats.exists():
+        last = stats.read_text().strip().splitlines()[-1]
+        wall, user, system = (float(x) for x in last.split(","))
+        share = (user + system) / wall
+    return rtt, share * rtt
+
+
+def iperf3_bytes_per_s() -> float | None:
+    iperf3 = shutil.which("iperf3")
+    if iperf3 is None:
+        return None
+    port = "5317"
+    server = subprocess.Popen([iperf3, "-s", "-1", "-p", port], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        out = subprocess.run([iperf3, "-c", "127.0.0.1", "-p", port, "-t", "3", "-J"],
+                             capture_output=True, text=True, timeout=60)
+        return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8
+    except (subprocess.SubprocessError, ValueError, KeyError):
+        return None
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- jobs
+
+class Namespaces:
+    """Two network namespaces joined by a veth pair: <p>s at 10.79.0.1 (servers) and <p>w
+    at 10.79.0.2 (workers), both ends shaped to `rate` by tbf. close() deletes both."""
+
+    def __init__(self, rate: str):
+        self.prefix = f"psv{os.getpid() % 100000}"
+        self.server, self.worker = f"{self.prefix}s", f"{self.prefix}w"
+        try:
+            for ns in (self.server, self.worker):
+                self._ip("netns", "add", ns)
+                self._ip("-n", ns, "link", "set", "lo", "up")
+            self._ip("-n", self.server, "link", "add", "name", "vs", "type", "veth", "peer",
+                     "name", "vw", "netns", self.worker)
+            for ns, dev, addr in ((self.server, "vs", "10.79.0.1"),
+                                  (self.worker, "vw", "10.79.0.2")):
+                self._ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+                self._ip("-n", ns, "link", "set", dev, "up")
+                # burst: at least rate x 4 ms; queue: 50 ms at the rate
+                bits = {"100mbit": 100e6, "1gbit": 1e9}[rate]
+                burst = max(32 * 1024, int(bits / 8 * 0.004))
+                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev,
+                                "root", "tbf", "rate", rate, "burst", str(burst), "latency",
+                                "50ms"], check=True, capture_output=True, timeout=30)
+        except BaseException:
+            self.close()
+            raise
+
+    def bandwidth(self, seconds: int = 2) -> float | None:
+        """iperf3 single stream from the workers' namespace to the servers': bytes/s."""
+        iperf3 = shutil.which("iperf3")
+        if iperf3 is None:
+            return None
+        server = subprocess.Popen(["ip", "netns", "exec", self.server, iperf3, "-s", "-1",
+                                   "-B", "10.79.0.1", "-p", "5318"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            out = subprocess.run(["ip", "netns", "exec", self.worker, iperf3, "-c", "10.79.0.1",
+                                  "-p", "5318", "-t", str(seconds), "-J"], capture_output=True,
+                                 text=True, timeout=seconds + 30)
+            return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"] / 8
+        except (subprocess.SubprocessError, ValueError, KeyError):
+            return None
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.wait(timeout=10)
+
+    @staticmethod
+    def _ip(*args: str) -> None:
+        done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+    def close(self) -> None:
+        for ns in (self.server, self.worker):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def netns_unavailable() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    try:
+        Namespaces("100mbit").close()
+    except (RuntimeError, subprocess.SubprocessError) as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
+            staleness: int, ns: Namespaces | None = None, timeout: float = 300) -> dict:
+    """Servers, then workers, each in its own process group; all stopped on return.
+    Returns per-worker steady images/s from the workers' train events."""
+    bind = "tcp://10.79.0.1:0" if ns else "tcp://127.0.0.1:0"
+    srv_pre = ["ip", "netns", "exec", ns.server] if ns else []
+    wrk_pre = ["ip", "netns", "exec", ns.worker] if ns else []
+    common = ["--solver", str(solver), "--mode", mode, "--staleness", str(staleness),
+              "--job-key", "77", "--json"]
+    if ns:
+        from pstrain import keys
+        folder = keys.make_keys(pathlib.Path(tempfile.mkdtemp(prefix="scaling-keys-")),
+                                servers, workers)
+        common += ["--keys", str(folder)]
+    procs: list[subprocess.Popen] = []
+    deadline = time.monotonic() + timeout
+    bg = None
+    try:
+        endpoints = []
+        for k in range(servers):
+            cmd = srv_pre + [str(build / "bin/ps-server"), "--shard", str(k), "--num-servers",
+                             str(servers), "--workers", str(workers), "--bind", bind] + common
+            if k:
+                cmd += ["--coordinator", endpoints[0]]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True, cwd=ROOT)
+            procs.append(p)
+            while True:
+                line = p.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"ps-server exited early: {p.stderr.read()[-800:]}")
+                if line.startswith("{") and json.loads(line).get("event") == "listening":
+                    endpoints.append(json.loads(line)["endpoint"])
+                    break
+        workers_p = []
+        bg = Background()
+        bg.pids += [p.pid for p in procs]
+        for r in range(workers):
+            cmd = wrk_pre + [str(build / "bin/ps-worker"), "--rank", str(r), "--workers",
+                             str(workers), "--servers", ",".join(endpoints), "--threads", "1",
+                             "--timeout-s", "120"] + common
+            workers_p.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True, start_new_session=True, cwd=ROOT))
+            bg.pids.append(workers_p[-1].pid)
+        procs += workers_p
+        rates = []
+        for r, p in enumerate(workers_p):
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if p.returncode != 0:
+                raise RuntimeError(f"worker {r} exited {p.returncode}: {err[-800:]}")
+            events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            rates.append(steady([e["images_per_second"] for e in events
+                                 if e.get("event") == "train" and "images_per_second" in e]))
+        return {"images_per_s": sum(rates), "per_worker": rates, "background": bg.stop()}
+    finally:
+        if bg is not None:
+            bg.stop()
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait(timeout=10)
+        if ns:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- main
+
+def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
+    """The model's two predictions for one measured round: (E6 from the one-process layer
+    times and the measured load, compute measured with W ps-net time processes at once)."""
+    link, net, w, s, mode, st = point
+    bw = calib["wire_bytes_per_s"] if link == "loopback" else \
+        raw.get("link_bytes_per_s") or {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
+    base = dict(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw, server_bw=bw,
+                latency_s=0.0, message_s=calib["message_us"] * 1e-6,
+                server_byte_s=calib["server_ns_per_byte"] * 1e-9,
+                worker_byte_s=calib["worker_ns_per_byte"] * 1e-9,
+                kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
+                background=raw["background"])
+    formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
+                                costmodel.Cluster(timed_background=raw["timed_background"],
+                                                  **base))
+    # each of the W copies was timed beside W - 1 others and the other programs then
+    together_bg = raw.get("together_background", raw["timed_background"]) + w - 1
+    measured = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers_together"]],
+                                 params, batch,
+                                 costmodel.Cluster(timed_background=together_bg, **base))
+    return formula, measured
+
+
+def fill(row: dict, calib: dict, params, batch: int) -> dict:
+    """Adds both predictions (medians over the row's rounds) and their errors to a row."""
+    point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
+             row["staleness"])
+    preds = [predict_point(point, r, calib, params, batch) for r in row["rounds"]]
+    m = row["measured_images_per_s"] = statistics.median(r["measured"] for r in row["rounds"])
+    row["background"] = statistics.median(r["background"] for r in row["rounds"])
+    for i, key in enumerate(("formula", "together")):
+        p = statistics.median(pr[i].images_per_s for pr in preds)
+        row[f"predicted_{key}"] = p
+        row[f"error_{key}"] = (p - m) / m
+        row[f"bottleneck_{key}"] = preds[len(preds) // 2][i].bottleneck
+    return row
+
+
+def recompute(path: pathlib.Path) -> dict:
+    """Predictions of the current model for the rounds measured in an earlier --json-out."""
+    data = json.loads(path.read_text())
+    nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
+            "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
+    for row in data["rows"]:
+        fill(row, data["calibration"], *nets[row["net"]])
+    return data
+
+
+def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
+           markdown: bool) -> None:
+    if markdown:
+        print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
+        print("| link | net | W | S | mode | other load | measured images/s | predicted (E6) |"
+              " error | predicted (W timed at once) | error | bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        for r in rows:
+            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
+            print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
+                  f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
+                  f"{r['predicted_formula']:.0f} | {100 * r['error_formula']:+.1f}% | "
+                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% |"
+                  f" {r['bottleneck_together']} |")
+    for key in ("formula", "together"):
+        errors = [abs(r[f"error_{key}"]) for r in rows]
+        print(f"{len(rows)} points, prediction {key}: mean |error| "
+              f"{100 * statistics.mean(errors):.1f}%, worst {100 * max(errors):.1f}%, "
+              f"{sum(e < 0.15 for e in errors)} under 15% ({elapsed:.0f} s)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="measure every point this many times (median)")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json-out", type=pathlib.Path)
+    ap.add_argument("--no-netns", action="store_true")
+    ap.add_argument("--only-netns", action="store_true", help="the shaped-link points only")
+    ap.add_argument("--measure-links", action="store_true",
+                    help="β of a shaped link from iperf3 through it (default: its tbf rate)")
+    ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
+                    help="no measuring: the current model's predictions for the rounds of an "
+                         "earlier --json-out")
+    args = ap.parse_args()
+    if args.recompute:
+        data = recompute(args.recompute)
+        report(data["rows"], data["load_before"], data["load_after"], data.get("seconds", 0),
+               args.markdown)
+        return 0
+    build = (ROOT / args.build).resolve()
+    started = time.monotonic()
+    load_before = loadavg()
+    with tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
+        tmp = pathlib.Path(tmp)
+        iters = 60 if args.quick else 120
+        lenet = write_solver(tmp / "lenet", 32, iters, iters // 6)
+        # at 100 Mbit/s an iteration takes ~0.3 s a worker: fewer of them
+        lenet_slow = write_solver(tmp / "lenet_slow", 32, iters // 3, iters // 15)
+        cifar = write_cifar_solver(tmp / "cifar", 50, 30 if args.quick else 48, 6)
+        # Calibration
+        time_net(build, lenet, tmp / "lenet_time.jsonl", 40)
+        time_net(build, cifar, tmp / "cifar_time.jsonl", 10)
+        rtt_small, srv_small = ps_bench_rtt(build, "4K", tmp)
+        rtt_big, srv_big = ps_bench_rtt(build, "16M", tmp)
+        per_byte = max(0.0, (rtt_big - rtt_small) / 16e6)   # push + apply + pull, per byte
+        iperf = iperf3_bytes_per_s()
+        wire = iperf if iperf else 2.0 / per_byte           # no iperf3: all of it is the wire
+        server_byte = min(max(0.0, (srv_big - srv_small) / 16e6), max(0.0, per_byte - 2 / wire))
+        worker_byte = max(0.0, (per_byte - 2.0 / wire - server_byte) / 2)
+        message = rtt_small / 4                              # 4 message costs per round trip
+        calib = {"lenet_compute_ms": None, "rtt_4k_us": rtt_small * 1e6,
+                 "rtt_16m_ms": rtt_big * 1e3, "per_byte_ns": per_byte * 1e9,
+                 "iperf3_gbyte_s": iperf / 1e9 if iperf else None,
+                 "server_ns_per_byte": server_byte * 1e9, "worker_ns_per_byte": worker_byte * 1e9,
+                 "server_cpu_4k_us": srv_small * 1e6, "server_cpu_16m_ms": srv_big * 1e3,
+                 "message_us": message * 1e6, "wire_bytes_per_s": wire}
+        nets = {
+            "LeNet": (costmodel.load_layer_times(tmp / "lenet_time.jsonl"),
+                      costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32,
+                      lenet),
+            "CIFAR-10 quick": (costmodel.load_layer_times(tmp / "cifar_time.jsonl"),
+                               costmodel.net_params(CIFAR_NET), 50, cifar),
+        }
+        calib["lenet_compute_ms"] = sum(l.forward_ms + l.backward_ms for l in nets["LeNet"][0])
+        calib["cifar_compute_ms"] = sum(l.forward_ms + l.backward_ms
+                                        for l in nets["CIFAR-10 quick"][0])
+        print("calibration: " + json.dumps({k: round(v, 3) if isinstance(v, float) else v
+                                            for k, v in calib.items()}), file=sys.stderr)
+        points = [("loopback", "LeNet", w, s, m, st)
+                  for (w, s, m, st) in [(1, 1, "bsp", 0), (2, 1, "bsp", 0), (3, 1, "bsp", 0),
+                                        (4, 1, "bsp", 0), (2, 2, "bsp", 0), (4, 2, "bsp", 0),
+                                        (2, 1, "ssp", 2), (4, 1, "ssp", 2), (2, 1, "asp", 0),
+                                        (4, 1, "asp", 0)]]
+        points += [("loopback", "CIFAR-10 quick", w, 1, "bsp", 0) for w in (1, 2)]
+        why_not = "--no-netns" if args.no_netns else netns_unavailable()
+        if why_not is None:
+            for rate in ("100mbit", "1gbit"):
+                points += [(rate, "LeNet", w, 1, m, 0) for (w, m) in
+                           [(1, "bsp"), (2, "bsp"), (2, "asp")]]
+        else:
+            print(f"network-namespace points skipped: {why_not}", file=sys.stderr)
+        if args.only_netns:
+            points = [p for p in points if p[0] != "loopback"]
+        if args.quick:
+            points = points[::2]
+        rows = []
+        for link, net, w, s, mode, st in points:
+            layers, params, batch, solver = nets[net]
+            if link == "100mbit":
+                solver = lenet_slow
+            rounds = []
+            for _ in range(args.rounds):
+                # the compute time is taken right before each job: the machine is shared
+                iters = 15 if net == "LeNet" else 4
+                timed_bg = time_net(build, solver, tmp / "now.jsonl", iters)
+                layers = costmodel.load_layer_times(tmp / "now.jsonl")
+                together_bg = timed_bg
+                if w > 1:  # the same compute, W copies at once: contention measured
+                    together_bg = time_net(build, solver, tmp / "together.jsonl", iters, copies=w)
+                    together = costmodel.load_layer_times(tmp / "together.jsonl")
+                else:
+                    together = layers
+                ns = None if link == "loopback" else Namespaces(link)
+                link_bw = None
+                try:
+                    if ns and args.measure_links:
+                        link_bw = ns.bandwidth()
+                    job = run_job(build, solver, w, s, mode, st, ns)
+                finally:
+                    if ns:
+                        ns.close()
+                rounds.append({"measured": job["images_per_s"], "background": job["background"],
+                               "timed_background": timed_bg,
+                               "together_background": together_bg,
+                               "link_bytes_per_s": link_bw,
+                               "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
+                               "layers_together": [[l.name, l.forward_ms, l.backward_ms]
+                                                   for l in together]})
+            row = fill({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
+                        "staleness": st, "batch": batch, "rounds": rounds}, calib, params, batch)
+            rows.append(row)
+            print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
+                  f"measured {row['measured_images_per_s']:7.1f} predicted (E6) "
+                  f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
+                  f"(W timed at once) {row['predicted_together']:7.1f} "
+                  f"({100 * row['error_together']:+5.1f}%), {row['bottleneck_together']}; "
+                  f"other busy autogroups {row['background']:.1f}", file=sys.stderr)
+            if args.json_out:  # after every point: a stopped run keeps what it measured
+                args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
+                                                     "load_before": load_before,
+                                                     "load_after": loadavg(),
+                                                     "seconds": time.monotonic() - started},
+                                                    separators=(",", ":")))
+    load_after = loadavg()
+    elapsed = time.monotonic() - started
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
+                                             "load_before": load_before,
+                                             "load_after": load_after, "seconds": elapsed},
+                                            separators=(",", ":")))
+    report(rows, load_before, load_after, elapsed, args.markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

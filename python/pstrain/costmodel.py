@@ -1,0 +1,478 @@
+"""Scaling on paper: a cost model of one PSTrain iteration for W workers and S servers.
+
+Inputs: per-layer compute (the JSON lines of `ps-net time --json`), the net's learnable
+parameters (shape inference over its prototxt), the server placement of their chunks
+(the same greedy balance as common/ps/key_placement.cpp), link bandwidth and latency,
+the server's cost per byte and per message. Output: predicted iteration time and
+images/s under bsp, ssp and asp, with the bottleneck named. docs/scaling.md derives
+and documents every equation; the comments below name them (E1..E7).
+
+    python3 -m pstrain.costmodel --time TIME.jsonl --net NET.prototxt --batch 32 \
+        --workers 8 --servers 2 --bandwidth-gbit 10 --latency-us 50 --mode bsp
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import pathlib
+import sys
+
+from .errors import JobError
+
+
+class CostModelError(JobError):
+    """Unusable input to the cost model; the message names the file and line or layer."""
+
+
+# ---------------------------------------------------------------- inputs
+
+@dataclasses.dataclass(frozen=True)
+class LayerTime:
+    name: str
+    forward_ms: float
+    backward_ms: float
+
+
+def load_layer_times(path: str | pathlib.Path) -> list[LayerTime]:
+    """The layer_time events of a `ps-net time --json` output, in forward order."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise CostModelError(f"{path}: cannot read the layer times: {e.strerror}") from None
+    layers = []
+    median = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CostModelError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+        if isinstance(event, dict) and event.get("event") == "time":
+            median = event.get("median_total_ms")
+            continue
+        if not isinstance(event, dict) or event.get("event") != "layer_time":
+            continue
+        try:
+            f, b = float(event["forward_ms"]), float(event["backward_ms"])
+            name = str(event["layer"])
+        except (KeyError, TypeError, ValueError):
+            raise CostModelError(f"{path}:{number}: a layer_time event needs layer, forward_ms "
+                                 "and backward_ms (numbers)") from None
+        if not (math.isfinite(f) and math.isfinite(b)) or f < 0 or b < 0:
+            raise CostModelError(f"{path}:{number}: layer \"{name}\": times must be finite and "
+                                 ">= 0")
+        layers.append(LayerTime(name, f, b))
+    if not layers:
+        raise CostModelError(f"{path}: no layer_time events (the output of `ps-net time --json`)")
+    # The per-layer figures are means; the time event's median of whole iterations resists
+    # the outliers a shared machine adds (a preempted layer). Keep the layers' proportions,
+    # scale them to the median.
+    total = sum(l.forward_ms + l.backward_ms for l in layers)
+    if isinstance(median, (int, float)) and math.isfinite(median) and median > 0 and total > 0:
+        k = median / total
+        layers = [LayerTime(l.name, l.forward_ms * k, l.backward_ms * k) for l in layers]
+    return layers
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    layer: str
+    name: str
+    values: int
+
+
+_SAME_SHAPE = {"ReLU", "Sigmoid", "TanH", "Dropout", "LRN", "BatchNorm", "Scale", "Bias", "Power",
+               "AbsVal", "BNLL", "ELU", "Exp", "Log", "PReLU", "Softmax", "Split", "Eltwise",
+               "Threshold", "Clip", "Swish", "MVN"}
+_SCALAR = {"SoftmaxWithLoss", "EuclideanLoss", "Accuracy", "SigmoidCrossEntropyLoss",
+           "HingeLoss", "InfogainLoss", "ContrastiveLoss", "Silence"}
+
+
+def _ints(field, default: int) -> tuple[int, int]:
+    vals = list(field)
+    if not vals:
+        return default, default
+    return (vals[0], vals[-1]) if len(vals) <= 2 else (vals[0], vals[1])
+
+
+def _conv_geometry(p) -> tuple[tuple[int, int], ...]:
+    kh, kw = (p.kernel_h, p.kernel_w) if p.kernel_h else _ints(p.kernel_size, 1)
+    sh, sw = (p.stride_h, p.stride_w) if p.stride_h else _ints(p.stride, 1)
+    ph, pw = (p.pad_h, p.pad_w) if p.pad_h or p.pad_w else _ints(p.pad, 0)
+    dh, dw = _ints(p.dilation, 1)
+    return (kh, kw), (sh, sw), (ph, pw), (dh, dw)
+
+
+def net_params(path: str | pathlib.Path) -> list[Param]:
+    """The parameters PSTrain's servers hold (lr_mult != 0) of the TRAIN-phase net, by shape
+    inference from its Input/DummyData shapes. BatchNorm statistics stay on the worker (Caffe
+    fixes their lr_mult at 0), as do parameters with `param { lr_mult: 0 }`."""
+    from . import caffe_schema
+    path = pathlib.Path(path)
+    caffe = caffe_schema.messages()
+    if caffe is None:
+        raise CostModelError("protoc or proto/caffe.proto not found: cannot read net prototxts")
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise CostModelError(f"{path}: cannot read the net: {e.strerror}") from None
+    net = caffe.cls("NetParameter")()
+    try:
+        caffe_schema.parse(path, text, net)
+    except caffe_schema.SchemaError as e:
+        raise CostModelError(str(e)) from None
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, shape in zip(net.input, net.input_shape):
+        shapes[name] = tuple(shape.dim)
+    params: list[Param] = []
+    for layer in net.layer:
+        if any(rule.HasField("phase") and rule.phase != 0 for rule in layer.include):
+            continue
+        if any(rule.HasField("phase") and rule.phase == 0 for rule in layer.exclude):
+            continue
+        where = f"{path}: layer \"{layer.name}\" ({layer.type})"
+        try:
+            bottoms = [shapes[b] for b in layer.bottom]
+        except KeyError as e:
+            raise CostModelError(f"{where}: bottom {e} has no known shape") from None
+        own: list[tuple[str, tuple[int, ...]]] = []
+        t = layer.type
+        if t in ("Input", "DummyData"):
+            src = layer.input_param.shape if t == "Input" else layer.dummy_data_param.shape
+            tops = [tuple(s.dim) for s in src]
+            if len(tops) == 1:
+                tops *= len(layer.top)
+        elif t in ("Convolution", "Deconvolution"):
+            p = layer.convolution_param
+            n, c, h, w = bottoms[0]
+            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _conv_geometry(p)
+            g = p.group or 1
+            if t == "Convolution":
+                oh = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
+                ow = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
+                own.append(("weight", (p.num_output, c // g, kh, kw)))
+            else:
+                oh = sh * (h - 1) + dh * (kh - 1) + 1 - 2 * ph
+                ow = sw * (w - 1) + dw * (kw - 1) + 1 - 2 * pw
+                own.append(("weight", (c, p.num_output // g, kh, kw)))
+            if p.bias_term:
+                own.append(("bias", (p.num_output,)))
+            tops = [(n, p.num_output, oh, ow)]
+        elif t == "Pooling":
+            p = layer.pooling_param
+            n, c, h, w = bottoms[0]
+            if p.global_pooling:
+                oh = ow = 1
+            else:
+                kh, kw = (p.kernel_h, p.kernel_w) if p.kernel_h else (p.kernel_size,) * 2
+                sh, sw = (p.stride_h, p.stride_w) if p.stride_h else (p.stride,) * 2
+                ph, pw = (p.pad_h, p.pad_w) if p.pad_h or p.pad_w else (p.pad,) * 2
+                oh = math.ceil((h + 2 * ph - kh) / sh) + 1
+                ow = math.ceil((w + 2 * pw - kw) / sw) + 1
+                if ph or pw:
+                    oh -= (oh - 1) * sh >= h + ph
+                    ow -= (ow - 1) * sw >= w + pw
+            tops = [(n, c, oh, ow)]
+        elif t == "InnerProduct":
+            p = layer.inner_product_param
+            axis = p.axis % len(bottoms[0])
+            k = math.prod(bottoms[0][axis:])
+            own.append(("weight", (k, p.num_output) if p.transpose else (p.num_output, k)))
+            if p.bias_term:
+                own.append(("bias", (p.num_output,)))
+            tops = [bottoms[0][:axis] + (p.num_output,)]
+        elif t in ("Scale", "Bias") and len(bottoms) == 1:
+            p = layer.scale_param if t == "Scale" else layer.bias_param
+            axis = p.axis % len(bottoms[0])
+            n_axes = p.num_axes if p.num_axes >= 0 else len(bottoms[0]) - axis
+            own.append(("scale" if t == "Scale" else "bias", bottoms[0][axis:axis + n_axes]))
+            if t == "Scale" and p.bias_term:
+                own.append(("bias", bottoms[0][axis:axis + n_axes]))
+            tops = [bottoms[0]]
+        elif t == "PReLU":
+            own.append(("slope", (1,) if layer.prelu_param.channel_shared else (bottoms[0][1],)))
+            tops = [bottoms[0]]
+        elif t in _SAME_SHAPE:
+            tops = [bottoms[0]] * len(layer.top)
+        elif t == "Concat":
+            axis = (layer.concat_param.axis if layer.concat_param.HasField("axis") else 1)
+            axis %= len(bottoms[0])
+            size = sum(b[axis] for b in bottoms)
+            tops = [bottoms[0][:axis] + (size,) + bottoms[0][axis + 1:]]
+        elif t == "Flatten":
+            tops = [bottoms[0][:1] + (math.prod(bottoms[0][1:]),)]
+        elif t in _SCALAR:
+            tops = [()] * len(layer.top)
+        else:
+            raise CostModelError(f"{where}: layer type not known to the cost model; give a "
+                                 "deploy net with Input or DummyData and standard layers")
+        if t == "BatchNorm":
+            own = []  # mean, variance, moving-average factor: local statistics
+        for i, (pname, shape) in enumerate(own):
+            lr = layer.param[i].lr_mult if i < len(layer.param) else 1.0
+            if lr != 0:
+                params.append(Param(layer.name, f"{layer.name}/{pname}", math.prod(shape)))
+        for top, shape in zip(layer.top, tops):
+            shapes[top] = shape
+    return params
+
+
+# ---------------------------------------------------------------- placement
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    param: int
+    values: int
+    shard: int
+
+
+def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
+    """common/ps/key_placement.cpp in Python: chunks of at most chunk_bytes in parameter
+    order, largest first (ties: lower id) to the lightest shard (ties: lower shard)."""
+    if servers < 1 or chunk_bytes < 4:
+        raise CostModelError("servers must be >= 1 and chunk_bytes >= 4")
+    step = chunk_bytes // 4
+    pieces = [(p, min(step, n - off)) for p, n in enumerate(sizes) for off in range(0, n, step)]
+    order = sorted(range(len(pieces)), key=lambda i: -pieces[i][1])  # stable: ties by id
+    load = [0] * servers
+    shard = [0] * len(pieces)
+    for i in order:
+        s = min(range(servers), key=lambda k: (load[k], k))
+        shard[i] = s
+        load[s] += pieces[i][1]
+    return [Chunk(p, n, shard[i]) for i, (p, n) in enumerate(pieces)]
+
+
+# ---------------------------------------------------------------- the model
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """One job's shape and the measured constants. Bandwidths in bytes/s per direction
+    (links are full duplex), latency one way in s."""
+
+    workers: int
+    servers: int
+    mode: str = "bsp"                 # bsp, ssp, asp
+    staleness: int = 0
+    worker_bw: float = 1.25e9         # a worker's NIC
+    server_bw: float = 1.25e9         # a server's NIC, shared by the W workers
+    latency_s: float = 50e-6
+    message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
+    server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
+                                      # apply, reply)
+    worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
+    kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
+                                      # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
+    chunk_bytes: int = 1 << 20
+    cores: float | None = None        # CPU cores the processes share; None: dedicated devices
+    background: float = 0.0           # other programs busy during the job (runnable threads,
+                                      # or autogroups where the kernel shares by session)
+    timed_background: float = 0.0     # ... while the layer times were taken
+    early_pull: bool = False          # bsp CPU workers request the next pull before backward
+
+
+@dataclasses.dataclass
+class Prediction:
+    iteration_s: float
+    images_per_s: float
+    compute_s: float
+    exposed_s: float                  # iteration_s - compute_s
+    bottleneck: str                   # compute, shared cores, worker link, server link,
+                                      # server cpu
+    busy_s: dict                      # per resource, per iteration
+
+
+def _layer_chunks(layers: list[LayerTime], params: list[Param], cl: Cluster):
+    known = {l.name for l in layers}
+    for p in params:
+        if p.layer not in known:
+            raise CostModelError(f"layer \"{p.layer}\" has parameters but no layer_time event: "
+                                 "time and net files do not belong together")
+    chunks = place([p.values for p in params], cl.servers, cl.chunk_bytes)
+    by_layer: dict[str, list[Chunk]] = {l.name: [] for l in layers}
+    for c in chunks:
+        by_layer[params[c.param].layer].append(c)
+    return by_layer
+
+
+def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluster) -> Prediction:
+    if cl.workers < 1 or cl.servers < 1 or batch < 1:
+        raise CostModelError("workers, servers and batch must be >= 1")
+    if cl.mode not in ("bsp", "ssp", "asp"):
+        raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
+    by_layer = _layer_chunks(layers, params, cl)
+    W, S = cl.workers, cl.servers
+    shard_bytes = [0.0] * S
+    shard_msgs = [0] * S
+    for chunks in by_layer.values():
+        for k in {c.shard for c in chunks}:
+            shard_msgs[k] += 1
+        for c in chunks:
+            shard_bytes[c.shard] += 4.0 * c.values
+    total_bytes = sum(shard_bytes)
+    # E5: per-iteration busy time of the shared resources (push + pull directions).
+    msgs = sum(shard_msgs)
+    busy = {
+        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
+        "server link": max(W * b / cl.server_bw for b in shard_bytes),
+        "server cpu": max(W * (b * cl.server_byte_s + 2 * m * cl.message_s)
+                          for b, m in zip(shard_bytes, shard_msgs)),
+    }
+    # one worker's demand on each station of the busiest shard, per iteration
+    stations = max(([b / cl.server_bw, b * cl.server_byte_s + 2 * m * cl.message_s,
+                     b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+    fwd = sum(l.forward_ms for l in layers) / 1e3
+    bwd = sum(l.backward_ms for l in layers) / 1e3
+    # E6: CPU contention: W workers, the servers' busy share and other busy programs share
+    # `cores`; the layer times were taken by one process beside timed_background others.
+    scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
+    timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
+    # CPU work for one worker's communication per iteration, wherever it runs: its client
+    # copies and messages, the kernel moving its bytes both ways, the servers' work on them
+    comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
+                + total_bytes * cl.server_byte_s)
+    sync = cl.mode == "bsp"
+    for _ in range(4 if cl.cores is not None else 0):
+        busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
+        demand = (busy_procs + cl.background) / cl.cores
+        scale = max(1.0, demand) / timed
+        # E6b: on saturated cores the communication work cannot run beside the compute on a
+        # spare core: it adds, in the share of the cores that are busy.
+        cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
+        path = _path(layers, by_layer, cl, scale, contended=sync)
+        it = max(path if sync else _mva(path, stations, W), cpu_bound)
+    path = _path(layers, by_layer, cl, scale, contended=sync)
+    # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
+    # closed network: mean value analysis). bsp: all workers contend at once, inside the
+    # path (E2-E4).
+    iteration = max(path if sync else _mva(path, stations, W), cpu_bound)
+    compute = (fwd + bwd) * scale
+    if iteration - compute < 0.02 * iteration:
+        neck = "compute"
+    elif cpu_bound >= iteration:
+        neck = "shared cores"
+    else:
+        neck = max(busy, key=busy.get)
+    return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+
+
+def _mva(path: float, demands: list[float], workers: int) -> float:
+    """E7: exact mean value analysis of a closed network: `workers` jobs circulate through a
+    delay (the rest of one worker's iteration) and processor-sharing stations (a server's
+    inlink, CPU, outlink: TCP flows share a link fairly). Returns the iteration time."""
+    think = max(0.0, path - sum(demands))
+    queue = [0.0] * len(demands)
+    throughput = 1.0 / path
+    for n in range(1, workers + 1):
+        residence = [d * (1 + q) for d, q in zip(demands, queue)]
+        throughput = n / (think + sum(residence))
+        queue = [throughput * r for r in residence]
+    return workers / throughput
+
+
+def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float:
+    """One worker's iteration: forward, backward with per-layer pushes (E2), the server's
+    apply (E3), the pull replies chunk by chunk (E4). `contended`: all W workers send and
+    receive at the same moments (bsp), so a server's link carries W copies."""
+    W = cl.workers if contended else 1
+    fwd = sum(l.forward_ms for l in layers) / 1e3 * scale
+    S, L = cl.servers, cl.latency_s
+    w_up = w_down = fwd                    # worker NIC free at
+    s_in, s_cpu, s_out = [fwd] * S, [fwd] * S, [fwd] * S
+    t = fwd
+    # pull request: before backward (bsp on CPU) or once backward ended
+    bwd_total = sum(l.backward_ms for l in layers) / 1e3 * scale
+    request = fwd + (0.0 if cl.early_pull else bwd_total) + L + cl.message_s
+    applied = []                            # (ready time at server, shard, bytes)
+    for layer in reversed(layers):
+        t += layer.backward_ms / 1e3 * scale
+        chunks = by_layer[layer.name]
+        for k in sorted({c.shard for c in chunks}):
+            nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+            # E2: worker uplink, then the server inlink carrying W copies (cut-through).
+            start = max(t, w_up) + cl.message_s
+            w_up = start + nbytes * (1 / cl.worker_bw + cl.worker_byte_s)
+            begin = max(start + L, s_in[k])
+            s_in[k] = max(begin + W * nbytes / cl.server_bw, w_up + L)
+            # E3: the server applies once all W copies are in (bsp: sum + one step).
+            begin = max(s_in[k], s_cpu[k])
+            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s)
+            applied.append((s_cpu[k], k, nbytes))
+    end = t
+    for ready, k, nbytes in applied:
+        # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
+        begin = max(ready, request, s_out[k]) + cl.message_s
+        s_out[k] = begin + W * nbytes / cl.server_bw
+        arrive = max(s_out[k] + L, max(begin + L, w_down) +
+                     nbytes * (1 / cl.worker_bw + cl.worker_byte_s))
+        w_down = arrive
+        end = max(end, arrive + cl.message_s)
+    return end
+
+
+# ---------------------------------------------------------------- command line
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m pstrain.costmodel",
+                                description="Predict PSTrain iteration time and images/s.")
+    p.add_argument("--time", required=True, type=pathlib.Path,
+                   help="`ps-net time --json` output (layer_time lines)")
+    p.add_argument("--net", required=True, type=pathlib.Path,
+                   help="the net prototxt (Input or DummyData shapes)")
+    p.add_argument("--batch", required=True, type=int, help="batch per worker of the timing")
+    p.add_argument("--workers", default="1", help="comma-separated worker counts")
+    p.add_argument("--servers", default="1", help="comma-separated server counts")
+    p.add_argument("--mode", default="bsp", choices=("bsp", "ssp", "asp"))
+    p.add_argument("--staleness", type=int, default=0)
+    p.add_argument("--bandwidth-gbit", type=float, default=10.0,
+                   help="link bandwidth per direction, Gbit/s (workers and servers)")
+    p.add_argument("--server-bandwidth-gbit", type=float, help="servers' links if different")
+    p.add_argument("--latency-us", type=float, default=50.0, help="one-way latency")
+    p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
+    p.add_argument("--server-ns-per-byte", type=float, default=0.0,
+                   help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
+                   help="worker CPU per byte and direction (staging and copies)")
+    p.add_argument("--chunk-bytes", type=int, default=1 << 20)
+    p.add_argument("--cores", type=float, help="cores shared by all processes (CPU runs)")
+    p.add_argument("--json", action="store_true", help="one JSON line per prediction")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        layers = load_layer_times(args.time)
+        params = net_params(args.net)
+        gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
+        for w in (int(x) for x in args.workers.split(",")):
+            for s in (int(x) for x in args.servers.split(",")):
+                cl = Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
+                             worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
+                             latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
+                             server_byte_s=args.server_ns_per_byte * 1e-9,
+                             worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                             chunk_bytes=args.chunk_bytes, cores=args.cores)
+                r = predict(layers, params, args.batch, cl)
+                if args.json:
+                    print(json.dumps({"workers": w, "servers": s, "mode": args.mode,
+                                      "iteration_ms": r.iteration_s * 1e3,
+                                      "images_per_s": r.images_per_s,
+                                      "compute_ms": r.compute_s * 1e3,
+                                      "bottleneck": r.bottleneck}))
+                else:
+                    print(f"W={w:3d} S={s:2d} {args.mode}: {r.iteration_s * 1e3:9.2f} ms/iter "
+                          f"{r.images_per_s:10.1f} images/s (compute {r.compute_s * 1e3:.2f} ms,"
+                          f" bottleneck {r.bottleneck})")
+    except (CostModelError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The cost model (python/pstrain/costmodel.py) against hand-computed cases; its inputs'
+errors. docs/scaling.md derives the equations these numbers follow."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+from pstrain import caffe_schema, costmodel
+from pstrain.costmodel import Cluster, CostModelError, LayerTime, Param, place, predict
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MB4 = 1_000_000  # values: 4 MB of float32
+
+# One layer, forward 10 ms, backward 20 ms, one 4 MB parameter in one chunk; 100 MB/s links
+# (40 ms for the parameter), 1 ms latency, no per-message or server CPU cost.
+ONE = [LayerTime("fc", 10.0, 20.0)]
+ONE_P = [Param("fc", "fc/weight", MB4)]
+LINK = dict(worker_bw=1e8, server_bw=1e8, latency_s=1e-3, message_s=0.0, server_byte_s=0.0,
+            chunk_bytes=1 << 30)
+
+
+def test_one_worker_one_server_is_compute_plus_both_transfers_plus_two_latencies():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, **LINK))
+    # 30 ms compute + push 40 ms + pull 40 ms + 1 ms each way
+    assert r.iteration_s == pytest.approx(0.030 + 2 * 0.040 + 2 * 0.001)
+    assert r.images_per_s == pytest.approx(64 / 0.112)
+    assert r.compute_s == pytest.approx(0.030)
+
+
+def test_bsp_server_link_carries_every_workers_copy():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, **LINK))
+    # the server NIC takes 4 x 40 ms in, then sends 4 x 40 ms out
+    assert r.iteration_s == pytest.approx(0.030 + 2 * 4 * 0.040 + 2 * 0.001)
+    assert r.bottleneck == "server link"
+    assert r.busy_s["server link"] == pytest.approx(0.160)
+    assert r.images_per_s == pytest.approx(4 * 64 / 0.352)
+
+
+def test_two_servers_split_the_server_link_load():
+    params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
+    r = predict(ONE, params, 64, Cluster(workers=4, servers=2, **LINK))
+    # shard 0's 2 MB: uplink 30..50 ms, server 0 in 31..111; shard 1's: uplink 50..70,
+    # server 1 in 51..131; replies: server 0 out 111..191 (arrives 192), server 1 out
+    # 131..211 (arrives 212)
+    assert r.iteration_s == pytest.approx(0.212)
+
+
+def test_asp_queues_workers_at_the_server_link():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", **LINK))
+    # One worker alone: 112 ms, of which 40 ms on the server's inlink and 40 ms on its
+    # outlink; the rest (32 ms) is a delay. Mean value analysis, by hand:
+    #   n=1: R = 40+40 ms, X = 1/0.112, queue 0.35714 at each link
+    #   n=2: R = 2 x 40 x 1.35714 = 108.571 ms, X = 2/0.140571 = 14.2276, queue 0.77236
+    #   n=3: R = 2 x 40 x 1.77236 = 141.789 ms, X = 3/0.173789 = 17.2623, queue 1.22381
+    #   n=4: R = 2 x 40 x 2.22381 = 177.905 ms, X = 4/0.209905: 209.905 ms an iteration
+    assert r.iteration_s == pytest.approx(0.209905, rel=1e-5)
+    assert r.iteration_s > max(0.112, r.busy_s["server link"])  # above both bounds
+    assert r.bottleneck == "server link"
+    alone = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, mode="asp", **LINK))
+    assert alone.iteration_s == pytest.approx(0.112)  # as bsp with one worker
+
+
+def test_push_of_a_late_layer_hides_behind_backward_of_earlier_layers():
+    layers = [LayerTime("conv", 5.0, 50.0), LayerTime("fc", 5.0, 5.0)]
+    params = [Param("conv", "conv/weight", 1000), Param("fc", "fc/weight", MB4)]
+    late = predict(layers, params, 1, Cluster(workers=1, servers=1, **LINK))
+    # backward: fc ready at 15 ms, pushed 15..55 ms (in at the server by 56), conv's backward
+    # ends at 65 ms; the pull request reaches the server at 66 ms: fc's 40 ms reply arrives
+    # at 107 ms, conv's 4 KB after it (+0.04 ms)
+    assert late.iteration_s == pytest.approx(0.107 + 4000 / 1e8)
+    early = predict(layers, params, 1, Cluster(workers=1, servers=1, early_pull=True, **LINK))
+    # the request went out before backward: fc's reply leaves at 56 ms, arrives at 97 ms;
+    # conv's (pushed 65..65.04 ms) queues behind it on the worker's downlink
+    assert early.iteration_s == pytest.approx(0.097 + 4000 / 1e8)
+
+
+def test_cpu_contention_scales_compute_by_busy_processes_over_cores():
+    tiny = [Param("fc", "fc/weight", 1)]
+    r = predict(ONE, tiny, 8, Cluster(workers=4, servers=1, cores=2, **dict(LINK, latency_s=0)))
+    assert r.compute_s == pytest.approx(2 * 0.030)
+    assert r.iteration_s == pytest.approx(0.060, rel=1e-3)
+    alone = predict(ONE, tiny, 8, Cluster(workers=1, servers=1, cores=2, **LINK))
+    assert alone.compute_s == pytest.approx(0.030)
+
+
+def test_placement_follows_key_placement():
+    # 4 values a chunk: p0 -> ids 0 (4), 1 (4), 2 (2); p1 -> 3 (3); p2 -> 4 (4), 5 (3).
+    # Largest first to the lightest shard: 0->s0, 1->s1, 4->s0, 3->s1, 5->s1, 2->s0.
+    chunks = place([10, 3, 7], 2, 16)
+    assert [(c.param, c.values, c.shard) for c in chunks] == [
+        (0, 4, 0), (0, 4, 1), (0, 2, 0), (1, 3, 1), (2, 4, 0), (2, 3, 1)]
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_net_params_count_the_published_parameter_totals():
+    lenet = costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt")
+    assert sum(p.values for p in lenet) == 431080
+    alexnet = costmodel.net_params(ROOT / "configs/nets/alexnet_deploy.prototxt")
+    assert sum(p.values for p in alexnet) == 60965224  # 61.0 M (Krizhevsky et al.)
+    assert {p.name: p.values for p in alexnet}["fc6/weight"] == 4096 * 256 * 6 * 6
+
+
+def test_missing_time_file_names_the_file(tmp_path):
+    with pytest.raises(CostModelError, match=r"nope\.json: cannot read"):
+        costmodel.load_layer_times(tmp_path / "nope.json")
+
+
+def test_malformed_line_names_file_and_line(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('{"event":"layer_time","layer":"a","forward_ms":1,"backward_ms":2}\n{"event":\n')
+    with pytest.raises(CostModelError, match=r"t\.json:2: not a JSON line"):
+        costmodel.load_layer_times(f)
+    f.write_text('{"event":"layer_time","layer":"a","forward_ms":"x","backward_ms":2}\n')
+    with pytest.raises(CostModelError, match=r"t\.json:1: a layer_time event needs"):
+        costmodel.load_layer_times(f)
+
+
+def test_layer_times_are_scaled_to_the_median_iteration(tmp_path):
+    f = tmp_path / "t.json"
+    f.write_text('{"event":"layer_time","layer":"a","forward_ms":1,"backward_ms":3}\n'
+                 '{"event":"layer_time","layer":"b","forward_ms":2,"backward_ms":4}\n'
+                 '{"event":"time","total_ms":10,"median_total_ms":5}\n')
+    a, b = costmodel.load_layer_times(f)  # means sum to 10 ms, the median is 5 ms
+    assert (a.forward_ms, a.backward_ms, b.forward_ms, b.backward_ms) == (0.5, 1.5, 1.0, 2.0)
+
+
+def test_time_file_of_another_net_is_refused():
+    with pytest.raises(CostModelError, match='layer "fc" has parameters but no layer_time'):
+        predict([LayerTime("conv", 1, 1)], ONE_P, 1, Cluster(workers=1, servers=1))
+
+
+def test_cli_prints_one_error_and_exits_2(tmp_path, capsys):
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps({"event": "time"}) + "\nnot json\n")
+    code = costmodel.main(["--time", str(f), "--net", str(tmp_path / "n.prototxt"),
+                           "--batch", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"{f}:2: not a JSON line" in err[0]
+
+
+def test_saturated_cores_add_the_workers_communication_work():
+    layers = [LayerTime("conv", 5.0, 50.0), LayerTime("fc", 5.0, 5.0)]
+    params = [Param("fc", "fc/weight", MB4)]
+    fast = dict(LINK, worker_bw=1e12, server_bw=1e12, latency_s=0.0, worker_byte_s=1e-9)
+    # The worker's copies: 2 x 4 MB x 1 ns = 8 ms a iteration. Its path alone ends with the
+    # compute (65 ms: fc's push and reply are done long before conv's backward ends).
+    two = predict(layers, params, 1, Cluster(workers=2, servers=1, cores=2, early_pull=True,
+                                             **fast))
+    assert two.iteration_s == pytest.approx(0.065 + 0.008, rel=1e-6)  # 2 busy / 2 cores
+    one = predict(layers, params, 1, Cluster(workers=1, servers=1, cores=2, early_pull=True,
+                                             **fast))
+    assert one.iteration_s == pytest.approx(0.065 + 0.5 * 0.008, rel=1e-6)  # half busy
+    gpu = predict(layers, params, 1, Cluster(workers=2, servers=1, early_pull=True, **fast))
+    assert gpu.iteration_s == pytest.approx(0.065, rel=1e-6)  # dedicated devices: overlapped
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_predicts_from_the_h200_layer_times(capsys):
+    code = costmodel.main(["--time", str(ROOT / "bench/data/h200_resnet50_time.json"),
+                           "--net", str(ROOT / "configs/nets/resnet50_deploy.prototxt"),
+                           "--batch", "32", "--workers", "1,8", "--servers", "4",
+                           "--bandwidth-gbit", "100", "--message-us", "0", "--latency-us", "0",
+                           "--json"])
+    lines = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+    assert code == 0 and [(l["workers"], l["servers"]) for l in lines] == [(1, 4), (8, 4)]
+    # the file's median iteration (its layers sum to 71.69 ms of means)
+    assert lines[0]["compute_ms"] == pytest.approx(71.66, abs=0.01)
+    # one worker, NIC-bound: 102.2 MB each way at 12.5 GB/s (8.2 ms) partly hidden behind
+    # backward; never faster than its compute
+    assert 71.66 < lines[0]["iteration_ms"] < 71.66 + 2 * 8.2
+    assert lines[1]["images_per_s"] > lines[0]["images_per_s"]

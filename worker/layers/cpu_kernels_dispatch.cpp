@@ -1,0 +1,51 @@
+// Dispatch of the pooling and LRN kernels to the variant KernelIsa() names.
+#include "worker/layers/cpu_kernel_isa.hpp"
+#include "worker/layers/cpu_kernels_variants.hpp"
+#include "worker/layers/lrn_cpu_kernels.hpp"
+#include "worker/layers/pooling_cpu_kernels.hpp"
+
+namespace pstrain {
+
+#define PSTRAIN_DISPATCH(function, ...)       \
+  do {                                        \
+    const CpuIsa isa = KernelIsa();           \
+    NoteKernelIsa(isa);                       \
+    switch (isa) {                            \
+      case CpuIsa::kAvx512:                   \
+        return avx512::function(__VA_ARGS__); \
+      case CpuIsa::kAvx2:                     \
+        return avx2::function(__VA_ARGS__);   \
+      case CpuIsa::kGeneric:                  \
+        break;                                \
+    }                                         \
+    return generic::function(__VA_ARGS__);    \
+  } while (0)
+
+void MaxPoolForward(const PoolShape& shape, const float* in, float* out, int* argmax) {
+  PSTRAIN_DISPATCH(MaxPoolForward, shape, in, out, argmax);
+}
+
+void MaxPoolBackward(const PoolShape& shape, const float* dout, const int* argmax, float* din) {
+  PSTRAIN_DISPATCH(MaxPoolBackward, shape, dout, argmax, din);
+}
+
+void AvePoolForward(const PoolShape& shape, const float* in, float* out) {
+  PSTRAIN_DISPATCH(AvePoolForward, shape, in, out);
+}
+
+void AvePoolBackward(const PoolShape& shape, const float* dout, float* din) {
+  PSTRAIN_DISPATCH(AvePoolBackward, shape, dout, din);
+}
+
+void LrnAcrossForward(const LrnShape& shape, const float* x, float* scale, float* power,
+                      float* top) {
+  PSTRAIN_DISPATCH(LrnAcrossForward, shape, x, scale, power, top);
+}
+
+void LrnAcrossBackward(const LrnShape& shape, const float* x, const float* top,
+                       const float* top_diff, const float* scale, const float* power,
+                       float* bottom_diff) {
+  PSTRAIN_DISPATCH(LrnAcrossBackward, shape, x, top, top_diff, scale, power, bottom_diff);
+}
+
+}  // namespace pstrain
