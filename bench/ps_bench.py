@@ -82,25 +82,31 @@ def targets(args, binary: pathlib.Path, iperf3: str | None) -> int:
     if not iperf3:
         print("targets need iperf3", file=sys.stderr)
         return 1
-    configs = [(size, chunk) for size in ("16M", "64M") for chunk in (1 << 20, 4 << 20)]
+    chunks = [int(c) << 20 for c in args.chunks.split(",")]
+    builds = [("", binary)]
+    if args.baseline:
+        builds.append((" (baseline)", (ROOT / args.baseline / "bin" / "ps-bench").resolve()))
+    configs = [(size, chunk, label) for size in ("16M", "64M") for chunk in chunks
+               for label, _ in builds]
     rows = {c: [] for c in configs}
     iperf = []
     for round_ in range(args.targets):
         gbps = iperf3_gbps(iperf3, args.iperf_seconds)
         iperf.append(gbps)
-        for size, chunk in configs:
-            r = ps_bench(binary, size, 1, 1, "tcp", chunk, "asp", args.runs, args.run_seconds)
-            rows[(size, chunk)].append((r["gbps_total"], r["gbps_total"] / gbps))
-            print(f"round {round_}: iperf3 {gbps:.2f} GB/s; {size} chunk {chunk >> 20} MiB: "
-                  f"{r['gbps_total']:.3f} GB/s ({r['gbps_total'] / gbps:.2f} of iperf3)",
+        for size, chunk, label in configs:
+            program = dict(builds)[label]
+            r = ps_bench(program, size, 1, 1, "tcp", chunk, "asp", args.runs, args.run_seconds)
+            rows[(size, chunk, label)].append((r["gbps_total"], r["gbps_total"] / gbps))
+            print(f"round {round_}: iperf3 {gbps:.2f} GB/s; {size} chunk {chunk >> 20} MiB"
+                  f"{label}: {r['gbps_total']:.3f} GB/s ({r['gbps_total'] / gbps:.2f} of iperf3)",
                   file=sys.stderr)
     print(f"load average after: {loadavg()}", file=sys.stderr)
     print(f"iperf3 per round: {', '.join(f'{g:.2f}' for g in iperf)} GB/s "
           f"(median {statistics.median(iperf):.2f})\n")
     print("| size | chunk | push+pull GB/s (median) | / iperf3 of the same round (median) | per round |")
     print("| ---: | ---: | ---: | ---: | --- |")
-    for (size, chunk), rs in rows.items():
-        print(f"| {size}B | {chunk >> 20} MiB | {statistics.median(g for g, _ in rs):.3f} | "
+    for (size, chunk, label), rs in rows.items():
+        print(f"| {size}B{label} | {chunk >> 20} MiB | {statistics.median(g for g, _ in rs):.3f} | "
               f"{statistics.median(x for _, x in rs):.2f} | "
               f"{', '.join(f'{x:.2f}' for _, x in rs)} |")
     return 0
@@ -118,6 +124,11 @@ def main() -> int:
     parser.add_argument("--targets", type=int, default=0, metavar="ROUNDS",
                         help="instead of the grid: ROUNDS rounds of [iperf3, 16 MB and 64 MB with "
                              "W1 S1 tcp, chunk 1 and 4 MiB], ratios to iperf3 taken per round")
+    parser.add_argument("--chunks", default="1,4",
+                        help="--targets: chunk sizes in MiB, comma-separated")
+    parser.add_argument("--baseline", metavar="BUILD",
+                        help="--targets: also run BUILD/bin/ps-bench (e.g. a build of an older "
+                             "commit) right after each configuration, in the same round")
     parser.add_argument("--json-out", help="write every result here (JSON lines)")
     args = parser.parse_args()
     binary = ROOT / args.build / "bin" / "ps-bench"

@@ -107,8 +107,14 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=300)
     parser.add_argument("--display", type=int, default=50)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--ab-only", action="store_true",
+                        help="only configurations a and b (the 1-worker target)")
+    parser.add_argument("--baseline", metavar="BUILD",
+                        help="also run b with BUILD's programs (a build of an older commit) "
+                             "right after b, in the same round")
     args = parser.parse_args()
     build = (ROOT / args.build).resolve()
+    baseline = (ROOT / args.baseline).resolve() if args.baseline else None
     with tempfile.TemporaryDirectory(prefix="ps-lenet-") as tmp:
         tmp = pathlib.Path(tmp)
         configs = [
@@ -127,6 +133,12 @@ def main() -> int:
                 build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
                 "asp", 0)),
         ]
+        if baseline:
+            configs.insert(2, ("b (baseline build): PS 1 worker b64, bsp", lambda: run_ps(
+                baseline, write_solver(tmp / "b0", 64, args.iters, args.display), 1, 64,
+                args.iters, "bsp", 0)))
+        if args.ab_only:
+            configs = [c for c in configs if c[0].startswith(("a:", "b:", "b (baseline"))]
         load_before = open("/proc/loadavg").read().split()[:3]
         results = {name: [] for name, _ in configs}
         ratios_steady, ratios_wall = [], []

@@ -1,7 +1,9 @@
 #include "server/chunk_store.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <utility>
 
 #include "common/optim/lr_policy.hpp"
 
@@ -37,7 +39,7 @@ Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
     Slot& s = store.slots_[i];
     s.length = c.length;
     s.param = param_hyper[static_cast<size_t>(c.param)];
-    s.data.assign(static_cast<size_t>(c.length), 0.f);
+    s.data = std::make_shared<std::vector<float>>(static_cast<size_t>(c.length), 0.f);
     s.history.assign(static_cast<size_t>(store.history_slots_),
                      std::vector<float>(static_cast<size_t>(c.length), 0.f));
     longest = std::max(longest, c.length);
@@ -55,22 +57,55 @@ Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
 
 int ChunkStore::LocalIndex(uint32_t id) const { return id < local_.size() ? local_[id] : -1; }
 
-void ChunkStore::Changed(Slot& s) {
-  if (!s.current) return;
+void ChunkStore::Retire(Slot& s, std::shared_ptr<std::vector<float>> buffer) {
   if (s.retired.size() >= kMaxRetired) {
     // Let go of one still held by a puller (it frees it), else the oldest.
     auto held = std::find_if(s.retired.begin(), s.retired.end(),
-                             [](const auto& buffer) { return buffer.use_count() > 1; });
+                             [](const auto& b) { return b.use_count() > 1; });
     s.retired.erase(held != s.retired.end() ? held : s.retired.begin());
   }
-  s.retired.push_back(std::move(s.current));
+  s.retired.push_back(std::move(buffer));
+}
+
+std::shared_ptr<std::vector<float>> ChunkStore::FreeBuffer(Slot& s) {
+  // A retired buffer whose only holder is this store is free to overwrite.
+  // Other threads (ZeroMQ's, releasing a sent frame) only ever lower a count,
+  // so a count of 1 seen here stays 1.
+  auto free = std::find_if(s.retired.begin(), s.retired.end(),
+                           [](const auto& buffer) { return buffer.use_count() == 1; });
+  if (free == s.retired.end()) {
+    return std::make_shared<std::vector<float>>(static_cast<size_t>(s.length));
+  }
+  auto buffer = std::move(*free);
+  s.retired.erase(free);
+  std::atomic_thread_fence(std::memory_order_acquire);  // after the holder's last read
+  return buffer;
+}
+
+void ChunkStore::Changed(Slot& s) {
+  if (!s.current) return;
+  Retire(s, std::move(s.current));
   s.current.reset();
+}
+
+void ChunkStore::Writable(Slot& s, bool keep_values) {
+  if (device_ || s.data.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return;
+  }
+  // A puller still holds the weights it was served: they stay as they are.
+  auto next = FreeBuffer(s);
+  if (keep_values) {
+    std::memcpy(next->data(), s.data->data(), static_cast<size_t>(s.length) * sizeof(float));
+  }
+  Retire(s, std::exchange(s.data, std::move(next)));
+  ++copies_on_write_;
 }
 
 std::span<const float> ChunkStore::weights(uint32_t id) const {
   const Slot& s = slot(id);
-  if (device_) device_->Download(LocalIndex(id), -1, s.data.data());
-  return s.data;
+  if (device_) device_->Download(LocalIndex(id), -1, s.data->data());
+  return *s.data;
 }
 
 std::span<const float> ChunkStore::history(uint32_t id, int k) const {
@@ -83,8 +118,9 @@ std::span<const float> ChunkStore::history(uint32_t id, int k) const {
 void ChunkStore::SetWeights(uint32_t id, std::span<const float> values) {
   Slot& s = slot(id);
   PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
-  std::copy(values.begin(), values.end(), s.data.begin());
-  if (device_) device_->Upload(LocalIndex(id), -1, s.data.data());
+  Writable(s, /*keep_values=*/false);
+  std::copy(values.begin(), values.end(), s.data->begin());
+  if (device_) device_->Upload(LocalIndex(id), -1, s.data->data());
   Changed(s);
 }
 
@@ -117,38 +153,20 @@ void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale
   history.resize(s.history.size());
   for (size_t k = 0; k < history.size(); ++k) history[k] = s.history[k].data();
   const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale};
+  Writable(s, /*keep_values=*/true);
   rule_->Apply(in, s.param,
-               optim::ParamSlice{s.data.data(), grad, history, static_cast<size_t>(s.length)});
+               optim::ParamSlice{s.data->data(), grad, history, static_cast<size_t>(s.length)});
   Changed(s);
 }
 
 std::shared_ptr<const std::vector<float>> ChunkStore::Snapshot(uint32_t id) {
   Slot& s = slot(id);
+  if (!device_) return s.data;  // written again only once nobody holds it (Writable)
   if (!s.current) {
-    // A retired buffer whose only holder is this store is free to overwrite.
-    auto free = std::find_if(s.retired.begin(), s.retired.end(),
-                             [](const auto& buffer) { return buffer.use_count() == 1; });
-    if (free != s.retired.end()) {
-      s.current = std::move(*free);
-      s.retired.erase(free);
-      CopyWeights(id, s.current->data());
-    } else if (device_) {
-      s.current = std::make_shared<std::vector<float>>(static_cast<size_t>(s.length));
-      CopyWeights(id, s.current->data());
-    } else {
-      s.current = std::make_shared<std::vector<float>>(s.data);
-    }
+    s.current = FreeBuffer(s);
+    device_->Download(LocalIndex(id), -1, s.current->data());
   }
   return s.current;
-}
-
-void ChunkStore::CopyWeights(uint32_t id, float* out) {
-  const Slot& s = slot(id);
-  if (device_) {
-    device_->Download(LocalIndex(id), -1, out);
-  } else {
-    std::copy(s.data.begin(), s.data.end(), out);
-  }
 }
 
 }  // namespace pstrain::server

@@ -1,6 +1,13 @@
 // ChunkStore: the chunks one server shard holds — their weights, the update
 // rule's history, and read-only per-version snapshots served to pullers.
 //
+// On the CPU a snapshot is the weights buffer itself (no copy): the store
+// writes a buffer only while nobody else holds it. When a puller (a reply
+// still in flight, DC-ASGD's served buffers) holds the current buffer at the
+// next change, the store moves to a free buffer first (copy-on-write: one
+// copy, only then). In the usual loop — the reply is sent before the next
+// push arrives — the weights are updated in place and served as they are.
+//
 // With a device (Create's `device` >= 0) the weights and history live in GPU
 // memory (DeviceChunks) and the updates run there; the host copies behind
 // weights()/history() are refreshed from the device when read, and snapshots
@@ -64,28 +71,40 @@ class ChunkStore {
   // As ApplyGradient, but uses `grad` as the rule's scratch (clobbered): no copy.
   void ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter);
 
-  // The chunk's weights as of now, immutable. Every call between two changes
-  // of the chunk returns the same buffer; after a change the next call makes a
-  // new one, reusing a buffer of an older version that nobody holds any more
-  // (no fresh allocation in steady state).
+  // The chunk's weights as of now, immutable while the caller holds it. Every
+  // call between two changes of the chunk returns the same buffer. On the CPU
+  // it is the weights buffer itself (no copy; the next change while it is held
+  // moves the weights to a free buffer, reusing one of an older version that
+  // nobody holds any more); on a device a host copy made at the first call
+  // after a change.
   std::shared_ptr<const std::vector<float>> Snapshot(uint32_t id);
+  // Copies made because a snapshot was still held at a change (CPU only).
+  int64_t copy_on_write_count() const { return copies_on_write_; }
 
  private:
   struct Slot {
     int64_t length = 0;
     optim::ParamHyper param;
-    // On a device: host copies, refreshed by the const accessors (hence mutable).
-    mutable std::vector<float> data;
+    // The weights; on the CPU also the snapshot handed to pullers (written only
+    // while data.use_count() == 1: see Writable). On a device: the host copy,
+    // refreshed by the const accessors (hence mutable), never handed out.
+    mutable std::shared_ptr<std::vector<float>> data;
     mutable std::vector<std::vector<float>> history;
-    std::shared_ptr<std::vector<float>> current;  // snapshot of `data`; null after a change
+    // Device only: the snapshot of the weights; null after a change.
+    std::shared_ptr<std::vector<float>> current;
     std::vector<std::shared_ptr<std::vector<float>>> retired;  // older snapshots
   };
 
   ChunkStore() = default;
   Slot& slot(uint32_t id) { return slots_[static_cast<size_t>(LocalIndex(id))]; }
   const Slot& slot(uint32_t id) const { return slots_[static_cast<size_t>(LocalIndex(id))]; }
-  void Changed(Slot& s);  // retires the current snapshot
-  void CopyWeights(uint32_t id, float* out);  // the current weights into `out`
+  void Changed(Slot& s);  // device: retires the current snapshot
+  // CPU: makes s.data exclusively the store's before a write (copy-on-write
+  // when a puller still holds it; the values are copied only if keep_values).
+  void Writable(Slot& s, bool keep_values);
+  // A retired buffer nobody else holds (moved out of s.retired), or a new one.
+  std::shared_ptr<std::vector<float>> FreeBuffer(Slot& s);
+  void Retire(Slot& s, std::shared_ptr<std::vector<float>> buffer);
 
   optim::SolverHyper hyper_;
   std::unique_ptr<optim::UpdateRule> rule_;
@@ -93,10 +112,11 @@ class ChunkStore {
   std::vector<uint32_t> ids_;
   std::vector<int> local_;  // global id -> index into slots_, or -1
   std::vector<Slot> slots_;
-  std::vector<float> scratch_;        // ApplyGradient's copy of the gradient
-  std::vector<float*> history_ptrs_;  // the rule's view of one slot's history
+  std::vector<float> scratch_;            // ApplyGradient's copy of the gradient
+  std::vector<float*> history_ptrs_;      // the rule's view of one slot's history
   std::unique_ptr<DeviceChunks> device_;  // null: weights and history on the CPU
   int device_index_ = -1;
+  int64_t copies_on_write_ = 0;
 };
 
 }  // namespace pstrain::server

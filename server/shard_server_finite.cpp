@@ -1,18 +1,39 @@
 // ShardServer: the check that keeps NaN and infinity out of the weights. A
 // PUSH or INIT_PUSH is scanned whole before any of it is used, so a refused
 // message changes nothing (docs/security.md, "Non-finite values").
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "server/shard_server.hpp"
 
 namespace pstrain::server {
 namespace {
 
+// True when one of values[0, n) is NaN or infinite (all exponent bits set).
+// Branch-free, so the compiler vectorises it: this scan reads every byte a
+// shard receives, at the cost of one extra pass over memory.
+bool AnyNonFinite(const float* values, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, values + i, sizeof(bits));
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad != 0;
+}
+
 // Index of the first NaN or infinity among `count` values, or -1.
 int64_t FirstNonFinite(const float* values, uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t start = 0; start < count; start += kBlock) {
+    const uint64_t n = std::min(kBlock, count - start);
+    if (!AnyNonFinite(values + start, n)) continue;
+    for (uint64_t i = start; i < start + n; ++i) {
+      if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+    }
   }
   return -1;
 }

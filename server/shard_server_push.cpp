@@ -75,6 +75,13 @@ void ShardServer::OnPush(const Incoming& m, Out& out) {
       store.ApplyGradientInPlace(id, grad, chunk_scale, static_cast<int>(version_));
     } else if (backups) {
       OfferBackup(w, t, id, local, grad);
+    } else if (config_.num_workers == 1 && !clipping) {
+      // The one gradient is the step's sum: applied in place on the received
+      // frame (RankOrderedSum would copy it first; same floats either way).
+      ++step_chunks_complete_;
+      const float average = 1.f / static_cast<float>(config_.hyper.iter_size);
+      store.ApplyGradientInPlace(id, grad, average, static_cast<int>(t));
+      chunk_steps_[static_cast<size_t>(local)] = t + 1;
     } else if (step_->Add(local, w, grad)) {
       ++step_chunks_complete_;
       if (!clipping) {

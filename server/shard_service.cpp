@@ -98,7 +98,8 @@ Result<ShardService::Ending> ShardService::Serve() {
     }
     if (ready < 0) {
       if (options_.idle_exit.count() > 0 && now - last_message > options_.idle_exit) {
-        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) + " s; exiting");
+        return Status::DeadlineExceeded("no message for " + Seconds(now - last_message) +
+                                        " s; exiting");
       }
       continue;
     }
@@ -149,7 +150,46 @@ void ShardService::Receive(transport::Channel* channel, TimePoint now) {
   SendAll(shard_.Handle(incoming, now));
 }
 
+namespace {
+
+// A PULL_REPLY of more than kMessagePartBytes as several PULL_REPLYs (same
+// fields, consecutive chunks), so the worker copies part k while part k+1
+// travels. The worker accepts a pull's chunks in any number of replies.
+std::vector<Outgoing> SplitReplies(std::vector<Outgoing> outgoing) {
+  std::vector<Outgoing> split;
+  for (auto& o : outgoing) {
+    if (o.header.type() != pstrain::PULL_REPLY || o.payloads.size() < 2) {
+      split.push_back(std::move(o));
+      continue;
+    }
+    std::vector<size_t> bytes;
+    for (const auto& p : o.payloads) bytes.push_back(p->size() * sizeof(float));
+    const std::vector<size_t> starts = transport::PartStarts(bytes, transport::kMessagePartBytes);
+    if (starts.size() < 2) {
+      split.push_back(std::move(o));
+      continue;
+    }
+    for (size_t part = 0; part < starts.size(); ++part) {
+      const size_t end = part + 1 < starts.size() ? starts[part + 1] : o.payloads.size();
+      Outgoing piece;
+      piece.to = o.to;
+      piece.peer = o.peer;
+      piece.header = o.header;
+      piece.header.clear_chunks();
+      for (size_t i = starts[part]; i < end; ++i) {
+        *piece.header.add_chunks() = o.header.chunks(static_cast<int>(i));
+        piece.payloads.push_back(std::move(o.payloads[i]));
+      }
+      split.push_back(std::move(piece));
+    }
+  }
+  return split;
+}
+
+}  // namespace
+
 void ShardService::SendAll(std::vector<Outgoing> outgoing) {
+  outgoing = SplitReplies(std::move(outgoing));
   for (auto& o : outgoing) {
     transport::OutMessage m{std::move(o.header), {}};
     for (const auto& p : o.payloads) m.payloads.push_back(transport::Payload::Of(p));

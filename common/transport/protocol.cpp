@@ -154,4 +154,17 @@ Result<HelloAck> ReadHelloAck(const Header& header) {
   return HelloAck{header.clock(), header.version(), mode.value()};
 }
 
+std::vector<size_t> PartStarts(const std::vector<size_t>& chunk_bytes, size_t part_bytes) {
+  std::vector<size_t> starts;
+  size_t in_part = 0;
+  for (size_t i = 0; i < chunk_bytes.size(); ++i) {
+    if (starts.empty() || in_part + chunk_bytes[i] > part_bytes) {
+      starts.push_back(i);
+      in_part = 0;
+    }
+    in_part += chunk_bytes[i];
+  }
+  return starts;
+}
+
 }  // namespace pstrain::transport

@@ -21,8 +21,10 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/ps/consistency_mode.hpp"
 #include "common/status.hpp"
@@ -35,6 +37,19 @@ namespace pstrain::transport {
 // has not heard from for kSilenceWarning.
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 inline constexpr std::chrono::milliseconds kSilenceWarning{10000};
+
+// A sender's choice, not a rule of the protocol: a PUSH or a PULL_REPLY
+// carries chunks of at most this many payload bytes in all (but always at
+// least one chunk); the rest go in further messages of the same kind.
+// ZeroMQ hands a multipart message over only when its last frame is in, so
+// the receiver applies (server) or copies (worker) part k while part k+1
+// travels instead of waiting for a whole shard's worth.
+inline constexpr size_t kMessagePartBytes = size_t{1} << 20;
+
+// Cuts a list of chunks (their payload bytes, in order) into runs of
+// consecutive chunks of at most `part_bytes` in all, each run at least one
+// chunk. Returns the index where each run starts (empty for no chunks).
+std::vector<size_t> PartStarts(const std::vector<size_t>& chunk_bytes, size_t part_bytes);
 
 // Ok when a process of role `receiver` accepts the kind of `header` from the
 // sender's role and the header has the fields the kind needs. Errors: "a

@@ -115,6 +115,49 @@ class PsClient::Heartbeats {
   std::thread thread_;
 };
 
+// Counts the pushes whose payloads ZeroMQ holds straight from the blobs'
+// diffs. Track() gives the owner of one push's payloads; ZeroMQ drops its
+// references (on its I/O thread) once the bytes are written to the socket.
+// The count lives in a shared state, so a reference dropped after the
+// client is gone touches nothing freed.
+class PsClient::SendTracker {
+ public:
+  SendTracker() : state_(std::make_shared<State>()) {}
+  ~SendTracker() {
+    // The sockets are closed (linger 0 drops what was queued): wait briefly
+    // for ZeroMQ to let go before the caller may free the blobs.
+    (void)WaitIdle(std::chrono::milliseconds(2000));
+  }
+
+  std::shared_ptr<const void> Track() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      ++state_->pending;
+    }
+    return std::shared_ptr<const void>(state_.get(), [state = state_](const void*) {
+      {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        --state->pending;
+      }
+      state->idle.notify_all();
+    });
+  }
+
+  // True once nothing is held (false after `timeout`).
+  bool WaitIdle(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    return state_->idle.wait_for(lock, timeout, [this] { return state_->pending == 0; });
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;  // guards pending
+    std::condition_variable idle;
+    int64_t pending = 0;
+  };
+  std::shared_ptr<State> state_;
+};
+
 Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
                                                     const PsClientOptions& options,
                                                     std::vector<PsParam> params) {
@@ -127,9 +170,11 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
   PSTRAIN_ASSIGN_OR_RETURN(
       client->placement_,
       KeyPlacement::Create(sizes, static_cast<int>(options.servers.size()), options.chunk_bytes));
+  client->sends_ = std::make_unique<SendTracker>();
   transport::SocketOptions socket_options;
   socket_options.identity = "worker-" + std::to_string(options.rank);
   for (size_t k = 0; k < options.servers.size(); ++k) {
+    client->zero_copy_.push_back(options.servers[k].rfind("inproc://", 0) != 0);
     PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
     PSTRAIN_ASSIGN_OR_RETURN(auto channel,
                              transport::ConnectDealer(context, options.servers[k], dealer_options));
@@ -166,7 +211,8 @@ Status PsClient::Silent(const std::vector<bool>& waiting) const {
   for (size_t k = 0; k < waiting.size(); ++k) {
     if (waiting[k]) who += (who.empty() ? "" : ", ") + ServerName(k);
   }
-  return Status::DeadlineExceeded("no answer from " + who + " for " + SecondsText(options_.timeout));
+  return Status::DeadlineExceeded("no answer from " + who + " for " +
+                                  SecondsText(options_.timeout));
 }
 
 Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
@@ -330,6 +376,7 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
     }
   }
   pull_outstanding_ = false;
+  PSTRAIN_RETURN_IF_ERROR(WaitDiffsReleased());  // the caller writes the diffs next
   int64_t smallest = INT64_MAX;
   for (size_t k = 0; k < pull_version_.size(); ++k) {
     if (shard_has_chunks_[k]) smallest = std::min(smallest, pull_version_[k]);
@@ -343,6 +390,12 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
   }
   traffic_.pull_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
   return Status::Ok();
+}
+
+Status PsClient::WaitDiffsReleased() {
+  if (sends_->WaitIdle(options_.timeout)) return Status::Ok();
+  return Status::DeadlineExceeded("pushed gradients still not sent after " +
+                                  SecondsText(options_.timeout));
 }
 
 std::shared_ptr<std::vector<float>> PsClient::StagingBuffer(size_t count) {
@@ -361,13 +414,15 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
                       const std::vector<const float*>& diffs) {
   PSTRAIN_CHECK(diffs.empty() || diffs.size() == param_ids.size());
   std::vector<OutMessage> messages(channels_.size());
+  const bool compressed = options_.compression != pstrain::FLOAT32;
+  std::shared_ptr<const void> diffs_owner;  // one owner for every payload sent from the diffs
   for (size_t i = 0; i < param_ids.size(); ++i) {
     const int p = param_ids[i];
     const float* diff = diffs.empty() ? params_[p].blob->cpu_diff() : diffs[i];
     for (uint32_t id : placement_.param_chunks(p)) {
       const Chunk& c = placement_.chunk(id);
       transport::AddChunk(messages[c.shard].header, id, static_cast<uint64_t>(c.length));
-      if (options_.compression != pstrain::FLOAT32) {
+      if (compressed) {
         if (encoders_.size() <= id) encoders_.resize(placement_.chunks().size());
         if (!encoders_[id]) {
           encoders_[id] = std::make_unique<transport::GradientEncoder>(
@@ -380,28 +435,50 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
         messages[c.shard].payloads.push_back(Payload::Slice(words, 0, encoded_.size()));
         continue;
       }
+      if (diffs.empty() && zero_copy_[c.shard]) {
+        if (!diffs_owner) diffs_owner = sends_->Track();
+        messages[c.shard].payloads.push_back(
+            Payload{diffs_owner, diff + c.offset, static_cast<size_t>(c.length)});
+        continue;
+      }
       auto values = StagingBuffer(c.length);
       std::memcpy(values->data(), diff + c.offset, c.length * sizeof(float));
       messages[c.shard].payloads.push_back(Payload::Slice(values, 0, c.length));
     }
   }
+  diffs_owner.reset();  // ZeroMQ's frames hold the rest
   for (size_t k = 0; k < messages.size(); ++k) {
     if (messages[k].payloads.empty()) continue;
+    pstrain::Header header = transport::PushHeader(origin(), clock, sum_squares);
+    if (compressed) header.set_dtype(options_.compression);
+    PSTRAIN_RETURN_IF_ERROR(SendPush(static_cast<int>(k), header, std::move(messages[k])));
+  }
+  return Status::Ok();
+}
+
+Status PsClient::SendPush(int shard, const pstrain::Header& header, OutMessage message) {
+  const size_t k = static_cast<size_t>(shard);
+  std::vector<size_t> bytes;
+  for (const Payload& p : message.payloads) bytes.push_back(p.bytes());
+  const std::vector<size_t> starts = transport::PartStarts(bytes, transport::kMessagePartBytes);
+  for (size_t part = 0; part < starts.size(); ++part) {
+    const size_t end = part + 1 < starts.size() ? starts[part + 1] : message.payloads.size();
     const auto start = Clock::now();
     while (in_flight_[k] >= options_.max_pushes_in_flight) {
       PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
       if (!got.has_value() && Clock::now() - start > options_.timeout) {
         return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
-                             SecondsText(options_.timeout));
+                                        SecondsText(options_.timeout));
       }
       // Pull replies that arrive meanwhile are copied in by ReceiveOne.
     }
     traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    pstrain::Header header = transport::PushHeader(origin(), clock, sum_squares);
-    if (options_.compression != pstrain::FLOAT32) header.set_dtype(options_.compression);
-    for (const auto& ref : messages[k].header.chunks()) *header.add_chunks() = ref;
-    messages[k].header = header;
-    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(messages[k])));
+    OutMessage piece{header, {}};
+    for (size_t i = starts[part]; i < end; ++i) {
+      *piece.header.add_chunks() = message.header.chunks(static_cast<int>(i));
+      piece.payloads.push_back(std::move(message.payloads[i]));
+    }
+    PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(piece)));
     ++in_flight_[k];
   }
   return Status::Ok();
@@ -417,7 +494,7 @@ Status PsClient::Flush() {
       return Silent(waiting).WithContext("waiting for push acknowledgements");
     }
   }
-  return Status::Ok();
+  return WaitDiffsReleased();
 }
 
 Status PsClient::Shutdown() {

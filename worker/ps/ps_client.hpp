@@ -12,8 +12,16 @@
 //            produces them), at most `max_pushes_in_flight` unacknowledged per
 //            shard, so memory stays bounded;
 //   Flush    waits for every push to be acknowledged.
-// Gradients are staged into reused buffers and handed to ZeroMQ without
-// further copies; the staging buffer returns to the pool when ZeroMQ lets go.
+// Gradients go to ZeroMQ straight from the blobs' diffs (no copy) over tcp
+// and ipc; the caller must not write a diff it pushed until the next WaitPull
+// or Flush returns, which wait until ZeroMQ has let go of every such payload
+// (the training loop writes diffs only after the next WaitPull). Over inproc
+// (where the server would read, and apply in place on, the worker's very
+// memory), for compressed pushes and for Push with explicit `diffs`, they are
+// staged into reused buffers, which return to the pool when ZeroMQ lets go.
+// A shard's PUSH is sent as messages of at most kMessagePartBytes
+// (common/transport/protocol.hpp), so the shard applies part k while part k+1
+// travels; each counts against the in-flight window.
 // Every message from a shard is validated on arrival (transport::Validate:
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
@@ -102,12 +110,14 @@ class PsClient {
   Status WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files);
   // Pushes the gradients (blob diffs) of params `param_ids` for iteration `clock`.
   // `sum_squares` < 0 when unknown (only needed for clipping in ssp/asp).
+  // REQUIRES: the diffs stay unchanged until the next WaitPull or Flush returns.
   Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares);
   // As Push, but param_ids[i]'s gradient is read from diffs[i] (host memory
-  // of the blob's count() floats, e.g. a pinned copy of a GPU diff).
+  // of the blob's count() floats, e.g. a pinned copy of a GPU diff); copied
+  // before it returns.
   Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
               const std::vector<const float*>& diffs);
-  // Waits until every push is acknowledged.
+  // Waits until every push is acknowledged (and ZeroMQ let go of its payloads).
   Status Flush();
   // Asks each shard to exit (the job is over).
   Status Shutdown();
@@ -117,7 +127,8 @@ class PsClient {
   const PsTraffic& traffic() const { return traffic_; }
 
  private:
-  class Heartbeats;  // ps_client.cpp: the heartbeat thread
+  class Heartbeats;   // ps_client.cpp: the heartbeat thread
+  class SendTracker;  // ps_client.cpp: payloads ZeroMQ still holds of the blobs' diffs
 
   PsClient() = default;
   transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
@@ -138,10 +149,18 @@ class PsClient {
   Status AcceptPullReply(int shard, const transport::InMessage& reply);
   // No answer from the shards `waiting` for options_.timeout.
   Status Silent(const std::vector<bool>& waiting) const;
+  // Waits (up to options_.timeout) until ZeroMQ let go of every diff pushed
+  // without a copy.
+  Status WaitDiffsReleased();
+  // Sends a shard's push in parts of at most kMessagePartBytes, each within
+  // the in-flight window.
+  Status SendPush(int shard, const pstrain::Header& header, transport::OutMessage message);
 
   PsClientOptions options_;
   std::vector<PsParam> params_;
   KeyPlacement placement_;
+  std::unique_ptr<SendTracker> sends_;  // before channels_: outlives the sockets
+  std::vector<bool> zero_copy_;         // per shard: pushes go from the diffs (not inproc)
   std::vector<std::unique_ptr<transport::Channel>> channels_;
   std::vector<transport::Channel*> channel_ptrs_;
   std::vector<bool> shard_has_chunks_;

@@ -1,0 +1,246 @@
+// Pushes and pull replies larger than kMessagePartBytes travel as several
+// messages: PartStarts' cuts; a real PsClient against a real ShardService
+// (tcp on 127.0.0.1 and inproc) whose blobs end up with exactly the floats
+// the update rule gives on whole parameters; a push applied chunk by chunk
+// (one message per chunk) and as one message giving the same weights; and
+// the copy-on-write snapshots of ChunkStore. Every wait is bounded.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <tuple>
+
+#include "common/optim/lr_policy.hpp"
+#include "common/optim/update_rule.hpp"
+#include "common/transport/protocol.hpp"
+#include "server/chunk_store.hpp"
+#include "server/shard_service.hpp"
+#include "tests/cpp/shard_server_test_util.hpp"
+#include "worker/ps/ps_client.hpp"
+
+namespace pstrain {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::PartStarts;
+
+TEST(PartStartsTest, CutsRunsOfAtMostPartBytes) {
+  EXPECT_TRUE(PartStarts({}, 100).empty());
+  EXPECT_EQ(PartStarts({40, 40, 40, 40}, 100), (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(PartStarts({100, 100, 1}, 100), (std::vector<size_t>{0, 1, 2}));
+  // A chunk larger than a part is a part of its own.
+  EXPECT_EQ(PartStarts({10, 250, 10, 10}, 100), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(PartStarts({60, 50, 50, 60}, 100), (std::vector<size_t>{0, 1, 3}));
+}
+
+// Two parameters of 300,000 and 200,000 floats in chunks of 64 Ki floats
+// (256 KiB): 9 chunks, 2 MB, so every push and every reply goes in parts.
+constexpr int64_t kChunkBytes = 256 * 1024;
+const std::vector<int> kSizes = {300000, 200000};
+
+float Initial(int p, int i) { return static_cast<float>((i * 7 + p * 3) % 101) * 0.01f - 0.5f; }
+float Gradient(int step, int p, int i) {
+  return static_cast<float>((i * 13 + p * 5 + step * 11) % 97) * 0.001f - 0.04f;
+}
+
+class PsPartsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void TearDown() override {
+    if (thread_.joinable()) {
+      service_->Stop();
+      thread_.join();
+    }
+  }
+
+  server::ShardConfig MakeConfig() {
+    server::ShardConfig config = server::test_support::Config(ConsistencyMode::kAsp, 1);
+    config.chunk_bytes = kChunkBytes;
+    config.job_key = 41;  // STATS needs one (or CURVE)
+    return config;
+  }
+
+  transport::Context context_;
+  std::unique_ptr<server::ShardService> service_;
+  std::thread thread_;
+};
+
+TEST_P(PsPartsTest, ABigExchangeGivesTheRulesFloatsInTheBlobs) {
+  server::ShardConfig config = MakeConfig();
+  const optim::SolverHyper hyper = config.hyper;
+  server::ShardServiceOptions options;
+  options.bind = GetParam() == "tcp" ? "tcp://127.0.0.1:0" : "inproc://ps-parts";
+  auto created =
+      server::ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  service_ = std::move(created).value();
+  thread_ = std::thread([this] { (void)service_->Run(); });
+
+  std::vector<Blob> blobs(kSizes.size());
+  std::vector<PsParam> params;
+  std::vector<std::vector<float>> expected(kSizes.size()), history(kSizes.size());
+  for (size_t p = 0; p < kSizes.size(); ++p) {
+    blobs[p].Reshape({kSizes[p]});
+    for (int i = 0; i < kSizes[p]; ++i) blobs[p].mutable_cpu_data()[i] = Initial(int(p), i);
+    expected[p].assign(blobs[p].cpu_data(), blobs[p].cpu_data() + kSizes[p]);
+    history[p].assign(static_cast<size_t>(kSizes[p]), 0.f);
+    params.push_back({"p" + std::to_string(p), &blobs[p]});
+  }
+  PsClientOptions o;
+  o.servers = {service_->endpoint()};
+  o.mode = ConsistencyMode::kAsp;
+  o.chunk_bytes = kChunkBytes;
+  o.job_key = 41;
+  o.timeout = 10s;
+  o.max_pushes_in_flight = 2;  // the window is per message: parts wait for acks
+  auto connected = PsClient::Connect(context_, o, params);
+  ASSERT_TRUE(connected.ok()) << connected.status().message();
+  std::unique_ptr<PsClient> client = std::move(connected).value();
+  EXPECT_EQ(client->placement().chunks().size(), 9u);
+  int64_t clock = -1;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  ASSERT_TRUE(client->InitPush().ok());
+
+  auto rule = optim::MakeUpdateRule(hyper).value();
+  for (int step = 0; step < 3; ++step) {
+    for (auto& b : blobs) std::fill_n(b.mutable_cpu_data(), b.count(), 0.f);  // the pull refills
+    ASSERT_TRUE(client->Pull(step).ok());
+    int64_t version = -1;
+    ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+    EXPECT_EQ(version, step);
+    for (size_t p = 0; p < kSizes.size(); ++p) {
+      ASSERT_EQ(std::memcmp(blobs[p].cpu_data(), expected[p].data(), expected[p].size() * 4), 0)
+          << "param " << p << " after step " << step;
+    }
+    for (size_t p = 0; p < kSizes.size(); ++p) {
+      for (int i = 0; i < kSizes[p]; ++i)
+        blobs[p].mutable_cpu_diff()[i] = Gradient(step, int(p), i);
+      // The rule on the whole parameter, as a single process would apply it.
+      std::vector<float> diff(blobs[p].cpu_diff(), blobs[p].cpu_diff() + kSizes[p]);
+      float* h = history[p].data();
+      rule->Apply({optim::LearningRate(hyper, step), step, 1.f}, {1.f, 1.f},
+                  optim::ParamSlice{expected[p].data(), diff.data(), std::span<float* const>(&h, 1),
+                                    expected[p].size()});
+    }
+    ASSERT_TRUE(client->Push({1}, step, -1).ok());
+    ASSERT_TRUE(client->Push({0}, step, -1).ok());
+    ASSERT_TRUE(client->Flush().ok());
+    // The gradients went out (tcp: from the diffs themselves; inproc: staged,
+    // the shard clobbers its copy): the diffs are the caller's again.
+    for (size_t p = 0; p < kSizes.size(); ++p) {
+      EXPECT_EQ(blobs[p].cpu_diff()[kSizes[p] - 1], Gradient(step, int(p), kSizes[p] - 1));
+      std::fill_n(blobs[p].mutable_cpu_diff(), blobs[p].count(), 1e6f);
+    }
+  }
+  ASSERT_TRUE(client->Pull(3).ok());
+  int64_t version = -1;
+  ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+  for (size_t p = 0; p < kSizes.size(); ++p) {
+    ASSERT_EQ(std::memcmp(blobs[p].cpu_data(), expected[p].data(), expected[p].size() * 4), 0);
+  }
+  auto stats = client->Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ((*stats)[0].pushes_applied(), 3);
+  EXPECT_EQ((*stats)[0].bad_messages(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PsPartsTest, ::testing::Values("tcp", "inproc"));
+
+// One push of three chunks against three pushes of one chunk: the same floats.
+TEST(ShardServerPartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
+  using namespace server::test_support;  // NOLINT
+  for (ConsistencyMode mode : {ConsistencyMode::kBsp, ConsistencyMode::kAsp}) {
+    server::ShardServer whole(Config(mode, 1)), parts(Config(mode, 1));
+    for (server::ShardServer* s : {&whole, &parts}) {
+      (void)s->Handle(Hello(0, 1).get(), kT0);
+      (void)s->Handle(Init(0, 1).get(), kT0);
+    }
+    for (int64_t t = 0; t < 3; ++t) {
+      (void)whole.Handle(Push(0, t, {0, 1, 2}).get(), kT0);
+      for (uint32_t id : {2u, 0u, 1u}) (void)parts.Handle(Push(0, t, {id}).get(), kT0);
+      ASSERT_EQ(whole.version(), t + 1);
+      ASSERT_EQ(parts.version(), t + 1);
+    }
+    for (uint32_t id : {0u, 1u, 2u}) {
+      const auto a = whole.store()->weights(id);
+      const auto b = parts.store()->weights(id);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "chunk " << id;
+    }
+    // bsp with one worker applies on the received frame: the hand-computed step.
+    if (mode == ConsistencyMode::kBsp) {
+      const std::vector<double> hand = HandBsp(1, 3);
+      for (int i = 0; i < 4; ++i)
+        EXPECT_FLOAT_EQ(whole.store()->weights(0)[size_t(i)], static_cast<float>(hand[size_t(i)]));
+    }
+  }
+}
+
+// The shard's scan for NaN and infinity runs block-wise (vectorised); it
+// still names the first bad value, in any block, and refuses the whole push.
+TEST(ShardServerPartsTest, TheNonFiniteScanNamesTheFirstBadValueOfALargeChunk) {
+  using namespace server::test_support;  // NOLINT
+  server::ShardConfig config = Config(ConsistencyMode::kAsp, 1);
+  config.chunk_bytes = 40000;  // one chunk of 10,000 values
+  config.nonfinite = server::NonFinitePolicy::kDrop;
+  server::ShardServer shard(std::move(config));
+  pstrain::ParamMeta big;
+  big.set_name("big");
+  big.add_shape(10000);
+  Message init(pstrain::INIT_PUSH, 0, 0);
+  *init.header().add_params() = big;
+  init.Chunk(0, std::vector<float>(10000, 1.f));
+  (void)shard.Handle(Hello(0, 1).get(), kT0);
+  (void)shard.Handle(init.get(), kT0);
+  const float kInf = std::numeric_limits<float>::infinity();
+  const float kNaN = std::numeric_limits<float>::quiet_NaN();
+  for (auto [at, bad, text] : {std::tuple<int, float, const char*>{9999, -kInf, "-inf"},
+                               {5000, kNaN, "nan"},
+                               {4095, kInf, "inf"},
+                               {0, kNaN, "nan"}}) {
+    std::vector<float> grad(10000, 0.5f);
+    grad[static_cast<size_t>(at)] = bad;
+    if (at == 5000) grad[9000] = kInf;  // only the first is named
+    Message push(pstrain::PUSH, 0, 0);
+    push.Chunk(0, grad);
+    auto out = shard.Handle(push.get(), kT0);
+    ASSERT_EQ(Count(out, pstrain::ERROR), 1);
+    EXPECT_EQ(Find(out, pstrain::ERROR)->header.text(),
+              "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'big', value " +
+                  std::to_string(at) + ") holds " + text + ": refused");
+    EXPECT_EQ(shard.store()->weights(0)[0], 1.f);
+  }
+  Message fine(pstrain::PUSH, 0, 0);
+  fine.Chunk(0, std::vector<float>(10000, std::numeric_limits<float>::max()));
+  auto out = shard.Handle(fine.get(), kT0);
+  EXPECT_EQ(Count(out, pstrain::PUSH_ACK), 1);
+}
+
+// The weights are served as they are; a change while a puller holds them
+// moves them to another buffer (one copy), never writes under the puller.
+TEST(ChunkStoreCopyOnWriteTest, UpdatesInPlaceUnlessASnapshotIsHeld) {
+  optim::SolverHyper h;
+  h.base_lr = 0.1f;
+  auto placement = KeyPlacement::Create({2}, 1, 16).value();
+  auto store = server::ChunkStore::Create(placement, 0, {{1, 1}}, h).value();
+  store.SetWeights(0, std::vector<float>{3, 4});
+  const float grad[] = {10, 10};
+  const std::vector<float>* buffer = store.Snapshot(0).get();  // released at once
+  store.ApplyGradient(0, grad, 1.f, 0);
+  auto served = store.Snapshot(0);
+  EXPECT_EQ(served.get(), buffer);  // updated in place: nobody held it
+  EXPECT_EQ(*served, (std::vector<float>{2, 3}));
+  EXPECT_EQ(store.copy_on_write_count(), 0);
+  store.ApplyGradient(0, grad, 1.f, 0);  // `served` is held: copy, then update
+  EXPECT_EQ(store.copy_on_write_count(), 1);
+  EXPECT_EQ(*served, (std::vector<float>{2, 3}));
+  EXPECT_EQ(store.weights(0)[0], 1.f);
+  EXPECT_NE(store.Snapshot(0).get(), served.get());
+  served.reset();
+  store.SetWeights(0, std::vector<float>{7, 8});  // nobody holds the current one
+  EXPECT_EQ(store.copy_on_write_count(), 1);
+  EXPECT_EQ(*store.Snapshot(0), (std::vector<float>{7, 8}));
+}
+
+}  // namespace
+}  // namespace pstrain
