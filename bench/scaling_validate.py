@@ -349,6 +349,11 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 server_byte_s=calib["server_ns_per_byte"] * 1e-9,
                 worker_byte_s=calib["worker_ns_per_byte"] * 1e-9,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
+                # ps-bench measured c_s over loopback; on the veth pair the server's own CPU
+                # also carries its stack's work in both directions (measured in the jobs:
+                # docs/scaling.md, "server CPU in the jobs")
+                server_kernel_byte_s=0.0 if link == "loopback" else
+                2 / calib["wire_bytes_per_s"],
                 background=raw["background"])
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],

@@ -267,6 +267,9 @@ class Cluster:
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
+    server_kernel_byte_s: float = 0.0  # the server host's TCP stack CPU per byte of one
+                                      # worker's gradient (in and out) beyond server_byte_s:
+                                      # 0 where c_s was measured on the same kind of link
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
     background: float = 0.0           # other programs busy during the job (runnable threads,
@@ -319,37 +322,43 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     busy = {
         "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
         "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * cl.server_byte_s + 2 * m * cl.message_s)
-                          for b, m in zip(shard_bytes, shard_msgs)),
+        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+                               + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
-    stations = max(([b / cl.server_bw, b * cl.server_byte_s + 2 * m * cl.message_s,
+    def stations(slow: float) -> list[float]:
+        return max(([b / cl.server_bw,
+                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
+                     * slow,
                      b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
     # `cores`; the layer times were taken by one process beside timed_background others.
-    scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
+    scale, it, cpu_bound, slow = 1.0, fwd + bwd, 0.0, 1.0
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     # CPU work for one worker's communication per iteration, wherever it runs: its client
     # copies and messages, the kernel moving its bytes both ways, the servers' work on them
     comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
-                + total_bytes * cl.server_byte_s)
+                + total_bytes * (cl.server_byte_s + cl.server_kernel_byte_s))
     sync = cl.mode == "bsp"
     for _ in range(4 if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
         scale = max(1.0, demand) / timed
+        # E6c: the server's CPU work (c_s: CPU seconds) runs at its share of the cores
+        slow = max(1.0, demand)
         # E6b: on saturated cores the communication work cannot run beside the compute on a
         # spare core: it adds, in the share of the cores that are busy.
         cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
-        path = _path(layers, by_layer, cl, scale, contended=sync)
-        it = max(path if sync else _mva(path, stations, W), cpu_bound)
-    path = _path(layers, by_layer, cl, scale, contended=sync)
+        path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
+        it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
+    path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
     # closed network: mean value analysis). bsp: all workers contend at once, inside the
     # path (E2-E4).
-    iteration = max(path if sync else _mva(path, stations, W), cpu_bound)
+    iteration = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W),
+                    cpu_bound)
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
         neck = "compute"
@@ -358,6 +367,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     else:
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+
+
+def _bsp(path: float, busy: dict, slow: float) -> float:
+    """E7, bsp: one worker's path with W copies at the server, but no less than the busiest
+    shard's CPU needs for the W workers' bytes at its share of the cores (E6c): its kernel
+    work overlaps the transfer in the path, yet occupies the CPU."""
+    return max(path, busy["server cpu"] * slow)
 
 
 def _mva(path: float, demands: list[float], workers: int) -> float:
@@ -374,7 +390,8 @@ def _mva(path: float, demands: list[float], workers: int) -> float:
     return workers / throughput
 
 
-def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float:
+def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
+          slow: float = 1.0) -> float:
     """One worker's iteration: forward, backward with per-layer pushes (E2), the server's
     apply (E3), the pull replies chunk by chunk (E4). `contended`: all W workers send and
     receive at the same moments (bsp), so a server's link carries W copies."""
@@ -384,9 +401,11 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
     w_up = w_down = fwd                    # worker NIC free at
     s_in, s_cpu, s_out = [fwd] * S, [fwd] * S, [fwd] * S
     t = fwd
-    # pull request: before backward (bsp on CPU) or once backward ended
+    # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward
+    # ended (ssp/asp always, OnGradientsReady after the last push)
     bwd_total = sum(l.backward_ms for l in layers) / 1e3 * scale
-    request = fwd + (0.0 if cl.early_pull else bwd_total) + L + cl.message_s
+    early = cl.early_pull and cl.mode == "bsp"
+    request = fwd + (0.0 if early else bwd_total) + L + cl.message_s
     applied = []                            # (ready time at server, shard, bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
@@ -400,9 +419,18 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
             s_in[k] = max(begin + W * nbytes / cl.server_bw, w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s)
+            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
             applied.append((s_cpu[k], k, nbytes))
     end = t
+    if cl.mode != "bsp":
+        # E4': ssp/asp: ShardServer answers a pull whole (PullReply with every chunk of the
+        # shard, one message) once its single thread reaches the request, which came after
+        # this worker's pushes on the same connection: after their apply.
+        merged = {}
+        for ready, k, nbytes in applied:
+            r, n = merged.get(k, (0.0, 0.0))
+            merged[k] = (max(r, ready), n + nbytes)
+        applied = [(r, k, n) for k, (r, n) in sorted(merged.items(), key=lambda kv: kv[1][0])]
     for ready, k, nbytes in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         begin = max(ready, request, s_out[k]) + cl.message_s
