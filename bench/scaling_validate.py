@@ -155,6 +155,15 @@ def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters
     return background
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (/proc/PID/stat), None once it is gone."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def ps_bench_rtt(build: pathlib.Path, size: str, folder: pathlib.Path) -> tuple[float, float]:
     """(round trip s, server CPU s per round trip): ps-bench, 1 worker, 1 server, tcp, asp; the
     server runs under /usr/bin/time, whose CPU share times the round trip is its cost."""
@@ -285,6 +294,16 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
     procs: list[subprocess.Popen] = []
     deadline = time.monotonic() + timeout
     bg = None
+    cpu: dict[int, float] = {}     # CPU seconds of each process, sampled until it exits
+    sampling = threading.Event()
+
+    def sample_cpu() -> None:
+        while not sampling.wait(0.05):
+            for p in list(procs):
+                c = cpu_seconds(p.pid)  # `ip netns exec` execs in place: the same pid
+                if c is not None:
+                    cpu[p.pid] = c
+    threading.Thread(target=sample_cpu, daemon=True).start()
     try:
         endpoints = []
         for k in range(servers):
@@ -321,8 +340,16 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
             events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
             rates.append(steady([e["images_per_second"] for e in events
                                  if e.get("event") == "train" and "images_per_second" in e]))
-        return {"images_per_s": sum(rates), "per_worker": rates, "background": bg.stop()}
+        background = bg.stop()
+        time.sleep(0.1)
+        iters = int(re.search(r"max_iter: (\d+)", solver.read_text()).group(1))
+        return {"images_per_s": sum(rates), "per_worker": rates, "background": background,
+                "server_cpu_s_per_iter": sum(cpu.get(p.pid, 0.0)
+                                             for p in procs[:servers]) / iters,
+                "worker_cpu_s_per_iter": statistics.mean(cpu.get(p.pid, 0.0)
+                                                         for p in workers_p) / iters}
     finally:
+        sampling.set()
         if bg is not None:
             bg.stop()
         for p in procs:
@@ -373,6 +400,10 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
     preds = [predict_point(point, r, calib, params, batch) for r in row["rounds"]]
     m = row["measured_images_per_s"] = statistics.median(r["measured"] for r in row["rounds"])
     row["background"] = statistics.median(r["background"] for r in row["rounds"])
+    cpu = [r["server_cpu_s_per_iter"] for r in row["rounds"] if "server_cpu_s_per_iter" in r]
+    if cpu:  # the servers' CPU in the job per byte of one worker's gradient (E6c check)
+        grad = 4.0 * sum(p.values for p in params)
+        row["server_ns_per_byte_job"] = statistics.median(cpu) / (row["workers"] * grad) * 1e9
     for i, key in enumerate(("formula", "together")):
         p = statistics.median(pr[i].images_per_s for pr in preds)
         row[f"predicted_{key}"] = p
@@ -519,6 +550,8 @@ def main() -> int:
                                "timed_background": timed_bg,
                                "together_background": together_bg,
                                "link_bytes_per_s": link_bw,
+                               "server_cpu_s_per_iter": job["server_cpu_s_per_iter"],
+                               "worker_cpu_s_per_iter": job["worker_cpu_s_per_iter"],
                                "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
                                "layers_together": [[l.name, l.forward_ms, l.backward_ms]
                                                    for l in together]})
@@ -530,7 +563,8 @@ def main() -> int:
                   f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
                   f"(W timed at once) {row['predicted_together']:7.1f} "
                   f"({100 * row['error_together']:+5.1f}%), {row['bottleneck_together']}; "
-                  f"other busy autogroups {row['background']:.1f}", file=sys.stderr)
+                  f"other busy autogroups {row['background']:.1f}; server CPU "
+                  f"{row.get('server_ns_per_byte_job', 0):.2f} ns/byte", file=sys.stderr)
             if args.json_out:  # after every point: a stopped run keeps what it measured
                 args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
                                                      "load_before": load_before,

@@ -365,6 +365,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     elif cpu_bound >= iteration:
         neck = "shared cores"
     else:
+        busy["server cpu"] *= slow  # E6c: wall time at the server's share of the cores
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
 
