@@ -332,18 +332,22 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
                                               text=True, start_new_session=True, cwd=ROOT))
             bg.pids.append(workers_p[-1].pid)
         procs += workers_p
-        rates = []
+        rates, waits = [], []
         for r, p in enumerate(workers_p):
             out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
             if p.returncode != 0:
                 raise RuntimeError(f"worker {r} exited {p.returncode}: {err[-800:]}")
             events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-            rates.append(steady([e["images_per_second"] for e in events
-                                 if e.get("event") == "train" and "images_per_second" in e]))
+            train = [e for e in events if e.get("event") == "train" and "images_per_second" in e]
+            rates.append(steady([e["images_per_second"] for e in train]))
+            # the time this worker waited for pulls (PsClient::WaitPull), per iteration
+            span = train[1]["iter"] - train[0]["iter"] if len(train) > 1 else 1
+            waits.append(steady([e.get("pull_wait_seconds", 0.0) for e in train]) / span)
         background = bg.stop()
         time.sleep(0.1)
         iters = int(re.search(r"max_iter: (\d+)", solver.read_text()).group(1))
         return {"images_per_s": sum(rates), "per_worker": rates, "background": background,
+                "pull_wait_s_per_iter": waits,
                 "server_cpu_s_per_iter": sum(cpu.get(p.pid, 0.0)
                                              for p in procs[:servers]) / iters,
                 "worker_cpu_s_per_iter": statistics.mean(cpu.get(p.pid, 0.0)
@@ -390,7 +394,21 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     measured = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers_together"]],
                                  params, batch,
                                  costmodel.Cluster(timed_background=together_bg, **base))
-    return formula, measured
+    in_job = measured
+    if raw.get("pull_wait_s_per_iter"):
+        # the compute inside the job: a worker's iteration less its wait for pulls, in the
+        # proportions of the one-process layer times; the model then predicts what the
+        # communication adds (E2-E5, E6c, E7) and nothing about the contention (E6, E6b)
+        busy = statistics.mean(batch / r - pw for r, pw in
+                               zip(raw["per_worker"], raw["pull_wait_s_per_iter"]))
+        total = sum(l[1] + l[2] for l in raw["layers"])
+        k = busy * 1e3 / total
+        in_job = costmodel.predict([costmodel.LayerTime(l[0], l[1] * k, l[2] * k)
+                                    for l in raw["layers"]], params, batch,
+                                   costmodel.Cluster(compute_in_job=True,
+                                                     timed_background=raw["timed_background"],
+                                                     **base))
+    return formula, measured, in_job
 
 
 def fill(row: dict, calib: dict, params, batch: int) -> dict:
@@ -404,7 +422,7 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
     if cpu:  # the servers' CPU in the job per byte of one worker's gradient (E6c check)
         grad = 4.0 * sum(p.values for p in params)
         row["server_ns_per_byte_job"] = statistics.median(cpu) / (row["workers"] * grad) * 1e9
-    for i, key in enumerate(("formula", "together")):
+    for i, key in enumerate(("formula", "together", "injob")):
         p = statistics.median(pr[i].images_per_s for pr in preds)
         row[f"predicted_{key}"] = p
         row[f"error_{key}"] = (p - m) / m
@@ -427,16 +445,20 @@ def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
     if markdown:
         print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
         print("| link | net | W | S | mode | other load | measured images/s | predicted (E6) |"
-              " error | predicted (W timed at once) | error | bottleneck |")
-        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+              " error | predicted (W timed at once) | error | predicted (compute in the job) |"
+              " error | server CPU ns/byte | bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+              " ---: | ---: | --- |")
         for r in rows:
             mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
                   f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
                   f"{r['predicted_formula']:.0f} | {100 * r['error_formula']:+.1f}% | "
-                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% |"
-                  f" {r['bottleneck_together']} |")
-    for key in ("formula", "together"):
+                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% | "
+                  f"{r['predicted_injob']:.0f} | {100 * r['error_injob']:+.1f}% | "
+                  f"{r.get('server_ns_per_byte_job', float('nan')):.2f} | "
+                  f"{r['bottleneck_formula']} |")
+    for key in ("formula", "together", "injob"):
         errors = [abs(r[f"error_{key}"]) for r in rows]
         print(f"{len(rows)} points, prediction {key}: mean |error| "
               f"{100 * statistics.mean(errors):.1f}%, worst {100 * max(errors):.1f}%, "
@@ -551,6 +573,8 @@ def main() -> int:
                                "together_background": together_bg,
                                "link_bytes_per_s": link_bw,
                                "server_cpu_s_per_iter": job["server_cpu_s_per_iter"],
+                               "per_worker": job["per_worker"],
+                               "pull_wait_s_per_iter": job["pull_wait_s_per_iter"],
                                "worker_cpu_s_per_iter": job["worker_cpu_s_per_iter"],
                                "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
                                "layers_together": [[l.name, l.forward_ms, l.backward_ms]
@@ -562,7 +586,9 @@ def main() -> int:
                   f"measured {row['measured_images_per_s']:7.1f} predicted (E6) "
                   f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
                   f"(W timed at once) {row['predicted_together']:7.1f} "
-                  f"({100 * row['error_together']:+5.1f}%), {row['bottleneck_together']}; "
+                  f"({100 * row['error_together']:+5.1f}%), (compute in the job) "
+                  f"{row['predicted_injob']:7.1f} ({100 * row['error_injob']:+5.1f}%), "
+                  f"{row['bottleneck_formula']}; "
                   f"other busy autogroups {row['background']:.1f}; server CPU "
                   f"{row.get('server_ns_per_byte_job', 0):.2f} ns/byte", file=sys.stderr)
             if args.json_out:  # after every point: a stopped run keeps what it measured

@@ -276,6 +276,8 @@ class Cluster:
                                       # or autogroups where the kernel shares by session)
     timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
+    compute_in_job: bool = False      # the layer times were measured inside the job itself
+                                      # (contention included): no E6/E6b, E6c stays
 
 
 @dataclasses.dataclass
@@ -345,12 +347,12 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     for _ in range(4 if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
-        scale = max(1.0, demand) / timed
+        scale = 1.0 if cl.compute_in_job else max(1.0, demand) / timed
         # E6c: the server's CPU work (c_s: CPU seconds) runs at its share of the cores
         slow = max(1.0, demand)
         # E6b: on saturated cores the communication work cannot run beside the compute on a
         # spare core: it adds, in the share of the cores that are busy.
-        cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
+        cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * min(1.0, demand))
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
