@@ -171,3 +171,49 @@ def test_cli_predicts_from_the_h200_layer_times(capsys):
     # backward; never faster than its compute
     assert 71.66 < lines[0]["iteration_ms"] < 71.66 + 2 * 8.2
     assert lines[1]["images_per_s"] > lines[0]["images_per_s"]
+
+
+def test_asp_pulls_after_backward_and_whole_whatever_early_pull_says():
+    layers = [LayerTime("conv", 5.0, 50.0), LayerTime("fc", 5.0, 5.0)]
+    params = [Param("conv", "conv/weight", 1000), Param("fc", "fc/weight", MB4)]
+    for mode in ("asp", "ssp"):
+        r = predict(layers, params, 1, Cluster(workers=1, servers=1, mode=mode, early_pull=True,
+                                               **LINK))
+        # PsWorker sends an asp/ssp pull after the last push (OnGradientsReady): it reaches
+        # the server at 66 ms, after conv's push (in and applied at 66.04 ms); ShardServer
+        # answers it whole: 4.004 MB leave 66.04..106.08 ms and arrive at 107.08 ms. (bsp
+        # with the early pull: 97.04 ms, test above.)
+        assert r.iteration_s == pytest.approx(0.10708, rel=1e-9)
+
+
+def test_server_cpu_runs_at_its_share_of_the_cores():
+    # 4 MB x 0.25 ns = 1 ms of server CPU a worker; 100 other busy programs on 2 cores, the
+    # layer times taken beside the same 100. The server's share: 2 / (1 + u_s + 100) cores,
+    # u_s = 1 ms / iteration ~ 0.006, so its 1 ms takes 50.503 ms; compute stays 30 ms x
+    # 1.00006. Path: 30 + push 40 + 1 + apply 50.503 + pull 40 + 1 = 162.5 ms.
+    cl = Cluster(workers=1, servers=1, cores=2, background=100, timed_background=100,
+                 **dict(LINK, server_byte_s=0.25e-9))
+    r = predict(ONE, ONE_P, 1, cl)
+    assert r.iteration_s == pytest.approx(0.1625, rel=1e-3)
+    assert r.compute_s == pytest.approx(0.030, rel=1e-3)
+    quiet = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, cores=2,
+                                           **dict(LINK, server_byte_s=0.25e-9)))
+    assert quiet.iteration_s == pytest.approx(0.030 + 0.080 + 0.002 + 0.001, rel=1e-6)
+
+
+def test_server_stack_cpu_bounds_bsp_and_queues_asp():
+    # 10 ns of the server's stack a byte: 40 ms of server CPU per worker and iteration,
+    # beside links so fast (1 TB/s) that the path alone is the 30 ms of compute (+8 us).
+    fast = dict(LINK, worker_bw=1e12, server_bw=1e12, latency_s=0.0, server_kernel_byte_s=10e-9)
+    bsp = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, **fast))
+    # the transfer overlaps the stack's work, but the server's CPU needs 2 x 40 ms
+    assert bsp.iteration_s == pytest.approx(0.080, rel=1e-9)
+    assert bsp.bottleneck == "server cpu"
+    asp = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, mode="asp", **fast))
+    # one worker's demands (4 us, 40 ms, 4 us) exceed its 30.008 ms path: no think time.
+    # MVA: n=1: X = 1/40.008 ms, queues (1e-4, 0.9998, 1e-4); n=2: R_cpu = 40 x 1.9998 ms,
+    # sum R = 80.000 ms, X = 25/s: 80 ms an iteration
+    assert asp.iteration_s == pytest.approx(0.080, rel=1e-4)
+    without = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, mode="asp",
+                                             **dict(fast, server_kernel_byte_s=0.0)))
+    assert without.iteration_s == pytest.approx(0.030, rel=1e-3)
