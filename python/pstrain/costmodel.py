@@ -350,9 +350,11 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         scale = 1.0 if cl.compute_in_job else max(1.0, demand) / timed
         # E6c: the server's CPU work (c_s: CPU seconds) runs at its share of the cores
         slow = max(1.0, demand)
-        # E6b: on saturated cores the communication work cannot run beside the compute on a
-        # spare core: it adds, in the share of the cores that are busy.
-        cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * min(1.0, demand))
+        # E6b: with fewer compute threads than cores (W < C) the communication work runs on
+        # a core no compute of this job uses; else, on saturated cores, it adds to the
+        # compute, in the share of the cores that are busy.
+        spill = 0.0 if W < cl.cores else min(1.0, demand)
+        cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * spill)
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)

@@ -151,7 +151,12 @@ def test_saturated_cores_add_the_workers_communication_work():
     assert two.iteration_s == pytest.approx(0.065 + 0.008, rel=1e-6)  # 2 busy / 2 cores
     one = predict(layers, params, 1, Cluster(workers=1, servers=1, cores=2, early_pull=True,
                                              **fast))
-    assert one.iteration_s == pytest.approx(0.065 + 0.5 * 0.008, rel=1e-6)  # half busy
+    # one worker on 2 cores: its communication work runs on the core its compute leaves
+    assert one.iteration_s == pytest.approx(0.065, rel=1e-6)
+    three = predict(layers, params, 1, Cluster(workers=3, servers=1, cores=2, early_pull=True,
+                                               **fast))
+    # 3 busy / 2 cores: compute x 1.5, the copies saturate-added: 1.5 x (65 + 8) ms
+    assert three.iteration_s == pytest.approx(1.5 * 0.073, rel=1e-6)
     gpu = predict(layers, params, 1, Cluster(workers=2, servers=1, early_pull=True, **fast))
     assert gpu.iteration_s == pytest.approx(0.065, rel=1e-6)  # dedicated devices: overlapped
 
