@@ -349,7 +349,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         demand = (busy_procs + cl.background) / cl.cores
         scale = 1.0 if cl.compute_in_job else max(1.0, demand) / timed
         # E6c: the server's CPU work (c_s: CPU seconds) runs at its share of the cores
-        slow = max(1.0, demand)
+        # beside the workers' mean busy share W·compute/T (the compute of the last step)
+        computing = W * min(1.0, (fwd + bwd) * scale / max(it, 1e-9))
+        slow = max(1.0, (computing + busy_procs - W + cl.background) / cl.cores)
         # E6b: with fewer compute threads than cores (W < C) the communication work runs on
         # a core no compute of this job uses; else, on saturated cores, it adds to the
         # compute, in the share of the cores that are busy.
