@@ -369,6 +369,16 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
 
 # ---------------------------------------------------------------- main
 
+def _server_stack(raw: dict, workers: int, params, calib: dict) -> float:
+    """k_s of a shaped link: the servers' CPU in the job per byte of one worker's gradient
+    less c_s (ps-bench's, over loopback); 2/β of loopback for rounds without it."""
+    if raw.get("server_cpu_s_per_iter") is None:
+        return 2 / calib["wire_bytes_per_s"]
+    grad = 4.0 * sum(p.values for p in params)
+    measured = raw["server_cpu_s_per_iter"] / (workers * grad)
+    return max(0.0, measured - calib["server_ns_per_byte"] * 1e-9)
+
+
 def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     """The model's two predictions for one measured round: (E6 from the one-process layer
     times and the measured load, compute measured with W ps-net time processes at once)."""
@@ -381,10 +391,10 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 worker_byte_s=calib["worker_ns_per_byte"] * 1e-9,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
                 # ps-bench measured c_s over loopback; on the veth pair the server's own CPU
-                # also carries its stack's work in both directions (measured in the jobs:
-                # docs/scaling.md, "server CPU in the jobs")
+                # also carries its stack's work (k_s, docs/scaling.md E6c): measured in the
+                # same job where the round has it, else two directions of loopback's k
                 server_kernel_byte_s=0.0 if link == "loopback" else
-                2 / calib["wire_bytes_per_s"],
+                _server_stack(raw, w, params, calib),
                 background=raw["background"])
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
