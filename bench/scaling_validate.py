@@ -409,8 +409,10 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
         # the compute inside the job: a worker's iteration less its wait for pulls, in the
         # proportions of the one-process layer times; the model then predicts what the
         # communication adds (E2-E5, E6c, E7) and nothing about the contention (E6, E6b)
-        busy = statistics.mean(batch / r - pw for r, pw in
-                               zip(raw["per_worker"], raw["pull_wait_s_per_iter"]))
+        # (bsp: the last worker to arrive at the barrier, the one that waited least; the
+        # others' waits include it)
+        busy = (max if mode == "bsp" else statistics.mean)(
+            batch / r - pw for r, pw in zip(raw["per_worker"], raw["pull_wait_s_per_iter"]))
         total = sum(l[1] + l[2] for l in raw["layers"])
         k = busy * 1e3 / total
         in_job = costmodel.predict([costmodel.LayerTime(l[0], l[1] * k, l[2] * k)
