@@ -103,8 +103,6 @@ def job(build, solver, workers, servers, mode, ns, iters):
         res = {"background": background, "workers": []}
         for r, tr in enumerate(out):
             ips = statistics.mean(x["images_per_second"] for x in tr)
-            # display interval = iters//6; the wall of the steady intervals
-            wall = sum(x["iter"] - y["iter"] for x, y in zip(tr[1:], tr)) if len(tr) > 1 else 0
             res["workers"].append({"images_per_s": ips,
                                    "pull_wait_s": [x.get("pull_wait_seconds") for x in tr],
                                    "cpu_s": cpu.get(wp[r].pid)})
@@ -142,7 +140,7 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
         solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 6)
-        for rnd in range(a.rounds):
+        for _ in range(a.rounds):
             for mode in a.modes.split(","):
                 ns = None if a.link == "loopback" else sv.Namespaces(a.link)
                 try:
