@@ -276,6 +276,10 @@ class Cluster:
                                       # or autogroups where the kernel shares by session)
     timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
+    link_kernel_byte_s: float = 0.0   # the worker's TCP stack per byte in series with a shaped
+                                      # link's wire, at the CPU share (E2b); 0: a plain NIC
+    burst_bytes: float = 0.0          # a shaped link's token bucket (tbf burst): bytes that
+                                      # pass at once after it idled; 0 for a plain NIC
     compute_in_job: bool = False      # the layer times were measured inside the job itself
                                       # (contention included): no E6/E6b, E6c stays
 
@@ -329,10 +333,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     }
     # one worker's demand on each station of the busiest shard, per iteration
     def stations(slow: float) -> list[float]:
-        return max(([b / cl.server_bw,
+        # a link's token bucket passes up to burst_bytes of each worker's transfer at once
+        # when the link idled before it (E2b)
+        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
                      (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
                      * slow,
-                     b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+                     max(0.0, b - cl.burst_bytes) / cl.server_bw]
+                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -413,6 +420,18 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     bwd_total = sum(l.backward_ms for l in layers) / 1e3 * scale
     early = cl.early_pull and cl.mode == "bsp"
     request = fwd + (0.0 if early else bwd_total) + L + cl.message_s
+    # E2b: each link's token bucket (tbf): full at the start of the iteration (the link
+    # idled at least burst/bandwidth since its last use), refilled at its rate while idle
+    buckets: dict = {}
+
+    def wire(link, start: float, nbytes: float, bw: float) -> float:
+        tokens, last = buckets.get(link, (cl.burst_bytes, start))
+        tokens = min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
+        free = min(tokens, nbytes)
+        took = (nbytes - free) / bw
+        buckets[link] = (tokens - free, start + took)
+        return took
+
     applied = []                            # (ready time at server, shard, bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
@@ -421,9 +440,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
-            w_up = start + nbytes * (1 / cl.worker_bw + cl.worker_byte_s)
+            w_up = (start + wire("up", start, nbytes, cl.worker_bw)
+                    + nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
             begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + W * nbytes / cl.server_bw, w_up + L)
+            s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
             s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
@@ -441,9 +461,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     for ready, k, nbytes in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         begin = max(ready, request, s_out[k]) + cl.message_s
-        s_out[k] = begin + W * nbytes / cl.server_bw
-        arrive = max(s_out[k] + L, max(begin + L, w_down) +
-                     nbytes * (1 / cl.worker_bw + cl.worker_byte_s))
+        s_out[k] = begin + wire(("out", k), begin, W * nbytes, cl.server_bw)
+        down = max(begin + L, w_down)
+        arrive = max(s_out[k] + L, down + wire("down", down, nbytes, cl.worker_bw) +
+                     nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
         w_down = arrive
         end = max(end, arrive + cl.message_s)
     return end

@@ -223,3 +223,19 @@ def test_server_stack_cpu_bounds_bsp_and_queues_asp():
     without = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, mode="asp",
                                              **dict(fast, server_kernel_byte_s=0.0)))
     assert without.iteration_s == pytest.approx(0.030, rel=1e-3)
+
+
+def test_a_shaped_links_bucket_passes_its_burst_at_once():
+    # tbf with a 1 MB bucket, full at the start (the link idled): each 4 MB transfer pays
+    # the wire for 3 MB (30 ms). Push 30..60 ms (in by 61), pull request at 31 ms, reply
+    # 61..91 ms on the server's outlink, on the worker's downlink 62..92 ms.
+    r = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, burst_bytes=1e6, **LINK))
+    assert r.iteration_s == pytest.approx(0.092, rel=1e-9)
+
+
+def test_the_workers_stack_on_a_shaped_link_adds_to_its_wire():
+    # 2.5 ns a byte: 10 ms per 4 MB and direction on the worker's side (cores unset: at
+    # full speed). Push 30..80 ms (in by 81), reply leaves 81..121, arrives 82 + 40 + 10.
+    r = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, link_kernel_byte_s=2.5e-9,
+                                       **LINK))
+    assert r.iteration_s == pytest.approx(0.132, rel=1e-9)
