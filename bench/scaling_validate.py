@@ -20,10 +20,13 @@ the workers' display intervals after the first), each --rounds times (median):
 
 Right before each job: `ps-net time --threads 1` of its net (one process), and, for W > 1,
 W copies at once. The 2 cores are shared with whatever else runs: a sampler counts the
-other programs' busy scheduling groups (autogroups) during the timings and the job. Two
-predictions per point: "E6" from the one-process times with the model's contention term,
-and "W timed at once" from the times of the W copies (contention measured, E6 only for
-the servers and the other programs' change between timing and job).
+other programs' busy scheduling groups (autogroups) during the timings and the job; the
+job's servers' and workers' CPU seconds (/proc/PID/stat) and the workers' waits for pulls
+are recorded too. Three predictions per point: "E6" from the one-process times with the
+model's contention term, "W timed at once" from the times of the W copies (contention
+measured, E6 only for the servers and the other programs' change between timing and
+job), and "compute in the job" (the workers' time outside their pull waits: a check of
+the communication terms alone).
 
 --recompute FILE predicts again, with the current model, for the rounds stored in an
 earlier --json-out (bench/data/scaling_validation.json is the run docs/scaling.md quotes).
