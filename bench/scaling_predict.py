@@ -19,7 +19,8 @@ usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
 
 The defaults are the calibration of the validation run docs/scaling.md quotes
-(bench/data/scaling_validation.json: message_us, server_ns_per_byte, worker_ns_per_byte).
+(bench/data/scaling_validation_run1.json: message_us, server_ns_per_byte,
+worker_ns_per_byte).
 """
 from __future__ import annotations
 

@@ -20,10 +20,13 @@ the workers' display intervals after the first), each --rounds times (median):
 
 Right before each job: `ps-net time --threads 1` of its net (one process), and, for W > 1,
 W copies at once. The 2 cores are shared with whatever else runs: a sampler counts the
-other programs' busy scheduling groups (autogroups) during the timings and the job. Two
-predictions per point: "E6" from the one-process times with the model's contention term,
-and "W timed at once" from the times of the W copies (contention measured, E6 only for
-the servers and the other programs' change between timing and job).
+other programs' busy scheduling groups (autogroups) during the timings and the job; the
+job's servers' and workers' CPU seconds (/proc/PID/stat) and the workers' waits for pulls
+are recorded too. Three predictions per point: "E6" from the one-process times with the
+model's contention term, "W timed at once" from the times of the W copies (contention
+measured, E6 only for the servers and the other programs' change between timing and
+job), and "compute in the job" (the workers' time outside their pull waits: a check of
+the communication terms alone).
 
 --recompute FILE predicts again, with the current model, for the rounds stored in an
 earlier --json-out (bench/data/scaling_validation.json is the run docs/scaling.md quotes).
@@ -153,6 +156,15 @@ def time_net(build: pathlib.Path, solver: pathlib.Path, out: pathlib.Path, iters
                                        "backward_ms": statistics.mean(r.backward_ms for r in rows)})
                            + "\n" for rows in zip(*tables)))
     return background
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (/proc/PID/stat), None once it is gone."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def ps_bench_rtt(build: pathlib.Path, size: str, folder: pathlib.Path) -> tuple[float, float]:
@@ -285,6 +297,16 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
     procs: list[subprocess.Popen] = []
     deadline = time.monotonic() + timeout
     bg = None
+    cpu: dict[int, float] = {}     # CPU seconds of each process, sampled until it exits
+    sampling = threading.Event()
+
+    def sample_cpu() -> None:
+        while not sampling.wait(0.05):
+            for p in list(procs):
+                c = cpu_seconds(p.pid)  # `ip netns exec` execs in place: the same pid
+                if c is not None:
+                    cpu[p.pid] = c
+    threading.Thread(target=sample_cpu, daemon=True).start()
     try:
         endpoints = []
         for k in range(servers):
@@ -313,16 +335,28 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
                                               text=True, start_new_session=True, cwd=ROOT))
             bg.pids.append(workers_p[-1].pid)
         procs += workers_p
-        rates = []
+        rates, waits = [], []
         for r, p in enumerate(workers_p):
             out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
             if p.returncode != 0:
                 raise RuntimeError(f"worker {r} exited {p.returncode}: {err[-800:]}")
             events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-            rates.append(steady([e["images_per_second"] for e in events
-                                 if e.get("event") == "train" and "images_per_second" in e]))
-        return {"images_per_s": sum(rates), "per_worker": rates, "background": bg.stop()}
+            train = [e for e in events if e.get("event") == "train" and "images_per_second" in e]
+            rates.append(steady([e["images_per_second"] for e in train]))
+            # the time this worker waited for pulls (PsClient::WaitPull), per iteration
+            span = train[1]["iter"] - train[0]["iter"] if len(train) > 1 else 1
+            waits.append(steady([e.get("pull_wait_seconds", 0.0) for e in train]) / span)
+        background = bg.stop()
+        time.sleep(0.1)
+        iters = int(re.search(r"max_iter: (\d+)", solver.read_text()).group(1))
+        return {"images_per_s": sum(rates), "per_worker": rates, "background": background,
+                "pull_wait_s_per_iter": waits,
+                "server_cpu_s_per_iter": sum(cpu.get(p.pid, 0.0)
+                                             for p in procs[:servers]) / iters,
+                "worker_cpu_s_per_iter": statistics.mean(cpu.get(p.pid, 0.0)
+                                                         for p in workers_p) / iters}
     finally:
+        sampling.set()
         if bg is not None:
             bg.stop()
         for p in procs:
@@ -338,6 +372,16 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
 
 # ---------------------------------------------------------------- main
 
+def _server_stack(raw: dict, workers: int, params, calib: dict) -> float:
+    """k_s of a shaped link: the servers' CPU in the job per byte of one worker's gradient
+    less c_s (ps-bench's, over loopback); 2/β of loopback for rounds without it."""
+    if raw.get("server_cpu_s_per_iter") is None:
+        return 2 / calib["wire_bytes_per_s"]
+    grad = 4.0 * sum(p.values for p in params)
+    measured = raw["server_cpu_s_per_iter"] / (workers * grad)
+    return max(0.0, measured - calib["server_ns_per_byte"] * 1e-9)
+
+
 def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     """The model's two predictions for one measured round: (E6 from the one-process layer
     times and the measured load, compute measured with W ps-net time processes at once)."""
@@ -349,6 +393,17 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 server_byte_s=calib["server_ns_per_byte"] * 1e-9,
                 worker_byte_s=calib["worker_ns_per_byte"] * 1e-9,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
+                # ps-bench measured c_s over loopback; on the veth pair the server's own CPU
+                # also carries its stack's work (k_s, docs/scaling.md E6c): measured in the
+                # same job where the round has it, else two directions of loopback's k
+                server_kernel_byte_s=0.0 if link == "loopback" else
+                _server_stack(raw, w, params, calib),
+                # the tbf burst Namespaces sets: rate x 4 ms, at least 32 KiB
+                burst_bytes=0.0 if link == "loopback" else
+                max(32 * 1024, {"100mbit": 100e6, "1gbit": 1e9}[link] / 8 * 0.004),
+                # the worker's stack on the veth pair, k = 1/β of loopback (E2b)
+                link_kernel_byte_s=0.0 if link == "loopback" else
+                1 / calib["wire_bytes_per_s"],
                 background=raw["background"])
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
@@ -358,7 +413,23 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     measured = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers_together"]],
                                  params, batch,
                                  costmodel.Cluster(timed_background=together_bg, **base))
-    return formula, measured
+    in_job = measured
+    if raw.get("pull_wait_s_per_iter"):
+        # the compute inside the job: a worker's iteration less its wait for pulls, in the
+        # proportions of the one-process layer times; the model then predicts what the
+        # communication adds (E2-E5, E6c, E7) and nothing about the contention (E6, E6b)
+        # (bsp: the last worker to arrive at the barrier, the one that waited least; the
+        # others' waits include it)
+        busy = (max if mode == "bsp" else statistics.mean)(
+            batch / r - pw for r, pw in zip(raw["per_worker"], raw["pull_wait_s_per_iter"]))
+        total = sum(l[1] + l[2] for l in raw["layers"])
+        k = busy * 1e3 / total
+        in_job = costmodel.predict([costmodel.LayerTime(l[0], l[1] * k, l[2] * k)
+                                    for l in raw["layers"]], params, batch,
+                                   costmodel.Cluster(compute_in_job=True,
+                                                     timed_background=raw["timed_background"],
+                                                     **base))
+    return formula, measured, in_job
 
 
 def fill(row: dict, calib: dict, params, batch: int) -> dict:
@@ -368,7 +439,11 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
     preds = [predict_point(point, r, calib, params, batch) for r in row["rounds"]]
     m = row["measured_images_per_s"] = statistics.median(r["measured"] for r in row["rounds"])
     row["background"] = statistics.median(r["background"] for r in row["rounds"])
-    for i, key in enumerate(("formula", "together")):
+    cpu = [r["server_cpu_s_per_iter"] for r in row["rounds"] if "server_cpu_s_per_iter" in r]
+    if cpu:  # the servers' CPU in the job per byte of one worker's gradient (E6c check)
+        grad = 4.0 * sum(p.values for p in params)
+        row["server_ns_per_byte_job"] = statistics.median(cpu) / (row["workers"] * grad) * 1e9
+    for i, key in enumerate(("formula", "together", "injob")):
         p = statistics.median(pr[i].images_per_s for pr in preds)
         row[f"predicted_{key}"] = p
         row[f"error_{key}"] = (p - m) / m
@@ -391,16 +466,20 @@ def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
     if markdown:
         print(f"load average before {load_before}, after {load_after}; {elapsed:.0f} s\n")
         print("| link | net | W | S | mode | other load | measured images/s | predicted (E6) |"
-              " error | predicted (W timed at once) | error | bottleneck |")
-        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+              " error | predicted (W timed at once) | error | predicted (compute in the job) |"
+              " error | server CPU ns/byte | bottleneck |")
+        print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+              " ---: | ---: | --- |")
         for r in rows:
             mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
                   f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
                   f"{r['predicted_formula']:.0f} | {100 * r['error_formula']:+.1f}% | "
-                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% |"
-                  f" {r['bottleneck_together']} |")
-    for key in ("formula", "together"):
+                  f"{r['predicted_together']:.0f} | {100 * r['error_together']:+.1f}% | "
+                  f"{r['predicted_injob']:.0f} | {100 * r['error_injob']:+.1f}% | "
+                  f"{r.get('server_ns_per_byte_job', float('nan')):.2f} | "
+                  f"{r['bottleneck_formula']} |")
+    for key in ("formula", "together", "injob"):
         errors = [abs(r[f"error_{key}"]) for r in rows]
         print(f"{len(rows)} points, prediction {key}: mean |error| "
               f"{100 * statistics.mean(errors):.1f}%, worst {100 * max(errors):.1f}%, "
@@ -514,6 +593,10 @@ def main() -> int:
                                "timed_background": timed_bg,
                                "together_background": together_bg,
                                "link_bytes_per_s": link_bw,
+                               "server_cpu_s_per_iter": job["server_cpu_s_per_iter"],
+                               "per_worker": job["per_worker"],
+                               "pull_wait_s_per_iter": job["pull_wait_s_per_iter"],
+                               "worker_cpu_s_per_iter": job["worker_cpu_s_per_iter"],
                                "layers": [[l.name, l.forward_ms, l.backward_ms] for l in layers],
                                "layers_together": [[l.name, l.forward_ms, l.backward_ms]
                                                    for l in together]})
@@ -524,8 +607,11 @@ def main() -> int:
                   f"measured {row['measured_images_per_s']:7.1f} predicted (E6) "
                   f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
                   f"(W timed at once) {row['predicted_together']:7.1f} "
-                  f"({100 * row['error_together']:+5.1f}%), {row['bottleneck_together']}; "
-                  f"other busy autogroups {row['background']:.1f}", file=sys.stderr)
+                  f"({100 * row['error_together']:+5.1f}%), (compute in the job) "
+                  f"{row['predicted_injob']:7.1f} ({100 * row['error_injob']:+5.1f}%), "
+                  f"{row['bottleneck_formula']}; "
+                  f"other busy autogroups {row['background']:.1f}; server CPU "
+                  f"{row.get('server_ns_per_byte_job', 0):.2f} ns/byte", file=sys.stderr)
             if args.json_out:  # after every point: a stopped run keeps what it measured
                 args.json_out.write_text(json.dumps({"calibration": calib, "rows": rows,
                                                      "load_before": load_before,

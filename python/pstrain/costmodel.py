@@ -267,12 +267,21 @@ class Cluster:
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
+    server_kernel_byte_s: float = 0.0  # the server host's TCP stack CPU per byte of one
+                                      # worker's gradient (in and out) beyond server_byte_s:
+                                      # 0 where c_s was measured on the same kind of link
     chunk_bytes: int = 1 << 20
     cores: float | None = None        # CPU cores the processes share; None: dedicated devices
     background: float = 0.0           # other programs busy during the job (runnable threads,
                                       # or autogroups where the kernel shares by session)
     timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
+    link_kernel_byte_s: float = 0.0   # the worker's TCP stack per byte in series with a shaped
+                                      # link's wire, at the CPU share (E2b); 0: a plain NIC
+    burst_bytes: float = 0.0          # a shaped link's token bucket (tbf burst): bytes that
+                                      # pass at once after it idled; 0 for a plain NIC
+    compute_in_job: bool = False      # the layer times were measured inside the job itself
+                                      # (contention included): no E6/E6b, E6c stays
 
 
 @dataclasses.dataclass
@@ -319,45 +328,66 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     busy = {
         "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
         "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * cl.server_byte_s + 2 * m * cl.message_s)
-                          for b, m in zip(shard_bytes, shard_msgs)),
+        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+                               + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
-    stations = max(([b / cl.server_bw, b * cl.server_byte_s + 2 * m * cl.message_s,
-                     b / cl.server_bw] for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+    def stations(slow: float) -> list[float]:
+        # a link's token bucket passes up to burst_bytes of each worker's transfer at once
+        # when the link idled before it (E2b)
+        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
+                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
+                     * slow,
+                     max(0.0, b - cl.burst_bytes) / cl.server_bw]
+                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
     # `cores`; the layer times were taken by one process beside timed_background others.
-    scale, it, cpu_bound = 1.0, fwd + bwd, 0.0
+    scale, it, cpu_bound, slow = 1.0, fwd + bwd, 0.0, 1.0
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     # CPU work for one worker's communication per iteration, wherever it runs: its client
     # copies and messages, the kernel moving its bytes both ways, the servers' work on them
     comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
-                + total_bytes * cl.server_byte_s)
+                + total_bytes * (cl.server_byte_s + cl.server_kernel_byte_s))
     sync = cl.mode == "bsp"
     for _ in range(4 if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
-        scale = max(1.0, demand) / timed
-        # E6b: on saturated cores the communication work cannot run beside the compute on a
-        # spare core: it adds, in the share of the cores that are busy.
-        cpu_bound = scale * (fwd + bwd + comm_cpu * min(1.0, demand))
-        path = _path(layers, by_layer, cl, scale, contended=sync)
-        it = max(path if sync else _mva(path, stations, W), cpu_bound)
-    path = _path(layers, by_layer, cl, scale, contended=sync)
+        scale = 1.0 if cl.compute_in_job else max(1.0, demand) / timed
+        # E6c: the server's CPU work (c_s: CPU seconds) runs at its share of the cores
+        # beside the workers' mean busy share W·compute/T (the compute of the last step)
+        computing = W * min(1.0, (fwd + bwd) * scale / max(it, 1e-9))
+        slow = max(1.0, (computing + busy_procs - W + cl.background) / cl.cores)
+        # E6b: with fewer compute threads than cores (W < C) the communication work runs on
+        # a core no compute of this job uses; else, on saturated cores, it adds to the
+        # compute, in the share of the cores that are busy.
+        spill = 0.0 if W < cl.cores else min(1.0, demand)
+        cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * spill)
+        path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
+        it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
+    path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
     # closed network: mean value analysis). bsp: all workers contend at once, inside the
     # path (E2-E4).
-    iteration = max(path if sync else _mva(path, stations, W), cpu_bound)
+    iteration = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W),
+                    cpu_bound)
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
         neck = "compute"
     elif cpu_bound >= iteration:
         neck = "shared cores"
     else:
+        busy["server cpu"] *= slow  # E6c: wall time at the server's share of the cores
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+
+
+def _bsp(path: float, busy: dict, slow: float) -> float:
+    """E7, bsp: one worker's path with W copies at the server, but no less than the busiest
+    shard's CPU needs for the W workers' bytes at its share of the cores (E6c): its kernel
+    work overlaps the transfer in the path, yet occupies the CPU."""
+    return max(path, busy["server cpu"] * slow)
 
 
 def _mva(path: float, demands: list[float], workers: int) -> float:
@@ -374,7 +404,8 @@ def _mva(path: float, demands: list[float], workers: int) -> float:
     return workers / throughput
 
 
-def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float:
+def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
+          slow: float = 1.0) -> float:
     """One worker's iteration: forward, backward with per-layer pushes (E2), the server's
     apply (E3), the pull replies chunk by chunk (E4). `contended`: all W workers send and
     receive at the same moments (bsp), so a server's link carries W copies."""
@@ -384,9 +415,23 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
     w_up = w_down = fwd                    # worker NIC free at
     s_in, s_cpu, s_out = [fwd] * S, [fwd] * S, [fwd] * S
     t = fwd
-    # pull request: before backward (bsp on CPU) or once backward ended
+    # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward
+    # ended (ssp/asp always, OnGradientsReady after the last push)
     bwd_total = sum(l.backward_ms for l in layers) / 1e3 * scale
-    request = fwd + (0.0 if cl.early_pull else bwd_total) + L + cl.message_s
+    early = cl.early_pull and cl.mode == "bsp"
+    request = fwd + (0.0 if early else bwd_total) + L + cl.message_s
+    # E2b: each link's token bucket (tbf): full at the start of the iteration (the link
+    # idled at least burst/bandwidth since its last use), refilled at its rate while idle
+    buckets: dict = {}
+
+    def wire(link, start: float, nbytes: float, bw: float) -> float:
+        tokens, last = buckets.get(link, (cl.burst_bytes, start))
+        tokens = min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
+        free = min(tokens, nbytes)
+        took = (nbytes - free) / bw
+        buckets[link] = (tokens - free, start + took)
+        return took
+
     applied = []                            # (ready time at server, shard, bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
@@ -395,20 +440,31 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool) -> float
             nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
-            w_up = start + nbytes * (1 / cl.worker_bw + cl.worker_byte_s)
+            w_up = (start + wire("up", start, nbytes, cl.worker_bw)
+                    + nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
             begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + W * nbytes / cl.server_bw, w_up + L)
+            s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s)
+            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
             applied.append((s_cpu[k], k, nbytes))
     end = t
+    if cl.mode != "bsp":
+        # E4': ssp/asp: ShardServer answers a pull whole (PullReply with every chunk of the
+        # shard, one message) once its single thread reaches the request, which came after
+        # this worker's pushes on the same connection: after their apply.
+        merged = {}
+        for ready, k, nbytes in applied:
+            r, n = merged.get(k, (0.0, 0.0))
+            merged[k] = (max(r, ready), n + nbytes)
+        applied = [(r, k, n) for k, (r, n) in sorted(merged.items(), key=lambda kv: kv[1][0])]
     for ready, k, nbytes in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         begin = max(ready, request, s_out[k]) + cl.message_s
-        s_out[k] = begin + W * nbytes / cl.server_bw
-        arrive = max(s_out[k] + L, max(begin + L, w_down) +
-                     nbytes * (1 / cl.worker_bw + cl.worker_byte_s))
+        s_out[k] = begin + wire(("out", k), begin, W * nbytes, cl.server_bw)
+        down = max(begin + L, w_down)
+        arrive = max(s_out[k] + L, down + wire("down", down, nbytes, cl.worker_bw) +
+                     nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
         w_down = arrive
         end = max(end, arrive + cl.message_s)
     return end

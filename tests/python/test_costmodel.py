@@ -151,7 +151,12 @@ def test_saturated_cores_add_the_workers_communication_work():
     assert two.iteration_s == pytest.approx(0.065 + 0.008, rel=1e-6)  # 2 busy / 2 cores
     one = predict(layers, params, 1, Cluster(workers=1, servers=1, cores=2, early_pull=True,
                                              **fast))
-    assert one.iteration_s == pytest.approx(0.065 + 0.5 * 0.008, rel=1e-6)  # half busy
+    # one worker on 2 cores: its communication work runs on the core its compute leaves
+    assert one.iteration_s == pytest.approx(0.065, rel=1e-6)
+    three = predict(layers, params, 1, Cluster(workers=3, servers=1, cores=2, early_pull=True,
+                                               **fast))
+    # 3 busy / 2 cores: compute x 1.5, the copies saturate-added: 1.5 x (65 + 8) ms
+    assert three.iteration_s == pytest.approx(1.5 * 0.073, rel=1e-6)
     gpu = predict(layers, params, 1, Cluster(workers=2, servers=1, early_pull=True, **fast))
     assert gpu.iteration_s == pytest.approx(0.065, rel=1e-6)  # dedicated devices: overlapped
 
@@ -171,3 +176,66 @@ def test_cli_predicts_from_the_h200_layer_times(capsys):
     # backward; never faster than its compute
     assert 71.66 < lines[0]["iteration_ms"] < 71.66 + 2 * 8.2
     assert lines[1]["images_per_s"] > lines[0]["images_per_s"]
+
+
+def test_asp_pulls_after_backward_and_whole_whatever_early_pull_says():
+    layers = [LayerTime("conv", 5.0, 50.0), LayerTime("fc", 5.0, 5.0)]
+    params = [Param("conv", "conv/weight", 1000), Param("fc", "fc/weight", MB4)]
+    for mode in ("asp", "ssp"):
+        r = predict(layers, params, 1, Cluster(workers=1, servers=1, mode=mode, early_pull=True,
+                                               **LINK))
+        # PsWorker sends an asp/ssp pull after the last push (OnGradientsReady): it reaches
+        # the server at 66 ms, after conv's push (in and applied at 66.04 ms); ShardServer
+        # answers it whole: 4.004 MB leave 66.04..106.08 ms and arrive at 107.08 ms. (bsp
+        # with the early pull: 97.04 ms, test above.)
+        assert r.iteration_s == pytest.approx(0.10708, rel=1e-9)
+
+
+def test_server_cpu_runs_at_its_share_of_the_cores():
+    # 4 MB x 0.25 ns = 1 ms of server CPU a worker; 100 other busy programs on 2 cores, the
+    # layer times taken beside the same 100: compute stays 30 ms (x 1.00003). The server
+    # shares the cores with them, itself (u_s = 1 ms / T) and the worker while it computes
+    # (30 ms / T): at T = 162.1 ms, sigma = (0.1851 + 0.0062 + 100) / 2 = 50.096, so its
+    # 1 ms takes 50.1 ms. Path: 30 + push 40 + 1 + apply 50.1 + pull 40 + 1 = 162.1 ms.
+    cl = Cluster(workers=1, servers=1, cores=2, background=100, timed_background=100,
+                 **dict(LINK, server_byte_s=0.25e-9))
+    r = predict(ONE, ONE_P, 1, cl)
+    assert r.iteration_s == pytest.approx(0.1621, rel=1e-3)
+    assert r.compute_s == pytest.approx(0.030, rel=1e-3)
+    quiet = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, cores=2,
+                                           **dict(LINK, server_byte_s=0.25e-9)))
+    assert quiet.iteration_s == pytest.approx(0.030 + 0.080 + 0.002 + 0.001, rel=1e-6)
+
+
+def test_server_stack_cpu_bounds_bsp_and_queues_asp():
+    # 10 ns of the server's stack a byte: 40 ms of server CPU per worker and iteration,
+    # beside links so fast (1 TB/s) that the path alone is the 30 ms of compute (+8 us).
+    fast = dict(LINK, worker_bw=1e12, server_bw=1e12, latency_s=0.0, server_kernel_byte_s=10e-9)
+    bsp = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, **fast))
+    # the transfer overlaps the stack's work, but the server's CPU needs 2 x 40 ms
+    assert bsp.iteration_s == pytest.approx(0.080, rel=1e-9)
+    assert bsp.bottleneck == "server cpu"
+    asp = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, mode="asp", **fast))
+    # one worker's demands (4 us, 40 ms, 4 us) exceed its 30.008 ms path: no think time.
+    # MVA: n=1: X = 1/40.008 ms, queues (1e-4, 0.9998, 1e-4); n=2: R_cpu = 40 x 1.9998 ms,
+    # sum R = 80.000 ms, X = 25/s: 80 ms an iteration
+    assert asp.iteration_s == pytest.approx(0.080, rel=1e-4)
+    without = predict(ONE, ONE_P, 1, Cluster(workers=2, servers=1, mode="asp",
+                                             **dict(fast, server_kernel_byte_s=0.0)))
+    assert without.iteration_s == pytest.approx(0.030, rel=1e-3)
+
+
+def test_a_shaped_links_bucket_passes_its_burst_at_once():
+    # tbf with a 1 MB bucket, full at the start (the link idled): each 4 MB transfer pays
+    # the wire for 3 MB (30 ms). Push 30..60 ms (in by 61), pull request at 31 ms, reply
+    # 61..91 ms on the server's outlink, on the worker's downlink 62..92 ms.
+    r = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, burst_bytes=1e6, **LINK))
+    assert r.iteration_s == pytest.approx(0.092, rel=1e-9)
+
+
+def test_the_workers_stack_on_a_shaped_link_adds_to_its_wire():
+    # 2.5 ns a byte: 10 ms per 4 MB and direction on the worker's side (cores unset: at
+    # full speed). Push 30..80 ms (in by 81), reply leaves 81..121, arrives 82 + 40 + 10.
+    r = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, link_kernel_byte_s=2.5e-9,
+                                       **LINK))
+    assert r.iteration_s == pytest.approx(0.132, rel=1e-9)
