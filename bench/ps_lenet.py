@@ -19,6 +19,9 @@ Two figures per run:
   * wall: iterations x global batch / wall time of the whole job, from the
     first process started to the last one ended (start-up, net construction,
     LMDB open, final snapshot included).
+Beside them, per iteration: the CPU time of all the run's processes (user +
+system, every thread: the PS job's server and ZeroMQ I/O threads included),
+and for PS runs the time the workers waited for pulls (PsClient::WaitPull).
 
 usage: python3 bench/ps_lenet.py [--build build] [--rounds 5] [--iters 300] [--markdown]
 """
@@ -26,6 +29,7 @@ import argparse
 import json
 import pathlib
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,13 +65,19 @@ def write_solver(folder: pathlib.Path, batch: int, iters: int, display: int) -> 
     return solver
 
 
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every ended child process so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def steady(values: list) -> float:
     """Mean of the display intervals after the first."""
     return statistics.mean(values[1:]) if len(values) > 1 else float("nan")
 
 
 def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int) -> dict:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu_s()
     out = subprocess.run([str(build / "bin/ps-net"), "train", "--solver", str(solver),
                           "--threads", "1", "--json"], capture_output=True, text=True,
                          timeout=900, cwd=ROOT)
@@ -78,12 +88,12 @@ def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int
     rates = [e["iters_per_second"] for e in events
              if e.get("event") == "train" and "iters_per_second" in e]
     return {"steady_images_per_s": steady(rates) * batch, "wall_images_per_s": iters * batch / wall,
-            "wall_s": wall}
+            "wall_s": wall, "cpu_ms_per_iter": (children_cpu_s() - cpu) / iters * 1e3}
 
 
 def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, iters: int,
            mode: str, staleness: int) -> dict:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu_s()
     result = run_job(build, solver, workers=workers, servers=1, mode=mode, staleness=staleness,
                      timeout=900, cwd=ROOT)
     wall = time.monotonic() - start
@@ -97,7 +107,9 @@ def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, 
         total += steady(rates)
     pull_wait = sum(e.get("pull_wait_seconds", 0) for e in result.of("train"))
     return {"steady_images_per_s": total, "wall_images_per_s": iters * batch * workers / wall,
-            "wall_s": wall, "pull_wait_s": pull_wait}
+            "wall_s": wall, "pull_wait_s": pull_wait,
+            "pull_wait_ms_per_iter": pull_wait / (iters * workers) * 1e3,
+            "cpu_ms_per_iter": (children_cpu_s() - cpu) / iters * 1e3}
 
 
 def main() -> int:
@@ -146,9 +158,11 @@ def main() -> int:
             for name, fn in configs:
                 r = fn()
                 results[name].append(r)
+                extra = (f", pull wait {r['pull_wait_ms_per_iter']:.2f} ms/it"
+                         if "pull_wait_ms_per_iter" in r else "")
                 print(f"round {round_}: {name}: steady {r['steady_images_per_s']:.0f} img/s, "
-                      f"wall {r['wall_images_per_s']:.0f} img/s ({r['wall_s']:.2f} s)",
-                      file=sys.stderr)
+                      f"wall {r['wall_images_per_s']:.0f} img/s ({r['wall_s']:.2f} s), "
+                      f"cpu {r['cpu_ms_per_iter']:.1f} ms/it{extra}", file=sys.stderr)
             a, b = results[configs[0][0]][-1], results[configs[1][0]][-1]
             ratios_steady.append(b["steady_images_per_s"] / a["steady_images_per_s"])
             ratios_wall.append(b["wall_images_per_s"] / a["wall_images_per_s"])
@@ -159,13 +173,16 @@ def main() -> int:
     if args.markdown:
         print(f"{args.iters} iterations, global batch 64, medians of {args.rounds} rounds "
               f"(load average before {' '.join(load_before)}, after {' '.join(load_after)})\n")
-        print("| configuration | steady images/s | steady it/s | wall images/s | wall s |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("| configuration | steady images/s | steady it/s | wall images/s | wall s "
+              "| CPU ms/it | pull wait ms/it |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name, _ in configs:
             rs = results[name]
             s = med(rs, "steady_images_per_s")
+            wait = (f"{med(rs, 'pull_wait_ms_per_iter'):.2f}" if "pull_wait_ms_per_iter" in rs[0]
+                    else "-")
             print(f"| {name} | {s:.0f} | {s / 64:.1f} | {med(rs, 'wall_images_per_s'):.0f} | "
-                  f"{med(rs, 'wall_s'):.2f} |")
+                  f"{med(rs, 'wall_s'):.2f} | {med(rs, 'cpu_ms_per_iter'):.1f} | {wait} |")
         print(f"\nb / a (median of per-round ratios): steady {statistics.median(ratios_steady):.3f}"
               f" ({', '.join(f'{x:.3f}' for x in ratios_steady)}); wall "
               f"{statistics.median(ratios_wall):.3f} ({', '.join(f'{x:.3f}' for x in ratios_wall)})")
