@@ -19,17 +19,27 @@ Two figures per run:
   * wall: iterations x global batch / wall time of the whole job, from the
     first process started to the last one ended (start-up, net construction,
     LMDB open, final snapshot included).
+Beside them, per iteration: the CPU time of all the run's processes (user +
+system, every thread: the PS job's server and ZeroMQ I/O threads included),
+and for PS runs the time the workers waited for pulls (PsClient::WaitPull);
+and of the training thread (the main thread of ps-net / each ps-worker, from
+/proc/PID/schedstat and /proc/PID/status): its CPU time, the time it was
+runnable but waiting for a CPU (run queue), and how often it was preempted
+(whole run, start-up included, divided by the iterations).
 
 usage: python3 bench/ps_lenet.py [--build build] [--rounds 5] [--iters 300] [--markdown]
 """
 import argparse
 import json
+import os
 import pathlib
 import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -61,13 +71,73 @@ def write_solver(folder: pathlib.Path, batch: int, iters: int, display: int) -> 
     return solver
 
 
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every ended child process so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+class TrainThreadWatch:
+    """Samples, every 50 ms, the main (training) thread of each child process
+    named ps-net or ps-worker: /proc/PID/schedstat (CPU time, time spent
+    runnable but waiting for a CPU) and /proc/PID/status (context switches).
+    The last sample of each process counts (taken < 50 ms before it ended)."""
+
+    NAMES = ("ps-net", "ps-worker")
+
+    def __init__(self):
+        self.last: dict[int, tuple] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self):
+        me = os.getpid()
+        while not self._stop.wait(0.05):
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    stat = open(f"/proc/{entry}/stat").read()
+                    comm = stat[stat.index("(") + 1:stat.rindex(")")]
+                    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                    if ppid != me or comm not in self.NAMES:
+                        continue
+                    cpu_ns, wait_ns, _ = (int(x) for x in
+                                          open(f"/proc/{entry}/schedstat").read().split())
+                    status = open(f"/proc/{entry}/status").read()
+                except (OSError, ValueError):
+                    continue
+                switches = {k: int(v) for k, v in re.findall(
+                    r"^(voluntary_ctxt_switches|nonvoluntary_ctxt_switches):\s+(\d+)", status,
+                    re.M)}
+                self.last[int(entry)] = (cpu_ns, wait_ns, switches.get("nonvoluntary_ctxt_switches", 0))
+
+    def per_iter(self, iters: int) -> dict:
+        """Summed over the watched processes, per iteration of each."""
+        n = max(1, len(self.last))
+        cpu = sum(v[0] for v in self.last.values()) / n
+        wait = sum(v[1] for v in self.last.values()) / n
+        preempted = sum(v[2] for v in self.last.values()) / n
+        return {"train_thread_cpu_ms_per_iter": cpu / iters / 1e6,
+                "train_thread_runqueue_ms_per_iter": wait / iters / 1e6,
+                "train_thread_preemptions_per_iter": preempted / iters}
+
+
 def steady(values: list) -> float:
     """Mean of the display intervals after the first."""
     return statistics.mean(values[1:]) if len(values) > 1 else float("nan")
 
 
 def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int) -> dict:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu_s()
     out = subprocess.run([str(build / "bin/ps-net"), "train", "--solver", str(solver),
                           "--threads", "1", "--json"], capture_output=True, text=True,
                          timeout=900, cwd=ROOT)
@@ -78,12 +148,12 @@ def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int
     rates = [e["iters_per_second"] for e in events
              if e.get("event") == "train" and "iters_per_second" in e]
     return {"steady_images_per_s": steady(rates) * batch, "wall_images_per_s": iters * batch / wall,
-            "wall_s": wall}
+            "wall_s": wall, "cpu_ms_per_iter": (children_cpu_s() - cpu) / iters * 1e3}
 
 
 def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, iters: int,
            mode: str, staleness: int) -> dict:
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu_s()
     result = run_job(build, solver, workers=workers, servers=1, mode=mode, staleness=staleness,
                      timeout=900, cwd=ROOT)
     wall = time.monotonic() - start
@@ -97,7 +167,9 @@ def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, 
         total += steady(rates)
     pull_wait = sum(e.get("pull_wait_seconds", 0) for e in result.of("train"))
     return {"steady_images_per_s": total, "wall_images_per_s": iters * batch * workers / wall,
-            "wall_s": wall, "pull_wait_s": pull_wait}
+            "wall_s": wall, "pull_wait_s": pull_wait,
+            "pull_wait_ms_per_iter": pull_wait / (iters * workers) * 1e3,
+            "cpu_ms_per_iter": (children_cpu_s() - cpu) / iters * 1e3}
 
 
 def main() -> int:
@@ -144,11 +216,18 @@ def main() -> int:
         ratios_steady, ratios_wall = [], []
         for round_ in range(args.rounds):
             for name, fn in configs:
-                r = fn()
+                with TrainThreadWatch() as watch:
+                    r = fn()
+                r.update(watch.per_iter(args.iters))
                 results[name].append(r)
+                extra = (f", pull wait {r['pull_wait_ms_per_iter']:.2f} ms/it"
+                         if "pull_wait_ms_per_iter" in r else "")
                 print(f"round {round_}: {name}: steady {r['steady_images_per_s']:.0f} img/s, "
-                      f"wall {r['wall_images_per_s']:.0f} img/s ({r['wall_s']:.2f} s)",
-                      file=sys.stderr)
+                      f"wall {r['wall_images_per_s']:.0f} img/s ({r['wall_s']:.2f} s), "
+                      f"cpu {r['cpu_ms_per_iter']:.1f} ms/it{extra}; training thread: cpu "
+                      f"{r['train_thread_cpu_ms_per_iter']:.1f} ms/it, run queue "
+                      f"{r['train_thread_runqueue_ms_per_iter']:.2f} ms/it, preempted "
+                      f"{r['train_thread_preemptions_per_iter']:.1f} /it", file=sys.stderr)
             a, b = results[configs[0][0]][-1], results[configs[1][0]][-1]
             ratios_steady.append(b["steady_images_per_s"] / a["steady_images_per_s"])
             ratios_wall.append(b["wall_images_per_s"] / a["wall_images_per_s"])
@@ -159,13 +238,20 @@ def main() -> int:
     if args.markdown:
         print(f"{args.iters} iterations, global batch 64, medians of {args.rounds} rounds "
               f"(load average before {' '.join(load_before)}, after {' '.join(load_after)})\n")
-        print("| configuration | steady images/s | steady it/s | wall images/s | wall s |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        print("| configuration | steady images/s | steady it/s | wall images/s | wall s "
+              "| CPU ms/it | pull wait ms/it | train thread CPU ms/it | run queue ms/it "
+              "| preempted /it |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for name, _ in configs:
             rs = results[name]
             s = med(rs, "steady_images_per_s")
+            wait = (f"{med(rs, 'pull_wait_ms_per_iter'):.2f}" if "pull_wait_ms_per_iter" in rs[0]
+                    else "-")
             print(f"| {name} | {s:.0f} | {s / 64:.1f} | {med(rs, 'wall_images_per_s'):.0f} | "
-                  f"{med(rs, 'wall_s'):.2f} |")
+                  f"{med(rs, 'wall_s'):.2f} | {med(rs, 'cpu_ms_per_iter'):.1f} | {wait} | "
+                  f"{med(rs, 'train_thread_cpu_ms_per_iter'):.2f} | "
+                  f"{med(rs, 'train_thread_runqueue_ms_per_iter'):.2f} | "
+                  f"{med(rs, 'train_thread_preemptions_per_iter'):.1f} |")
         print(f"\nb / a (median of per-round ratios): steady {statistics.median(ratios_steady):.3f}"
               f" ({', '.join(f'{x:.3f}' for x in ratios_steady)}); wall "
               f"{statistics.median(ratios_wall):.3f} ({', '.join(f'{x:.3f}' for x in ratios_wall)})")

@@ -1,0 +1,45 @@
+"""bench/ps_lenet.py's TrainThreadWatch reads the training thread's CPU time,
+run-queue wait and preemptions from /proc while a real ps-net runs: the CPU
+time it reports must agree with the child's own rusage (the process is
+single-threaded but for a data thread that DummyData does not start), and a
+process of another name must not be counted."""
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+
+from pstrain_testing import ROOT, find_build_dir
+
+sys.path.insert(0, str(ROOT / "bench"))
+import ps_lenet  # noqa: E402
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def test_watch_reports_the_training_threads_cpu_time():
+    build = find_build_dir(["ps-net"])
+    before = _cpu_children()
+    with ps_lenet.TrainThreadWatch() as watch:
+        # Not watched: another name.
+        subprocess.run(["sleep", "0.2"], check=True, timeout=30)
+        out = subprocess.run(
+            [str(build / "bin/ps-net"), "time", "--model",
+             str(ROOT / "configs/nets/lenet_bench.prototxt"), "--iterations", "40",
+             "--threads", "1", "--engine", "reference", "--engine-cache", "none"],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-500:]
+        time.sleep(0.1)
+    cpu = _cpu_children() - before
+    assert len(watch.last) == 1, watch.last  # ps-net only
+    figures = watch.per_iter(40)
+    watched_s = figures["train_thread_cpu_ms_per_iter"] * 40 / 1e3
+    # The last sample is taken < 50 ms before the process ends.
+    assert 0 < watched_s <= cpu + 0.01
+    assert watched_s >= cpu - 0.25, (watched_s, cpu)
+    assert figures["train_thread_runqueue_ms_per_iter"] >= 0
+    assert figures["train_thread_preemptions_per_iter"] >= 0
