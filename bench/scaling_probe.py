@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import pathlib
-import signal
 import statistics
 import subprocess
 import sys
@@ -113,13 +112,7 @@ def job(build, solver, workers, servers, mode, ns, iters):
         stop.set()
         if bg is not None:
             bg.stop()
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait(timeout=10)
+        sv.stop_process_groups(procs)
         if folder:
             import shutil
             shutil.rmtree(folder, ignore_errors=True)

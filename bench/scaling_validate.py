@@ -211,6 +211,18 @@ def iperf3_bytes_per_s() -> float | None:
 
 # ---------------------------------------------------------------- jobs
 
+def stop_process_groups(procs) -> None:
+    """Kills each process's group (ps-train style children run in their own) and reaps it."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait(timeout=10)
+
+
+
 class Namespaces:
     """Two network namespaces joined by a veth pair: <p>s at 10.79.0.1 (servers) and <p>w
     at 10.79.0.2 (workers), both ends shaped to `rate` by tbf. close() deletes both."""
@@ -359,13 +371,7 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
         sampling.set()
         if bg is not None:
             bg.stop()
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait(timeout=10)
+        stop_process_groups(procs)
         if ns:
             shutil.rmtree(folder, ignore_errors=True)
 
