@@ -132,7 +132,11 @@ class Job:
             resume_check.check_files(plan)
         with _private_files():
             runfolder.create(plan, resume=resume, overwrite=overwrite)
-            if config.security.auth == "none":
+            if config.security.auth == "none" and config.transport.kind == "ipc":
+                say(f"[{config.name}] security: none: no CURVE; servers listen on Unix "
+                    f"sockets in {config.run_dir / 'sockets'} (mode 0700: only this user "
+                    f"can connect)")
+            elif config.security.auth == "none":
                 say(f"[{config.name}] security: none: no CURVE, servers bind "
                     f"{config.transport.interface}; any local user can connect to them "
                     f"(for experiments on one machine)")
