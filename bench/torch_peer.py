@@ -5,6 +5,8 @@
      and AlexNet b10 (configs/nets/*), `ps-net time --threads 1` alternating
      with the same net built layer for layer in PyTorch (bench/caffe_torch.py);
      medians over --rounds alternating rounds (the order flips every round);
+     PSTrain's figure leaves out its data layer (Caffe's DummyData draws new
+     random input at every forward; PyTorch's input is made once);
   2. train: LeNet on Fashion-MNIST, steady images/s: `ps-net train` b64,
      PS 1 worker b64 + 1 server bsp, PS 2 workers b32 + 1 server bsp
      (bench/ps_lenet.py), PyTorch 1 process (1 and 2 threads) b64 and DDP
@@ -116,7 +118,13 @@ def part_time(args, ps_env, pt_env) -> list:
                     e = run_json([str(args.build / "bin/ps-net"), "time", "--model", model,
                                   "--batch", str(batch), "--threads", "1", "--iterations",
                                   str(iters), "--json"], ps_env)
-                    ps.append([x for x in e if x.get("event") == "time"][0]["median_total_ms"])
+                    total = [x for x in e if x.get("event") == "time"][0]["median_total_ms"]
+                    # Like for like: PyTorch's inputs are made once, while Caffe's
+                    # DummyData draws fresh random input at every forward.
+                    data = sum(x["forward_ms"] + x["backward_ms"] for x in e
+                               if x.get("event") == "layer_time"
+                               and x.get("type") in ("DummyData", "Input"))
+                    ps.append(total - data)
                 else:
                     e = run_json([args.torch_python, str(WORKER), "time", "--model", model,
                                   "--batch", str(batch), "--threads", "1", "--iterations",
