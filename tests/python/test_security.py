@@ -379,3 +379,22 @@ def test_security_section_is_checked(tmp_path):
         tmp_path, security={"nonfinite": "drop"}))).plan()
     command = plan.server_command(0, None)
     assert command[command.index("--nonfinite") + 1] == "drop"
+
+
+def test_ipc_job_without_curve_keeps_its_sockets_owner_only(tmp_path, fashion_mnist, capsys):
+    """security: none over ipc: the servers' Unix sockets live in <run>/sockets (0700),
+    which another local user cannot search, and ps-train says so instead of warning
+    that any local user can connect."""
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    job = base_job(tmp_path, security="none", transport={"kind": "ipc"},
+                   solver_overrides={"max_iter": 20, "test_interval": 0, "snapshot": 0,
+                                     "display": 10})
+    assert ps_train([str(write_job(tmp_path, job))]) == 0
+    out = capsys.readouterr()
+    text = out.out + out.err
+    sockets = tmp_path / "runs" / "tiny" / "sockets"
+    assert "security: none: no CURVE; servers listen on Unix sockets in " + str(sockets) in text
+    assert "(mode 0700: only this user can connect)" in text
+    assert "any local user can connect" not in text
+    assert sockets.stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "runs" / "tiny").stat().st_mode & 0o077 == 0
