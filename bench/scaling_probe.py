@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -26,96 +22,20 @@ sys.path.insert(0, str(ROOT / "python"))
 import scaling_validate as sv  # noqa: E402
 from ps_lenet import write_solver  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def job(build, solver, workers, servers, mode, ns, iters):
-    bind = "tcp://10.79.0.1:0" if ns else "tcp://127.0.0.1:0"
-    srv_pre = ["ip", "netns", "exec", ns.server] if ns else []
-    wrk_pre = ["ip", "netns", "exec", ns.worker] if ns else []
-    common = ["--solver", str(solver), "--mode", mode, "--staleness", "2", "--job-key", "77",
-              "--json"]
-    folder = None
-    if ns:
-        from pstrain import keys
-        folder = keys.make_keys(pathlib.Path(tempfile.mkdtemp(prefix="probe-keys-")), servers,
-                                workers)
-        common += ["--keys", str(folder)]
-    procs, cpu, stop = [], {}, threading.Event()
-
-    def sample():
-        while not stop.wait(0.05):
-            for p in list(procs):
-                # the process under `ip netns exec` execs in place: same pid
-                c = cpu_seconds(p.pid)
-                if c is not None:
-                    cpu[p.pid] = c
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    bg = None
-    try:
-        endpoints = []
-        for k in range(servers):
-            cmd = srv_pre + [str(build / "bin/ps-server"), "--shard", str(k), "--num-servers",
-                             str(servers), "--workers", str(workers), "--bind", bind] + common
-            if k:
-                cmd += ["--coordinator", endpoints[0]]
-            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 start_new_session=True, cwd=ROOT)
-            procs.append(p)
-            while True:
-                line = p.stdout.readline()
-                if not line:
-                    raise RuntimeError(p.stderr.read()[-800:])
-                if line.startswith("{") and json.loads(line).get("event") == "listening":
-                    endpoints.append(json.loads(line)["endpoint"])
-                    break
-        bg = sv.Background()
-        bg.pids += [p.pid for p in procs]
-        wp = []
-        for r in range(workers):
-            cmd = wrk_pre + [str(build / "bin/ps-worker"), "--rank", str(r), "--workers",
-                             str(workers), "--servers", ",".join(endpoints), "--threads", "1",
-                             "--timeout-s", "120"] + common
-            wp.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True, start_new_session=True, cwd=ROOT))
-            bg.pids.append(wp[-1].pid)
-        procs += wp
-        out = []
-        for r, p in enumerate(wp):
-            o, e = p.communicate(timeout=300)
-            if p.returncode != 0:
-                raise RuntimeError(e[-800:])
-            ev = [json.loads(l) for l in o.splitlines() if l.startswith("{")]
-            tr = [x for x in ev if x.get("event") == "train" and "images_per_second" in x][1:]
-            out.append(tr)
-        background = bg.stop()
-        time.sleep(0.1)
-        res = {"background": background, "workers": []}
-        for r, tr in enumerate(out):
-            ips = statistics.mean(x["images_per_second"] for x in tr)
-            res["workers"].append({"images_per_s": ips,
-                                   "pull_wait_s": [x.get("pull_wait_seconds") for x in tr],
-                                   "cpu_s": cpu.get(wp[r].pid)})
-        res["server_cpu_s"] = [cpu.get(p.pid) for p in procs[:servers]]
-        res["images_per_s"] = sum(w["images_per_s"] for w in res["workers"])
-        return res
-    finally:
-        stop.set()
-        if bg is not None:
-            bg.stop()
-        sv.stop_process_groups(procs)
-        if folder:
-            import shutil
-            shutil.rmtree(folder, ignore_errors=True)
+def job(build, solver, workers, servers, mode, ns):
+    """One job through scaling_validate.run_job: per worker its mean images/s (the first
+    train event left out), its pull waits and CPU seconds; the servers' CPU seconds."""
+    raw = sv.run_job(build, solver, workers, servers, mode, 2, ns)
+    res = {"background": raw["background"], "workers": []}
+    for r, events in enumerate(raw["train_events"]):
+        tr = events[1:]
+        res["workers"].append({"images_per_s": statistics.mean(x["images_per_second"]
+                                                               for x in tr),
+                               "pull_wait_s": [x.get("pull_wait_seconds") for x in tr],
+                               "cpu_s": raw["worker_cpu_s"][r]})
+    res["server_cpu_s"] = raw["server_cpu_s"]
+    res["images_per_s"] = sum(w["images_per_s"] for w in res["workers"])
+    return res
 
 
 def main() -> int:
@@ -137,7 +57,7 @@ def main() -> int:
             for mode in a.modes.split(","):
                 ns = None if a.link == "loopback" else sv.Namespaces(a.link)
                 try:
-                    r = job(build, solver, a.workers, a.servers, mode, ns, a.iters)
+                    r = job(build, solver, a.workers, a.servers, mode, ns)
                 finally:
                     if ns:
                         ns.close()

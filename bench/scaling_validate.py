@@ -295,7 +295,8 @@ def netns_unavailable() -> str | None:
 def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
             staleness: int, ns: Namespaces | None = None, timeout: float = 300) -> dict:
     """Servers, then workers, each in its own process group; all stopped on return.
-    Returns per-worker steady images/s from the workers' train events."""
+    Returns per-worker steady images/s from the workers' train events, those events
+    themselves and the CPU seconds of every server and worker."""
     bind = "tcp://10.79.0.1:0" if ns else "tcp://127.0.0.1:0"
     srv_pre = ["ip", "netns", "exec", ns.server] if ns else []
     wrk_pre = ["ip", "netns", "exec", ns.worker] if ns else []
@@ -347,13 +348,14 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
                                               text=True, start_new_session=True, cwd=ROOT))
             bg.pids.append(workers_p[-1].pid)
         procs += workers_p
-        rates, waits = [], []
+        rates, waits, trains = [], [], []
         for r, p in enumerate(workers_p):
             out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
             if p.returncode != 0:
                 raise RuntimeError(f"worker {r} exited {p.returncode}: {err[-800:]}")
             events = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
             train = [e for e in events if e.get("event") == "train" and "images_per_second" in e]
+            trains.append(train)
             rates.append(steady([e["images_per_second"] for e in train]))
             # the time this worker waited for pulls (PsClient::WaitPull), per iteration
             span = train[1]["iter"] - train[0]["iter"] if len(train) > 1 else 1
@@ -362,7 +364,9 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
         time.sleep(0.1)
         iters = int(re.search(r"max_iter: (\d+)", solver.read_text()).group(1))
         return {"images_per_s": sum(rates), "per_worker": rates, "background": background,
-                "pull_wait_s_per_iter": waits,
+                "pull_wait_s_per_iter": waits, "train_events": trains,
+                "server_cpu_s": [cpu.get(p.pid) for p in procs[:servers]],
+                "worker_cpu_s": [cpu.get(p.pid) for p in workers_p],
                 "server_cpu_s_per_iter": sum(cpu.get(p.pid, 0.0)
                                              for p in procs[:servers]) / iters,
                 "worker_cpu_s_per_iter": statistics.mean(cpu.get(p.pid, 0.0)
