@@ -266,6 +266,12 @@ std::string DefaultAutotuneCachePath() {
   return "";
 }
 
+std::string AutotuneCachePathFromFlag(const std::string& flag) {
+  if (flag.empty()) return DefaultAutotuneCachePath();
+  if (flag == "none") return "";
+  return flag;
+}
+
 Result<std::vector<ImplementationChoice>> AutotuneCpuImplementations(
     Net& net, const AutotuneOptions& options) {
   std::vector<ImplementationChoice> choices;

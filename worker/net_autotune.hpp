@@ -63,6 +63,10 @@ struct AutotuneOptions {
 // $HOME/.cache/pstrain/cpu-implementations.tsv; empty when neither is set.
 std::string DefaultAutotuneCachePath();
 
+// The cache file an --engine-cache flag names: empty (flag not given) gives
+// DefaultAutotuneCachePath(), "none" gives "" (no file), anything else itself.
+std::string AutotuneCachePathFromFlag(const std::string& flag);
+
 // Tunes `net` (built with Engine::kFast) as above. Errors: a cache-file line
 // naming an implementation the layer lacks.
 Result<std::vector<ImplementationChoice>> AutotuneCpuImplementations(

@@ -50,7 +50,7 @@ struct CommonFlags {
   bool json = false;
   int threads = 0;
   std::string engine = "auto";
-  std::string engine_cache;  // empty: DefaultAutotuneCachePath(); "none": none
+  std::string engine_cache;  // as given (AutotuneCachePathFromFlag)
   int gpu = -1;              // >= 0: the GPU engine on this CUDA device
 };
 
@@ -70,9 +70,7 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
 pstrain::AutotuneOptions Autotune(const CommonFlags& flags, pstrain::Engine engine) {
   pstrain::AutotuneOptions autotune;
   autotune.enabled = flags.engine == "auto" && engine == pstrain::Engine::kFast;
-  autotune.cache_path = flags.engine_cache.empty()     ? pstrain::DefaultAutotuneCachePath()
-                        : flags.engine_cache == "none" ? std::string()
-                                                       : flags.engine_cache;
+  autotune.cache_path = pstrain::AutotuneCachePathFromFlag(flags.engine_cache);
   autotune.on_choice = [](const pstrain::ImplementationChoice& c) {
     std::fprintf(stderr, "%s\n", c.Describe().c_str());
   };
@@ -143,7 +141,8 @@ int ParseFlags(int argc, char** argv, po::options_description& desc, po::variabl
     return -1;
   }
   for (const auto& r : required) {
-    if (!vm.count(r) || vm[r].as<std::string>().empty()) return Usage("--" + r + " is required", &desc);
+    if (!vm.count(r) || vm[r].as<std::string>().empty())
+      return Usage("--" + r + " is required", &desc);
   }
   return 0;
 }

@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
       "keys", po::value(&options.client.keys),
       "CURVE keys folder: this worker's key pair and the servers' public keys")(
       "chunk-bytes", po::value(&options.client.chunk_bytes)->default_value(1 << 20),
-      "largest piece of a parameter in one message")(
-      "mode", po::value(&mode)->default_value("bsp"), "bsp, ssp or asp")(
+      "largest piece of a parameter in one message")("mode", po::value(&mode)->default_value("bsp"),
+                                                     "bsp, ssp or asp")(
       "staleness", po::value(&options.staleness)->default_value(0), "ssp staleness bound")(
       "weights", po::value(&options.weights), "initial weights (worker 0, fresh job)")(
       "straggle-ms", po::value(&options.straggle_ms)->default_value(0),
@@ -74,9 +74,8 @@ int main(int argc, char** argv) {
       "straggle-jitter-ms", po::value(&options.straggle_jitter_ms)->default_value(0),
       "plus a random 0..J ms every iteration")(
       "max-in-flight", po::value(&options.client.max_pushes_in_flight)->default_value(16),
-      "unacknowledged pushes per server")(
-      "timeout-s", po::value(&timeout_s)->default_value(120),
-      "a server silent this long is an error")(
+      "unacknowledged pushes per server")("timeout-s", po::value(&timeout_s)->default_value(120),
+                                          "a server silent this long is an error")(
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
       "engine", po::value(&engine)->default_value("auto"),
       "auto (each layer's fastest CPU implementation, timed at set-up), fast or reference")(
@@ -161,11 +160,7 @@ int main(int argc, char** argv) {
   const std::string rank = std::to_string(options.client.rank);
   const std::string program = "ps-worker " + rank;
   options.autotune.enabled = engine == "auto";
-  if (engine_cache.empty()) {
-    options.autotune.cache_path = pstrain::DefaultAutotuneCachePath();
-  } else if (engine_cache != "none") {
-    options.autotune.cache_path = engine_cache;
-  }
+  options.autotune.cache_path = pstrain::AutotuneCachePathFromFlag(engine_cache);
   options.autotune.on_choice = [program](const pstrain::ImplementationChoice& c) {
     std::fprintf(stderr, "%s: %s\n", program.c_str(), c.Describe().c_str());
   };
