@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Where the CPU of a PSTrain job goes, by process and thread (docs/scaling.md, E8).
+
+Samples /proc/PID/task/TID/schedstat (ns on a CPU) of every process of a job (and of their children) every
+25 ms and reports, over the steady middle of the run, the CPU seconds per iteration of
+each kind of thread: a worker's training thread, its ZeroMQ I/O thread, the rest of the
+worker; a server's main thread, its ZeroMQ I/O thread, the rest. Two kinds of run:
+
+  * `--jobs`: loopback LeNet b32 jobs (bench/scaling_validate.run_job), W = 1..4 bsp,
+    1 server: what the validation points spend;
+  * `--bench`: ps-bench (1 worker thread, 1 server, tcp, asp) with small and large
+    messages: the per-message and per-byte CPU of the client and the server, the
+    calibration of E8 (not a validation point).
+
+usage: python3 bench/scaling_cpu.py [--bench] [--jobs 1,2,3,4] [--iters 400] [--json-out F]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "python"))
+import scaling_validate as sv  # noqa: E402
+from ps_lenet import write_solver  # noqa: E402
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def _threads(pid: int) -> dict:
+    """{tid: (comm, cpu seconds)} of one process."""
+    out = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            # schedstat: nanoseconds on a CPU (stat's utime + stime count 10 ms ticks)
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = (comm, int(f.read().split()[0]) / 1e9)
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
+class ThreadSampler:
+    """Samples the threads of `roots` and their descendants: (time, {(role, pid, tid):
+    (comm, cpu s)}). `role(pid)` names a process (worker0, server0, ...)."""
+
+    def __init__(self, period: float = 0.025):
+        self.roots: dict[int, str] = {}
+        self.samples: list[tuple[float, dict]] = []
+        self._stop = threading.Event()
+        self._period = period
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            snap = {}
+            todo = list(self.roots.items())
+            while todo:
+                pid, role = todo.pop()
+                for tid, v in _threads(pid).items():
+                    snap[(role, pid, tid)] = v
+                todo += [(c, role + "/child") for c in _children(pid)]
+            self.samples.append((time.monotonic(), snap))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def window(self, start: float, end: float) -> tuple[float, dict]:
+        """(seconds, {(role, comm): cpu seconds}) between the samples nearest start and end."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            raise RuntimeError("too few samples in the steady window")
+        (t0, a), (t1, b) = inside[0], inside[-1]
+        out: dict = {}
+        for key, (comm, cpu) in b.items():
+            if key in a:
+                name = (key[0], thread_kind(comm))
+                out[name] = out.get(name, 0.0) + cpu - a[key][1]
+        return t1 - t0, out
+
+
+def thread_kind(comm: str) -> str:
+    if comm.startswith("ZMQbg/IO"):
+        return "zmq io"
+    if comm.startswith("ZMQbg"):
+        return "zmq other"
+    if comm in ("ps-worker", "ps-server", "ps-bench"):
+        return "main"
+    return "other:" + comm
+
+
+def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters: int) -> dict:
+    """One loopback LeNet bsp job; CPU per iteration by role and thread kind over the
+    middle of the workers' run (35-85 % of the time from start to the first exit)."""
+    sampler = ThreadSampler()
+    orig = sv.subprocess.Popen
+    n = {"server": 0, "worker": 0}
+
+    def tracking(cmd, *a, **k):
+        p = orig(cmd, *a, **k)
+        role = "server" if "ps-server" in str(cmd[0]) else "worker"
+        sampler.roots[p.pid] = f"{role}{n[role]}"
+        n[role] += 1
+        return p
+    sv.subprocess.Popen = tracking
+    start = time.monotonic()
+    try:
+        raw = sv.run_job(build, solver, workers, 1, "bsp", 0)
+    finally:
+        sv.subprocess.Popen = orig
+        sampler.stop()
+    # the first worker's exit: the last sample where every worker is still there
+    alive = [t for t, snap in sampler.samples
+             if len({k[0] for k in snap if k[0].startswith("worker")}) == workers]
+    end = alive[-1]
+    seconds, cpu = sampler.window(start + 0.35 * (end - start), start + 0.85 * (end - start))
+    its_per_s = statistics.mean(raw["per_worker"]) / 32       # per worker
+    per_iter = {f"{r}:{k}": c / (seconds * its_per_s) for (r, k), c in cpu.items()}
+    return {"workers": workers, "images_per_s": raw["images_per_s"],
+            "iteration_ms": 1e3 / its_per_s, "window_s": seconds,
+            "pull_wait_ms": [1e3 * w for w in raw["pull_wait_s_per_iter"]],
+            "background": raw["background"], "cpu_ms_per_iter": {k: 1e3 * v for k, v in
+                                                                 sorted(per_iter.items())}}
+
+
+def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 1,
+                    mode: str = "asp") -> dict:
+    """ps-bench, 1 worker thread, 1 server, tcp, asp: CPU per round trip of the ps-bench
+    process (its worker thread and I/O thread) and of the server, over 30-90 % of its run."""
+    sampler = ThreadSampler()
+    cmd = [str(build / "bin/ps-bench"), "--size", size, "--params", str(params), "--runs", "4",
+           "--run-seconds", "1.0", "--warmup", "3", "--workers", str(workers), "--mode", mode,
+           "--json"]
+    start = time.monotonic()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler.roots[p.pid] = "bench"
+    out, err = p.communicate(timeout=300)
+    end = time.monotonic()
+    sampler.stop()
+    if p.returncode != 0:
+        raise RuntimeError(f"ps-bench failed: {err[-800:]}")
+    res = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+    rt_per_s = res["its_per_worker"]
+    seconds, cpu = sampler.window(start + 0.3 * (end - start), start + 0.9 * (end - start))
+    per_rt = {}
+    for (role, kind), c in cpu.items():
+        who = "server" if role.endswith("/child") else "client"
+        key = f"{who}:{kind}"
+        per_rt[key] = per_rt.get(key, 0.0) + c / (seconds * rt_per_s)
+    return {"size": size, "params": params, "workers": workers, "mode": mode,
+            "round_trip_us": 1e6 / rt_per_s,
+            "cpu_us_per_round_trip": {k: 1e6 * v for k, v in sorted(per_rt.items())}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--jobs", default="", help="comma-separated worker counts (LeNet bsp)")
+    ap.add_argument("--bench", action="store_true", help="ps-bench 4K/1M/16M breakdown")
+    ap.add_argument("--iters", type=int, default=400)
+    ap.add_argument("--json-out", type=pathlib.Path)
+    a = ap.parse_args()
+    build = (ROOT / a.build).resolve()
+    out = {"loadavg_before": sv.loadavg(), "bench": [], "jobs": []}
+    if a.bench:
+        for size, params, w, mode in (("4K", 4, 1, "asp"), ("16M", 4, 1, "asp"),
+                                      ("4K", 4, 2, "bsp"), ("16M", 4, 2, "bsp"),
+                                      ("1720K", 8, 1, "asp"), ("1720K", 8, 2, "bsp")):
+            r = bench_breakdown(build, size, params, w, mode)
+            out["bench"].append(r)
+            print(json.dumps(r), flush=True)
+    with tempfile.TemporaryDirectory(prefix="cpu-") as tmp:
+        solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 8)
+        for w in (int(x) for x in a.jobs.split(",") if x):
+            r = job_breakdown(build, solver, w, a.iters)
+            out["jobs"].append(r)
+            print(json.dumps(r), flush=True)
+    out["loadavg_after"] = sv.loadavg()
+    print("load average", out["loadavg_before"], "->", out["loadavg_after"])
+    if a.json_out:
+        a.json_out.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
