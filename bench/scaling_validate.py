@@ -415,6 +415,14 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 link_kernel_byte_s=0.0 if link == "loopback" else
                 1 / calib["wire_bytes_per_s"],
                 background=raw["background"])
+    # E8: every thread's CPU per exchange and per byte, from ps-bench's threads (bsp with 2
+    # worker threads for bsp points, asp with 1 for ssp and asp); absent in runs before it
+    cpu = calib.get("cpu_bsp" if mode == "bsp" else "cpu_asp")
+    if cpu:
+        base.update(worker_cpu_exchange_s=cpu["worker_exchange_us"] * 1e-6,
+                    worker_cpu_byte_s=cpu["worker_ns_per_byte"] * 1e-9,
+                    server_cpu_exchange_s=cpu["server_exchange_us"] * 1e-6,
+                    server_cpu_byte_s=cpu["server_ns_per_byte"] * 1e-9)
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -461,9 +469,34 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
     return row
 
 
-def recompute(path: pathlib.Path) -> dict:
-    """Predictions of the current model for the rounds measured in an earlier --json-out."""
+def cpu_calibration(build: pathlib.Path) -> dict:
+    """E8's constants: ps-bench (tcp, 1 server) at 4K and 16M in 4 parameters, every thread
+    of its process and of the server sampled (bench/scaling_cpu.py): per worker and push+pull
+    exchange, the CPU of the 4K run; per byte, the slope to 16M. bsp with 2 worker threads,
+    asp with 1."""
+    import scaling_cpu
+    out = {}
+    for mode, workers in (("bsp", 2), ("asp", 1)):
+        small = scaling_cpu.bench_breakdown(build, "4K", 4, workers, mode)
+        big = scaling_cpu.bench_breakdown(build, "16M", 4, workers, mode)
+        res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
+        for who in ("worker", "server"):
+            tag = "client" if who == "worker" else "server"
+            a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(tag))
+            b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(tag))
+            res[f"{who}_exchange_us"] = a / workers
+            res[f"{who}_ns_per_byte"] = max(0.0, (b - a) / workers / (16e6 - 4e3) * 1e3)
+        out[f"cpu_{mode}"] = res
+    return out
+
+
+def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
+    """Predictions of the current model for the rounds measured in an earlier --json-out;
+    `cpu_from`: E8's constants from another run's calibration (runs before E8 lack them)."""
     data = json.loads(path.read_text())
+    if cpu_from is not None:
+        other = json.loads(cpu_from.read_text())["calibration"]
+        data["calibration"].update({k: other[k] for k in ("cpu_bsp", "cpu_asp")})
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
@@ -511,9 +544,11 @@ def main() -> int:
     ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
                     help="no measuring: the current model's predictions for the rounds of an "
                          "earlier --json-out")
+    ap.add_argument("--cpu-from", type=pathlib.Path, metavar="JSON",
+                    help="with --recompute: E8's CPU constants from this run's calibration")
     args = ap.parse_args()
     if args.recompute:
-        data = recompute(args.recompute)
+        data = recompute(args.recompute, args.cpu_from)
         report(data["rows"], data["load_before"], data["load_after"], data.get("seconds", 0),
                args.markdown)
         return 0
@@ -538,12 +573,13 @@ def main() -> int:
         server_byte = min(max(0.0, (srv_big - srv_small) / 16e6), max(0.0, per_byte - 2 / wire))
         worker_byte = max(0.0, (per_byte - 2.0 / wire - server_byte) / 2)
         message = rtt_small / 4                              # 4 message costs per round trip
+        cpu_calib = cpu_calibration(build)
         calib = {"lenet_compute_ms": None, "rtt_4k_us": rtt_small * 1e6,
                  "rtt_16m_ms": rtt_big * 1e3, "per_byte_ns": per_byte * 1e9,
                  "iperf3_gbyte_s": iperf / 1e9 if iperf else None,
                  "server_ns_per_byte": server_byte * 1e9, "worker_ns_per_byte": worker_byte * 1e9,
                  "server_cpu_4k_us": srv_small * 1e6, "server_cpu_16m_ms": srv_big * 1e3,
-                 "message_us": message * 1e6, "wire_bytes_per_s": wire}
+                 "message_us": message * 1e6, "wire_bytes_per_s": wire, **cpu_calib}
         nets = {
             "LeNet": (costmodel.load_layer_times(tmp / "lenet_time.jsonl"),
                       costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32,

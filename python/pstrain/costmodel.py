@@ -282,6 +282,14 @@ class Cluster:
                                       # pass at once after it idled; 0 for a plain NIC
     compute_in_job: bool = False      # the layer times were measured inside the job itself
                                       # (contention included): no E6/E6b, E6c stays
+    # E8: CPU seconds of every thread of the worker process (training thread and ZeroMQ I/O
+    # thread) and of the servers, per push+pull exchange with one shard and per byte of one
+    # worker's gradient, measured with ps-bench's threads (bench/scaling_cpu.py). When any
+    # is set, E8 (all of the job's CPU on `cores`) replaces E6b.
+    worker_cpu_exchange_s: float = 0.0
+    worker_cpu_byte_s: float = 0.0
+    server_cpu_exchange_s: float = 0.0
+    server_cpu_byte_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -351,6 +359,12 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
                 + total_bytes * (cl.server_byte_s + cl.server_kernel_byte_s))
     sync = cl.mode == "bsp"
+    # E8: the CPU one worker's communication costs, all threads of the worker and the servers
+    e8 = cl.cores is not None and (cl.worker_cpu_exchange_s or cl.worker_cpu_byte_s or
+                                   cl.server_cpu_exchange_s or cl.server_cpu_byte_s) > 0
+    shards_used = sum(1 for m in shard_msgs if m)
+    e8_cpu = (shards_used * (cl.worker_cpu_exchange_s + cl.server_cpu_exchange_s)
+              + total_bytes * (cl.worker_cpu_byte_s + cl.server_cpu_byte_s))
     for _ in range(4 if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
@@ -365,6 +379,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         spill = 0.0 if W < cl.cores else min(1.0, demand)
         cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * spill)
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
+        if e8 and not cl.compute_in_job:
+            cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale)
         it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
@@ -381,6 +397,21 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         busy["server cpu"] *= slow  # E6c: wall time at the server's share of the cores
         neck = max(busy, key=busy.get)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+
+
+def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float) -> float:
+    """E8: the CPU of the whole job on `cores` shared cores. Every worker's compute (CPU
+    seconds: the layer times less the contention they were timed under) and communication
+    CPU (its threads and its share of the servers') must fit on the cores the job gets beside
+    `background` other programs (fair shares between W + 1 sessions and the others). bsp adds
+    its barrier: for the tail after the last push (the path's exposed time) the workers wait
+    and one server thread runs, so (C - 1)/C of the cores idle."""
+    W = cl.workers
+    share = cl.cores * (W + 1) / (W + 1 + cl.background)
+    bound = W * (compute + comm_cpu) / share
+    if cl.mode == "bsp":
+        bound += max(0.0, tail) * (1 - 1 / cl.cores)
+    return bound
 
 
 def _bsp(path: float, busy: dict, slow: float) -> float:
