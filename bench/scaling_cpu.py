@@ -170,12 +170,59 @@ def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 
             "cpu_us_per_round_trip": {k: 1e6 * v for k, v in sorted(per_rt.items())}}
 
 
+def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int) -> tuple[float, float]:
+    """(CPU s, median wall s) per iteration of `ps-net time --threads 1`: the CPU of a run of
+    `iters` iterations less that of a run of 20 (set-up and engine choice drop out)."""
+    cpu, median = [], 0.0
+    for n in (20, iters):
+        p = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+                              "--iterations", str(n), "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+                             start_new_session=True)
+        out = p.stdout.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        if status != 0:
+            raise RuntimeError("ps-net time failed")
+        cpu.append(usage.ru_utime + usage.ru_stime)
+        median = [json.loads(l)["median_total_ms"] for l in out.splitlines()
+                  if l.startswith('{"event":"time"')][0] / 1e3
+    return (cpu[1] - cpu[0]) / (iters - 20), median
+
+
+def interference(build: pathlib.Path, net: str, size: str, params: int) -> dict:
+    """The training thread's CPU per iteration alone and beside a ps-bench loop (bsp, 2 worker
+    threads, the net's gradient bytes and parameter count; its own session): what the
+    communication threads sharing the cores cost the compute beyond their own CPU."""
+    alone = net_cpu_per_iter(build, net, 220)
+    sampler = ThreadSampler()
+    bench = subprocess.Popen([str(build / "bin/ps-bench"), "--size", size, "--params",
+                              str(params), "--workers", "2", "--mode", "bsp", "--runs", "30",
+                              "--run-seconds", "1", "--json"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    sampler.roots[bench.pid] = "bench"
+    try:
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        beside = net_cpu_per_iter(build, net, 220)
+        t1 = time.monotonic()
+    finally:
+        os.killpg(bench.pid, 9)
+        bench.wait()
+        sampler.stop()
+    seconds, cpu = sampler.window(t0, t1)
+    return {"alone_cpu_ms": 1e3 * alone[0], "alone_median_ms": 1e3 * alone[1],
+            "beside_cpu_ms": 1e3 * beside[0], "beside_median_ms": 1e3 * beside[1],
+            "bench_cores": sum(cpu.values()) / seconds}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--jobs", default="", help="comma-separated worker counts (LeNet bsp)")
     ap.add_argument("--bench", action="store_true", help="ps-bench 4K/1M/16M breakdown")
     ap.add_argument("--iters", type=int, default=400)
+    ap.add_argument("--interference", action="store_true",
+                    help="LeNet's compute alone and beside a ps-bench loop")
     ap.add_argument("--json-out", type=pathlib.Path)
     a = ap.parse_args()
     build = (ROOT / a.build).resolve()
@@ -189,6 +236,11 @@ def main() -> int:
             print(json.dumps(r), flush=True)
     with tempfile.TemporaryDirectory(prefix="cpu-") as tmp:
         solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 8)
+        if a.interference:
+            for _ in range(2):
+                r = interference(build, str(pathlib.Path(tmp) / "lenet/net.prototxt"), "1724K", 8)
+                out.setdefault("interference", []).append(r)
+                print(json.dumps(r), flush=True)
         for w in (int(x) for x in a.jobs.split(",") if x):
             r = job_breakdown(build, solver, w, a.iters)
             out["jobs"].append(r)

@@ -239,3 +239,37 @@ def test_the_workers_stack_on_a_shaped_link_adds_to_its_wire():
     r = predict(ONE, ONE_P, 1, Cluster(workers=1, servers=1, link_kernel_byte_s=2.5e-9,
                                        **LINK))
     assert r.iteration_s == pytest.approx(0.132, rel=1e-9)
+
+
+# E8: the job's CPU on shared cores. One worker's communication costs 1 ms per exchange at
+# each end (one shard) and 2 + 1 ns per byte (worker, server) of the 4 MB gradient:
+# 2 x 1 + 4 x 3 = 14 ms of CPU an iteration beside its 30 ms of compute.
+E8 = dict(worker_cpu_exchange_s=1e-3, worker_cpu_byte_s=2e-9, server_cpu_exchange_s=1e-3,
+          server_cpu_byte_s=1e-9)
+FAST = dict(worker_bw=1e9, server_bw=1e9, latency_s=0.0, message_s=0.0, server_byte_s=0.0,
+            chunk_bytes=1 << 30)
+
+
+def test_e8_puts_every_threads_cpu_on_the_shared_cores():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", cores=2, **FAST,
+                                        **E8))
+    # 4 workers x (30 + 14) ms of CPU on 2 cores: 88 ms, above the asp path (compute 60 ms
+    # at kappa = 4/2, push and pull 4 ms each, the queue at the server link)
+    assert r.iteration_s == pytest.approx(0.088)
+    assert r.bottleneck == "shared cores"
+    # without E8's constants the E6b bound holds instead (no CPU per byte: compute alone)
+    plain = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", cores=2, **FAST))
+    assert plain.iteration_s < 0.080
+
+
+def test_e8_bsp_adds_the_barrier_tail_and_yields_to_other_programs():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, cores=2, **FAST, **E8))
+    # path: compute 60 ms (kappa 2); push 60..64, server inlink 4 copies 60..76, reply out
+    # 76..92: the tail after backward is 32 ms, half of it idles one of the 2 cores:
+    # 88 + 16 = 104 ms
+    assert r.iteration_s == pytest.approx(0.104)
+    # 2 other busy programs: the job's 5 sessions get 5/7 of the 2 cores; kappa 3 makes
+    # the path's compute 90 ms, the tail stays 32 ms: 4 x 44 / (10/7) + 16 = 139.2 ms
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, cores=2, background=2, **FAST,
+                                        **E8))
+    assert r.iteration_s == pytest.approx(0.1392)
