@@ -48,9 +48,13 @@ def _threads(pid: int) -> dict:
         for tid in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 comm = f.read().strip()
-            # schedstat: nanoseconds on a CPU (stat's utime + stime count 10 ms ticks)
+            if int(tid) == pid:
+                comm += ":main"
+            # schedstat: ns on a CPU, ns waiting for one, time slices (stat's utime + stime
+            # count 10 ms ticks)
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                out[int(tid)] = (comm, int(f.read().split()[0]) / 1e9)
+                run, wait, slices = (int(x) for x in f.read().split()[:3])
+            out[int(tid)] = (comm, run / 1e9, wait / 1e9, slices)
     except (OSError, ValueError, IndexError):
         pass
     return out
@@ -90,10 +94,13 @@ class ThreadSampler:
             raise RuntimeError("too few samples in the steady window")
         (t0, a), (t1, b) = inside[0], inside[-1]
         out: dict = {}
-        for key, (comm, cpu) in b.items():
+        self.extra: dict = {}
+        for key, (comm, cpu, wait, slices) in b.items():
             if key in a:
                 name = (key[0], thread_kind(comm))
                 out[name] = out.get(name, 0.0) + cpu - a[key][1]
+                w, n = self.extra.get(name, (0.0, 0))
+                self.extra[name] = (w + wait - a[key][2], n + slices - a[key][3])
         return t1 - t0, out
 
 
@@ -102,12 +109,15 @@ def thread_kind(comm: str) -> str:
         return "zmq io"
     if comm.startswith("ZMQbg"):
         return "zmq other"
-    if comm in ("ps-worker", "ps-server", "ps-bench"):
+    if comm.endswith(":main"):
         return "main"
+    if comm in ("ps-worker", "ps-server", "ps-bench"):
+        return "side thread"
     return "other:" + comm
 
 
-def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters: int) -> dict:
+def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters: int,
+                  mode: str = "bsp") -> dict:
     """One loopback LeNet bsp job; CPU per iteration by role and thread kind over the
     middle of the workers' run (35-85 % of the time from start to the first exit)."""
     sampler = ThreadSampler()
@@ -123,7 +133,7 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
     sv.subprocess.Popen = tracking
     start = time.monotonic()
     try:
-        raw = sv.run_job(build, solver, workers, 1, "bsp", 0)
+        raw = sv.run_job(build, solver, workers, 1, mode, 0)
     finally:
         sv.subprocess.Popen = orig
         sampler.stop()
@@ -134,11 +144,17 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
     seconds, cpu = sampler.window(start + 0.35 * (end - start), start + 0.85 * (end - start))
     its_per_s = statistics.mean(raw["per_worker"]) / 32       # per worker
     per_iter = {f"{r}:{k}": c / (seconds * its_per_s) for (r, k), c in cpu.items()}
-    return {"workers": workers, "images_per_s": raw["images_per_s"],
+    waits = {f"{r}:{k}": 1e3 * w / (seconds * its_per_s) for (r, k), (w, n) in
+             sampler.extra.items()}
+    slices = {f"{r}:{k}": n / (seconds * its_per_s) for (r, k), (w, n) in
+              sampler.extra.items()}
+    return {"workers": workers, "mode": mode, "images_per_s": raw["images_per_s"],
             "iteration_ms": 1e3 / its_per_s, "window_s": seconds,
             "pull_wait_ms": [1e3 * w for w in raw["pull_wait_s_per_iter"]],
             "background": raw["background"], "cpu_ms_per_iter": {k: 1e3 * v for k, v in
-                                                                 sorted(per_iter.items())}}
+                                                                 sorted(per_iter.items())},
+            "runqueue_ms_per_iter": dict(sorted(waits.items())),
+            "slices_per_iter": dict(sorted(slices.items()))}
 
 
 def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 1,
@@ -170,12 +186,13 @@ def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 
             "cpu_us_per_round_trip": {k: 1e6 * v for k, v in sorted(per_rt.items())}}
 
 
-def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int) -> tuple[float, float]:
+def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int,
+                     pin: list[str] = []) -> tuple[float, float]:
     """(CPU s, median wall s) per iteration of `ps-net time --threads 1`: the CPU of a run of
     `iters` iterations less that of a run of 20 (set-up and engine choice drop out)."""
     cpu, median = [], 0.0
     for n in (20, iters):
-        p = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+        p = subprocess.Popen(pin + [str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
                               "--iterations", str(n), "--json"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
                              start_new_session=True)
@@ -189,28 +206,32 @@ def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int) -> tuple[float, 
     return (cpu[1] - cpu[0]) / (iters - 20), median
 
 
-def interference(build: pathlib.Path, net: str, size: str, params: int) -> dict:
+def interference(build: pathlib.Path, net: str, size: str, params: int,
+                 pin: list[str] = [], neighbour: str = "bench") -> dict:
     """The training thread's CPU per iteration alone and beside a ps-bench loop (bsp, 2 worker
     threads, the net's gradient bytes and parameter count; its own session): what the
     communication threads sharing the cores cost the compute beyond their own CPU."""
-    alone = net_cpu_per_iter(build, net, 220)
+    alone = net_cpu_per_iter(build, net, 220, pin)
     sampler = ThreadSampler()
-    bench = subprocess.Popen([str(build / "bin/ps-bench"), "--size", size, "--params",
-                              str(params), "--workers", "2", "--mode", "bsp", "--runs", "30",
-                              "--run-seconds", "1", "--json"], stdout=subprocess.DEVNULL,
+    cmd = ([str(build / "bin/ps-bench"), "--size", size, "--params", str(params), "--workers",
+            "2", "--mode", "bsp", "--runs", "30", "--run-seconds", "1", "--json"]
+           if neighbour == "bench" else
+           [str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+            "--iterations", "100000"])
+    bench = subprocess.Popen(pin + cmd, stdout=subprocess.DEVNULL, cwd=ROOT,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     sampler.roots[bench.pid] = "bench"
     try:
         time.sleep(1.5)
         t0 = time.monotonic()
-        beside = net_cpu_per_iter(build, net, 220)
+        beside = net_cpu_per_iter(build, net, 220, pin)
         t1 = time.monotonic()
     finally:
         os.killpg(bench.pid, 9)
         bench.wait()
         sampler.stop()
     seconds, cpu = sampler.window(t0, t1)
-    return {"alone_cpu_ms": 1e3 * alone[0], "alone_median_ms": 1e3 * alone[1],
+    return {"pin": " ".join(pin), "neighbour": neighbour, "alone_cpu_ms": 1e3 * alone[0], "alone_median_ms": 1e3 * alone[1],
             "beside_cpu_ms": 1e3 * beside[0], "beside_median_ms": 1e3 * beside[1],
             "bench_cores": sum(cpu.values()) / seconds}
 
@@ -219,6 +240,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--jobs", default="", help="comma-separated worker counts (LeNet bsp)")
+    ap.add_argument("--mode", default="bsp", help="mode of the --jobs")
     ap.add_argument("--bench", action="store_true", help="ps-bench 4K/1M/16M breakdown")
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--interference", action="store_true",
@@ -237,12 +259,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cpu-") as tmp:
         solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 8)
         if a.interference:
-            for _ in range(2):
-                r = interference(build, str(pathlib.Path(tmp) / "lenet/net.prototxt"), "1724K", 8)
+            net = str(pathlib.Path(tmp) / "lenet/net.prototxt")
+            for pin, neighbour in (([], "bench"), (["taskset", "-c", "0"], "bench"),
+                                   (["taskset", "-c", "0"], "net")) * 2:
+                r = interference(build, net, "1724K", 8, pin, neighbour)
                 out.setdefault("interference", []).append(r)
                 print(json.dumps(r), flush=True)
         for w in (int(x) for x in a.jobs.split(",") if x):
-            r = job_breakdown(build, solver, w, a.iters)
+            r = job_breakdown(build, solver, w, a.iters, a.mode)
             out["jobs"].append(r)
             print(json.dumps(r), flush=True)
     out["loadavg_after"] = sv.loadavg()
