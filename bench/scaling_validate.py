@@ -419,10 +419,19 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     # worker threads for bsp points, asp with 1 for ssp and asp); absent in runs before it
     cpu = calib.get("cpu_bsp" if mode == "bsp" else "cpu_asp")
     if cpu:
-        base.update(worker_cpu_exchange_s=cpu["worker_exchange_us"] * 1e-6,
-                    worker_cpu_byte_s=cpu["worker_ns_per_byte"] * 1e-9,
-                    server_cpu_exchange_s=cpu["server_exchange_us"] * 1e-6,
-                    server_cpu_byte_s=cpu["server_ns_per_byte"] * 1e-9)
+        # c_s and c_w of the path (E2-E4) from the same threads' CPU: the server's per byte
+        # of one worker's gradient, the worker's per byte and direction. (ps-bench's round
+        # trip is now as fast as two iperf3 transfers, so the old split of its slope gives 0.)
+        base.update(server_byte_s=cpu["server_ns_per_byte"] * 1e-9,
+                    worker_byte_s=cpu["worker_ns_per_byte"] / 2 * 1e-9)
+        # the job's communication CPU against ps-bench's for the same bytes (a W = 1 job
+        # measured thread by thread in the calibration); 1 for runs without it
+        f = calib.get("job_comm_factor", 1.0)
+        base.update(worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
+                    worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
+                    server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
+                    server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
+                    refill_per_share=calib.get("refill_per_share", 0.0))
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -490,13 +499,42 @@ def cpu_calibration(build: pathlib.Path) -> dict:
     return out
 
 
+def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
+                    grad_bytes: float) -> dict:
+    """E8's factor and E9's constant, measured apart from the validation points:
+    * a LeNet W = 1 bsp job (240 iterations), every thread's CPU over its steady middle:
+      what the job's communication costs (all threads less the compute, `ps-net time`'s CPU
+      per iteration) against what ps-bench's threads spend on the same bytes (E8);
+    * `ps-net time` alone and pinned to one core beside another `ps-net time` and beside a
+      ps-bench loop: the training thread's extra CPU per unit of the core's share the
+      neighbour takes (E9)."""
+    import scaling_cpu
+    net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
+    compute, _ = scaling_cpu.net_cpu_per_iter(build, net, 220)
+    job = scaling_cpu.job_breakdown(build, solver, 1, 240)
+    total = sum(job["cpu_ms_per_iter"].values()) / 1e3
+    cpu = calib["cpu_bsp"]
+    bench = ((cpu["worker_exchange_us"] + cpu["server_exchange_us"]) * 1e-6
+             + grad_bytes * (cpu["worker_ns_per_byte"] + cpu["server_ns_per_byte"]) * 1e-9)
+    refills = []
+    for neighbour in ("net", "bench"):
+        r = scaling_cpu.interference(build, net, f"{round(grad_bytes / 1e3)}K", 8,
+                                     ["taskset", "-c", "0"], neighbour)
+        refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
+    return {"job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
+            "job_threads_ms": job["cpu_ms_per_iter"], "bench_comm_ms": 1e3 * bench,
+            "job_comm_factor": max(1.0, (total - compute) / bench),
+            "refills_per_share": refills, "refill_per_share": max(0.0, statistics.mean(refills))}
+
+
 def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
     """Predictions of the current model for the rounds measured in an earlier --json-out;
     `cpu_from`: E8's constants from another run's calibration (runs before E8 lack them)."""
     data = json.loads(path.read_text())
     if cpu_from is not None:
         other = json.loads(cpu_from.read_text())["calibration"]
-        data["calibration"].update({k: other[k] for k in ("cpu_bsp", "cpu_asp")})
+        data["calibration"].update({k: other[k] for k in ("cpu_bsp", "cpu_asp", "job_comm_factor",
+                                                          "refill_per_share") if k in other})
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
@@ -587,6 +625,8 @@ def main() -> int:
             "CIFAR-10 quick": (costmodel.load_layer_times(tmp / "cifar_time.jsonl"),
                                costmodel.net_params(CIFAR_NET), 50, cifar),
         }
+        calib.update(job_calibration(build, write_solver(tmp / "lenet_cal", 32, 240, 30), calib,
+                                     4.0 * sum(p.values for p in nets["LeNet"][1])))
         calib["lenet_compute_ms"] = sum(l.forward_ms + l.backward_ms for l in nets["LeNet"][0])
         calib["cifar_compute_ms"] = sum(l.forward_ms + l.backward_ms
                                         for l in nets["CIFAR-10 quick"][0])

@@ -290,6 +290,10 @@ class Cluster:
     worker_cpu_byte_s: float = 0.0
     server_cpu_exchange_s: float = 0.0
     server_cpu_byte_s: float = 0.0
+    # E9: the training thread's extra CPU (cache refills) per unit of the share of its core
+    # that other threads take, from `ps-net time` pinned to one core beside another busy
+    # program (bench/scaling_cpu.py --interference); 0: none
+    refill_per_share: float = 0.0
 
 
 @dataclasses.dataclass
@@ -365,7 +369,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     shards_used = sum(1 for m in shard_msgs if m)
     e8_cpu = (shards_used * (cl.worker_cpu_exchange_s + cl.server_cpu_exchange_s)
               + total_bytes * (cl.worker_cpu_byte_s + cl.server_cpu_byte_s))
-    for _ in range(4 if cl.cores is not None else 0):
+    for _ in range((8 if e8 else 4) if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
         scale = 1.0 if cl.compute_in_job else max(1.0, demand) / timed
@@ -380,7 +384,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * spill)
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         if e8 and not cl.compute_in_job:
-            cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale)
+            cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale,
+                                    it)
         it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
@@ -399,15 +404,22 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
 
 
-def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float) -> float:
+def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
+                previous: float) -> float:
     """E8: the CPU of the whole job on `cores` shared cores. Every worker's compute (CPU
     seconds: the layer times less the contention they were timed under) and communication
     CPU (its threads and its share of the servers') must fit on the cores the job gets beside
     `background` other programs (fair shares between W + 1 sessions and the others). bsp adds
     its barrier: for the tail after the last push (the path's exposed time) the workers wait
-    and one server thread runs, so (C - 1)/C of the cores idle."""
+    and one server thread runs, so (C - 1)/C of the cores idle.
+    E9: a training thread that shares its core loses CPU to cache refills, in proportion to
+    the share phi of the core the job's other threads take (at the previous estimate of the
+    iteration time `previous`): compute x (1 + refill_per_share x phi)."""
     W = cl.workers
     share = cl.cores * (W + 1) / (W + 1 + cl.background)
+    total = W * (compute + comm_cpu)
+    phi = min(1.0, max(0.0, (total - compute) / share / max(previous, 1e-9)))
+    compute *= 1 + cl.refill_per_share * phi
     bound = W * (compute + comm_cpu) / share
     if cl.mode == "bsp":
         bound += max(0.0, tail) * (1 - 1 / cl.cores)
