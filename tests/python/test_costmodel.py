@@ -273,3 +273,13 @@ def test_e8_bsp_adds_the_barrier_tail_and_yields_to_other_programs():
     r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, cores=2, background=2, **FAST,
                                         **E8))
     assert r.iteration_s == pytest.approx(0.1392)
+
+
+def test_e9_compute_loses_cpu_to_refills_in_proportion_to_the_cores_share_of_others():
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", cores=2, **FAST,
+                                        **E8, refill_per_share=0.5))
+    # The other threads take phi = (4 x 44 - 30) / 2 / T = 73 ms / T of a worker's core, so
+    # T = 4 x (30 x (1 + 0.5 x 73/T) + 14) / 2 = 88 + 2190/T: T^2 - 88 T - 2190 = 0,
+    # T = (88 + sqrt(88^2 + 4 x 2190)) / 2 = 108.234 ms
+    assert r.iteration_s == pytest.approx((88 + (88 ** 2 + 4 * 2190) ** 0.5) / 2e3, rel=1e-4)
+    assert r.bottleneck == "shared cores"
