@@ -28,6 +28,7 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 import scaling_validate as sv  # noqa: E402
@@ -81,6 +82,9 @@ class ThreadSampler:
                 for tid, v in _threads(pid).items():
                     snap[(role, pid, tid)] = v
                 todo += [(c, role + "/child") for c in _children(pid)]
+            with open("/proc/stat") as f:  # idle + iowait ticks of all CPUs
+                fields = f.readline().split()
+            snap[("idle", 0, 0)] = ("idle", (int(fields[4]) + int(fields[5])) / TICK, 0, 0)
             self.samples.append((time.monotonic(), snap))
 
     def stop(self) -> None:
@@ -95,7 +99,11 @@ class ThreadSampler:
         (t0, a), (t1, b) = inside[0], inside[-1]
         out: dict = {}
         self.extra: dict = {}
+        self.idle = 0.0
         for key, (comm, cpu, wait, slices) in b.items():
+            if key[0] == "idle":
+                self.idle = cpu - a[key][1]
+                continue
             if key in a:
                 name = (key[0], thread_kind(comm))
                 out[name] = out.get(name, 0.0) + cpu - a[key][1]
@@ -105,6 +113,8 @@ class ThreadSampler:
 
 
 def thread_kind(comm: str) -> str:
+    if comm == "idle":
+        return "idle"
     if comm.startswith("ZMQbg/IO"):
         return "zmq io"
     if comm.startswith("ZMQbg"):
@@ -143,6 +153,7 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
     end = alive[-1]
     seconds, cpu = sampler.window(start + 0.35 * (end - start), start + 0.85 * (end - start))
     its_per_s = statistics.mean(raw["per_worker"]) / 32       # per worker
+    idle = sampler.idle
     per_iter = {f"{r}:{k}": c / (seconds * its_per_s) for (r, k), c in cpu.items()}
     waits = {f"{r}:{k}": 1e3 * w / (seconds * its_per_s) for (r, k), (w, n) in
              sampler.extra.items()}
@@ -150,6 +161,7 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
               sampler.extra.items()}
     return {"workers": workers, "mode": mode, "images_per_s": raw["images_per_s"],
             "iteration_ms": 1e3 / its_per_s, "window_s": seconds,
+            "idle_cores": idle / seconds,   # of all CPUs, /proc/stat idle + iowait
             "pull_wait_ms": [1e3 * w for w in raw["pull_wait_s_per_iter"]],
             "background": raw["background"], "cpu_ms_per_iter": {k: 1e3 * v for k, v in
                                                                  sorted(per_iter.items())},
