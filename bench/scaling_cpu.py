@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Where the CPU of a PSTrain job goes, by process and thread (docs/scaling.md, E8).
+"""Where the CPU of a PSTrain job goes, by process and thread (docs/scaling.md, E8, E9).
 
-Samples /proc/PID/task/TID/schedstat (ns on a CPU) of every process of a job (and of their children) every
-25 ms and reports, over the steady middle of the run, the CPU seconds per iteration of
-each kind of thread: a worker's training thread, its ZeroMQ I/O thread, the rest of the
-worker; a server's main thread, its ZeroMQ I/O thread, the rest. Two kinds of run:
+Samples /proc/PID/task/TID/schedstat (ns on a CPU, ns in the run queue, time slices) of
+every thread of a job's processes (and their children) every 25 ms, with the CPUs' idle
+time (/proc/stat), and reports over the steady middle of the run, per iteration, each kind
+of thread: a worker's training (main) thread, its side threads (data prefetch), its ZeroMQ
+I/O thread; a server's main and I/O threads. Three kinds of run:
 
-  * `--jobs`: loopback LeNet b32 jobs (bench/scaling_validate.run_job), W = 1..4 bsp,
-    1 server: what the validation points spend;
-  * `--bench`: ps-bench (1 worker thread, 1 server, tcp, asp) with small and large
-    messages: the per-message and per-byte CPU of the client and the server, the
-    calibration of E8 (not a validation point).
+  * `--jobs 1,2,4 [--mode bsp]`: loopback LeNet b32 jobs, 1 server
+    (bench/scaling_validate.run_job): what the validation points spend;
+  * `--bench`: ps-bench (tcp, 1 server) at 4K, 16M and LeNet's 1,724 KB, asp with 1 worker
+    thread and bsp with 2: the CPU per exchange and per byte of the client's and the
+    server's threads (E8's constants; not a validation point);
+  * `--interference`: `ps-net time` of LeNet alone and beside a ps-bench loop, unpinned and
+    pinned to one core, and beside a second `ps-net time` on one core: the training
+    thread's extra CPU when it shares its core (E9).
 
-usage: python3 bench/scaling_cpu.py [--bench] [--jobs 1,2,3,4] [--iters 400] [--json-out F]
+usage: python3 bench/scaling_cpu.py [--bench] [--jobs 1,2,3,4] [--interference]
+                                    [--iters 400] [--json-out F]
 """
 from __future__ import annotations
 
@@ -199,15 +204,15 @@ def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 
 
 
 def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int,
-                     pin: list[str] = []) -> tuple[float, float]:
+                     pin: tuple[str, ...] = ()) -> tuple[float, float]:
     """(CPU s, median wall s) per iteration of `ps-net time --threads 1`: the CPU of a run of
     `iters` iterations less that of a run of 20 (set-up and engine choice drop out)."""
     cpu, median = [], 0.0
     for n in (20, iters):
-        p = subprocess.Popen(pin + [str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
-                              "--iterations", str(n), "--json"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
-                             start_new_session=True)
+        cmd = list(pin) + [str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
+                     "--iterations", str(n), "--json"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             cwd=ROOT, start_new_session=True)
         out = p.stdout.read()
         _, status, usage = os.wait4(p.pid, 0)
         if status != 0:
@@ -219,7 +224,7 @@ def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int,
 
 
 def interference(build: pathlib.Path, net: str, size: str, params: int,
-                 pin: list[str] = [], neighbour: str = "bench") -> dict:
+                 pin: tuple[str, ...] = (), neighbour: str = "bench") -> dict:
     """The training thread's CPU per iteration alone and beside a ps-bench loop (bsp, 2 worker
     threads, the net's gradient bytes and parameter count; its own session): what the
     communication threads sharing the cores cost the compute beyond their own CPU."""
@@ -230,7 +235,7 @@ def interference(build: pathlib.Path, net: str, size: str, params: int,
            if neighbour == "bench" else
            [str(build / "bin/ps-net"), "time", "--model", net, "--threads", "1",
             "--iterations", "100000"])
-    bench = subprocess.Popen(pin + cmd, stdout=subprocess.DEVNULL, cwd=ROOT,
+    bench = subprocess.Popen(list(pin) + cmd, stdout=subprocess.DEVNULL, cwd=ROOT,
                              stderr=subprocess.DEVNULL, start_new_session=True)
     sampler.roots[bench.pid] = "bench"
     try:
@@ -243,7 +248,8 @@ def interference(build: pathlib.Path, net: str, size: str, params: int,
         bench.wait()
         sampler.stop()
     seconds, cpu = sampler.window(t0, t1)
-    return {"pin": " ".join(pin), "neighbour": neighbour, "alone_cpu_ms": 1e3 * alone[0], "alone_median_ms": 1e3 * alone[1],
+    return {"pin": " ".join(pin), "neighbour": neighbour,
+            "alone_cpu_ms": 1e3 * alone[0], "alone_median_ms": 1e3 * alone[1],
             "beside_cpu_ms": 1e3 * beside[0], "beside_median_ms": 1e3 * beside[1],
             "bench_cores": sum(cpu.values()) / seconds}
 
@@ -272,8 +278,8 @@ def main() -> int:
         solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 8)
         if a.interference:
             net = str(pathlib.Path(tmp) / "lenet/net.prototxt")
-            for pin, neighbour in (([], "bench"), (["taskset", "-c", "0"], "bench"),
-                                   (["taskset", "-c", "0"], "net")) * 2:
+            for pin, neighbour in (((), "bench"), (("taskset", "-c", "0"), "bench"),
+                                   (("taskset", "-c", "0"), "net")) * 2:
                 r = interference(build, net, "1724K", 8, pin, neighbour)
                 out.setdefault("interference", []).append(r)
                 print(json.dumps(r), flush=True)

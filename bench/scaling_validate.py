@@ -8,6 +8,11 @@ Calibration, in the same run (docs/scaling.md, "Parameters and how to measure th
     per-byte cost, the server's CPU share its part of it;
   * loopback TCP bandwidth: iperf3 single stream (if installed); what is left of the slope
     beyond the wire and the server is the worker's CPU per byte.
+  * E8 and E9 (bench/scaling_cpu.py): ps-bench at 4K and 16M with every thread of its
+    process and of the server sampled (CPU per exchange and per byte; bsp with 2 worker
+    threads, asp with 1); a LeNet W = 1 job thread by thread against ps-bench's figure
+    (the factor f); `ps-net time` pinned to one core alone and beside a neighbour (ι).
+    None of these is a validation point.
 
 Measured points (each a short job; images/s summed over workers, steady state: the mean of
 the workers' display intervals after the first), each --rounds times (median):
@@ -488,7 +493,8 @@ def cpu_calibration(build: pathlib.Path) -> dict:
     for mode, workers in (("bsp", 2), ("asp", 1)):
         small = scaling_cpu.bench_breakdown(build, "4K", 4, workers, mode)
         big = scaling_cpu.bench_breakdown(build, "16M", 4, workers, mode)
-        res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
+        res = {"round_trip_4k_us": small["round_trip_us"],
+               "round_trip_16m_us": big["round_trip_us"]}
         for who in ("worker", "server"):
             tag = "client" if who == "worker" else "server"
             a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(tag))
@@ -519,7 +525,7 @@ def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
     refills = []
     for neighbour in ("net", "bench"):
         r = scaling_cpu.interference(build, net, f"{round(grad_bytes / 1e3)}K", 8,
-                                     ["taskset", "-c", "0"], neighbour)
+                                     ("taskset", "-c", "0"), neighbour)
         refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
     return {"job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
             "job_threads_ms": job["cpu_ms_per_iter"], "bench_comm_ms": 1e3 * bench,
