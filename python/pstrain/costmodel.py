@@ -409,14 +409,14 @@ def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
     """E8: the CPU of the whole job on `cores` shared cores. Every worker's compute (CPU
     seconds: the layer times less the contention they were timed under) and communication
     CPU (its threads and its share of the servers') must fit on the cores the job gets beside
-    `background` other programs (fair shares between W + 1 sessions and the others). bsp adds
+    `background` other programs (fair shares between W + S sessions and the others). bsp adds
     its barrier: for the tail after the last push (the path's exposed time) the workers wait
     and one server thread runs, so (C - 1)/C of the cores idle.
     E9: a training thread that shares its core loses CPU to cache refills, in proportion to
     the share phi of the core the job's other threads take (at the previous estimate of the
     iteration time `previous`): compute x (1 + refill_per_share x phi)."""
     W = cl.workers
-    share = cl.cores * (W + 1) / (W + 1 + cl.background)
+    share = cl.cores * (W + cl.servers) / (W + cl.servers + cl.background)
     total = W * (compute + comm_cpu)
     phi = min(1.0, max(0.0, (total - compute) / share / max(previous, 1e-9)))
     compute *= 1 + cl.refill_per_share * phi
