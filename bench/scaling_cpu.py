@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -254,6 +255,83 @@ def interference(build: pathlib.Path, net: str, size: str, params: int,
             "bench_cores": sum(cpu.values()) / seconds}
 
 
+def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
+                seconds: float = 0.5) -> dict:
+    """A loopback LeNet bsp job; `perf sched record` of every CPU for `seconds` in its steady
+    middle. Returns each CPU's idle time and, summed over the idle stretches, which thread
+    went to sleep to start one and which woke to end it (by role: worker main, worker I/O,
+    server main, server I/O)."""
+    import re as _re
+    roles: dict[int, str] = {}
+    orig = sv.subprocess.Popen
+    n = {"server": 0, "worker": 0}
+
+    def tracking(cmd, *a, **k):
+        p = orig(cmd, *a, **k)
+        role = "server" if "ps-server" in str(cmd[0]) else "worker"
+        roles[p.pid] = f"{role}{n[role]}"
+        n[role] += 1
+        return p
+    data = pathlib.Path(tempfile.mkdtemp(prefix="sched-")) / "perf.data"
+    result: dict = {}
+
+    def record() -> None:
+        time.sleep(1.5 + 0.4 * workers)
+        subprocess.run(["perf", "sched", "record", "-a", "-o", str(data), "--", "sleep",
+                        str(seconds)], capture_output=True, timeout=60)
+        result["thread"] = {tid: roles[pid] for pid in list(roles)
+                            for tid in _threads(pid)}
+        result["names"] = {tid: comm for pid in list(roles) for tid, (comm, *_) in
+                           _threads(pid).items()}
+    sv.subprocess.Popen = tracking
+    rec = threading.Thread(target=record)
+    rec.start()
+    try:
+        raw = sv.run_job(build, solver, workers, 1, "bsp", 0)
+    finally:
+        sv.subprocess.Popen = orig
+        rec.join()
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "cpu,time,event,trace"],
+                         capture_output=True, text=True, timeout=120).stdout
+    shutil.rmtree(data.parent, ignore_errors=True)
+
+    def who(pid: int) -> str:
+        role = result["thread"].get(pid)
+        if role is None:
+            return "other" if pid else "idle"
+        kind = thread_kind(result["names"][pid])
+        return f"{role[:6]} {kind}"
+    pat = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
+                      r"prev_state=(\S+) ==> .*next_pid=(\d+)")
+    idle_since: dict = {}
+    idle = {}
+    starts: dict = {}
+    ends: dict = {}
+    first = last = None
+    for line in out.splitlines():
+        m = pat.search(line)
+        if not m:
+            continue
+        cpu, t, prev, state, nxt = int(m[1]), float(m[2]), int(m[3]), m[4], int(m[5])
+        first = t if first is None else first
+        last = t
+        if nxt == 0:
+            idle_since[cpu] = (t, who(prev))
+        elif prev == 0 and cpu in idle_since:
+            t0, by = idle_since.pop(cpu)
+            idle[cpu] = idle.get(cpu, 0.0) + t - t0
+            starts[by] = starts.get(by, 0.0) + t - t0
+            ends[who(nxt)] = ends.get(who(nxt), 0.0) + t - t0
+    span = (last - first) if first is not None else 0.0
+    its = span * statistics.mean(raw["per_worker"]) / 32
+    return {"workers": workers, "span_s": span, "iterations": its,
+            "idle_ms_per_iter": {c: 1e3 * v / its for c, v in sorted(idle.items())},
+            "idle_started_by_ms": {k: 1e3 * v / its for k, v in
+                                   sorted(starts.items(), key=lambda kv: -kv[1])},
+            "idle_ended_by_ms": {k: 1e3 * v / its for k, v in
+                                 sorted(ends.items(), key=lambda kv: -kv[1])}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -263,6 +341,8 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--interference", action="store_true",
                     help="LeNet's compute alone and beside a ps-bench loop")
+    ap.add_argument("--sched", default="", help="comma-separated worker counts: perf sched "
+                    "trace of a LeNet bsp job, who leaves the CPUs idle")
     ap.add_argument("--json-out", type=pathlib.Path)
     a = ap.parse_args()
     build = (ROOT / a.build).resolve()
@@ -283,6 +363,10 @@ def main() -> int:
                 r = interference(build, net, "1724K", 8, pin, neighbour)
                 out.setdefault("interference", []).append(r)
                 print(json.dumps(r), flush=True)
+        for w in (int(x) for x in a.sched.split(",") if x):
+            r = sched_trace(build, solver, w)
+            out.setdefault("sched", []).append(r)
+            print(json.dumps(r), flush=True)
         for w in (int(x) for x in a.jobs.split(",") if x):
             r = job_breakdown(build, solver, w, a.iters, a.mode)
             out["jobs"].append(r)
