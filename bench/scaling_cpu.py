@@ -262,6 +262,9 @@ def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
     went to sleep to start one and which woke to end it (by role: worker main, worker I/O,
     server main, server I/O)."""
     import re as _re
+    if shutil.which("perf") is None:
+        raise SystemExit("bench/scaling_cpu.py --sched: perf not found (Debian: linux-perf, "
+                         "scripts/setup.sh installs it with the bench packages)")
     roles: dict[int, str] = {}
     orig = sv.subprocess.Popen
     n = {"server": 0, "worker": 0}

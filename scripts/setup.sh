@@ -62,8 +62,9 @@ apt_packages=(
 apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium
   iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
 # What the peer benchmarks add (bench/torch_peer.py; never CI's `test`): PyTorch,
-# importable from Debian's /usr/bin/python3 (numpy comes with it).
-apt_bench_packages=(python3-torch python3-numpy)
+# importable from Debian's /usr/bin/python3 (numpy comes with it); linux-perf for
+# `bench/scaling_cpu.py --sched` (perf sched record).
+apt_bench_packages=(python3-torch python3-numpy linux-perf)
 # What the fuzz targets add (scripts/fuzz.sh): clang with libFuzzer and the
 # sanitizer runtimes, and clang's OpenMP runtime.
 apt_fuzz_packages=(clang libclang-rt-14-dev libomp-dev)
