@@ -538,6 +538,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
     p.add_argument("--cores", type=float, help="cores shared by all processes (CPU runs)")
+    p.add_argument("--cpu-exchange-us", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("WORKER", "SERVER"),
+                   help="E8: CPU of one push+pull exchange, worker's and server's threads")
+    p.add_argument("--cpu-ns-per-byte", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("WORKER", "SERVER"),
+                   help="E8: CPU per byte of one worker's gradient, worker's and server's "
+                        "threads (with --cores)")
+    p.add_argument("--refill-per-share", type=float, default=0.0,
+                   help="E9: the compute's extra CPU per unit of its core's share others take")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -555,7 +564,12 @@ def main(argv: list[str] | None = None) -> int:
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
                              worker_byte_s=args.worker_ns_per_byte * 1e-9,
-                             chunk_bytes=args.chunk_bytes, cores=args.cores)
+                             chunk_bytes=args.chunk_bytes, cores=args.cores,
+                             worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
+                             server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
+                             worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
+                             server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
+                             refill_per_share=args.refill_per_share)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

@@ -283,3 +283,24 @@ def test_e9_compute_loses_cpu_to_refills_in_proportion_to_the_cores_share_of_oth
     # T = (88 + sqrt(88^2 + 4 x 2190)) / 2 = 108.234 ms
     assert r.iteration_s == pytest.approx((88 + (88 ** 2 + 4 * 2190) ** 0.5) / 2e3, rel=1e-4)
     assert r.bottleneck == "shared cores"
+
+
+def test_cli_takes_e8s_constants(tmp_path, capsys):
+    times = tmp_path / "lenet.json"
+    rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
+    times.write_text("".join(json.dumps({"event": "layer_time", "layer": name,
+                                         "forward_ms": rows.get(name, (0.0, 0.0))[0],
+                                         "backward_ms": rows.get(name, (0.0, 0.0))[1]}) + "\n"
+                             for name in ("conv1", "pool1", "conv2", "pool2", "ip1", "relu1",
+                                          "ip2", "prob")))
+    code = costmodel.main(["--time", str(times), "--net",
+                           str(ROOT / "configs/nets/lenet_deploy.prototxt"), "--batch", "32",
+                           "--workers", "4", "--mode", "asp", "--cores", "2",
+                           "--bandwidth-gbit", "1e6", "--message-us", "0", "--latency-us", "0",
+                           "--cpu-exchange-us", "500", "500", "--cpu-ns-per-byte", "1", "2",
+                           "--json"])
+    line = json.loads(capsys.readouterr().out)
+    # LeNet's 431,080 values: 1,724,320 bytes; x = 1 ms + 1,724,320 x 3 ns = 6.17296 ms;
+    # 4 workers x (10 ms + x) on 2 cores: 32.3459 ms
+    assert code == 0 and line["iteration_ms"] == pytest.approx(2 * (10 + 6.17296), rel=1e-5)
+    assert line["bottleneck"] == "shared cores"
