@@ -1,5 +1,7 @@
 #include "common/transport/channel.hpp"
 
+#include <cstdlib>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -11,7 +13,7 @@
 namespace pstrain::transport {
 
 struct Context::Impl {
-  zmq::context_t context{1};        // one I/O thread
+  zmq::context_t context{std::getenv("PSTRAIN_EXP_IO") ? std::atoi(std::getenv("PSTRAIN_EXP_IO")) : 1};
   std::unique_ptr<ZapHandler> zap;  // after the context: closed before it terminates
 };
 

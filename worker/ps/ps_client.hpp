@@ -132,7 +132,8 @@ class PsClient {
 
   PsClient() = default;
   transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
-  Status Send(int shard, transport::OutMessage message);
+  // On shard's pull connection when `pull_connection`, else on its main one.
+  Status Send(int shard, transport::OutMessage message, bool pull_connection = false);
   // "server 1 (tcp://10.0.0.2:40001)"
   std::string ServerName(size_t shard) const;
   // Receives one message (any shard) within `timeout`, handles acks and
@@ -162,7 +163,15 @@ class PsClient {
   std::unique_ptr<SendTracker> sends_;  // before channels_: outlives the sockets
   std::vector<bool> zero_copy_;         // per shard: pushes go from the diffs (not inproc)
   std::vector<std::unique_ptr<transport::Channel>> channels_;
-  std::vector<transport::Channel*> channel_ptrs_;
+  // Per shard, a second DEALER for pull requests and their replies (Pull).
+  std::vector<std::unique_ptr<transport::Channel>> pull_channels_;
+  std::vector<transport::Channel*> channel_ptrs_;  // channels_, then pull_channels_
+  // Pushes so far: per chunk id, the latest clock it was pushed with; per
+  // shard, the latest clock pushed to it and how many distinct chunks of
+  // that clock (Pull sets after_push when that is all of the shard's).
+  std::vector<int64_t> chunk_push_clock_;
+  std::vector<int64_t> shard_push_clock_;
+  std::vector<int64_t> shard_pushed_;
   std::vector<bool> shard_has_chunks_;
   std::vector<int> in_flight_;
   std::vector<std::shared_ptr<std::vector<float>>> pool_;
