@@ -1,7 +1,5 @@
 #include "common/transport/channel.hpp"
 
-#include <cstdlib>
-
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -13,7 +11,7 @@
 namespace pstrain::transport {
 
 struct Context::Impl {
-  zmq::context_t context{std::getenv("PSTRAIN_EXP_IO") ? std::atoi(std::getenv("PSTRAIN_EXP_IO")) : 1};
+  zmq::context_t context{1};        // one I/O thread
   std::unique_ptr<ZapHandler> zap;  // after the context: closed before it terminates
 };
 
