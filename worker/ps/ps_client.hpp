@@ -22,6 +22,11 @@
 // A shard's PUSH is sent as messages of at most kMessagePartBytes
 // (common/transport/protocol.hpp), so the shard applies part k while part k+1
 // travels; each counts against the in-flight window.
+// PULL goes on a second DEALER per shard (docs/wire-protocol.md, "Pulls
+// beside pushes"): in bsp always, in ssp/asp when every chunk of the shard
+// was pushed for iteration t-1 (after_push = t-1: the shard serves each chunk
+// once its part of that push is applied), so the request does not queue
+// behind the push parts and the reply streams back while they arrive.
 // Every message from a shard is validated on arrival (transport::Validate:
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
