@@ -36,7 +36,13 @@ void ReexecWithHugePageHeap(char** argv) {
   std::string value = tunables != nullptr && *tunables != '\0' ? std::string(tunables) + ":" : "";
   value += std::string(kTunable) + "1";
   if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);
+  // The program's own path, not /proc/self/exe: the process name (comm,
+  // what ps and /proc/PID/status show) comes from the file name exec'd.
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  execv(self, argv);
   // exec failed: go on without (the variable stays, so no second attempt).
 }
 
