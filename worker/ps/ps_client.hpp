@@ -1,5 +1,6 @@
-// PsClient: a worker's connection to the parameter-server shards (one
-// ZeroMQ DEALER per shard) — ps-lite's small asynchronous API.
+// PsClient: a worker's connection to the parameter-server shards (two
+// ZeroMQ DEALERs per shard: requests and pushes, and pulls) — ps-lite's small
+// asynchronous API.
 //
 //   Pull(t)  asks every shard for the weights to compute iteration t;
 //   WaitPull waits until every chunk has arrived. A shard may answer in
