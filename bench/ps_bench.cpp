@@ -189,6 +189,8 @@ struct WorkerTimes {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As ps-worker and ps-server do (the servers inherit the variable).
+  pstrain::transport::ReexecWithHugePageHeap(argv);
   Flags f;
   po::options_description desc("ps-bench");
   desc.add_options()("help,h", "show this help")(

@@ -152,7 +152,8 @@ void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale
   std::vector<float*>& history = history_ptrs_;
   history.resize(s.history.size());
   for (size_t k = 0; k < history.size(); ++k) history[k] = s.history[k].data();
-  const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale};
+  const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale,
+                             /*diff_holds_update=*/false};  // grad is dropped after this
   Writable(s, /*keep_values=*/true);
   rule_->Apply(in, s.param,
                optim::ParamSlice{s.data->data(), grad, history, static_cast<size_t>(s.length)});

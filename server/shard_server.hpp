@@ -18,6 +18,12 @@
 //        ahead of it already has the step); reply_chunks_total = all chunks.
 //   ssp  A PULL for t is answered (whole) once every clock >= t - staleness.
 //   asp  A PULL is answered at once.
+//   ssp/asp with after_push = a (the worker pushed every chunk of iteration a
+//        before asking, on its other connection): once the bound above
+//        holds, each chunk goes out as soon as the worker's push a of it is
+//        applied (clock > a, or clock == a and the chunk arrived), so the
+//        reply never lacks the worker's own last push, as when the pull came
+//        behind it on one connection.
 //   ssp/asp apply every pushed chunk on arrival, scaled 1/W (and by the clip
 //        factor of the push's own sum_squares). version counts global steps:
 //        floor(complete pushes applied / W); it is also the lr schedule's iter.
@@ -167,8 +173,11 @@ class ShardServer {
     int worker = 0;
     int64_t clock = 0;
     TimePoint since, last_warning;
-    std::vector<char> sent;  // bsp, per local chunk: already in a partial reply
+    std::vector<char> sent;  // per local chunk: already in a partial reply
     int sent_count = 0;
+    // ssp/asp: the puller's push that must be applied first (chunk by
+    // chunk), -1: none (the header's after_push).
+    int64_t after_push = -1;
   };
 
   // shard_server.cpp: dispatch, HELLO, INIT_PUSH, replies.
@@ -211,15 +220,17 @@ class ShardServer {
   // shard_server_pull.cpp: PULL, the checkpoint barrier, wait warnings.
   void OnPull(const Incoming& m, TimePoint now);
   bool IsCheckpointIteration(int64_t t) const;
-  bool PullReady(int64_t t, int worker) const;
-  // bsp, not a barrier: the pull may go out chunk by chunk.
-  bool PullsByChunk(int64_t t) const;
-  bool ChunkReady(int local, int64_t t, int worker) const;
+  // The whole pull may be answered now.
+  bool PullReady(const DeferredPull& pull) const;
+  // Not a barrier, and bsp, or ssp/asp with after_push whose consistency
+  // bound holds: the pull may go out chunk by chunk.
+  bool PullsByChunk(const DeferredPull& pull) const;
+  bool ChunkReady(int local, const DeferredPull& pull) const;
   void ServeReadyPulls(Out& out);
   // The chunks of `pull` (by local index) not yet sent, that `ready` accepts.
   Outgoing PullReply(DeferredPull& pull, const std::function<bool(int)>& ready);
   void CutCheckpoint(int64_t t);
-  std::string WaitReason(int64_t t) const;
+  std::string WaitReason(const DeferredPull& pull) const;
 
   ShardConfig config_;
   ClockTable clocks_;

@@ -21,7 +21,8 @@ std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers
 void ShardServer::OnPull(const Incoming& m, TimePoint now) {
   const pstrain::Header& h = m.header;
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
-  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), now, now, {}, 0});
+  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), now, now, {}, 0,
+                                   h.has_after_push() ? h.after_push() : -1});
 }
 
 bool ShardServer::IsCheckpointIteration(int64_t t) const {
@@ -29,8 +30,11 @@ bool ShardServer::IsCheckpointIteration(int64_t t) const {
   return config_.snapshot_interval > 0 && t > 0 && t % config_.snapshot_interval == 0;
 }
 
-bool ShardServer::PullReady(int64_t t, int worker) const {
+bool ShardServer::PullReady(const DeferredPull& pull) const {
+  const int64_t t = pull.clock;
+  const int worker = pull.worker;
   if (!initialized()) return false;
+  if (pull.after_push >= 0 && clocks_.clock(worker) <= pull.after_push) return false;
   if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
     // One global cut: every worker has finished t iterations and none more.
     if (!clocks_.NotAt(t).empty()) return false;
@@ -49,11 +53,29 @@ bool ShardServer::PullReady(int64_t t, int worker) const {
   return false;
 }
 
-bool ShardServer::PullsByChunk(int64_t t) const {
-  return initialized() && config_.mode == ConsistencyMode::kBsp && !IsCheckpointIteration(t);
+bool ShardServer::PullsByChunk(const DeferredPull& pull) const {
+  if (!initialized() || IsCheckpointIteration(pull.clock)) return false;
+  switch (config_.mode) {
+    case ConsistencyMode::kBsp:
+      return true;
+    case ConsistencyMode::kSsp:
+      return pull.after_push >= 0 && clocks_.min() >= pull.clock - config_.staleness;
+    case ConsistencyMode::kAsp:
+      return pull.after_push >= 0;
+  }
+  return false;
 }
 
-bool ShardServer::ChunkReady(int local, int64_t t, int worker) const {
+bool ShardServer::ChunkReady(int local, const DeferredPull& pull) const {
+  const int64_t t = pull.clock;
+  const int worker = pull.worker;
+  if (config_.mode != ConsistencyMode::kBsp) {
+    // The worker's own push after_push of this chunk is applied (on arrival).
+    const int64_t clock = clocks_.clock(worker);
+    return clock > pull.after_push ||
+           (clock == pull.after_push &&
+            workers_[static_cast<size_t>(worker)].arrived[static_cast<size_t>(local)]);
+  }
   if (backup_step_ && clocks_.clock(worker) < t &&
       !workers_[static_cast<size_t>(worker)].arrived[static_cast<size_t>(local)]) {
     return false;  // this worker still has to push the chunk (its backward reads it)
@@ -64,7 +86,7 @@ bool ShardServer::ChunkReady(int local, int64_t t, int worker) const {
 void ShardServer::ServeReadyPulls(Out& out) {
   for (size_t i = 0; i < deferred_.size();) {
     DeferredPull& pull = deferred_[i];
-    if (PullReady(pull.clock, pull.worker)) {
+    if (PullReady(pull)) {
       if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
         CutCheckpoint(pull.clock);
       }
@@ -74,11 +96,10 @@ void ShardServer::ServeReadyPulls(Out& out) {
       deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    if (PullsByChunk(pull.clock)) {
-      const int64_t t = pull.clock;
-      auto ready = [this, &pull, t](int local) {
+    if (PullsByChunk(pull)) {
+      auto ready = [this, &pull](int local) {
         const size_t c = static_cast<size_t>(local);
-        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, t, pull.worker);
+        return (c >= pull.sent.size() || !pull.sent[c]) && ChunkReady(local, pull);
       };
       bool any = false;
       for (int c = 0; c < layout_.store->num_chunks() && !any; ++c) any = ready(c);
@@ -130,8 +151,13 @@ Outgoing ShardServer::PullReply(DeferredPull& pull, const std::function<bool(int
   return o;
 }
 
-std::string ShardServer::WaitReason(int64_t t) const {
+std::string ShardServer::WaitReason(const DeferredPull& pull) const {
+  const int64_t t = pull.clock;
   if (!initialized()) return "the init push from worker 0";
+  if (pull.after_push >= 0 && clocks_.clock(pull.worker) <= pull.after_push) {
+    return "its own push of iteration " + std::to_string(pull.after_push) + " (clock " +
+           std::to_string(clocks_.clock(pull.worker)) + ")";
+  }
   if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
     const std::vector<int> off = clocks_.NotAt(t);
     if (!off.empty()) {
@@ -159,7 +185,7 @@ std::vector<Outgoing> ShardServer::Tick(TimePoint now) {
     char seconds[32];
     std::snprintf(seconds, sizeof(seconds), "%.1f", waited);
     Log("worker " + std::to_string(pull.worker) + "'s pull for iteration " +
-        std::to_string(pull.clock) + " has waited " + seconds + " s for " + WaitReason(pull.clock));
+        std::to_string(pull.clock) + " has waited " + seconds + " s for " + WaitReason(pull));
   }
   return {};
 }

@@ -29,6 +29,15 @@ class SgdRule final : public UpdateRule {
     float* g = s.diff;
     float* h = s.history[0];
     float* w = s.data;
+    if (!in.diff_holds_update && scale == 1.f && local_decay == 0.f) {
+      // The parameter server's common case: three streams, no store into g.
+      for (size_t i = 0; i < s.n; ++i) {
+        const float hi = local_rate * g[i] + momentum_ * h[i];
+        h[i] = hi;
+        w[i] -= hi;
+      }
+      return true;
+    }
     for (size_t i = 0; i < s.n; ++i) {
       float gi = g[i];
       if (scale != 1.f) gi *= scale;

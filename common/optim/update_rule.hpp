@@ -36,6 +36,11 @@ struct StepInputs {
   // twice (clip, then 1 / iter_size) when both apply; one multiply may differ
   // from that by an ulp.
   float grad_scale;
+  // False: the caller discards the diff after the step (the parameter
+  // server's received frames), so a fused rule may leave it as it is instead
+  // of storing the update into it. Weights and history are the same floats
+  // either way.
+  bool diff_holds_update = true;
 };
 
 // One slice of a parameter. The rule reads and writes `data`, `diff` and every

@@ -24,4 +24,18 @@ inline constexpr size_t kLargestReusedFrameBytes = size_t{32} << 20;
 
 Status TuneMallocForLargeFrames(size_t keep_free_bytes = size_t{1} << 30);
 
+// Transparent huge pages for the heap. With THP in `madvise` mode (the usual
+// default) glibc's heap, and so every received frame, the shard's weights and
+// history and the blobs, sits on 4 KiB pages; the kernel's socket copies and
+// the update loops then take a TLB miss every 4 KiB, which in a VM is a
+// two-level page walk. glibc asks for huge pages on its heap with the tunable
+// glibc.malloc.hugetlb=1 (glibc >= 2.35; older ones ignore it), which is read
+// only at start-up: so this re-executes the program (same pid, arguments and
+// descriptors) with that tunable added to GLIBC_TUNABLES, once. It returns
+// (doing nothing) when the tunable is already set, when THP is `never`, when
+// PSTRAIN_MALLOC_HUGETLB=0, or when exec fails. Call it first in main(),
+// before any thread starts. Measured (docs/benchmarks.md, 2026-12-05):
+// ps-bench 16 MB +2 %, 64 MB +5 %.
+void ReexecWithHugePageHeap(char** argv);
+
 }  // namespace pstrain::transport

@@ -158,6 +158,14 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
                            to_string(rules.min_clock) + ", " + to_string(rules.max_clock) + "]");
     }
   }
+  if (h.has_after_push()) {
+    if (h.type() != PULL) return Status::Error("after_push in a " + MessageType_Name(h.type()));
+    if (h.after_push() < 0 || h.after_push() >= h.clock()) {
+      return Status::Error("PULL for iteration " + to_string(h.clock()) + " waits for push " +
+                           to_string(h.after_push()) + " (must be in [0, " +
+                           to_string(h.clock()) + "))");
+    }
+  }
   return Status::Ok();
 }
 

@@ -226,6 +226,7 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
 // Out of host memory anywhere (the chunk store) ends with one line, exit 1;
 // device memory is a Status from the device chunk store already.
 int main(int argc, char** argv) try {
+  pstrain::transport::ReexecWithHugePageHeap(argv);
   pstrain::SilenceProtobufLogs();
   Flags f;
   po::options_description desc("ps-server");

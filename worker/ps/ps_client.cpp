@@ -182,6 +182,20 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
     client->channels_.push_back(std::move(channel));
     client->shard_has_chunks_.push_back(!client->placement_.shard_chunks(k).empty());
   }
+  // The pull connections (channel_ptrs_[S + k]): a pull request travels
+  // beside the push parts instead of behind them (see Pull).
+  transport::SocketOptions pull_options;
+  pull_options.identity = "worker-" + std::to_string(options.rank) + "-pull";
+  for (size_t k = 0; k < options.servers.size(); ++k) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, pull_options, k));
+    PSTRAIN_ASSIGN_OR_RETURN(auto channel,
+                             transport::ConnectDealer(context, options.servers[k], dealer_options));
+    client->channel_ptrs_.push_back(channel.get());
+    client->pull_channels_.push_back(std::move(channel));
+  }
+  client->chunk_push_clock_.assign(client->placement_.chunks().size(), -1);
+  client->shard_push_clock_.assign(options.servers.size(), -1);
+  client->shard_pushed_.assign(options.servers.size(), 0);
   client->in_flight_.assign(options.servers.size(), 0);
   if (options.heartbeat_interval.count() > 0) {
     PSTRAIN_ASSIGN_OR_RETURN(client->heartbeats_,
@@ -196,10 +210,11 @@ std::string PsClient::ServerName(size_t shard) const {
   return "server " + std::to_string(shard) + " (" + options_.servers[shard] + ")";
 }
 
-Status PsClient::Send(int shard, OutMessage message) {
+Status PsClient::Send(int shard, OutMessage message, bool pull_connection) {
   int64_t bytes = static_cast<int64_t>(message.header.ByteSizeLong());
   for (const auto& p : message.payloads) bytes += static_cast<int64_t>(p.bytes());
-  Status s = channels_[shard]->Send("", std::move(message));
+  auto& channel = pull_connection ? pull_channels_[shard] : channels_[shard];
+  Status s = channel->Send("", std::move(message));
   if (!s.ok()) return s.WithContext(ServerName(static_cast<size_t>(shard)));
   if (heartbeats_) heartbeats_->Sent(static_cast<size_t>(shard));
   traffic_.bytes_sent += bytes;
@@ -219,8 +234,8 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
     std::chrono::milliseconds timeout) {
   PSTRAIN_ASSIGN_OR_RETURN(int ready, transport::PollAny(channel_ptrs_, timeout));
   if (ready < 0) return std::optional<std::pair<int, InMessage>>();
-  const size_t k = static_cast<size_t>(ready);
-  auto received = channels_[k]->Receive(std::chrono::milliseconds(0));
+  const size_t k = static_cast<size_t>(ready) % channels_.size();  // the shard
+  auto received = channel_ptrs_[static_cast<size_t>(ready)]->Receive(std::chrono::milliseconds(0));
   if (!received.ok()) return received.status().WithContext(ServerName(k));
   if (!received.value().has_value()) return std::optional<std::pair<int, InMessage>>();
   InMessage message = std::move(*received.value());
@@ -230,7 +245,7 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
   rules.job_key = options_.job_key;
   rules.num_servers = static_cast<int>(channels_.size());
   rules.placement = &placement_;
-  rules.shard = ready;
+  rules.shard = static_cast<int>(k);
   if (Status s = transport::Validate(message, rules); !s.ok()) {
     return s.WithContext(ServerName(k) + ": " + transport::Describe(message));
   }
@@ -238,11 +253,12 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
   if (type == pstrain::ERROR) {
     return Status::Error(ServerName(k) + " refused a request: " + message.header.text());
   }
+  const int shard = static_cast<int>(k);
   if (type == pstrain::PUSH_ACK) {
-    in_flight_[ready] = std::max(0, in_flight_[ready] - 1);
+    in_flight_[k] = std::max(0, in_flight_[k] - 1);
   }
-  if (type == pstrain::PULL_REPLY) PSTRAIN_RETURN_IF_ERROR(AcceptPullReply(ready, message));
-  return std::optional<std::pair<int, InMessage>>(std::make_pair(ready, std::move(message)));
+  if (type == pstrain::PULL_REPLY) PSTRAIN_RETURN_IF_ERROR(AcceptPullReply(shard, message));
+  return std::optional<std::pair<int, InMessage>>(std::make_pair(shard, std::move(message)));
 }
 
 Status PsClient::AwaitFromShards(pstrain::MessageType type, std::vector<bool> waiting,
@@ -320,9 +336,26 @@ Status PsClient::Pull(int64_t clock) {
   pull_files_.assign(channels_.size(), "");
   for (size_t k = 0; k < channels_.size(); ++k) {
     if (!shard_has_chunks_[k]) continue;
-    pull_missing_[k] = static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
+    const int64_t chunks = static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
+    pull_missing_[k] = chunks;
     OutMessage m{transport::PullHeader(origin(), clock), {}};
-    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
+    // On the pull connection, the request reaches the shard while this
+    // worker's last push may still be on the wire (on the other connection),
+    // and the reply's parts travel back as that push's parts are applied.
+    // That keeps the answer the same as on the push connection (behind the
+    // push) only where the shard can tell what to wait for:
+    //   bsp: always (a chunk of iteration t exists once every worker's
+    //        gradient of it is applied, this one's included);
+    //   ssp/asp: when this worker pushed every chunk of the shard for
+    //        iteration clock - 1 (after_push): each chunk waits for its part
+    //        of that push. Otherwise (nothing or part of the shard pushed for
+    //        clock - 1) the request goes behind the pushes as before.
+    bool beside = options_.mode == ConsistencyMode::kBsp;
+    if (!beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
+      m.header.set_after_push(clock - 1);
+      beside = true;
+    }
+    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m), beside));
   }
   pull_clock_ = clock;
   pull_outstanding_ = true;
@@ -451,7 +484,19 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     if (messages[k].payloads.empty()) continue;
     pstrain::Header header = transport::PushHeader(origin(), clock, sum_squares);
     if (compressed) header.set_dtype(options_.compression);
+    std::vector<uint32_t> ids;
+    for (const auto& c : messages[k].header.chunks()) ids.push_back(c.id());
     PSTRAIN_RETURN_IF_ERROR(SendPush(static_cast<int>(k), header, std::move(messages[k])));
+    // The chunks of this shard pushed for `clock` (Pull's after_push).
+    if (shard_push_clock_[k] != clock) {
+      shard_push_clock_[k] = clock;
+      shard_pushed_[k] = 0;
+    }
+    for (uint32_t id : ids) {
+      if (chunk_push_clock_[id] == clock) continue;
+      chunk_push_clock_[id] = clock;
+      ++shard_pushed_[k];
+    }
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
-// PsClient: a worker's connection to the parameter-server shards (one
-// ZeroMQ DEALER per shard) — ps-lite's small asynchronous API.
+// PsClient: a worker's connection to the parameter-server shards (two
+// ZeroMQ DEALERs per shard: requests and pushes, and pulls) — ps-lite's small
+// asynchronous API.
 //
 //   Pull(t)  asks every shard for the weights to compute iteration t;
 //   WaitPull waits until every chunk has arrived. A shard may answer in
@@ -22,6 +23,11 @@
 // A shard's PUSH is sent as messages of at most kMessagePartBytes
 // (common/transport/protocol.hpp), so the shard applies part k while part k+1
 // travels; each counts against the in-flight window.
+// PULL goes on a second DEALER per shard (docs/wire-protocol.md, "Pulls
+// beside pushes"): in bsp always, in ssp/asp when every chunk of the shard
+// was pushed for iteration t-1 (after_push = t-1: the shard serves each chunk
+// once its part of that push is applied), so the request does not queue
+// behind the push parts and the reply streams back while they arrive.
 // Every message from a shard is validated on arrival (transport::Validate:
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
@@ -132,7 +138,8 @@ class PsClient {
 
   PsClient() = default;
   transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
-  Status Send(int shard, transport::OutMessage message);
+  // On shard's pull connection when `pull_connection`, else on its main one.
+  Status Send(int shard, transport::OutMessage message, bool pull_connection = false);
   // "server 1 (tcp://10.0.0.2:40001)"
   std::string ServerName(size_t shard) const;
   // Receives one message (any shard) within `timeout`, handles acks and
@@ -162,7 +169,15 @@ class PsClient {
   std::unique_ptr<SendTracker> sends_;  // before channels_: outlives the sockets
   std::vector<bool> zero_copy_;         // per shard: pushes go from the diffs (not inproc)
   std::vector<std::unique_ptr<transport::Channel>> channels_;
-  std::vector<transport::Channel*> channel_ptrs_;
+  // Per shard, a second DEALER for pull requests and their replies (Pull).
+  std::vector<std::unique_ptr<transport::Channel>> pull_channels_;
+  std::vector<transport::Channel*> channel_ptrs_;  // channels_, then pull_channels_
+  // Pushes so far: per chunk id, the latest clock it was pushed with; per
+  // shard, the latest clock pushed to it and how many distinct chunks of
+  // that clock (Pull sets after_push when that is all of the shard's).
+  std::vector<int64_t> chunk_push_clock_;
+  std::vector<int64_t> shard_push_clock_;
+  std::vector<int64_t> shard_pushed_;
   std::vector<bool> shard_has_chunks_;
   std::vector<int> in_flight_;
   std::vector<std::shared_ptr<std::vector<float>>> pool_;

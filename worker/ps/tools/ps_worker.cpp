@@ -45,6 +45,7 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pstrain::transport::ReexecWithHugePageHeap(argv);
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none";
