@@ -337,6 +337,8 @@ def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
             "compute_threads_runnable_hist_s": bal["hist"],
             "compute_on_cpu_s": bal["on_cpu"],
             "compute_migrations_per_iter": bal["migrations"] / its,
+            "idle_core_ms_per_iter_by_runnable_compute": {
+                k: 1e3 * v / its for k, v in sorted(bal["idle_by_runnable"].items())},
             "idle_ms_per_iter": {c: 1e3 * v / its for c, v in sorted(idle.items())},
             "idle_started_by_ms": {k: 1e3 * v / its for k, v in
                                    sorted(starts.items(), key=lambda kv: -kv[1])},
@@ -412,7 +414,7 @@ def _balance(script: str, mains: set) -> dict:
     running: dict = {}
     waiting: set = set()
     acc = {"idle": 0.0, "idle_waiting": 0.0, "waiting": 0.0, "running": 0.0,
-           "migrations": 0, "hist": {}, "on_cpu": {}}
+           "migrations": 0, "hist": {}, "on_cpu": {}, "idle_by_runnable": {}}
     t_prev = None
     for line in script.splitlines():
         m = sw.search(line) or wk.search(line) or mg.search(line)
@@ -424,6 +426,9 @@ def _balance(script: str, mains: set) -> dict:
             idle = sum(1 for p in running.values() if p == 0)
             on = [p for p in running.values() if p in mains]
             acc["idle"] += dt * idle
+            if idle:
+                k = str(len(waiting) + len(on))
+                acc["idle_by_runnable"][k] = acc["idle_by_runnable"].get(k, 0.0) + dt * idle
             acc["idle_waiting"] += dt * idle * (1 if waiting else 0)
             acc["waiting"] += dt * len(waiting)
             acc["running"] += dt * len(on)
