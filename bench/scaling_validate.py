@@ -546,8 +546,8 @@ def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
     data = json.loads(path.read_text())
     if cpu_from is not None:
         other = json.loads(cpu_from.read_text())["calibration"]
-        data["calibration"].update({k: other[k] for k in ("cpu_bsp", "cpu_asp", "job_comm_factor",
-                                                          "refill_per_share", "balance_ms") if k in other})
+        keys = ("cpu_bsp", "cpu_asp", "job_comm_factor", "refill_per_share", "balance_ms")
+        data["calibration"].update({k: other[k] for k in keys if k in other})
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
