@@ -540,7 +540,8 @@ def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
             "refills_per_share": refills, "refill_per_share": max(0.0, statistics.mean(refills))}
 
 
-def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
+def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None,
+              balance_ms: float | None = None) -> dict:
     """Predictions of the current model for the rounds measured in an earlier --json-out;
     `cpu_from`: E8's constants from another run's calibration (runs before E8 lack them)."""
     data = json.loads(path.read_text())
@@ -548,6 +549,8 @@ def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
         other = json.loads(cpu_from.read_text())["calibration"]
         keys = ("cpu_bsp", "cpu_asp", "job_comm_factor", "refill_per_share", "balance_ms")
         data["calibration"].update({k: other[k] for k in keys if k in other})
+    if balance_ms is not None:
+        data["calibration"]["balance_ms"] = balance_ms
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
@@ -597,9 +600,12 @@ def main() -> int:
                          "earlier --json-out")
     ap.add_argument("--cpu-from", type=pathlib.Path, metavar="JSON",
                     help="with --recompute: E8's CPU constants from this run's calibration")
+    ap.add_argument("--balance-ms", type=float, metavar="MS",
+                    help="with --recompute: E10's latency λ (runs before E10 measured none; "
+                         "0 leaves E10 out)")
     args = ap.parse_args()
     if args.recompute:
-        data = recompute(args.recompute, args.cpu_from)
+        data = recompute(args.recompute, args.cpu_from, args.balance_ms)
         report(data["rows"], data["load_before"], data["load_after"], data.get("seconds", 0),
                args.markdown)
         return 0
