@@ -328,3 +328,25 @@ def test_cli_takes_e8s_constants(tmp_path, capsys):
     # 4 workers x (10 ms + x) on 2 cores: 32.3459 ms
     assert code == 0 and line["iteration_ms"] == pytest.approx(2 * (10 + 6.17296), rel=1e-5)
     assert line["bottleneck"] == "shared cores"
+
+
+def test_cli_takes_e10s_latency(tmp_path, capsys):
+    times = tmp_path / "lenet.json"
+    rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
+    times.write_text("".join(json.dumps({"event": "layer_time", "layer": name,
+                                         "forward_ms": rows.get(name, (0.0, 0.0))[0],
+                                         "backward_ms": rows.get(name, (0.0, 0.0))[1]}) + "\n"
+                             for name in ("conv1", "pool1", "conv2", "pool2", "ip1", "relu1",
+                                          "ip2", "prob")))
+    base = ["--time", str(times), "--net", str(ROOT / "configs/nets/lenet_deploy.prototxt"),
+            "--batch", "32", "--workers", "3", "--mode", "bsp", "--cores", "2",
+            "--bandwidth-gbit", "1e6", "--message-us", "0", "--latency-us", "0",
+            "--cpu-exchange-us", "500", "500", "--cpu-ns-per-byte", "1", "2", "--json"]
+    assert costmodel.main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert costmodel.main(base + ["--balance-ms", "4"]) == 0
+    e10 = json.loads(capsys.readouterr().out)
+    # 3 workers on 2 cores: one core idles min(4 ms, the 10 ms compute) an iteration, half
+    # an iteration's worth of both cores: 2 ms more
+    assert plain["bottleneck"] == e10["bottleneck"] == "shared cores"
+    assert e10["iteration_ms"] - plain["iteration_ms"] == pytest.approx(2.0, rel=1e-6)
