@@ -327,12 +327,130 @@ def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
             ends[who(nxt)] = ends.get(who(nxt), 0.0) + t - t0
     span = (last - first) if first is not None else 0.0
     its = span * statistics.mean(raw["per_worker"]) / 32
+    bal = _balance(out, {t for t, r in result["thread"].items() if r.startswith("worker")
+                         and thread_kind(result["names"][t]) == "main"})
     return {"workers": workers, "span_s": span, "iterations": its,
+            "idle_core_ms_per_iter": 1e3 * bal["idle"] / its,
+            "idle_while_compute_waits_core_ms_per_iter": 1e3 * bal["idle_waiting"] / its,
+            "compute_waits_ms_per_iter": 1e3 * bal["waiting"] / its / workers,
+            "compute_runs_ms_per_iter": 1e3 * bal["running"] / its / workers,
+            "compute_threads_runnable_hist_s": bal["hist"],
+            "compute_on_cpu_s": bal["on_cpu"],
+            "compute_migrations_per_iter": bal["migrations"] / its,
+            "idle_core_ms_per_iter_by_runnable_compute": {
+                k: 1e3 * v / its for k, v in sorted(bal["idle_by_runnable"].items())},
             "idle_ms_per_iter": {c: 1e3 * v / its for c, v in sorted(idle.items())},
             "idle_started_by_ms": {k: 1e3 * v / its for k, v in
                                    sorted(starts.items(), key=lambda kv: -kv[1])},
             "idle_ended_by_ms": {k: 1e3 * v / its for k, v in
                                  sorted(ends.items(), key=lambda kv: -kv[1])}}
+
+
+def _spin_between_barriers(barrier, compute_s: float, iters: int, out) -> None:
+    cpu = 0.0
+    barrier.wait()
+    start = time.monotonic()
+    for _ in range(iters):
+        barrier.wait()
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < compute_s:
+            pass
+        cpu += time.thread_time() - t0
+    barrier.wait()
+    out.put((time.monotonic() - start, cpu))
+
+
+def barrier_idle(workers: int, compute_ms: float, iters: int = 300) -> dict:
+    """E10's experiment, no PSTrain in it: `workers` processes each spin `compute_ms` of CPU
+    between barriers (bsp's shape without the messages). Returns the iteration time against
+    the ideal max(c, W·c/C) of perfect sharing, and the cores' idle core-ms an iteration
+    (C·T less the CPU spun)."""
+    import multiprocessing as mp
+    barrier, out = mp.Barrier(workers), mp.Queue()
+    procs = [mp.Process(target=_spin_between_barriers,
+                        args=(barrier, compute_ms / 1e3, iters, out)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    try:
+        res = [out.get(timeout=60 + 3 * iters * compute_ms / 1e3 * workers) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    cores = os.cpu_count() or 1
+    it = max(r[0] for r in res) / iters
+    cpu = sum(r[1] for r in res) / iters
+    return {"workers": workers, "cores": cores, "compute_ms": compute_ms,
+            "iteration_ms": 1e3 * it, "ideal_ms": max(compute_ms, workers * compute_ms / cores),
+            "idle_core_ms": 1e3 * (cores * it - cpu)}
+
+
+def balance_latency(compute_ms: float = 9.0, rounds: int = 3) -> dict:
+    """E10's latency: W = C + 1 spinning processes leave C - 1 cores dry after c; the idle
+    core time beyond W = C's (the barrier's own wake-ups) over those C - 1 cores is the time
+    the load balancer takes to fill one. compute_ms must exceed the latency (else it caps
+    the idle time). Medians of `rounds`."""
+    cores = os.cpu_count() or 1
+    even = [barrier_idle(cores, compute_ms) for _ in range(rounds)]
+    odd = [barrier_idle(cores + 1, compute_ms) for _ in range(rounds)]
+    lat = (statistics.median(r["idle_core_ms"] for r in odd)
+           - statistics.median(r["idle_core_ms"] for r in even)) / max(1, cores - 1)
+    return {"even": even, "odd": odd, "balance_ms": max(0.0, lat)}
+
+
+def _balance(script: str, mains: set) -> dict:
+    """From `perf script` of sched_switch/sched_wakeup/sched_migrate_task: the CPUs' idle
+    time, the part of it while a training thread (`mains`) was runnable but waiting for a
+    CPU (preempted, or woken and not yet on a CPU), the training threads' waiting and running
+    time, how long 0..W of them were runnable, on which CPU each ran, and their migrations.
+    An idle CPU beside a waiting training thread is the load balancer's loss; with all CPUs
+    busy the wait is plain sharing."""
+    import re as _re
+    sw = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
+                     r"prev_state=(\S+) ==> .*next_pid=(\d+)")
+    wk = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_wakeup(?:_new)?:.*pid=(\d+)")
+    mg = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_migrate_task:.*pid=(\d+)")
+    running: dict = {}
+    waiting: set = set()
+    acc = {"idle": 0.0, "idle_waiting": 0.0, "waiting": 0.0, "running": 0.0,
+           "migrations": 0, "hist": {}, "on_cpu": {}, "idle_by_runnable": {}}
+    t_prev = None
+    for line in script.splitlines():
+        m = sw.search(line) or wk.search(line) or mg.search(line)
+        if not m:
+            continue
+        cpu, t = int(m[1]), float(m[2])
+        if t_prev is not None and len(running) >= 2:
+            dt = t - t_prev
+            idle = sum(1 for p in running.values() if p == 0)
+            on = [p for p in running.values() if p in mains]
+            acc["idle"] += dt * idle
+            if idle:
+                k = str(len(waiting) + len(on))
+                acc["idle_by_runnable"][k] = acc["idle_by_runnable"].get(k, 0.0) + dt * idle
+            acc["idle_waiting"] += dt * idle * (1 if waiting else 0)
+            acc["waiting"] += dt * len(waiting)
+            acc["running"] += dt * len(on)
+            k = str(len(waiting) + len(on))
+            acc["hist"][k] = acc["hist"].get(k, 0.0) + dt
+            for c, p in running.items():
+                if p in mains:
+                    key = f"{p}@{c}"
+                    acc["on_cpu"][key] = acc["on_cpu"].get(key, 0.0) + dt
+        t_prev = t
+        if "sched_switch" in line:
+            prev, state, nxt = int(m[3]), m[4], int(m[5])
+            running[cpu] = nxt
+            waiting.discard(nxt)
+            if prev in mains and state.startswith("R"):
+                waiting.add(prev)
+        elif "sched_wakeup" in line:
+            if int(m[3]) in mains and int(m[3]) not in running.values():
+                waiting.add(int(m[3]))
+        elif int(m[3]) in mains:
+            acc["migrations"] += 1
+    return acc
 
 
 def main() -> int:
@@ -346,6 +464,10 @@ def main() -> int:
                     help="LeNet's compute alone and beside a ps-bench loop")
     ap.add_argument("--sched", default="", help="comma-separated worker counts: perf sched "
                     "trace of a LeNet bsp job, who leaves the CPUs idle")
+    ap.add_argument("--barrier", default="", help="comma-separated process counts: spin "
+                    "--barrier-ms of CPU between barriers, idle core time (E10)")
+    ap.add_argument("--barrier-ms", default="4,9", help="comma-separated compute times (ms)")
+    ap.add_argument("--balance", action="store_true", help="E10's latency (W = C vs C + 1)")
     ap.add_argument("--json-out", type=pathlib.Path)
     a = ap.parse_args()
     build = (ROOT / a.build).resolve()
@@ -357,6 +479,14 @@ def main() -> int:
             r = bench_breakdown(build, size, params, w, mode)
             out["bench"].append(r)
             print(json.dumps(r), flush=True)
+    for w in (int(x) for x in a.barrier.split(",") if x):
+        for c in (float(x) for x in a.barrier_ms.split(",") if x):
+            r = barrier_idle(w, c)
+            out.setdefault("barrier", []).append(r)
+            print(json.dumps(r), flush=True)
+    if a.balance:
+        out["balance"] = balance_latency()
+        print(json.dumps({"balance_ms": out["balance"]["balance_ms"]}), flush=True)
     with tempfile.TemporaryDirectory(prefix="cpu-") as tmp:
         solver = write_solver(pathlib.Path(tmp) / "lenet", 32, a.iters, a.iters // 8)
         if a.interference:

@@ -436,7 +436,8 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                     worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
                     server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
                     server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
-                    refill_per_share=calib.get("refill_per_share", 0.0))
+                    refill_per_share=calib.get("refill_per_share", 0.0),
+                    balance_s=calib.get("balance_ms", 0.0) * 1e-3)
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -513,7 +514,9 @@ def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
       per iteration) against what ps-bench's threads spend on the same bytes (E8);
     * `ps-net time` alone and pinned to one core beside another `ps-net time` and beside a
       ps-bench loop: the training thread's extra CPU per unit of the core's share the
-      neighbour takes (E9)."""
+      neighbour takes (E9);
+    * C and C + 1 processes spinning 9 ms of CPU between barriers, no PSTrain in them: the
+      load balancer's latency to fill a core that ran dry (E10)."""
     import scaling_cpu
     net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
     compute, _ = scaling_cpu.net_cpu_per_iter(build, net, 220)
@@ -527,20 +530,27 @@ def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
         r = scaling_cpu.interference(build, net, f"{round(grad_bytes / 1e3)}K", 8,
                                      ("taskset", "-c", "0"), neighbour)
         refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
-    return {"job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
+    balance = scaling_cpu.balance_latency()
+    return {"balance_ms": balance["balance_ms"],
+            "balance_idle_core_ms": [[r["idle_core_ms"] for r in balance[k]]
+                                     for k in ("even", "odd")],
+            "job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
             "job_threads_ms": job["cpu_ms_per_iter"], "bench_comm_ms": 1e3 * bench,
             "job_comm_factor": max(1.0, (total - compute) / bench),
             "refills_per_share": refills, "refill_per_share": max(0.0, statistics.mean(refills))}
 
 
-def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None) -> dict:
+def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None,
+              balance_ms: float | None = None) -> dict:
     """Predictions of the current model for the rounds measured in an earlier --json-out;
     `cpu_from`: E8's constants from another run's calibration (runs before E8 lack them)."""
     data = json.loads(path.read_text())
     if cpu_from is not None:
         other = json.loads(cpu_from.read_text())["calibration"]
-        data["calibration"].update({k: other[k] for k in ("cpu_bsp", "cpu_asp", "job_comm_factor",
-                                                          "refill_per_share") if k in other})
+        keys = ("cpu_bsp", "cpu_asp", "job_comm_factor", "refill_per_share", "balance_ms")
+        data["calibration"].update({k: other[k] for k in keys if k in other})
+    if balance_ms is not None:
+        data["calibration"]["balance_ms"] = balance_ms
     nets = {"LeNet": (costmodel.net_params(ROOT / "configs/nets/lenet_deploy.prototxt"), 32),
             "CIFAR-10 quick": (costmodel.net_params(CIFAR_NET), 50)}
     for row in data["rows"]:
@@ -590,9 +600,12 @@ def main() -> int:
                          "earlier --json-out")
     ap.add_argument("--cpu-from", type=pathlib.Path, metavar="JSON",
                     help="with --recompute: E8's CPU constants from this run's calibration")
+    ap.add_argument("--balance-ms", type=float, metavar="MS",
+                    help="with --recompute: E10's latency λ (runs before E10 measured none; "
+                         "0 leaves E10 out)")
     args = ap.parse_args()
     if args.recompute:
-        data = recompute(args.recompute, args.cpu_from)
+        data = recompute(args.recompute, args.cpu_from, args.balance_ms)
         report(data["rows"], data["load_before"], data["load_after"], data.get("seconds", 0),
                args.markdown)
         return 0

@@ -294,6 +294,11 @@ class Cluster:
     # that other threads take, from `ps-net time` pinned to one core beside another busy
     # program (bench/scaling_cpu.py --interference); 0: none
     refill_per_share: float = 0.0
+    # E10: bsp with W > C not a multiple of the cores: after the barrier the cores that got
+    # fewer training threads run dry first and idle until the kernel's load balancer moves a
+    # waiting thread to them; this is that latency, measured with W processes that spin a
+    # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
+    balance_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -423,7 +428,20 @@ def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
     bound = W * (compute + comm_cpu) / share
     if cl.mode == "bsp":
         bound += max(0.0, tail) * (1 - 1 / cl.cores)
+        bound += _balance_idle(W, cl.cores, compute, cl.balance_s) / cl.cores
     return bound
+
+
+def _balance_idle(workers: int, cores: float, compute: float, latency: float) -> float:
+    """E10: core-seconds a bsp iteration leaves idle because W compute threads do not divide
+    evenly over C cores. The barrier releases all W at once; C - (W mod C) cores hold
+    floor(W/C) threads and run dry a compute time c before the others; each then idles
+    until the load balancer pulls a waiting thread over (`latency`), at most the c the
+    fuller cores still have left. 0 for W <= C or W a multiple of C."""
+    c = int(round(cores))
+    if latency <= 0 or c < 1 or workers <= c or workers % c == 0:
+        return 0.0
+    return (c - workers % c) * min(latency, compute)
 
 
 def _bsp(path: float, busy: dict, slow: float) -> float:
@@ -547,6 +565,9 @@ def _parser() -> argparse.ArgumentParser:
                         "threads (with --cores)")
     p.add_argument("--refill-per-share", type=float, default=0.0,
                    help="E9: the compute's extra CPU per unit of its core's share others take")
+    p.add_argument("--balance-ms", type=float, default=0.0,
+                   help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
+                        "W not a multiple of the cores)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -569,7 +590,8 @@ def main(argv: list[str] | None = None) -> int:
                              server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
-                             refill_per_share=args.refill_per_share)
+                             refill_per_share=args.refill_per_share,
+                             balance_s=args.balance_ms * 1e-3)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

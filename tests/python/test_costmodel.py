@@ -285,6 +285,30 @@ def test_e9_compute_loses_cpu_to_refills_in_proportion_to_the_cores_share_of_oth
     assert r.bottleneck == "shared cores"
 
 
+def test_e10_bsp_idles_a_core_until_the_balancer_fills_it_when_w_is_not_a_multiple_of_c():
+    three = dict(workers=3, servers=1, cores=2, **FAST, **E8)
+    # path: compute 45 ms (kappa 3/2); server inlink 3 copies 45..57, reply out 57..69: a
+    # 24 ms tail, half of it idles a core: 3 x 44 / 2 + 12 = 78 ms
+    assert predict(ONE, ONE_P, 64, Cluster(**three)).iteration_s == pytest.approx(0.078)
+    # 3 training threads on 2 cores: the core with one runs dry and idles 5 ms before the
+    # balancer moves a waiting thread to it: 78 + 5 / 2 = 80.5 ms
+    r = predict(ONE, ONE_P, 64, Cluster(**three, balance_s=5e-3))
+    assert r.iteration_s == pytest.approx(0.0805)
+    # the idle time is at most the compute the fuller core still holds (30 ms): 78 + 15
+    r = predict(ONE, ONE_P, 64, Cluster(**three, balance_s=50e-3))
+    assert r.iteration_s == pytest.approx(0.093)
+    # W a multiple of C (4 on 2: 104 ms as without E10), W <= C, and asp/ssp (no barrier:
+    # a thread that ran dry starts its next iteration) leave it out
+    four = Cluster(workers=4, servers=1, cores=2, **FAST, **E8, balance_s=5e-3)
+    assert predict(ONE, ONE_P, 64, four).iteration_s == pytest.approx(0.104)
+    for mode in ("asp", "ssp"):
+        base = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": mode}))
+        e10 = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": mode}, balance_s=5e-3))
+        assert e10.iteration_s == pytest.approx(base.iteration_s)
+    assert costmodel._balance_idle(1, 2, 0.03, 5e-3) == 0.0
+    assert costmodel._balance_idle(5, 4, 0.03, 5e-3) == pytest.approx(3 * 5e-3)
+
+
 def test_cli_takes_e8s_constants(tmp_path, capsys):
     times = tmp_path / "lenet.json"
     rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
@@ -304,3 +328,25 @@ def test_cli_takes_e8s_constants(tmp_path, capsys):
     # 4 workers x (10 ms + x) on 2 cores: 32.3459 ms
     assert code == 0 and line["iteration_ms"] == pytest.approx(2 * (10 + 6.17296), rel=1e-5)
     assert line["bottleneck"] == "shared cores"
+
+
+def test_cli_takes_e10s_latency(tmp_path, capsys):
+    times = tmp_path / "lenet.json"
+    rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
+    times.write_text("".join(json.dumps({"event": "layer_time", "layer": name,
+                                         "forward_ms": rows.get(name, (0.0, 0.0))[0],
+                                         "backward_ms": rows.get(name, (0.0, 0.0))[1]}) + "\n"
+                             for name in ("conv1", "pool1", "conv2", "pool2", "ip1", "relu1",
+                                          "ip2", "prob")))
+    base = ["--time", str(times), "--net", str(ROOT / "configs/nets/lenet_deploy.prototxt"),
+            "--batch", "32", "--workers", "3", "--mode", "bsp", "--cores", "2",
+            "--bandwidth-gbit", "1e6", "--message-us", "0", "--latency-us", "0",
+            "--cpu-exchange-us", "500", "500", "--cpu-ns-per-byte", "1", "2", "--json"]
+    assert costmodel.main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert costmodel.main(base + ["--balance-ms", "4"]) == 0
+    e10 = json.loads(capsys.readouterr().out)
+    # 3 workers on 2 cores: one core idles min(4 ms, the 10 ms compute) an iteration, half
+    # an iteration's worth of both cores: 2 ms more
+    assert plain["bottleneck"] == e10["bottleneck"] == "shared cores"
+    assert e10["iteration_ms"] - plain["iteration_ms"] == pytest.approx(2.0, rel=1e-6)
