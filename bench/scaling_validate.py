@@ -419,7 +419,10 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 # the worker's stack on the veth pair, k = 1/β of loopback (E2b)
                 link_kernel_byte_s=0.0 if link == "loopback" else
                 1 / calib["wire_bytes_per_s"],
-                background=raw["background"])
+                background=raw["background"],
+                # E4''/E7b: pulls beside the pushes (runs 12 on); earlier runs measured
+                # ssp/asp pulls answered whole behind the pushes (E4')
+                streamed_pulls=calib.get("streamed_pulls", False))
     # E8: every thread's CPU per exchange and per byte, from ps-bench's threads (bsp with 2
     # worker threads for bsp points, asp with 1 for ssp and asp); absent in runs before it
     cpu = calib.get("cpu_bsp" if mode == "bsp" else "cpu_asp")
@@ -531,7 +534,7 @@ def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
                                      ("taskset", "-c", "0"), neighbour)
         refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
     balance = scaling_cpu.balance_latency()
-    return {"balance_ms": balance["balance_ms"],
+    return {"streamed_pulls": True, "balance_ms": balance["balance_ms"],
             "balance_idle_core_ms": [[r["idle_core_ms"] for r in balance[k]]
                                      for k in ("even", "odd")],
             "job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,

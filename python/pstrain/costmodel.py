@@ -276,6 +276,9 @@ class Cluster:
                                       # or autogroups where the kernel shares by session)
     timed_background: float = 0.0     # ... while the layer times were taken
     early_pull: bool = False          # bsp CPU workers request the next pull before backward
+    # ssp/asp pulls beside the pushes (after_push, docs/wire-protocol.md): the reply streams
+    # chunk by chunk as this worker's push is applied (E4''); False: answered whole (E4')
+    streamed_pulls: bool = True
     link_kernel_byte_s: float = 0.0   # the worker's TCP stack per byte in series with a shaped
                                       # link's wire, at the CPU share (E2b); 0: a plain NIC
     burst_bytes: float = 0.0          # a shaped link's token bucket (tbf burst): bytes that
@@ -352,10 +355,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     def stations(slow: float) -> list[float]:
         # a link's token bucket passes up to burst_bytes of each worker's transfer at once
         # when the link idled before it (E2b)
+        # E7b: with streamed pulls (E4'') a worker's reply leaves on the outlink while its
+        # push still arrives on the inlink: the two directions of the full-duplex link are
+        # one station with the demand of one direction.
+        links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
         return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
                      (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
-                     * slow,
-                     max(0.0, b - cl.burst_bytes) / cl.server_bw]
+                     * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
                     for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
@@ -510,10 +516,12 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
             applied.append((s_cpu[k], k, nbytes))
     end = t
-    if cl.mode != "bsp":
-        # E4': ssp/asp: ShardServer answers a pull whole (PullReply with every chunk of the
-        # shard, one message) once its single thread reaches the request, which came after
-        # this worker's pushes on the same connection: after their apply.
+    if cl.mode != "bsp" and not cl.streamed_pulls:
+        # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardServer answered a pull
+        # whole (PullReply with every chunk of the shard, one message) once its single
+        # thread reached the request, which came after this worker's pushes on the same
+        # connection: after their apply. E4'' (streamed_pulls): the pull waits chunk by
+        # chunk for this worker's push (after_push) and each piece leaves once applied.
         merged = {}
         for ready, k, nbytes in applied:
             r, n = merged.get(k, (0.0, 0.0))

@@ -48,7 +48,9 @@ def test_two_servers_split_the_server_link_load():
 
 
 def test_asp_queues_workers_at_the_server_link():
-    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", **LINK))
+    # pulls answered whole behind the pushes (E4'); streamed pulls: the E7b test below
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", streamed_pulls=False,
+                                        **LINK))
     # One worker alone: 112 ms, of which 40 ms on the server's inlink and 40 ms on its
     # outlink; the rest (32 ms) is a delay. Mean value analysis, by hand:
     #   n=1: R = 40+40 ms, X = 1/0.112, queue 0.35714 at each link
@@ -183,12 +185,18 @@ def test_asp_pulls_after_backward_and_whole_whatever_early_pull_says():
     params = [Param("conv", "conv/weight", 1000), Param("fc", "fc/weight", MB4)]
     for mode in ("asp", "ssp"):
         r = predict(layers, params, 1, Cluster(workers=1, servers=1, mode=mode, early_pull=True,
-                                               **LINK))
+                                               streamed_pulls=False, **LINK))
         # PsWorker sends an asp/ssp pull after the last push (OnGradientsReady): it reaches
         # the server at 66 ms, after conv's push (in and applied at 66.04 ms); ShardServer
         # answers it whole: 4.004 MB leave 66.04..106.08 ms and arrive at 107.08 ms. (bsp
         # with the early pull: 97.04 ms, test above.)
         assert r.iteration_s == pytest.approx(0.10708, rel=1e-9)
+        # Pulls beside the pushes (E4''): the same request at 66 ms is answered chunk by
+        # chunk: fc's reply (applied at 56 ms) leaves 66..106 ms and arrives at 107 ms, then
+        # conv's 4 KB (applied at 66.04 ms) leave 106..106.04 and arrive at 107.04 ms.
+        r = predict(layers, params, 1, Cluster(workers=1, servers=1, mode=mode, early_pull=True,
+                                               **LINK))
+        assert r.iteration_s == pytest.approx(0.10704, rel=1e-9)
 
 
 def test_server_cpu_runs_at_its_share_of_the_cores():
@@ -307,6 +315,23 @@ def test_e10_bsp_idles_a_core_until_the_balancer_fills_it_when_w_is_not_a_multip
         assert e10.iteration_s == pytest.approx(base.iteration_s)
     assert costmodel._balance_idle(1, 2, 0.03, 5e-3) == 0.0
     assert costmodel._balance_idle(5, 4, 0.03, 5e-3) == pytest.approx(3 * 5e-3)
+
+
+def test_e7b_streamed_pulls_make_the_full_duplex_link_one_station_for_asp():
+    # path 112 ms (as one worker above); asp W = 2 by mean value analysis. Streamed pulls
+    # (E4''/E7b): one link station of 40 ms, think 72 ms; n = 1: queue 40/112; n = 2:
+    # residence 40 x (1 + 40/112), iteration = think + residence.
+    streamed = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, mode="asp", **LINK))
+    assert streamed.iteration_s == pytest.approx(0.072 + 0.040 * (1 + 0.040 / 0.112))
+    # answered whole behind the pushes (E4', runs 1-11): in and out are two stations of
+    # 40 ms each, think 32 ms
+    whole = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, mode="asp",
+                                            streamed_pulls=False, **LINK))
+    assert whole.iteration_s == pytest.approx(0.032 + 2 * 0.040 * (1 + 0.040 / 0.112))
+    # bsp is the same either way
+    bsp = [predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, streamed_pulls=v, **LINK))
+           for v in (True, False)]
+    assert bsp[0].iteration_s == pytest.approx(bsp[1].iteration_s)
 
 
 def test_cli_takes_e8s_constants(tmp_path, capsys):
