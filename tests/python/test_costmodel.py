@@ -334,7 +334,8 @@ def test_e7b_streamed_pulls_make_the_full_duplex_link_one_station_for_asp():
     assert bsp[0].iteration_s == pytest.approx(bsp[1].iteration_s)
 
 
-def test_cli_takes_e8s_constants(tmp_path, capsys):
+def _lenet_times(tmp_path) -> pathlib.Path:
+    """`ps-net time --json` lines for LeNet: conv1 2 + 3 ms, ip1 1 + 4 ms, the rest 0."""
     times = tmp_path / "lenet.json"
     rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
     times.write_text("".join(json.dumps({"event": "layer_time", "layer": name,
@@ -342,6 +343,11 @@ def test_cli_takes_e8s_constants(tmp_path, capsys):
                                          "backward_ms": rows.get(name, (0.0, 0.0))[1]}) + "\n"
                              for name in ("conv1", "pool1", "conv2", "pool2", "ip1", "relu1",
                                           "ip2", "prob")))
+    return times
+
+
+def test_cli_takes_e8s_constants(tmp_path, capsys):
+    times = _lenet_times(tmp_path)
     code = costmodel.main(["--time", str(times), "--net",
                            str(ROOT / "configs/nets/lenet_deploy.prototxt"), "--batch", "32",
                            "--workers", "4", "--mode", "asp", "--cores", "2",
@@ -356,13 +362,7 @@ def test_cli_takes_e8s_constants(tmp_path, capsys):
 
 
 def test_cli_takes_e10s_latency(tmp_path, capsys):
-    times = tmp_path / "lenet.json"
-    rows = {"conv1": (2.0, 3.0), "ip1": (1.0, 4.0)}
-    times.write_text("".join(json.dumps({"event": "layer_time", "layer": name,
-                                         "forward_ms": rows.get(name, (0.0, 0.0))[0],
-                                         "backward_ms": rows.get(name, (0.0, 0.0))[1]}) + "\n"
-                             for name in ("conv1", "pool1", "conv2", "pool2", "ip1", "relu1",
-                                          "ip2", "prob")))
+    times = _lenet_times(tmp_path)
     base = ["--time", str(times), "--net", str(ROOT / "configs/nets/lenet_deploy.prototxt"),
             "--batch", "32", "--workers", "3", "--mode", "bsp", "--cores", "2",
             "--bandwidth-gbit", "1e6", "--message-us", "0", "--latency-us", "0",
