@@ -283,6 +283,18 @@ def test_e8_bsp_adds_the_barrier_tail_and_yields_to_other_programs():
     assert r.iteration_s == pytest.approx(0.1392)
 
 
+def test_e7c_ssp_on_oversubscribed_cores_keeps_bsps_pace():
+    # 4 workers + 1 server on 2 cores: the workers' unequal CPU shares keep the fast ones at
+    # the staleness bound, so ssp takes bsp's iteration of the test above: 104 ms
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, cores=2, mode="ssp", **FAST, **E8))
+    assert r.iteration_s == pytest.approx(0.104)
+    # with a core for every process the workers drift freely and ssp is asp
+    ssp, asp = (predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, cores=5, mode=m, **FAST,
+                                                **E8)) for m in ("ssp", "asp"))
+    assert ssp.iteration_s == pytest.approx(asp.iteration_s)
+    assert ssp.iteration_s != pytest.approx(0.104)
+
+
 def test_e9_compute_loses_cpu_to_refills_in_proportion_to_the_cores_share_of_others():
     r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", cores=2, **FAST,
                                         **E8, refill_per_share=0.5))
@@ -305,14 +317,16 @@ def test_e10_bsp_idles_a_core_until_the_balancer_fills_it_when_w_is_not_a_multip
     # the idle time is at most the compute the fuller core still holds (30 ms): 78 + 15
     r = predict(ONE, ONE_P, 64, Cluster(**three, balance_s=50e-3))
     assert r.iteration_s == pytest.approx(0.093)
-    # W a multiple of C (4 on 2: 104 ms as without E10), W <= C, and asp/ssp (no barrier:
-    # a thread that ran dry starts its next iteration) leave it out
+    # W a multiple of C (4 on 2: 104 ms as without E10), W <= C, and asp (no barrier: a
+    # thread that ran dry starts its next iteration) leave it out
     four = Cluster(workers=4, servers=1, cores=2, **FAST, **E8, balance_s=5e-3)
     assert predict(ONE, ONE_P, 64, four).iteration_s == pytest.approx(0.104)
-    for mode in ("asp", "ssp"):
-        base = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": mode}))
-        e10 = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": mode}, balance_s=5e-3))
-        assert e10.iteration_s == pytest.approx(base.iteration_s)
+    base = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": "asp"}))
+    e10 = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": "asp"}, balance_s=5e-3))
+    assert e10.iteration_s == pytest.approx(base.iteration_s)
+    # ssp on these oversubscribed cores keeps bsp's pace (E7c), E10 included: 80.5 ms
+    r = predict(ONE, ONE_P, 64, Cluster(**{**three, "mode": "ssp"}, balance_s=5e-3))
+    assert r.iteration_s == pytest.approx(0.0805)
     assert costmodel._balance_idle(1, 2, 0.03, 5e-3) == 0.0
     assert costmodel._balance_idle(5, 4, 0.03, 5e-3) == pytest.approx(3 * 5e-3)
 
