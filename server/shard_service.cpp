@@ -54,6 +54,8 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
   router_options.curve_secret_key = own.secret_key;
+  router_options.shared_memory_bytes = static_cast<size_t>(service->options_.shared_memory_mb)
+                                       << 20;
   PSTRAIN_ASSIGN_OR_RETURN(service->router_,
                            transport::BindRouter(context, service->options_.bind, router_options));
   service->channels_.push_back(service->router_.get());

@@ -62,6 +62,9 @@ struct ShardServiceOptions {
   // A keys folder: this shard's key pair (server-K.key/.pub), the public keys
   // it admits and server 0's (for the coordinator DEALER). "": no CURVE.
   std::string keys;
+  // ipc: each peer's replies of 16 KB or more go through a shared-memory ring
+  // of this many MiB (common/transport/shared_ring.hpp); 0: through the socket.
+  int shared_memory_mb = 0;
   int drop_log_lines = 10;
   std::chrono::milliseconds drop_log_interval{10000};
 };

@@ -3,9 +3,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <utility>
 #include <zmq.hpp>
 
+#include "common/transport/shared_ring.hpp"
 #include "common/transport/zap.hpp"
 
 namespace pstrain::transport {
@@ -72,7 +74,8 @@ class ZmqChannel : public Channel {
         router_(router),
         endpoint_(std::move(endpoint)),
         send_timeout_ms_(options.send_timeout_ms),
-        send_hwm_(options.send_hwm) {}
+        send_hwm_(options.send_hwm),
+        ring_bytes_(options.shared_memory_bytes) {}
   ~ZmqChannel() override {
     if (monitor_ != nullptr) {
       zmq_socket_monitor(socket_.handle(), nullptr, 0);
@@ -91,6 +94,11 @@ class ZmqChannel : public Channel {
   void* poll_handle() override { return socket_.handle(); }
   Status SendError(const std::string& peer, int err) const;
   Result<std::optional<InMessage>> ReadMessage(Frame first);
+  // Moves the payload frames that are worth it into `peer`'s ring and
+  // appends the trailer naming their places.
+  void MoveToRing(const std::string& peer, std::vector<Frame>* frames);
+  // Puts the trailer's slots back in place of the empty payload frames.
+  Status TakeFromRing(InMessage* message, const Frame& trailer);
 
   zmq::socket_t socket_;
   bool router_;
@@ -98,7 +106,49 @@ class ZmqChannel : public Channel {
   int send_timeout_ms_;
   int send_hwm_;
   void* monitor_ = nullptr;  // PAIR receiving socket_'s handshake events, or null
+  size_t ring_bytes_;        // 0: no shared memory on this channel
+  std::map<std::string, std::unique_ptr<SendRing>> rings_;  // by peer ("" on a DEALER)
+  RingReader ring_reader_;
 };
+
+// How long a full ring's oldest slot may stay held before the ring is
+// replaced by a new one (its receiver has most likely gone away with it).
+constexpr std::chrono::milliseconds kRingPatience{2000};
+
+void ZmqChannel::MoveToRing(const std::string& peer, std::vector<Frame>* frames) {
+  RingTrailer trailer;
+  for (size_t i = 1; i < frames->size(); ++i) {
+    Frame& frame = (*frames)[i];
+    if (frame.size() < kSharedRingMinFrameBytes || frame.size() % sizeof(float) != 0) continue;
+    std::unique_ptr<SendRing>& ring = rings_[peer];
+    if (!ring || (ring->Stuck(kRingPatience) && trailer.slots.empty())) {
+      auto made = SendRing::Create(ring_bytes_);
+      if (!made.ok()) return;  // the socket carries everything instead
+      ring = std::move(made).value();
+    }
+    std::optional<RingSlot> slot = ring->Put(frame.data(), frame.size());
+    if (!slot) continue;
+    slot->frame = static_cast<uint32_t>(i - 1);
+    trailer.slots.push_back(*slot);
+    trailer.ring = ring->id();
+    frame = Frame();
+  }
+  if (!trailer.slots.empty()) frames->emplace_back(EncodeTrailer(trailer));
+}
+
+Status ZmqChannel::TakeFromRing(InMessage* message, const Frame& trailer_frame) {
+  PSTRAIN_ASSIGN_OR_RETURN(RingTrailer trailer,
+                           DecodeTrailer(trailer_frame.data(), trailer_frame.size()));
+  for (const RingSlot& slot : trailer.slots) {
+    if (slot.frame >= message->frames.size() || message->frames[slot.frame].size() != 0) {
+      return Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
+                           " is not an empty frame of the message");
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(Payload payload, ring_reader_.Take(trailer.ring, slot));
+    message->frames[slot.frame] = Frame::Of(payload);
+  }
+  return Status::Ok();
+}
 
 Status ZmqChannel::Monitor(zmq::context_t& context) {
   static std::atomic<uint64_t> next{0};
@@ -145,6 +195,7 @@ Status ZmqChannel::SendError(const std::string& peer, int err) const {
 
 Status ZmqChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
+  if (ring_bytes_ > 0) MoveToRing(peer, &frames);
   void* s = socket_.handle();
   if (router_) {
     if (peer.empty()) return Status::Error(endpoint_ + ": send on a ROUTER needs a peer");
@@ -218,6 +269,13 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
   message.frames.reserve(parts.size() - header_index - 1);
   for (size_t i = header_index + 1; i < parts.size(); ++i) {
     message.frames.push_back(std::move(parts[i]));
+  }
+  // A trailer: one frame more than the header lists payloads.
+  if (ring_bytes_ > 0 && message.frames.size() == static_cast<size_t>(message.header.chunks_size()) + 1 &&
+      LooksLikeTrailer(message.frames.back().data(), message.frames.back().size())) {
+    Frame trailer = std::move(message.frames.back());
+    message.frames.pop_back();
+    PSTRAIN_RETURN_IF_ERROR(TakeFromRing(&message, trailer).WithContext(from));
   }
   message.AlignPayloads();
   return std::optional<InMessage>(std::move(message));
@@ -299,8 +357,10 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
       endpoint.assign(buffer, size - 1);  // size counts the terminating 0
     }
   }
+  SocketOptions used = options;
+  if (address.rfind("ipc://", 0) != 0) used.shared_memory_bytes = 0;
   auto channel =
-      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), options);
+      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), used);
   if (curve_server) PSTRAIN_RETURN_IF_ERROR(channel->Monitor(ContextAccess::Of(context)));
   return std::unique_ptr<Channel>(std::move(channel));
 }

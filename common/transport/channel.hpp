@@ -29,6 +29,11 @@ struct SocketOptions {
   int heartbeat_timeout_ms = 10000;
   int send_timeout_ms = 10000;     // Send waits at most this long on a full queue
   int64_t max_message_bytes = -1;  // ZMQ_MAXMSGSIZE for one frame; -1 = no limit
+  // ipc only (ignored elsewhere): payload frames of kSharedRingMinFrameBytes
+  // or more travel through a shared-memory ring of this many bytes per peer
+  // (shared_ring.hpp); 0 = every byte through the socket. Both ends of a
+  // connection must agree: a receiver without it refuses such messages.
+  size_t shared_memory_bytes = 0;
   // CURVE (curve.hpp), keys as 40 Z85 characters. On a ROUTER, a secret key
   // makes it a CURVE server: it then admits only the keys of its Context's
   // AdmitKeys, and BindRouter fails when none were given. On a DEALER, all

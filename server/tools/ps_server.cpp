@@ -6,7 +6,7 @@
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
 //             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
 //              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
-//             [--keys DIR] [--nonfinite drop|stop]
+//             [--keys DIR] [--nonfinite drop|stop] [--shared-memory-mb M]
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
@@ -40,6 +40,7 @@
 #include "common/proto_io.hpp"
 #include "common/transport/address.hpp"
 #include "common/transport/malloc_tuning.hpp"
+#include "common/transport/shared_ring.hpp"
 #include "proto/caffe.pb.h"
 #include "server/shard_service.hpp"
 
@@ -72,6 +73,7 @@ struct Flags {
   uint64_t job_key = 0;
   int64_t max_iter = 0;
   int exchange_period = 1;
+  int shared_memory_mb = transport::kSharedRingDefaultMb;
 };
 
 class Printer {
@@ -123,6 +125,11 @@ Status Configure(Flags& f) {
   f.config.snapshot_prefix = solver.snapshot_prefix();
   if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
   if (f.config.snapshot_prefix.empty()) f.config.snapshot_prefix = "snapshot";
+  if (f.shared_memory_mb < 0 || f.shared_memory_mb > transport::kSharedRingMaxMb) {
+    return Status::InvalidArgument("--shared-memory-mb must be in [0, " +
+                                   std::to_string(transport::kSharedRingMaxMb) + "], got " +
+                                   std::to_string(f.shared_memory_mb));
+  }
   if (f.exchange_period < 1) {
     return Status::Error("--exchange-period must be at least 1, got " +
                          std::to_string(f.exchange_period));
@@ -271,7 +278,11 @@ int main(int argc, char** argv) try {
       "keys", po::value(&f.keys),
       "CURVE keys folder: this shard's key pair and every key it admits (no secret on the "
       "command line)")("nonfinite", po::value(&f.nonfinite)->default_value("stop"),
-                       "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)");
+                       "a pushed NaN or infinity: drop (refuse that push) or stop (end the job)")(
+      "shared-memory-mb",
+      po::value(&f.shared_memory_mb)->default_value(transport::kSharedRingDefaultMb),
+      "ipc: replies of 16 KB or more go through a shared-memory ring of this many MiB per "
+      "worker connection (0: through the socket)");
   po::variables_map vm;
   try {
     po::store(
@@ -318,6 +329,7 @@ int main(int argc, char** argv) try {
   options.max_iter = f.max_iter;
   options.log = [&](const std::string& line) { printer.Log(line); };
   options.keys = f.keys;
+  options.shared_memory_mb = f.shared_memory_mb;
   transport::Context context;
   auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());

@@ -62,7 +62,8 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
             mode: str = "bsp", staleness: int = 0, timeout: float = 300, cwd=None,
             worker_args: dict | None = None, server_args: list | None = None,
             resume: pathlib.Path | None = None, job_key: int = 4242,
-            chunk_bytes: int = 1 << 20, merge_worker_stdout: bool = False) -> JobResult:
+            chunk_bytes: int = 1 << 20, merge_worker_stdout: bool = False,
+            bind: str = "tcp://127.0.0.1:0") -> JobResult:
     bin_dir = pathlib.Path(build_dir) / "bin"
     deadline = time.monotonic() + timeout
     procs: dict[str, subprocess.Popen] = {}
@@ -72,7 +73,7 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
         endpoints = []
         for k in range(servers):
             cmd = [str(bin_dir / "ps-server"), "--shard", str(k), "--num-servers", str(servers),
-                   "--workers", str(workers), "--bind", "tcp://127.0.0.1:0", "--solver",
+                   "--workers", str(workers), "--bind", bind.format(k=k), "--solver",
                    str(solver), "--mode", mode, "--staleness", str(staleness), "--job-key",
                    str(job_key), "--chunk-bytes", str(chunk_bytes), "--json"]
             if k > 0:

@@ -173,6 +173,7 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
   client->sends_ = std::make_unique<SendTracker>();
   transport::SocketOptions socket_options;
   socket_options.identity = "worker-" + std::to_string(options.rank);
+  socket_options.shared_memory_bytes = static_cast<size_t>(options.shared_memory_mb) << 20;
   for (size_t k = 0; k < options.servers.size(); ++k) {
     client->zero_copy_.push_back(options.servers[k].rfind("inproc://", 0) != 0);
     PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
@@ -186,6 +187,7 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
   // beside the push parts instead of behind them (see Pull).
   transport::SocketOptions pull_options;
   pull_options.identity = "worker-" + std::to_string(options.rank) + "-pull";
+  pull_options.shared_memory_bytes = socket_options.shared_memory_bytes;
   for (size_t k = 0; k < options.servers.size(); ++k) {
     PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, pull_options, k));
     PSTRAIN_ASSIGN_OR_RETURN(auto channel,

@@ -72,6 +72,10 @@ struct PsClientOptions {
   // this worker's key pair (worker-R.key/.pub) and server-K.pub for shard K.
   // "": no CURVE.
   std::string keys;
+  // ipc: pushes of 16 KB or more per chunk go through a shared-memory ring of
+  // this many MiB per shard (common/transport/shared_ring.hpp); 0: through
+  // the socket. The shards must run with shared memory too.
+  int shared_memory_mb = 0;
   ConsistencyMode mode = ConsistencyMode::kBsp;  // every shard must run this mode (HELLO_ACK)
   int64_t chunk_bytes = 1 << 20;
   int max_pushes_in_flight = 16;  // per shard

@@ -6,6 +6,7 @@
 //             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
+//             [--shared-memory-mb M]
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
@@ -32,6 +33,7 @@
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
 #include "common/transport/malloc_tuning.hpp"
+#include "common/transport/shared_ring.hpp"
 
 namespace po = boost::program_options;
 
@@ -96,6 +98,11 @@ int main(int argc, char** argv) {
       "with --elastic: iterations between two exchanges")(
       "elastic-alpha", po::value(&options.elastic.alpha)->default_value(0.1f),
       "easgd: the moving rate alpha")(
+      "shared-memory-mb",
+      po::value(&options.client.shared_memory_mb)
+          ->default_value(pstrain::transport::kSharedRingDefaultMb),
+      "ipc: pushes of 16 KB or more go through a shared-memory ring of this many MiB per "
+      "server (0: through the socket; the servers must agree)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push");
   po::variables_map vm;
@@ -126,6 +133,11 @@ int main(int argc, char** argv) {
   if (options.client.world_size < 1) return usage("--workers must be at least 1");
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
+  }
+  if (options.client.shared_memory_mb < 0 ||
+      options.client.shared_memory_mb > pstrain::transport::kSharedRingMaxMb) {
+    return usage("--shared-memory-mb must be in [0, " +
+                 std::to_string(pstrain::transport::kSharedRingMaxMb) + "]");
   }
   auto parsed_mode = pstrain::ParseConsistencyMode(mode);
   if (!parsed_mode.ok()) return usage("--mode: " + parsed_mode.status().message());
