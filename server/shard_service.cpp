@@ -78,6 +78,8 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
 
 const std::string& ShardService::endpoint() const { return router_->endpoint(); }
 
+transport::RingTraffic ShardService::ring_traffic() const { return router_->ring_traffic(); }
+
 Result<ShardService::Ending> ShardService::Run() {
   Result<Ending> ended = Serve();
   CountRefusals(Clock::now());

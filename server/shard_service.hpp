@@ -86,6 +86,8 @@ class ShardService {
 
   // The bound endpoint, its port resolved ("tcp://127.0.0.1:40123").
   const std::string& endpoint() const;
+  // Payload bytes the ROUTER moved through shared memory (ipc).
+  transport::RingTraffic ring_traffic() const;
   // Serves until SHUTDOWN or Stop. Errors: no message for idle_exit (marked
   // retryable: DeadlineExceeded), a failing poll, the shard's failure().
   Result<Ending> Run();
@@ -115,7 +117,7 @@ class ShardService {
   std::unique_ptr<transport::Channel> router_;
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
-  std::vector<std::vector<float>> decoded_;  // a compressed push's payloads as float32
+  std::vector<std::vector<float>> decoded_;          // a compressed push's payloads as float32
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"
   std::vector<std::string> worker_names_;            // "worker R" at index R

@@ -87,11 +87,15 @@ class ZmqChannel : public Channel {
   Result<std::optional<InMessage>> Receive(std::chrono::milliseconds timeout) override;
   const std::string& endpoint() const override { return endpoint_; }
   int64_t TakeHandshakeFailures() override;
+  RingTraffic ring_traffic() const override { return ring_traffic_; }
   // Watches the socket's failed handshakes (a CURVE ROUTER).
   Status Monitor(zmq::context_t& context);
 
  private:
   void* poll_handle() override { return socket_.handle(); }
+  void PrepareSend(const std::string& peer, std::vector<Frame>* frames) override {
+    if (ring_bytes_ > 0) MoveToRing(peer, frames);
+  }
   Status SendError(const std::string& peer, int err) const;
   Result<std::optional<InMessage>> ReadMessage(Frame first);
   // Moves the payload frames that are worth it into `peer`'s ring and
@@ -109,6 +113,7 @@ class ZmqChannel : public Channel {
   size_t ring_bytes_;        // 0: no shared memory on this channel
   std::map<std::string, std::unique_ptr<SendRing>> rings_;  // by peer ("" on a DEALER)
   RingReader ring_reader_;
+  RingTraffic ring_traffic_;
 };
 
 // How long a full ring's oldest slot may stay held before the ring is
@@ -129,6 +134,7 @@ void ZmqChannel::MoveToRing(const std::string& peer, std::vector<Frame>* frames)
     std::optional<RingSlot> slot = ring->Put(frame.data(), frame.size());
     if (!slot) continue;
     slot->frame = static_cast<uint32_t>(i - 1);
+    ring_traffic_.sent += static_cast<int64_t>(slot->bytes);
     trailer.slots.push_back(*slot);
     trailer.ring = ring->id();
     frame = Frame();
@@ -146,6 +152,7 @@ Status ZmqChannel::TakeFromRing(InMessage* message, const Frame& trailer_frame) 
     }
     PSTRAIN_ASSIGN_OR_RETURN(Payload payload, ring_reader_.Take(trailer.ring, slot));
     message->frames[slot.frame] = Frame::Of(payload);
+    ring_traffic_.received += static_cast<int64_t>(slot.bytes);
   }
   return Status::Ok();
 }
@@ -195,7 +202,6 @@ Status ZmqChannel::SendError(const std::string& peer, int err) const {
 
 Status ZmqChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
-  if (ring_bytes_ > 0) MoveToRing(peer, &frames);
   void* s = socket_.handle();
   if (router_) {
     if (peer.empty()) return Status::Error(endpoint_ + ": send on a ROUTER needs a peer");
@@ -271,7 +277,8 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
     message.frames.push_back(std::move(parts[i]));
   }
   // A trailer: one frame more than the header lists payloads.
-  if (ring_bytes_ > 0 && message.frames.size() == static_cast<size_t>(message.header.chunks_size()) + 1 &&
+  if (ring_bytes_ > 0 &&
+      message.frames.size() == static_cast<size_t>(message.header.chunks_size()) + 1 &&
       LooksLikeTrailer(message.frames.back().data(), message.frames.back().size())) {
     Frame trailer = std::move(message.frames.back());
     message.frames.pop_back();
@@ -359,8 +366,7 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
   }
   SocketOptions used = options;
   if (address.rfind("ipc://", 0) != 0) used.shared_memory_bytes = 0;
-  auto channel =
-      std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), used);
+  auto channel = std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), used);
   if (curve_server) PSTRAIN_RETURN_IF_ERROR(channel->Monitor(ContextAccess::Of(context)));
   return std::unique_ptr<Channel>(std::move(channel));
 }
@@ -398,6 +404,7 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
   frames.emplace_back(header.ByteSizeLong());
   header.SerializeWithCachedSizesToArray(static_cast<uint8_t*>(frames[0].data()));
   for (const Payload& payload : message.payloads) frames.push_back(Frame::Of(payload));
+  PrepareSend(peer, &frames);
   return SendFrames(peer, std::move(frames));
 }
 

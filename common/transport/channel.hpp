@@ -44,6 +44,13 @@ struct SocketOptions {
   std::string curve_server_key;
 };
 
+// Payload bytes that went through shared-memory rings (SocketOptions::
+// shared_memory_bytes) instead of the socket.
+struct RingTraffic {
+  int64_t sent = 0;
+  int64_t received = 0;
+};
+
 class Channel {
  public:
   Channel() = default;
@@ -78,12 +85,18 @@ class Channel {
   // a peer without CURVE, one using another server key. 0 elsewhere.
   virtual int64_t TakeHandshakeFailures() { return 0; }
 
+  // Payload bytes sent and received through shared memory so far.
+  virtual RingTraffic ring_traffic() const { return {}; }
+
  private:
   friend Result<int> PollAny(const std::vector<Channel*>& channels,
                              std::chrono::milliseconds timeout);
   friend class FaultChannel;
   // The ZeroMQ socket to poll, opaque outside channel.cpp.
   virtual void* poll_handle() = 0;
+  // Send's last step before SendFrames: a channel with shared memory moves
+  // large payload frames into its ring here (SendFrames sends as it is told).
+  virtual void PrepareSend(const std::string& /*peer*/, std::vector<Frame>* /*frames*/) {}
 };
 
 // A ROUTER bound to `address` (MakeAddress), with ZMQ_ROUTER_MANDATORY (sends

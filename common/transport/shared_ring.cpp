@@ -110,9 +110,10 @@ Result<RingTrailer> DecodeTrailer(const void* bytes, size_t size) {
   std::memcpy(t.ring.token, p + 16, sizeof(t.ring.token));
   t.ring.file_bytes = Get<uint64_t>(p + 32);
   const uint32_t count = Get<uint32_t>(p + 40);
-  if ((size - kTrailerFixed) % kTrailerSlot != 0 || (size - kTrailerFixed) / kTrailerSlot != count) {
-    return Status::Error("shared-memory trailer: it lists " + std::to_string(count) +
-                         " slots in " + std::to_string(size) + " bytes");
+  if ((size - kTrailerFixed) % kTrailerSlot != 0 ||
+      (size - kTrailerFixed) / kTrailerSlot != count) {
+    return Status::Error("shared-memory trailer: it lists " + std::to_string(count) + " slots in " +
+                         std::to_string(size) + " bytes");
   }
   for (uint32_t i = 0; i < count; ++i) {
     const unsigned char* s = p + kTrailerFixed + i * kTrailerSlot;
@@ -223,7 +224,7 @@ struct RingReader::Mapping {
     if (base != nullptr) munmap(base, id.file_bytes);
   }
   bool Is(const RingId& other) const {
-    return id.pid == other.pid && id.fd == other.fd &&
+    return id.pid == other.pid && id.fd == other.fd && id.file_bytes == other.file_bytes &&
            std::memcmp(id.token, other.token, sizeof(id.token)) == 0;
   }
 };
@@ -246,7 +247,9 @@ Result<std::shared_ptr<RingReader::Mapping>> RingReader::Map(const RingId& ring)
     return Status::Error(name + ": not a ring (" + std::to_string(ring.file_bytes) + " bytes)");
   }
   const std::string path = "/proc/" + std::to_string(ring.pid) + "/fd/" + std::to_string(ring.fd);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // Not blocking, not a controlling terminal: whatever the descriptor is, opening it
+  // has no effect before it is checked to be a ring.
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return Status::Error(name + ": " + Errno(("cannot open " + path).c_str()));
   struct stat st {};
   const bool stat_ok = fstat(fd, &st) == 0;
@@ -292,9 +295,8 @@ Result<Payload> RingReader::Take(const RingId& ring, const RingSlot& slot) {
   }
   uint32_t held = 1;
   if (!States(mapping->base)[slot.entry].compare_exchange_strong(held, 2,
-                                                                  std::memory_order_acquire)) {
-    return Status::Error(where + ": not held for a receiver (state " + std::to_string(held) +
-                         ")");
+                                                                 std::memory_order_acquire)) {
+    return Status::Error(where + ": not held for a receiver (state " + std::to_string(held) + ")");
   }
   unsigned char* data = mapping->base + kDataAt + slot.offset;
   const uint32_t entry = slot.entry;

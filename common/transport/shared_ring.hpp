@@ -96,7 +96,7 @@ class SendRing {
   RingId id_;
   unsigned char* base_ = nullptr;
   size_t data_bytes_ = 0;
-  std::deque<Held> held_;        // in the order they were put
+  std::deque<Held> held_;         // in the order they were put
   std::vector<char> entry_held_;  // by entry: still in held_
   uint32_t next_entry_ = 0;
   uint64_t head_ = 0;  // where the next slot starts

@@ -23,6 +23,7 @@ from .solver import check_override, normalize_override
 MODES = ("bsp", "ssp", "asp")
 ENGINES = ("auto", "fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
+SHARED_MEMORY_MAX_MB = 4096  # common/transport/shared_ring.hpp kSharedRingMaxMb
 AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
@@ -101,6 +102,7 @@ class TransportConfig:
     kind: str = "tcp"                  # tcp | ipc
     interface: str = "127.0.0.1"       # tcp: the address servers bind
     chunk_bytes: int = 1 << 20
+    shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
 
 
@@ -375,7 +377,8 @@ def _workers(r: _Reader, data: dict) -> int:
 
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
-    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "compression"))
+    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
+                               "compression"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -391,7 +394,16 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
+        shared_memory_mb=_shared_memory_mb(r, d),
         compression=compression)
+
+
+def _shared_memory_mb(r: _Reader, d: dict) -> int:
+    mb = r.integer(d, "shared_memory_mb", "transport.shared_memory_mb", 16)
+    if mb > SHARED_MEMORY_MAX_MB:
+        raise r.fail("transport.shared_memory_mb",
+                     f"must be an integer in [0, {SHARED_MEMORY_MAX_MB}], got {mb!r}")
+    return mb
 
 
 def _security(r: _Reader, d: Any) -> SecurityConfig:

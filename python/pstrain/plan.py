@@ -109,7 +109,7 @@ class Plan:
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--job-key", str(self.wire_job_key),
-               "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json",
+               "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json",
                "--nonfinite", j.security.nonfinite] + self.security_args()
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
@@ -148,7 +148,8 @@ class Plan:
                "--workers", str(j.cluster.workers), "--servers", ",".join(endpoints),
                "--job-key", str(self.wire_job_key), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
-               str(j.transport.chunk_bytes), "--threads", str(j.cluster.threads_per_worker),
+               str(j.transport.chunk_bytes), "--shared-memory-mb",
+               str(j.transport.shared_memory_mb), "--threads", str(j.cluster.threads_per_worker),
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
         if self.worker_gpu(rank) is not None:

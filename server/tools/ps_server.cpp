@@ -26,7 +26,10 @@
 // hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
 //   {"event":"done","version":...,"pushes_applied":...,"staleness_histogram":[...],
 //    "staleness_max":...,"bad_messages":...,"backup_dropped":...,"bytes_received":...,
-//    "bytes_sent":...,"connections_refused":...,"nonfinite_rejected":...}
+//    "bytes_sent":...,"shared_memory_bytes_received":...,"shared_memory_bytes_sent":...,
+//    "connections_refused":...,"nonfinite_rejected":...}
+// (the shared_memory_ fields: the part of the payload bytes that went through
+// shared-memory rings over ipc, common/transport/shared_ring.hpp).
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdio>
@@ -195,7 +198,8 @@ void SaveInterrupted(const ShardServer& shard, const Printer& printer) {
 }
 
 // The last line after a SHUTDOWN, each field once.
-void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
+void PrintDone(const pstrain::ShardStats& stats, transport::RingTraffic ring,
+               const Printer& printer) {
   std::string histogram = "[";  // [k] = gradients applied with staleness k
   for (int i = 0; i < stats.staleness_histogram_size(); ++i) {
     histogram += (i ? "," : "") + std::to_string(stats.staleness_histogram(i));
@@ -210,6 +214,8 @@ void PrintDone(const pstrain::ShardStats& stats, const Printer& printer) {
                     .Add("backup_dropped", stats.backup_dropped())
                     .Add("bytes_received", stats.bytes_received())
                     .Add("bytes_sent", stats.bytes_sent())
+                    .Add("shared_memory_bytes_received", ring.received)
+                    .Add("shared_memory_bytes_sent", ring.sent)
                     .Add("connections_refused", stats.connections_refused())
                     .Add("nonfinite_rejected", stats.nonfinite_rejected()),
                 "done at version " + std::to_string(stats.version()));
@@ -357,7 +363,7 @@ int main(int argc, char** argv) try {
   if (ended.value() == ShardService::Ending::kStopped) {
     SaveInterrupted(service.shard(), printer);
   } else {
-    PrintDone(service.shard().Stats(), printer);
+    PrintDone(service.shard().Stats(), service.ring_traffic(), printer);
   }
   return 0;
 } catch (const std::bad_alloc&) {

@@ -14,7 +14,9 @@ blob missing from either file.
 import json
 import pathlib
 import re
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -138,6 +140,36 @@ def test_bsp_reruns_are_bit_identical(build_dir, fashion_mnist, tmp_path):
         ok(run_job(build_dir, solver, workers=3, servers=2, chunk_bytes=8192,
                    worker_args={1: ["--straggle-jitter-ms", "5"]}))
     assert_same(build_dir, final_model(first, 30), final_model(second, 30))
+
+
+def test_bsp_through_shared_memory_is_bit_identical_to_tcp(build_dir, fashion_mnist, tmp_path):
+    """Over ipc the pushes and pull replies of 16 KB or more travel through
+    shared-memory rings (common/transport/shared_ring.hpp): the job must end
+    bit-identical to the same job over tcp, with nearly every payload byte
+    reported as having gone through the rings (and none over tcp)."""
+    iters = 6
+    tcp = write_job(tmp_path, "tcp", LENET_NET, fashion_mnist, 32, iters)
+    shm = write_job(tmp_path, "shm", LENET_NET, fashion_mnist, 32, iters)
+    sockets = pathlib.Path(tempfile.mkdtemp(prefix="pstrain-shm-"))  # short ipc paths
+    try:
+        over_tcp = ok(run_job(build_dir, tcp, workers=2, servers=2))
+        over_shm = ok(run_job(build_dir, shm, workers=2, servers=2,
+                              bind=f"ipc://{sockets}/server-{{k}}.sock"))
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+    assert_same(build_dir, final_model(tcp, iters), final_model(shm, iters))
+    done = [over_shm.of("done", f"server-{k}")[-1] for k in range(2)]
+    received = sum(d["bytes_received"] for d in done)
+    sent = sum(d["bytes_sent"] for d in done)
+    through_ring = (sum(d["shared_memory_bytes_received"] for d in done),
+                    sum(d["shared_memory_bytes_sent"] for d in done))
+    print(f"through the rings: {through_ring[0]} of {received} bytes received, "
+          f"{through_ring[1]} of {sent} sent")
+    assert through_ring[0] > 0.95 * received and through_ring[1] > 0.95 * sent
+    assert through_ring[0] <= received and through_ring[1] <= sent
+    for k in range(2):
+        d = over_tcp.of("done", f"server-{k}")[-1]
+        assert d["shared_memory_bytes_received"] == 0 and d["shared_memory_bytes_sent"] == 0
 
 
 def pull_wait(result, source: str) -> float:

@@ -338,7 +338,8 @@ Status PsClient::Pull(int64_t clock) {
   pull_files_.assign(channels_.size(), "");
   for (size_t k = 0; k < channels_.size(); ++k) {
     if (!shard_has_chunks_[k]) continue;
-    const int64_t chunks = static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
+    const int64_t chunks =
+        static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
     pull_missing_[k] = chunks;
     OutMessage m{transport::PullHeader(origin(), clock), {}};
     // On the pull connection, the request reaches the shard while this
