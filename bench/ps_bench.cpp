@@ -5,6 +5,10 @@
 //            [--transport tcp|ipc] [--chunk-bytes B] [--mode asp|bsp|ssp]
 //            [--runs 5] [--run-seconds 1.5] [--server-bin build/bin/ps-server]
 //            [--server-wrapper "strace -c -f -o x"] [--curve] [--json]
+//            [--shared-memory-mb M]
+//
+// --shared-memory-mb (ipc only; 0: off): the size of the shared-memory rings
+// that carry payloads of 16 KB or more (common/transport/shared_ring.hpp).
 //
 // --curve: every socket uses CURVE as a ps-train job does by default (keys
 // written into the private folder, the servers started with --keys).
@@ -52,6 +56,7 @@
 #include "common/blob.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/malloc_tuning.hpp"
+#include "common/transport/shared_ring.hpp"
 #include "worker/ps/ps_client.hpp"
 
 namespace po = boost::program_options;
@@ -73,6 +78,7 @@ struct Flags {
   double run_seconds = 1.5;
   int warmup = 0;  // 0: automatic
   int max_in_flight = 16;
+  int shared_memory_mb = pstrain::transport::kSharedRingDefaultMb;
   std::string server_bin;
   std::string server_wrapper;
   bool json = false;
@@ -214,6 +220,8 @@ int main(int argc, char** argv) {
       "command the servers run under, e.g. \"perf record -g -o /tmp/p.data --\"")(
       "verbose", po::bool_switch(&f.verbose), "echo the servers' output")(
       "curve", po::bool_switch(&f.curve), "CURVE on every socket (keys as ps-train makes them)")(
+      "shared-memory-mb", po::value(&f.shared_memory_mb)->default_value(f.shared_memory_mb),
+      "ipc: shared-memory ring size per connection (0: every byte through the socket)")(
       "json", po::bool_switch(&f.json), "one JSON object for the result");
   po::variables_map vm;
   int64_t total_bytes = 0;
@@ -301,6 +309,8 @@ int main(int argc, char** argv) {
                                    std::to_string(job_key),
                                    std::string("--chunk-bytes"),
                                    std::to_string(f.chunk_bytes),
+                                   std::string("--shared-memory-mb"),
+                                   std::to_string(f.shared_memory_mb),
                                    std::string("--json")}) {
         cmd.push_back(a);
       }
@@ -364,6 +374,7 @@ int main(int argc, char** argv) {
     if (f.curve) options.keys = keys;
     options.mode = mode.value();
     options.chunk_bytes = f.chunk_bytes;
+    options.shared_memory_mb = f.shared_memory_mb;
     options.max_pushes_in_flight = f.max_in_flight;
     options.timeout = std::chrono::milliseconds(60000);
     std::vector<int> all(static_cast<size_t>(f.params));
@@ -498,10 +509,10 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"event\":\"ps_bench\",\"size_bytes\":%lld,\"params\":%d,\"workers\":%d,"
         "\"servers\":%d,\"transport\":\"%s\",\"curve\":%s,\"chunk_bytes\":%lld,"
-        "\"mode\":\"%s\",\"iterations_per_run\":%d,\"runs_its\":[",
+        "\"shared_memory_mb\":%d,\"mode\":\"%s\",\"iterations_per_run\":%d,\"runs_its\":[",
         static_cast<long long>(4 * total_floats), f.params, f.workers, f.servers,
         f.transport.c_str(), f.curve ? "true" : "false", static_cast<long long>(f.chunk_bytes),
-        f.mode.c_str(), per_run);
+        f.transport == "ipc" ? f.shared_memory_mb : 0, f.mode.c_str(), per_run);
     for (size_t i = 0; i < its.size(); ++i) std::printf("%s%.4f", i ? "," : "", its[i]);
     std::printf(
         "],\"its_per_worker\":%.4f,\"gbps_per_worker\":%.4f,\"gbps_total\":%.4f,"
@@ -509,13 +520,15 @@ int main(int argc, char** argv) {
         med_its, gb_worker, gb_total, sum.pull_wait / denom, sum.push / denom, sum.flush / denom);
   } else {
     std::printf(
-        "size %lld B, %d params, %d worker(s), %d server(s), %s%s, chunk %lld B, %s: "
+        "size %lld B, %d params, %d worker(s), %d server(s), %s%s%s, chunk %lld B, %s: "
         "%d it/run; median %.2f it/s per worker, %.3f GB/s per worker, %.3f GB/s total "
         "(time: pull %.0f%%, push %.0f%%, flush %.0f%%)\n",
         static_cast<long long>(4 * total_floats), f.params, f.workers, f.servers,
-        f.transport.c_str(), f.curve ? " + CURVE" : "", static_cast<long long>(f.chunk_bytes),
-        f.mode.c_str(), per_run, med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom,
-        100 * sum.push / denom, 100 * sum.flush / denom);
+        f.transport.c_str(),
+        f.transport == "ipc" && f.shared_memory_mb > 0 ? " + shared memory" : "",
+        f.curve ? " + CURVE" : "", static_cast<long long>(f.chunk_bytes), f.mode.c_str(), per_run,
+        med_its, gb_worker, gb_total, 100 * sum.pull_wait / denom, 100 * sum.push / denom,
+        100 * sum.flush / denom);
   }
   return exit_code;
 }

@@ -152,10 +152,15 @@ def run_single(build: pathlib.Path, solver: pathlib.Path, batch: int, iters: int
 
 
 def run_ps(build: pathlib.Path, solver: pathlib.Path, workers: int, batch: int, iters: int,
-           mode: str, staleness: int) -> dict:
+           mode: str, staleness: int, transport: str = "tcp") -> dict:
+    """A PS job with 1 server. transport "tcp" (127.0.0.1) or "ipc" (Unix sockets in a
+    fresh 0700 folder; payloads of 16 KB or more through shared-memory rings, the
+    default of ps-server and ps-worker)."""
     start, cpu = time.monotonic(), children_cpu_s()
-    result = run_job(build, solver, workers=workers, servers=1, mode=mode, staleness=staleness,
-                     timeout=900, cwd=ROOT)
+    with tempfile.TemporaryDirectory(prefix="ps-lenet-ipc-") as sockets:
+        bind = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{sockets}/server-{{k}}"
+        result = run_job(build, solver, workers=workers, servers=1, mode=mode,
+                         staleness=staleness, timeout=900, cwd=ROOT, bind=bind)
     wall = time.monotonic() - start
     bad = {k: v for k, v in result.returncodes.items() if v != 0}
     if bad:
@@ -198,6 +203,9 @@ def main() -> int:
             ("c: PS 2 workers b32, bsp", lambda: run_ps(
                 build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
                 "bsp", 0)),
+            ("c: PS 2 workers b32, bsp, ipc + shared memory", lambda: run_ps(
+                build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
+                "bsp", 0, transport="ipc")),
             ("c: PS 2 workers b32, ssp s=2", lambda: run_ps(
                 build, write_solver(tmp / "c", 32, args.iters, args.display), 2, 32, args.iters,
                 "ssp", 2)),

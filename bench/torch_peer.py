@@ -185,6 +185,9 @@ def part_train(args, ps_env, pt_env) -> dict:
                 build, solver64, 1, 64, iters, "bsp", 0)["steady_images_per_s"]),
             ("PSTrain 2 workers b32 + 1 server, bsp", lambda: ps_lenet.run_ps(
                 build, solver32, 2, 32, iters, "bsp", 0)["steady_images_per_s"]),
+            ("PSTrain 2 workers b32 + 1 server, bsp, ipc + shared memory",
+             lambda: ps_lenet.run_ps(build, solver32, 2, 32, iters, "bsp", 0,
+                                     transport="ipc")["steady_images_per_s"]),
             ("PyTorch 1 process, 1 thread, b64", lambda: torch_train(
                 args, pt_env, 1, 1, 64, iters)),
             ("PyTorch 1 process, 2 threads, b64", lambda: torch_train(
@@ -348,9 +351,14 @@ def report(args, info, load, res) -> None:
                 print(f"| {name} | {v:.0f} |")
         ddp = t["PyTorch DDP gloo, 2 processes x 1 thread x b32"]
         one = t["PyTorch 1 process, 1 thread, b64"]
-        print(f"\nPSTrain 2 workers bsp / PyTorch DDP: "
-              f"{t['PSTrain 2 workers b32 + 1 server, bsp'] / ddp:.2f} (goal >= 1.25); "
-              f"PSTrain 1 worker + 1 server / ps-net train: "
+        ddp_name = "PyTorch DDP gloo, 2 processes x 1 thread x b32"
+        for name in ("PSTrain 2 workers b32 + 1 server, bsp",
+                     "PSTrain 2 workers b32 + 1 server, bsp, ipc + shared memory"):
+            rounds = ", ".join(f"{a / b:.2f}" for a, b in zip(t["_runs"][name],
+                                                              t["_runs"][ddp_name]))
+            print(f"\n{name[8:]} / PyTorch DDP: {t[name] / ddp:.2f} (goal >= 1.25; rounds "
+                  f"{rounds})")
+        print(f"\nPSTrain 1 worker + 1 server / ps-net train: "
               f"{t['PSTrain 1 worker b64 + 1 server, bsp'] / t['PSTrain ps-net train, b64']:.2f}; "
               f"ps-net train / PyTorch 1 thread: {t['PSTrain ps-net train, b64'] / one:.2f}\n")
     if "tta" in res:
