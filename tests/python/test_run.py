@@ -174,8 +174,12 @@ def test_compare_figure_has_a_title(tiny_run):
     assert title([load_run(tiny_run.run_dir)]) == ("ps-train compare: tiny (ssp s=2, 2 workers)")
 
 
-def test_killed_worker_is_restarted(tmp_path, fashion_mnist):
+@pytest.mark.parametrize("kind", ["tcp", "ipc"])
+def test_killed_worker_is_restarted(tmp_path, fashion_mnist, kind):
+    """Over ipc the replaced worker also takes over the server's shared-memory
+    ring that the killed one held slots of (docs/wire-protocol.md)."""
     job = base_job(tmp_path, name="restart")
+    job["transport"] = {"kind": kind} if kind == "ipc" else job["transport"]
     job["solver_overrides"].update(max_iter=80, test_interval=0, snapshot=0)
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 60}
     job_obj = Job.from_yaml(write_job(tmp_path, job))
@@ -200,6 +204,9 @@ def test_killed_worker_is_restarted(tmp_path, fashion_mnist):
     assert restarts and restarts[0]["rank"] == 1 and restarts[0]["exit"] == -signal.SIGKILL
     assert "restart 1 of worker 1" in (run_dir / "logs/worker-1.log").read_text()
     assert not leftover_processes(str(run_dir))
+    if kind == "ipc":  # the payloads went through the rings, before and after the kill
+        done = [x for x in r.metrics if x["event"] == "done" and x.get("role") == "server"]
+        assert done and done[0]["shared_memory_bytes_received"] > 0.9 * done[0]["bytes_received"]
 
 
 def test_sigint_stops_everything(tmp_path, fashion_mnist):
