@@ -133,9 +133,10 @@ def thread_kind(comm: str) -> str:
 
 
 def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters: int,
-                  mode: str = "bsp") -> dict:
-    """One loopback LeNet bsp job; CPU per iteration by role and thread kind over the
-    middle of the workers' run (35-85 % of the time from start to the first exit)."""
+                  mode: str = "bsp", ipc: bool = False) -> dict:
+    """One loopback LeNet bsp job (tcp, or ipc with shared memory); CPU per iteration by
+    role and thread kind over the middle of the workers' run (35-85 % of the time from
+    start to the first exit)."""
     sampler = ThreadSampler()
     orig = sv.subprocess.Popen
     n = {"server": 0, "worker": 0}
@@ -149,7 +150,9 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
     sv.subprocess.Popen = tracking
     start = time.monotonic()
     try:
-        raw = sv.run_job(build, solver, workers, 1, mode, 0)
+        with tempfile.TemporaryDirectory(prefix="scaling-ipc-") as folder:
+            raw = sv.run_job(build, solver, workers, 1, mode, 0,
+                             ipc_folder=pathlib.Path(folder) if ipc else None)
     finally:
         sv.subprocess.Popen = orig
         sampler.stop()
@@ -165,7 +168,8 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
              sampler.extra.items()}
     slices = {f"{r}:{k}": n / (seconds * its_per_s) for (r, k), (w, n) in
               sampler.extra.items()}
-    return {"workers": workers, "mode": mode, "images_per_s": raw["images_per_s"],
+    return {"workers": workers, "mode": mode, "transport": "ipc" if ipc else "tcp",
+            "images_per_s": raw["images_per_s"],
             "iteration_ms": 1e3 / its_per_s, "window_s": seconds,
             "idle_cores": idle / seconds,   # of all CPUs, /proc/stat idle + iowait
             "pull_wait_ms": [1e3 * w for w in raw["pull_wait_s_per_iter"]],
@@ -458,6 +462,8 @@ def main() -> int:
     ap.add_argument("--build", default="build")
     ap.add_argument("--jobs", default="", help="comma-separated worker counts (LeNet bsp)")
     ap.add_argument("--mode", default="bsp", help="mode of the --jobs")
+    ap.add_argument("--ipc", action="store_true",
+                    help="the --jobs over ipc with shared memory instead of loopback tcp")
     ap.add_argument("--bench", action="store_true", help="ps-bench 4K/1M/16M breakdown")
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--interference", action="store_true",
@@ -501,7 +507,7 @@ def main() -> int:
             out.setdefault("sched", []).append(r)
             print(json.dumps(r), flush=True)
         for w in (int(x) for x in a.jobs.split(",") if x):
-            r = job_breakdown(build, solver, w, a.iters, a.mode)
+            r = job_breakdown(build, solver, w, a.iters, a.mode, a.ipc)
             out["jobs"].append(r)
             print(json.dumps(r), flush=True)
     out["loadavg_after"] = sv.loadavg()

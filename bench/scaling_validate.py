@@ -298,10 +298,13 @@ def netns_unavailable() -> str | None:
 
 
 def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
-            staleness: int, ns: Namespaces | None = None, timeout: float = 300) -> dict:
+            staleness: int, ns: Namespaces | None = None, timeout: float = 300,
+            ipc_folder: pathlib.Path | None = None) -> dict:
     """Servers, then workers, each in its own process group; all stopped on return.
     Returns per-worker steady images/s from the workers' train events, those events
-    themselves and the CPU seconds of every server and worker."""
+    themselves and the CPU seconds of every server and worker. With `ipc_folder` the
+    servers bind Unix sockets there (payloads through shared memory, the programs'
+    default over ipc) instead of loopback tcp."""
     bind = "tcp://10.79.0.1:0" if ns else "tcp://127.0.0.1:0"
     srv_pre = ["ip", "netns", "exec", ns.server] if ns else []
     wrk_pre = ["ip", "netns", "exec", ns.worker] if ns else []
@@ -328,8 +331,9 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
     try:
         endpoints = []
         for k in range(servers):
+            address = f"ipc://{ipc_folder}/server-{k}" if ipc_folder else bind
             cmd = srv_pre + [str(build / "bin/ps-server"), "--shard", str(k), "--num-servers",
-                             str(servers), "--workers", str(workers), "--bind", bind] + common
+                             str(servers), "--workers", str(workers), "--bind", address] + common
             if k:
                 cmd += ["--coordinator", endpoints[0]]
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
