@@ -75,7 +75,8 @@ class ZmqChannel : public Channel {
         endpoint_(std::move(endpoint)),
         send_timeout_ms_(options.send_timeout_ms),
         send_hwm_(options.send_hwm),
-        ring_bytes_(options.shared_memory_bytes) {}
+        ring_bytes_(options.shared_memory_bytes),
+        max_frame_bytes_(options.max_message_bytes) {}
   ~ZmqChannel() override {
     if (monitor_ != nullptr) {
       zmq_socket_monitor(socket_.handle(), nullptr, 0);
@@ -111,6 +112,7 @@ class ZmqChannel : public Channel {
   int send_hwm_;
   void* monitor_ = nullptr;  // PAIR receiving socket_'s handshake events, or null
   size_t ring_bytes_;        // 0: no shared memory on this channel
+  int64_t max_frame_bytes_;  // ZMQ_MAXMSGSIZE, applied to ring slots too; -1: none
   std::map<std::string, std::unique_ptr<SendRing>> rings_;  // by peer ("" on a DEALER)
   RingReader ring_reader_;
   RingTraffic ring_traffic_;
@@ -145,14 +147,28 @@ void ZmqChannel::MoveToRing(const std::string& peer, std::vector<Frame>* frames)
 Status ZmqChannel::TakeFromRing(InMessage* message, const Frame& trailer_frame) {
   PSTRAIN_ASSIGN_OR_RETURN(RingTrailer trailer,
                            DecodeTrailer(trailer_frame.data(), trailer_frame.size()));
-  for (const RingSlot& slot : trailer.slots) {
+  for (size_t i = 0; i < trailer.slots.size(); ++i) {
+    const RingSlot& slot = trailer.slots[i];
+    Status refused = Status::Ok();
     if (slot.frame >= message->frames.size() || message->frames[slot.frame].size() != 0) {
-      return Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
-                           " is not an empty frame of the message");
+      refused = Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
+                              " is not an empty frame of the message");
+    } else if (max_frame_bytes_ >= 0 && slot.bytes > static_cast<uint64_t>(max_frame_bytes_)) {
+      refused = Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
+                              " has " + std::to_string(slot.bytes) + " bytes, more than the " +
+                              std::to_string(max_frame_bytes_) + " a frame may have");
+    } else if (auto payload = ring_reader_.Take(trailer.ring, slot); payload.ok()) {
+      message->frames[slot.frame] = Frame::Of(payload.value());
+      ring_traffic_.received += static_cast<int64_t>(slot.bytes);
+      continue;
+    } else {
+      refused = payload.status();
     }
-    PSTRAIN_ASSIGN_OR_RETURN(Payload payload, ring_reader_.Take(trailer.ring, slot));
-    message->frames[slot.frame] = Frame::Of(payload);
-    ring_traffic_.received += static_cast<int64_t>(slot.bytes);
+    // The message is refused: give its remaining slots back to the sender
+    // (taken and dropped at once) so that they do not block its ring.
+    for (size_t j = i; j < trailer.slots.size(); ++j)
+      (void)ring_reader_.Take(trailer.ring, trailer.slots[j]);
+    return refused;
   }
   return Status::Ok();
 }

@@ -249,11 +249,12 @@ TEST(SharedRingTest, TrailerRoundTripsAndBadOnesAreNamed) {
 // A ROUTER and DEALERs over ipc, with or without shared memory.
 class SharedRingChannelTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Channel> Bind(size_t ring_bytes) {
+  std::unique_ptr<Channel> Bind(size_t ring_bytes, int64_t max_frame_bytes = -1) {
     auto address = transport::MakeAddress("ipc", folder_.path() + "/s0", 0);
     EXPECT_TRUE(address.ok());
     transport::SocketOptions options;
     options.shared_memory_bytes = ring_bytes;
+    options.max_message_bytes = max_frame_bytes;
     auto router = transport::BindRouter(ctx_, address.value(), options);
     EXPECT_TRUE(router.ok()) << router.status().message();
     return router.ok() ? std::move(router).value() : nullptr;
@@ -395,6 +396,30 @@ TEST_F(SharedRingChannelTest, BadTrailerIsAnErrorNamingTheSenderAndTheChannelGoe
             from + "shared-memory trailer: payload frame 0 is not an empty frame of the message");
   InMessage good = MustReceive(*router);
   ExpectPush(good, 0, 1, 300000);
+}
+
+TEST_F(SharedRingChannelTest, FrameSizeLimitHoldsForRingSlotsAndRefusedSlotsAreGivenBack) {
+  auto router = Bind(2 << 20, /*max_frame_bytes=*/1 << 20);
+  ASSERT_TRUE(router);
+  auto worker = Dealer(router->endpoint(), "w0", 2 << 20);
+  ASSERT_TRUE(worker);
+  ASSERT_TRUE(worker->Send("", Push(0, 0, 300000)).ok());  // 1.2 MB in one frame
+  ASSERT_TRUE(worker->Send("", Push(0, 1, 200000)).ok());  // 800 KB, behind it
+  auto bad = router->Receive(5s);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            router->endpoint() +
+                ": message from peer 'w0': shared-memory trailer: payload frame 1 has 1200000 "
+                "bytes, more than the 1048576 a frame may have");
+  InMessage held = MustReceive(*router);
+  ExpectPush(held, 0, 1, 200000);
+  EXPECT_TRUE(InRing(held.payload(1)));
+  // The refused 1.2 MB were given back: 800 KB more fit in front of the held
+  // slot (had they stayed held, this one would have gone through the socket).
+  ASSERT_TRUE(worker->Send("", Push(0, 2, 200000)).ok());
+  InMessage in = MustReceive(*router);
+  ExpectPush(in, 0, 2, 200000);
+  EXPECT_TRUE(InRing(in.payload(1))) << MappingOf(in.payload(1));
 }
 
 }  // namespace
