@@ -1,7 +1,8 @@
 // Tests of common/transport/shared_ring: the ring's slots (placed, read in
 // place, freed when the receiver drops them, reused after a wrap, a full
 // ring), the receiver's checks on every field a message names (slot, place,
-// state, token, size, a process that is gone), the trailer's encoding, and
+// state, token, size, a process that is gone; every one-byte corruption of a
+// trailer), the trailer's encoding, and
 // channels over ipc that move large payloads through the ring and small ones
 // through the socket, with the same bytes either way.
 #include "common/transport/shared_ring.hpp"
@@ -244,6 +245,52 @@ TEST(SharedRingTest, TrailerRoundTripsAndBadOnesAreNamed) {
   ASSERT_FALSE(tiny.ok());
   EXPECT_EQ(tiny.status().message(), "shared-memory trailer: 10 bytes is not a trailer");
   EXPECT_FALSE(transport::LooksLikeTrailer("PSTRSHM", 7));
+}
+
+TEST(SharedRingTest, EveryOneByteCorruptionOfATrailerIsRefusedOrReadsInsideTheRing) {
+  const std::vector<float> a = Values(8192, 0.f), b = Values(16384, 1.f);
+  int refused = 0, read = 0;
+  for (size_t at = 0; at < 92; ++at) {  // every byte of a two-slot trailer
+    for (int change : {0x01, 0x80, 0xff}) {
+      auto ring = MakeRing(1 << 20);  // a fresh ring and receiver: every check runs again
+      ASSERT_TRUE(ring);
+      std::optional<RingSlot> sa = ring->Put(a.data(), a.size() * sizeof(float));
+      std::optional<RingSlot> sb = ring->Put(b.data(), b.size() * sizeof(float));
+      ASSERT_TRUE(sa && sb);
+      sb->frame = 1;
+      std::string bad = transport::EncodeTrailer(RingTrailer{ring->id(), {*sa, *sb}});
+      ASSERT_EQ(bad.size(), 92u);
+      bad[at] = static_cast<char>(bad[at] ^ change);
+      auto trailer = transport::DecodeTrailer(bad.data(), bad.size());
+      if (!trailer.ok()) {
+        ++refused;
+        continue;
+      }
+      RingReader reader;
+      std::vector<Payload> taken;
+      for (const RingSlot& slot : trailer.value().slots) {
+        auto payload = reader.Take(trailer.value().ring, slot);
+        if (!payload.ok()) {
+          ++refused;
+          continue;
+        }
+        ++read;
+        // Only ever the very slot that was put: its place, its length, its values.
+        const Payload& got = payload.value();
+        const std::vector<float>& put = slot.entry == sa->entry ? a : b;
+        ASSERT_TRUE(slot.entry == sa->entry || slot.entry == sb->entry);
+        ASSERT_TRUE(InRing(got.data));
+        ASSERT_EQ(got.count, put.size());
+        ASSERT_EQ(std::memcmp(got.data, put.data(), put.size() * sizeof(float)), 0);
+        taken.push_back(std::move(payload).value());
+      }
+    }
+  }
+  // Both slots read when a frame index changed (the ring does not know those:
+  // the channel checks them against the message), the other slot when one
+  // slot's entry, offset or length changed; nothing when the ring's name did.
+  EXPECT_EQ(read, 2 * (2 * 4 * 3) + 2 * 20 * 3);
+  EXPECT_GT(refused, 92 * 3 - 2 * 4 * 3);
 }
 
 // A ROUTER and DEALERs over ipc, with or without shared memory.
