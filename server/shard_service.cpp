@@ -62,6 +62,7 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
   if (k > 0 && !service->options_.coordinator.empty()) {
     transport::SocketOptions dealer_options;
     dealer_options.identity = "server-" + std::to_string(k);
+    dealer_options.shared_memory_bytes = router_options.shared_memory_bytes;  // both ends agree
     if (!keys.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(dealer_options.curve_server_key,
                                transport::ReadPublicKey(keys, "server-0"));
