@@ -24,7 +24,7 @@ constexpr uint32_t kEntries = 4096;
 constexpr size_t kPage = 4096;
 constexpr size_t kSlotAlign = 64;
 constexpr uint64_t kMaxDataBytes = uint64_t{1} << 32;
-constexpr size_t kMappingsKept = 16;
+constexpr size_t kMappingsKept = 256;  // a ring per peer: far more than one machine runs
 
 struct RingHeader {
   char magic[8];

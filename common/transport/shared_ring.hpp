@@ -122,8 +122,9 @@ class RingReader {
   struct Mapping;
   Result<std::shared_ptr<Mapping>> Map(const RingId& ring);
 
-  // Rings mapped, most recently used last (a few per peer; older ones are
-  // unmapped once no frame uses them).
+  // Rings mapped, most recently used last: at most 256 (a ring per sending
+  // peer); the least recently used one dropped is unmapped once no frame
+  // uses it.
   std::vector<std::shared_ptr<Mapping>> mappings_;
 };
 
