@@ -399,8 +399,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:
-    mb = r.integer(d, "shared_memory_mb", "transport.shared_memory_mb", 16)
-    if mb > SHARED_MEMORY_MAX_MB:
+    mb = d.get("shared_memory_mb", 16)
+    if not isinstance(mb, int) or isinstance(mb, bool) or not 0 <= mb <= SHARED_MEMORY_MAX_MB:
         raise r.fail("transport.shared_memory_mb",
                      f"must be an integer in [0, {SHARED_MEMORY_MAX_MB}], got {mb!r}")
     return mb

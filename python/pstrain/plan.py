@@ -109,7 +109,8 @@ class Plan:
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--job-key", str(self.wire_job_key),
-               "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s", str(SERVER_IDLE_EXIT_S), "--json",
+               "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s",
+               str(SERVER_IDLE_EXIT_S), "--json",
                "--nonfinite", j.security.nonfinite] + self.security_args()
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]

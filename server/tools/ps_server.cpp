@@ -128,11 +128,6 @@ Status Configure(Flags& f) {
   f.config.snapshot_prefix = solver.snapshot_prefix();
   if (solver.snapshot_after_train()) f.config.final_iter = solver.max_iter();
   if (f.config.snapshot_prefix.empty()) f.config.snapshot_prefix = "snapshot";
-  if (f.shared_memory_mb < 0 || f.shared_memory_mb > transport::kSharedRingMaxMb) {
-    return Status::InvalidArgument("--shared-memory-mb must be in [0, " +
-                                   std::to_string(transport::kSharedRingMaxMb) + "], got " +
-                                   std::to_string(f.shared_memory_mb));
-  }
   if (f.exchange_period < 1) {
     return Status::Error("--exchange-period must be at least 1, got " +
                          std::to_string(f.exchange_period));
@@ -310,6 +305,11 @@ int main(int argc, char** argv) try {
   }
   if (f.solver.empty()) {
     std::fprintf(stderr, "ps-server: --solver is required\n");
+    return 2;
+  }
+  if (f.shared_memory_mb < 0 || f.shared_memory_mb > transport::kSharedRingMaxMb) {
+    std::fprintf(stderr, "ps-server: --shared-memory-mb must be in [0, %d], got %d\n",
+                 transport::kSharedRingMaxMb, f.shared_memory_mb);
     return 2;
   }
   const int shard = f.config.shard;

@@ -46,6 +46,13 @@ def test_wrong_type(capsys, tmp_path):
     expect_error(capsys, tmp_path, job, "cluster.workers: must be an integer >= 1, got 'two'")
 
 
+def test_bad_shared_memory_size(capsys, tmp_path):
+    for bad in (-1, 4097, "16M", True):
+        job = base_job(tmp_path, transport={"kind": "ipc", "shared_memory_mb": bad})
+        expect_error(capsys, tmp_path, job,
+                     f"transport.shared_memory_mb: must be an integer in [0, 4096], got {bad!r}")
+
+
 def test_missing_solver_file(capsys, tmp_path):
     job = base_job(tmp_path, solver="nets/missing_solver.prototxt")
     expect_error(capsys, tmp_path, job,

@@ -78,6 +78,19 @@ def test_a_flag_wins_and_a_bad_value_names_its_variable():
     assert done.stderr.strip() == "ps-worker: --rank must be in [0, 2)"
 
 
+def test_a_shared_memory_size_out_of_range_is_a_usage_error():
+    solver = str(ROOT / "configs/nets/lenet_solver.prototxt")
+    for program, args, bad in (("ps-server", ["--solver", solver], "-1"),
+                               ("ps-worker", ["--solver", "x", "--servers", "ipc:///tmp/x"],
+                                "4097")):
+        done = subprocess.run([str(programs.find_program(program)), *args,
+                               "--shared-memory-mb", bad], env=clean_env(), capture_output=True,
+                              text=True, timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (f"{program}: --shared-memory-mb must be in [0, 4096], "
+                                       f"got {bad}")
+
+
 def test_ps_train_node_runs_the_role_from_the_environment():
     import sys
     cmd = [sys.executable, "-m", "pstrain", "node", "--version"]

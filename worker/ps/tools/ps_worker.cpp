@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
   if (options.client.shared_memory_mb < 0 ||
       options.client.shared_memory_mb > pstrain::transport::kSharedRingMaxMb) {
     return usage("--shared-memory-mb must be in [0, " +
-                 std::to_string(pstrain::transport::kSharedRingMaxMb) + "]");
+                 std::to_string(pstrain::transport::kSharedRingMaxMb) + "], got " +
+                 std::to_string(options.client.shared_memory_mb));
   }
   auto parsed_mode = pstrain::ParseConsistencyMode(mode);
   if (!parsed_mode.ok()) return usage("--mode: " + parsed_mode.status().message());
