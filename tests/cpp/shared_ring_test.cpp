@@ -7,6 +7,7 @@
 // through the socket, with the same bytes either way.
 #include "common/transport/shared_ring.hpp"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,6 +216,44 @@ TEST(SharedRingTest, RingOfAProcessThatExitedCannotBeOpened) {
   EXPECT_EQ(got.status().message(), "shared-memory ring of process " + std::to_string(child) +
                                         " (descriptor " + std::to_string(trailer.value().ring.fd) +
                                         "): cannot open " + path + ": No such file or directory");
+}
+
+TEST(SharedRingTest, AnotherUserCannotOpenTheRing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  auto ring = MakeRing(1 << 16);
+  ASSERT_TRUE(ring);
+  const std::vector<float> v = Values(8192, 1.f);
+  std::optional<RingSlot> slot = ring->Put(v.data(), v.size() * sizeof(float));
+  ASSERT_TRUE(slot.has_value());
+  const transport::RingId id = ring->id();
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // user "nobody": tries the ring through /proc, as a peer would
+    close(pipe_fds[0]);
+    close(id.fd);  // not its own copy of the descriptor
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    RingReader reader;
+    auto got = reader.Take(id, *slot);
+    const std::string text = got.ok() ? "OPENED" : got.status().message();
+    _exit(write(pipe_fds[1], text.data(), text.size()) > 0 ? 0 : 1);
+  }
+  close(pipe_fds[1]);
+  char buffer[512];
+  const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
+  close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_GT(n, 0);
+  const std::string path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(id.fd);
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(n)),
+            "shared-memory ring of process " + std::to_string(getpid()) + " (descriptor " +
+                std::to_string(id.fd) + "): cannot open " + path + ": Permission denied");
+  // The owner itself still can.
+  RingReader reader;
+  EXPECT_TRUE(reader.Take(id, *slot).ok());
 }
 
 TEST(SharedRingTest, TrailerRoundTripsAndBadOnesAreNamed) {
