@@ -10,7 +10,8 @@
 #      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
 #      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
 #   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
-#      1 GPU worker then 2 sharing the GPU (bench/gpu_resnet_job.py), images/s of each.
+#      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
+#      shared-memory rings (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
 # line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json,
 # resnet_job.txt.
@@ -274,7 +275,7 @@ fi
 
 # --- 5. ResNet-50 b32 bsp job: 2 GPU workers against 1 (images/s) --------------------
 if [[ "$dry" != 1 ]]; then
-  timeout "${RESNET_TIMEOUT:-240}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
+  timeout "${RESNET_TIMEOUT:-400}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
     --gpu "$gpu" --iterations "${RESNET_ITERS:-30}" > "$out/resnet_job.txt" 2>&1
   rc=$?
   while read -r line; do say "ResNet-50 bsp: $line"; done < <(grep '^RESULT' "$out/resnet_job.txt")

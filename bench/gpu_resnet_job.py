@@ -1,14 +1,20 @@
 """ResNet-50 (batch 32 per worker, DummyData) as a bsp job on one GPU: a GPU server
-shard and 1, then 2 GPU workers sharing the device. Prints one RESULT line per run
-(the job's images/s: the median per-worker rate of the second half of the run times
-the number of workers) and the 2-over-1 ratio. Called by bench/gpu_check.sh.
+shard and 1, then 2 GPU workers sharing the device, over loopback tcp and then over
+ipc with shared-memory rings (docs/wire-protocol.md; rings of --ring-mb, so that one
+iteration's 102 MB fit). Prints one RESULT line per run (the job's images/s: the
+median per-worker rate of the second half of the run times the number of workers)
+and the 2-over-1 ratio of each transport. Called by bench/gpu_check.sh.
 
 usage: python3 bench/gpu_resnet_job.py ROOT BUILD_DIR OUT_DIR [--gpu N] [--iterations N]
+           [--transports tcp,ipc] [--ring-mb 512] [--cpu]
+--cpu runs the same jobs on the CPU (a check of this script where no GPU is lent;
+use --iterations 4: an iteration takes 10-20 s there).
 """
 import argparse
 import pathlib
 import re
 import sys
+import tempfile
 import time
 
 DUMMY_DATA = """layer {
@@ -26,7 +32,13 @@ LOSS = """layer {
 
 
 def train_net(deploy: str) -> str:
-    """The deploy net with DummyData in place of Input and a loss in place of prob."""
+    """The deploy net with DummyData in place of Input, a loss in place of prob, and
+    BatchNorm on batch statistics as in training (the deploy net's use_global_stats:
+    true with statistics of zero scales each BatchNorm's output by 1/sqrt(eps): the
+    activations overflow and the loss is NaN at iteration 0)."""
+    deploy, k = re.subn(r"batch_norm_param\s*\{\s*use_global_stats:\s*true\s*\}", "", deploy)
+    if k == 0:
+        raise SystemExit("gpu_resnet_job.py: resnet50_deploy.prototxt has no BatchNorm layer")
     net, n = re.subn(r'layer \{\s*name: "data"\s*type: "Input".*?\n\}\n', DUMMY_DATA, deploy,
                      count=1, flags=re.S)
     net, m = re.subn(r'layer \{\s*name: "prob"\s*type: "Softmax".*?\n\}\n?', LOSS, net,
@@ -43,6 +55,9 @@ def main() -> int:
     parser.add_argument("out", type=pathlib.Path)
     parser.add_argument("--gpu", default="0")
     parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--transports", default="tcp,ipc")
+    parser.add_argument("--ring-mb", type=int, default=512)
+    parser.add_argument("--cpu", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(args.root / "tests" / "e2e"))
     from ps_job import run_job
@@ -53,29 +68,47 @@ def main() -> int:
         train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text()))
     solver = out / "solver.prototxt"
     solver.write_text(f'net: "{out}/train.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\n'
-                      f'lr_policy: "fixed"\nmax_iter: {args.iterations}\ndisplay: 5\n'
+                      f'lr_policy: "fixed"\nmax_iter: {args.iterations}\n'
+                      f'display: {max(1, args.iterations // 6)}\n'
                       f'snapshot: 0\nsnapshot_prefix: "{out}/resnet"\n')
     rates = {}
-    for workers in (1, 2):
-        start = time.monotonic()
-        result = run_job(args.build, solver, workers=workers, mode="bsp", timeout=100,
-                         cwd=args.root, server_args=["--device", f"gpu:{args.gpu}"],
-                         worker_args={r: ["--gpu", args.gpu] for r in range(workers)},
-                         chunk_bytes=4 << 20)
-        wall = time.monotonic() - start
-        bad = {n: c for n, c in result.returncodes.items() if c != 0}
-        for name, code in bad.items():
-            print(f"{name}: exit {code}\n{result.stderr[name][-2000:]}")
-        # The second half only: the first iterations include cuDNN's algorithm search.
-        per_worker = sorted(e.get("images_per_second", 0) for e in result.of("train")
-                            if e.get("iter", 0) >= args.iterations // 2)
-        rates[workers] = per_worker[len(per_worker) // 2] * workers if per_worker else 0.0
-        print(f"RESULT workers={workers} images_per_s={rates[workers]:.1f} wall_s={wall:.1f} "
-              f"exits={'ok' if not bad else bad}", flush=True)
-    if rates[1]:
-        print(f"RESULT scaling_2_over_1={rates[2] / rates[1]:.2f}")
+    for transport in args.transports.split(","):
+        for workers in (1, 2):
+            rates[transport, workers] = run(args, run_job, solver, transport, workers)
+        if rates[transport, 1]:
+            print(f"RESULT transport={transport} "
+                  f"scaling_2_over_1={rates[transport, 2] / rates[transport, 1]:.2f}")
     return 0 if all(rates.values()) else 1
 
+
+def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> float:
+    """One job; its images/s (0 when it failed)."""
+    server_args = [] if args.cpu else ["--device", f"gpu:{args.gpu}"]
+    worker_args = [] if args.cpu else ["--gpu", args.gpu]
+    if transport == "ipc":
+        server_args = server_args + ["--shared-memory-mb", str(args.ring_mb)]
+        worker_args = worker_args + ["--shared-memory-mb", str(args.ring_mb)]
+    with tempfile.TemporaryDirectory(prefix="resnet-ipc-") as sockets:
+        bind = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{sockets}/server-{{k}}"
+        start = time.monotonic()
+        result = run_job(args.build, solver, workers=workers, mode="bsp",
+                         timeout=600 if args.cpu else 100,
+                         cwd=args.root, server_args=server_args,
+                         worker_args={r: worker_args for r in range(workers)},
+                         chunk_bytes=4 << 20, bind=bind)
+        wall = time.monotonic() - start
+    bad = {n: c for n, c in result.returncodes.items() if c != 0}
+    for name, code in bad.items():
+        print(f"{name}: exit {code}\n{result.stderr[name][-2000:]}")
+    # The second half only: the first iterations include cuDNN's algorithm search.
+    per_worker = sorted(e.get("images_per_second", 0) for e in result.of("train")
+                        if e.get("iter", 0) >= args.iterations // 2)
+    rate = per_worker[len(per_worker) // 2] * workers if per_worker else 0.0
+    shared = sum(e.get("shared_memory_bytes_received", 0) for e in result.of("done"))
+    print(f"RESULT transport={transport} workers={workers} images_per_s={rate:.1f} "
+          f"wall_s={wall:.1f} server_bytes_through_shared_memory={shared} "
+          f"exits={'ok' if not bad else bad}", flush=True)
+    return rate
 
 if __name__ == "__main__":
     sys.exit(main())
