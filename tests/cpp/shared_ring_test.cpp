@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -180,41 +181,53 @@ TEST(SharedRingTest, ReceiverRefusesSlotsTheRingDoesNotHold) {
                 " is not this user's ring of " + std::to_string(forged.file_bytes) + " bytes");
 }
 
-TEST(SharedRingTest, RingOfAProcessThatExitedCannotBeOpened) {
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
+// Runs `body` in a forked child and returns the text it returned; "" when the
+// child failed, returned nothing or could not write it all.
+std::string InChild(const std::function<std::string()>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) return "";
   const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // the sender: puts one slot, reports it, exits
-    close(pipe_fds[0]);
+  if (child < 0) return "";
+  if (child == 0) {
+    close(fds[0]);
+    const std::string text = body();
+    const bool ok = !text.empty() &&
+                    write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    _exit(ok ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string text;
+  char buffer[512];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof(buffer))) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  const bool exited_ok =
+      waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return exited_ok ? text : "";
+}
+
+TEST(SharedRingTest, RingOfAProcessThatExitedCannotBeOpened) {
+  // The sender puts one slot, says where, and exits.
+  const std::string bytes = InChild([] {
     auto ring = SendRing::Create(1 << 16);
-    if (!ring.ok()) _exit(1);
+    if (!ring.ok()) return std::string();
     const std::vector<float> v = Values(8192, 3.f);
     std::optional<RingSlot> slot = ring.value()->Put(v.data(), v.size() * sizeof(float));
-    if (!slot) _exit(1);
-    const std::string trailer = transport::EncodeTrailer(RingTrailer{ring.value()->id(), {*slot}});
-    _exit(write(pipe_fds[1], trailer.data(), trailer.size()) == static_cast<ssize_t>(trailer.size())
-              ? 0
-              : 1);
-  }
-  close(pipe_fds[1]);
-  char buffer[256];
-  const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
-  close(pipe_fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  ASSERT_GT(n, 0);
-  auto trailer = transport::DecodeTrailer(buffer, static_cast<size_t>(n));
+    return slot ? transport::EncodeTrailer(RingTrailer{ring.value()->id(), {*slot}})
+                : std::string();
+  });
+  auto trailer = transport::DecodeTrailer(bytes.data(), bytes.size());
   ASSERT_TRUE(trailer.ok()) << trailer.status().message();
   ASSERT_EQ(trailer.value().slots.size(), 1u);
+  const transport::RingId& id = trailer.value().ring;
   RingReader reader;
-  auto got = reader.Take(trailer.value().ring, trailer.value().slots[0]);
+  auto got = reader.Take(id, trailer.value().slots[0]);
   ASSERT_FALSE(got.ok());
-  const std::string path =
-      "/proc/" + std::to_string(child) + "/fd/" + std::to_string(trailer.value().ring.fd);
-  EXPECT_EQ(got.status().message(), "shared-memory ring of process " + std::to_string(child) +
-                                        " (descriptor " + std::to_string(trailer.value().ring.fd) +
+  const std::string path = "/proc/" + std::to_string(id.pid) + "/fd/" + std::to_string(id.fd);
+  EXPECT_EQ(got.status().message(), "shared-memory ring of process " + std::to_string(id.pid) +
+                                        " (descriptor " + std::to_string(id.fd) +
                                         "): cannot open " + path + ": No such file or directory");
 }
 
@@ -226,31 +239,19 @@ TEST(SharedRingTest, AnotherUserCannotOpenTheRing) {
   std::optional<RingSlot> slot = ring->Put(v.data(), v.size() * sizeof(float));
   ASSERT_TRUE(slot.has_value());
   const transport::RingId id = ring->id();
-  int pipe_fds[2];
-  ASSERT_EQ(pipe(pipe_fds), 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // user "nobody": tries the ring through /proc, as a peer would
-    close(pipe_fds[0]);
+  // User "nobody" tries the ring through /proc, as a peer would.
+  const std::string text = InChild([&] {
     close(id.fd);  // not its own copy of the descriptor
-    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) {
+      return std::string();
+    }
     RingReader reader;
     auto got = reader.Take(id, *slot);
-    const std::string text = got.ok() ? "OPENED" : got.status().message();
-    _exit(write(pipe_fds[1], text.data(), text.size()) > 0 ? 0 : 1);
-  }
-  close(pipe_fds[1]);
-  char buffer[512];
-  const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer));
-  close(pipe_fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  ASSERT_GT(n, 0);
+    return got.ok() ? std::string("OPENED") : got.status().message();
+  });
   const std::string path = "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(id.fd);
-  EXPECT_EQ(std::string(buffer, static_cast<size_t>(n)),
-            "shared-memory ring of process " + std::to_string(getpid()) + " (descriptor " +
-                std::to_string(id.fd) + "): cannot open " + path + ": Permission denied");
+  EXPECT_EQ(text, "shared-memory ring of process " + std::to_string(getpid()) + " (descriptor " +
+                      std::to_string(id.fd) + "): cannot open " + path + ": Permission denied");
   // The owner itself still can.
   RingReader reader;
   EXPECT_TRUE(reader.Take(id, *slot).ok());
