@@ -305,6 +305,7 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
 }
 
 bool IsTcp(const std::string& address) { return address.rfind("tcp://", 0) == 0; }
+bool IsIpc(const std::string& address) { return address.rfind("ipc://", 0) == 0; }
 
 Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
                  const SocketOptions& o) {
@@ -381,7 +382,7 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
     }
   }
   SocketOptions used = options;
-  if (address.rfind("ipc://", 0) != 0) used.shared_memory_bytes = 0;
+  if (!IsIpc(address)) used.shared_memory_bytes = 0;
   auto channel = std::make_unique<ZmqChannel>(std::move(socket), router, std::move(endpoint), used);
   if (curve_server) PSTRAIN_RETURN_IF_ERROR(channel->Monitor(ContextAccess::Of(context)));
   return std::unique_ptr<Channel>(std::move(channel));

@@ -162,7 +162,6 @@ Result<std::unique_ptr<SendRing>> SendRing::Create(size_t data_bytes) {
   header.data_offset = kDataAt;
   header.entries = kEntries;
   std::memcpy(ring->base_, &header, sizeof(header));  // the states start at 0 (free)
-  ring->entry_held_.assign(kEntries, 0);
   return ring;
 }
 
@@ -174,7 +173,6 @@ SendRing::~SendRing() {
 void SendRing::Reclaim() {
   std::atomic<uint32_t>* states = States(base_);
   while (!held_.empty() && states[held_.front().entry].load(std::memory_order_acquire) == 0) {
-    entry_held_[held_.front().entry] = 0;
     held_.pop_front();
   }
 }
@@ -198,13 +196,12 @@ std::optional<RingSlot> SendRing::Put(const void* data, size_t bytes) {
     }
   }
   const uint32_t entry = next_entry_;
-  full_ = !start || entry_held_[entry];
+  full_ = !start || held_.size() == kEntries;  // every entry held, next_entry_ too
   if (full_) return std::nullopt;
   std::memcpy(base_ + kDataAt + *start, data, bytes);
   Places(base_)[entry] = SlotPlace{*start, bytes};
   States(base_)[entry].store(1, std::memory_order_release);
-  entry_held_[entry] = 1;
-  held_.push_back(Held{entry, *start, size, Clock::now()});
+  held_.push_back(Held{entry, *start, Clock::now()});
   next_entry_ = (entry + 1) % kEntries;
   head_ = *start + size;
   return RingSlot{0, entry, *start, bytes};

@@ -87,7 +87,6 @@ class SendRing {
   struct Held {
     uint32_t entry;
     uint64_t offset;
-    uint64_t bytes;  // rounded up
     std::chrono::steady_clock::time_point since;
   };
   SendRing() = default;
@@ -96,8 +95,9 @@ class SendRing {
   RingId id_;
   unsigned char* base_ = nullptr;
   size_t data_bytes_ = 0;
-  std::deque<Held> held_;         // in the order they were put
-  std::vector<char> entry_held_;  // by entry: still in held_
+  // The slots put and not yet seen free, in the order they were put: their
+  // entries are consecutive (mod the entry count), ending before next_entry_.
+  std::deque<Held> held_;
   uint32_t next_entry_ = 0;
   uint64_t head_ = 0;  // where the next slot starts
   bool full_ = false;  // the last Put found no room
