@@ -171,29 +171,29 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
       client->placement_,
       KeyPlacement::Create(sizes, static_cast<int>(options.servers.size()), options.chunk_bytes));
   client->sends_ = std::make_unique<SendTracker>();
-  transport::SocketOptions socket_options;
-  socket_options.identity = "worker-" + std::to_string(options.rank);
-  socket_options.shared_memory_bytes = static_cast<size_t>(options.shared_memory_mb) << 20;
-  for (size_t k = 0; k < options.servers.size(); ++k) {
-    client->zero_copy_.push_back(options.servers[k].rfind("inproc://", 0) != 0);
-    PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
-    PSTRAIN_ASSIGN_OR_RETURN(auto channel,
-                             transport::ConnectDealer(context, options.servers[k], dealer_options));
-    client->channel_ptrs_.push_back(channel.get());
-    client->channels_.push_back(std::move(channel));
-    client->shard_has_chunks_.push_back(!client->placement_.shard_chunks(k).empty());
-  }
+  // One DEALER per shard named `identity`, owned by `owned`, in channel_ptrs_ too.
+  const std::string worker = "worker-" + std::to_string(options.rank);
+  auto connect = [&](const std::string& identity,
+                     std::vector<std::unique_ptr<transport::Channel>>* owned) -> Status {
+    transport::SocketOptions socket_options;
+    socket_options.identity = identity;
+    socket_options.shared_memory_bytes = static_cast<size_t>(options.shared_memory_mb) << 20;
+    for (size_t k = 0; k < options.servers.size(); ++k) {
+      PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          auto channel, transport::ConnectDealer(context, options.servers[k], dealer_options));
+      client->channel_ptrs_.push_back(channel.get());
+      owned->push_back(std::move(channel));
+    }
+    return Status::Ok();
+  };
+  PSTRAIN_RETURN_IF_ERROR(connect(worker, &client->channels_));
   // The pull connections (channel_ptrs_[S + k]): a pull request travels
   // beside the push parts instead of behind them (see Pull).
-  transport::SocketOptions pull_options;
-  pull_options.identity = "worker-" + std::to_string(options.rank) + "-pull";
-  pull_options.shared_memory_bytes = socket_options.shared_memory_bytes;
+  PSTRAIN_RETURN_IF_ERROR(connect(worker + "-pull", &client->pull_channels_));
   for (size_t k = 0; k < options.servers.size(); ++k) {
-    PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, pull_options, k));
-    PSTRAIN_ASSIGN_OR_RETURN(auto channel,
-                             transport::ConnectDealer(context, options.servers[k], dealer_options));
-    client->channel_ptrs_.push_back(channel.get());
-    client->pull_channels_.push_back(std::move(channel));
+    client->zero_copy_.push_back(options.servers[k].rfind("inproc://", 0) != 0);
+    client->shard_has_chunks_.push_back(!client->placement_.shard_chunks(k).empty());
   }
   client->chunk_push_clock_.assign(client->placement_.chunks().size(), -1);
   client->shard_push_clock_.assign(options.servers.size(), -1);
