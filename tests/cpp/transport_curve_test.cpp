@@ -45,8 +45,9 @@ class CurveTest : public ::testing::Test {
     return std::move(router).value();
   }
   std::unique_ptr<Channel> Client(Context& context, const std::string& endpoint,
-                                  const KeyPair& own) {
+                                  const KeyPair& own, int send_timeout_ms = 10000) {
     SocketOptions options;
+    options.send_timeout_ms = send_timeout_ms;
     options.curve_server_key = Pair("server-0").public_key;
     options.curve_public_key = own.public_key;
     options.curve_secret_key = own.secret_key;
@@ -91,12 +92,17 @@ TEST_F(CurveTest, AdmittedKeysArriveNamedAndStrangersNever) {
 
   // An unknown key and a peer without CURVE: refused at the handshake.
   ASSERT_TRUE(WriteKeyFolder(folder_.path() + "/other", 1, 1).ok());
+  // Their sends may time out: once the server has refused the handshake the
+  // socket has no peer left to queue for (how soon depends on the machine's load),
+  // so only what arrives and what the server logged are asserted.
   auto stranger = Client(client_context, router->endpoint(),
-                         ReadKeyPair(folder_.path() + "/other", "worker-0").value());
-  auto plain = ConnectDealer(client_context, router->endpoint());
+                         ReadKeyPair(folder_.path() + "/other", "worker-0").value(), 300);
+  SocketOptions plain_options;
+  plain_options.send_timeout_ms = 300;
+  auto plain = ConnectDealer(client_context, router->endpoint(), plain_options);
   ASSERT_TRUE(plain.ok());
-  ASSERT_TRUE(stranger->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}}).ok());
-  ASSERT_TRUE(plain.value()->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}}).ok());
+  (void)stranger->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}});
+  (void)plain.value()->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}});
   EXPECT_TRUE(NothingArrives(*router, milliseconds(700)));
   int64_t refused = 0;
   std::vector<std::string> lines = server_context.TakeRefusals(&refused);
