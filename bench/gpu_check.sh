@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # GPU check of PSTrain on a 1-GPU machine, in one run (about 5-8 minutes):
 #   1. builds with CUDA (cmake -DPSTRAIN_WITH_CUDA=ON) into build-gpu;
-#   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*');
+#   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*:CudnnGraph*');
 #   3. trains LeNet on Fashion-MNIST with 2 GPU workers sharing GPU 0 and one
 #      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
-#      with `ps-net time --gpu 0` and, when `import torch` works, the same
+#      with `ps-net time --gpu 0` (cuDNN's legacy calls, deterministic and not,
+#      and its graph API) and, when `import torch` works, the same
 #      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
 #      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
 #   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
@@ -94,12 +95,12 @@ fi
 # --- 2. GPU tests ------------------------------------------------------------------
 if [[ "$dry" != 1 ]]; then
   say "GPU tests"
-  timeout "${GPU_TESTS_TIMEOUT:-300}" "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' > "$out/gpu_tests.log" 2>&1
+  timeout "${GPU_TESTS_TIMEOUT:-300}" "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*:CudnnGraph*' > "$out/gpu_tests.log" 2>&1
   rc=$?
   if [[ $rc -gt 128 || $rc -eq 124 ]]; then
     # A crash or a hang ends the whole program: run each test alone to find every failure.
     say "GPU tests ended by signal/timeout (exit $rc); running each test in its own process"
-    "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*' --gtest_list_tests 2> /dev/null |
+    "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*:CudnnGraph*' --gtest_list_tests 2> /dev/null |
       awk '/^[^ ]/ {suite=$1} /^  / {print suite $1}' > "$out/gpu_test_names.txt"
     : > "$out/gpu_tests_each.log"
     while read -r name; do
@@ -176,17 +177,19 @@ fi
 # --- 4. forward+backward throughput: ps-net time vs PyTorch ------------------------
 # Each twice: cuDNN restricted to deterministic algorithms (PSTrain's default; PyTorch
 # with cudnn.deterministic) and free to pick any (PSTRAIN_CUDNN_NONDETERMINISTIC=1;
-# PyTorch's default).
+# PyTorch's default). PSTrain also a third time, deterministic through cuDNN's graph
+# API (PSTRAIN_CUDNN_API=graph) instead of its legacy convolution calls.
 declare -A ps_rate
 variants=(det nondet)
 [[ "$dry" == 1 ]] && variants=(det)
-for variant in "${variants[@]}"; do
+for variant in "${variants[@]}" graph; do
 for spec in alexnet:128 resnet50:32; do
   model="${spec%%:*}"; batch="${spec##*:}"
   [[ "$dry" == 1 ]] && batch=2
   timing="$out/time_${model}_${variant}.json"
   nondet=0; [[ "$variant" == nondet ]] && nondet=1
-  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
+  api=legacy; [[ "$variant" == graph ]] && api=graph
+  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet PSTRAIN_CUDNN_API=$api timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
        --batch "$batch" --iterations "$([[ "$dry" == 1 ]] && echo 1 || echo 20)" \
        "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}_${variant}.err"; then
     rate=$(python3 -c "import json,sys
@@ -194,6 +197,11 @@ e=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]
 print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$batch")
     ps_rate[$model.$variant]=$rate
     say "ps-net time $model batch $batch ($variant cuDNN): $rate images/s (forward+backward)"
+    if [[ "$variant" == graph && -n "${ps_rate[$model.det]:-}" ]]; then
+      say "  graph API / legacy calls (both deterministic): $(
+        python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
+          "$rate" "${ps_rate[$model.det]}")"
+    fi
   else
     fail "ps-net time $model ($variant): $(tail -1 "$out/time_${model}_${variant}.err")"
   fi

@@ -18,9 +18,17 @@
 // blocks); when that allocation fails the next algorithm with a smaller
 // workspace runs instead, down to one that needs none.
 //
+// With PSTRAIN_CUDNN_API=graph (worker/layers/cudnn_conv_api.hpp) a shape
+// prepared afterwards runs through cuDNN's graph API instead: execution plans
+// per (shape, direction), filtered and timed the same way
+// (worker/layers/cudnn_graph_conv.hpp), cached per handle (GraphPlanCache);
+// a direction without a plan, or a call with an operand less aligned than
+// the plans assume, runs the legacy calls here.
+//
 // Options, read once per process from the environment:
 //   PSTRAIN_CUDNN_NONDETERMINISTIC=1   also accept non-deterministic algorithms
 //   PSTRAIN_CUDNN_WORKSPACE_MB=<n>     workspace limit per call (default 1024)
+//   PSTRAIN_CUDNN_API=legacy|graph     which cuDNN API (default legacy)
 // The bias is added and its gradient summed by own kernels (GpuChannelSum,
 // deterministic, in double as the reference does).
 #include <algorithm>
@@ -36,7 +44,9 @@
 
 #include "common/cuda/device_allocator.hpp"
 #include "worker/layers/conv_layer.hpp"
+#include "worker/layers/cudnn_conv_api.hpp"
 #include "worker/layers/cudnn_descriptors.hpp"
+#include "worker/layers/cudnn_graph_conv.hpp"
 #include "worker/layers/layer_kernels.cuh"
 
 // LEGACY begin: cuDNN's deprecated convolution API.
@@ -118,31 +128,37 @@ struct ConvKey {
   bool operator<(const ConvKey& o) const { return Tie() < o.Tie(); }
 };
 
-// The measured lists of the process. Thread-safe (mutex_ guards lists_);
+// What was measured per key in this process: the legacy path's algorithm
+// lists, the graph path's plans. Thread-safe (mutex_ guards values_);
 // measuring runs outside the lock, and when two threads measure the same key
-// the first stored list wins, so every caller uses the same choice.
-class ConvAlgoCache {
+// the first stored value wins, so every caller uses the same choice.
+template <typename Key, typename Value>
+class MeasuredCache {
  public:
-  static ConvAlgoCache& Get() {
-    static ConvAlgoCache* cache = new ConvAlgoCache;  // never destroyed: used until exit
+  static MeasuredCache& Get() {
+    static MeasuredCache* cache = new MeasuredCache;  // never destroyed: used until exit
     return *cache;
   }
-  bool Find(const ConvKey& key, ConvAlgoList* list) {
+  bool Find(const Key& key, Value* value) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = lists_.find(key);
-    if (it == lists_.end()) return false;
-    *list = it->second;
+    auto it = values_.find(key);
+    if (it == values_.end()) return false;
+    *value = it->second;
     return true;
   }
-  ConvAlgoList Insert(const ConvKey& key, ConvAlgoList list) {
+  Value Insert(const Key& key, Value value) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return lists_.emplace(key, std::move(list)).first->second;
+    return values_.emplace(key, std::move(value)).first->second;
   }
 
  private:
   std::mutex mutex_;
-  std::map<ConvKey, ConvAlgoList> lists_;
+  std::map<Key, Value> values_;
 };
+using ConvAlgoCache = MeasuredCache<ConvKey, ConvAlgoList>;
+// Graph plans run only on the handle they were built with: the key names it.
+using GraphPlanKey = std::tuple<ConvKey, cudnnHandle_t, int64_t>;  // + alignment
+using GraphPlanCache = MeasuredCache<GraphPlanKey, std::shared_ptr<const GraphConvPlans>>;
 
 // Keeps the acceptable entries of cuDNN's perf results (fastest first).
 template <typename Perf>
@@ -195,6 +211,16 @@ size_t AllocateMeasureWorkspace(size_t limit, ScopedDeviceBuffer* buffer) {
   return 0;
 }
 
+// The largest power of two, at most 16, that divides every value (addresses
+// or byte offsets).
+int64_t AlignmentOf(std::initializer_list<uintptr_t> values) {
+  int64_t a = 16;
+  for (uintptr_t v : values) {
+    while (a > 1 && v % static_cast<uintptr_t>(a) != 0) a /= 2;
+  }
+  return a;
+}
+
 // The cuDNN state of one bottom shape (ConvolutionLayer::CudnnConv).
 struct CudnnConvState {
   int num = 0, height = 0, width = 0;  // the bottom shape all this is for
@@ -207,11 +233,22 @@ struct CudnnConvState {
   // Filled on first use of each direction.
   bool have[3] = {false, false, false};
   ConvAlgoList algos[3];
+  // The graph API (GetCudnnConvApi() when the shape was prepared): plans per
+  // direction, built on first use; algos[d] is then measured only for calls
+  // that fall back to the legacy calls (no plan for the direction, or an
+  // operand less aligned than the plans).
+  bool graph = false;
+  GraphConvShape shape;
+  int64_t alignment = 16;  // bytes; a call with a less aligned operand runs legacy
+  std::shared_ptr<const GraphConvPlans> plans[3];
+  bool graph_failed[3] = {false, false, false};
+  ConvAlgoList plan_list[3];  // {plan index, workspace}, fastest first
 };
 
 }  // namespace conv_cudnn
 
 using conv_cudnn::Acceptable;
+using conv_cudnn::AlignmentOf;
 using conv_cudnn::AllocateMeasureWorkspace;
 using conv_cudnn::ConvAlgo;
 using conv_cudnn::ConvAlgoCache;
@@ -219,6 +256,8 @@ using conv_cudnn::ConvAlgoList;
 using conv_cudnn::ConvDirection;
 using conv_cudnn::ConvKey;
 using conv_cudnn::CudnnConvState;
+using conv_cudnn::GraphPlanCache;
+using conv_cudnn::GraphPlanKey;
 using conv_cudnn::Options;
 using conv_cudnn::ScopedDeviceBuffer;
 
@@ -299,6 +338,16 @@ ConvolutionLayer::CudnnConv& ConvolutionLayer::PrepareCudnn() {
                    geo_.group,
                    Options().deterministic,
                    Options().workspace_limit};
+  c->graph = GetCudnnConvApi() == CudnnConvApi::kGraph;
+  c->shape = GraphConvShape{c->batch,        channels_,     height_,         width_,
+                            geo_.num_output, geo_.group,    geo_.kernel_h,   geo_.kernel_w,
+                            out_h_,          out_w_,        geo_.pad_h,      geo_.pad_w,
+                            geo_.stride_h,   geo_.stride_w, geo_.dilation_h, geo_.dilation_w};
+  // Sub-batches start at these byte offsets from the blobs' starts.
+  c->alignment = c->batch == num_
+                     ? 16
+                     : AlignmentOf({static_cast<uintptr_t>(sizeof(float) * c->x_stride),
+                                    static_cast<uintptr_t>(sizeof(float) * c->y_stride)});
   cudnn_ = std::move(c);
   return *cudnn_;
 }
@@ -382,6 +431,50 @@ const ConvAlgoList& Algorithms(CudnnConvState& c, ConvDirection direction, const
   return c.algos[d];
 }
 
+// The graph plans of `direction` (built on first use from the process cache,
+// or measured on a and b with the output in scratch memory); null when cuDNN
+// offers none for the shape: then the legacy calls serve that direction, and
+// stderr says so once per layer and direction.
+const GraphConvPlans* GraphPlans(CudnnConvState& c, ConvDirection direction,
+                                 const std::string& layer, const float* a, const float* b,
+                                 int64_t out_count) {
+  const int d = static_cast<int>(direction);
+  if (c.graph_failed[d]) return nullptr;
+  if (c.plans[d] != nullptr) return c.plans[d].get();
+  cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
+  ConvKey key = c.key;
+  key.direction = d;
+  const GraphPlanKey cache_key{key, handle, c.alignment};
+  std::shared_ptr<const GraphConvPlans> plans;
+  if (!GraphPlanCache::Get().Find(cache_key, &plans)) {
+    ScopedDeviceBuffer workspace, out;
+    GraphConvOptions options;
+    options.deterministic = key.deterministic;
+    options.workspace_limit = AllocateMeasureWorkspace(key.limit, &workspace);
+    options.alignment = c.alignment;
+    Result<std::unique_ptr<GraphConvPlans>> built =
+        out.Allocate(sizeof(float) * out_count)
+            ? GraphConvPlans::Build(handle, c.shape, static_cast<GraphConvDirection>(d), options, a,
+                                    b, static_cast<float*>(out.get()), workspace.get())
+            : Result<std::unique_ptr<GraphConvPlans>>(
+                  Status::Error("no device memory for the measurement's output"));
+    if (!built.ok()) {
+      static const char* const kNames[3] = {"forward", "backward data", "backward filter"};
+      std::fprintf(stderr, "pstrain: Convolution '%s' (%s): %s; using cuDNN's legacy calls\n",
+                   layer.c_str(), kNames[d], built.status().message().c_str());
+      c.graph_failed[d] = true;
+      CountCudnnGraphFallback();  // this call; UseGraph counts the later ones
+      return nullptr;
+    }
+    CountCudnnGraphPlanSet();
+    plans = GraphPlanCache::Get().Insert(cache_key, std::move(built).value());
+  }
+  c.plans[d] = plans;
+  c.plan_list[d].clear();
+  for (int i = 0; i < plans->size(); ++i) c.plan_list[d].push_back({i, plans->workspace(i)});
+  return plans.get();
+}
+
 // Runs run(algo, workspace, bytes) with the fastest algorithm whose
 // workspace can be allocated; after a failed allocation only algorithms
 // needing less are tried. Aborts when none can run (not even one needing no
@@ -403,6 +496,36 @@ void RunWithWorkspace(const ConvAlgoList& list, const std::string& layer, Run ru
                                std::to_string(failed) + " bytes or less) could be allocated");
 }
 
+// Whether this call of `direction` runs a graph plan: the shape was prepared
+// for the graph API, the direction has plans (or has not been tried), and
+// every operand, at every sub-batch, is as aligned as the plans assume.
+// Otherwise the legacy calls run it, counted as a fallback.
+bool UseGraph(const CudnnConvState& c, ConvDirection direction,
+              std::initializer_list<const void*> operands) {
+  if (!c.graph) return false;
+  int64_t alignment = 16;
+  for (const void* p : operands) {
+    alignment = std::min(alignment, AlignmentOf({reinterpret_cast<uintptr_t>(p)}));
+  }
+  if (!c.graph_failed[static_cast<int>(direction)] && alignment >= c.alignment) {
+    return true;
+  }
+  CountCudnnGraphFallback();
+  return false;
+}
+
+// Runs the fastest of `plans` whose workspace can be allocated. A plan that
+// fails to run is a broken invariant (it ran when it was timed).
+void RunGraph(const GraphConvPlans& plans, const ConvAlgoList& list, const std::string& layer,
+              const float* a, const float* b, float* out) {
+  cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
+  RunWithWorkspace(list, layer, [&](int plan, void* ws, size_t) {
+    const Status s = plans.Execute(handle, plan, a, b, out, ws);
+    PSTRAIN_CHECK_MSG(s.ok(), "Convolution '" + layer + "': " + s.message());
+  });
+  CountCudnnGraphRun();
+}
+
 }  // namespace
 
 void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
@@ -413,16 +536,28 @@ void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     const float* x = bottom[i]->gpu_data();
     float* y = top[i]->mutable_gpu_data();
-    const ConvAlgoList& algos =
-        Algorithms(c, ConvDirection::kForward, x, weights, nullptr, blobs_[0]->count());
-    for (int b = 0; b < num_; b += c.batch) {
-      const int64_t sub = b / c.batch;
-      RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
-        PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
-            handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.w.get(), weights, c.conv.get(),
-            static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, CudnnZero(), c.y.get(),
-            y + sub * c.y_stride));
-      });
+    const GraphConvPlans* plans =
+        UseGraph(c, ConvDirection::kForward, {x, weights, y})
+            ? GraphPlans(c, ConvDirection::kForward, layer_param().name(), x, weights, c.y_stride)
+            : nullptr;
+    if (plans != nullptr) {
+      for (int b = 0; b < num_; b += c.batch) {
+        const int64_t sub = b / c.batch;
+        RunGraph(*plans, c.plan_list[0], layer_param().name(), x + sub * c.x_stride, weights,
+                 y + sub * c.y_stride);
+      }
+    } else {
+      const ConvAlgoList& algos =
+          Algorithms(c, ConvDirection::kForward, x, weights, nullptr, blobs_[0]->count());
+      for (int b = 0; b < num_; b += c.batch) {
+        const int64_t sub = b / c.batch;
+        RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+          PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
+              handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.w.get(), weights, c.conv.get(),
+              static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, CudnnZero(), c.y.get(),
+              y + sub * c.y_stride));
+        });
+      }
     }
     if (geo_.bias_term) {
       const int64_t n = top[i]->count();
@@ -450,31 +585,56 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
                     blobs_[1]->mutable_gpu_diff());
     }
     if (weight_grad) {
-      const ConvAlgoList& algos =
-          Algorithms(c, ConvDirection::kBackwardFilter, x, weights, dy, w_count);
       float* dw = blobs_[0]->mutable_gpu_diff();
-      for (int b = 0; b < num_; b += c.batch) {
-        const int64_t sub = b / c.batch;
-        RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
-          PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-              handle, CudnnOne(), c.x.get(), x + sub * c.x_stride, c.y.get(), dy + sub * c.y_stride,
-              c.conv.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes,
-              CudnnOne(), c.w.get(), dw));
-        });
+      const GraphConvPlans* plans =
+          UseGraph(c, ConvDirection::kBackwardFilter, {x, dy, dw})
+              ? GraphPlans(c, ConvDirection::kBackwardFilter, layer_param().name(), x, dy, w_count)
+              : nullptr;
+      if (plans != nullptr) {
+        for (int b = 0; b < num_; b += c.batch) {
+          const int64_t sub = b / c.batch;
+          RunGraph(*plans, c.plan_list[2], layer_param().name(), x + sub * c.x_stride,
+                   dy + sub * c.y_stride, dw);
+        }
+      } else {
+        const ConvAlgoList& algos =
+            Algorithms(c, ConvDirection::kBackwardFilter, x, weights, dy, w_count);
+        for (int b = 0; b < num_; b += c.batch) {
+          const int64_t sub = b / c.batch;
+          RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+            PSTRAIN_CUDNN_CHECK(
+                cudnnConvolutionBackwardFilter(handle, CudnnOne(), c.x.get(), x + sub * c.x_stride,
+                                               c.y.get(), dy + sub * c.y_stride, c.conv.get(),
+                                               static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                                               ws, bytes, CudnnOne(), c.w.get(), dw));
+          });
+        }
       }
     }
     if (propagate_down[i]) {
-      const ConvAlgoList& algos =
-          Algorithms(c, ConvDirection::kBackwardData, x, weights, dy, w_count);
       float* dx = bottom[i]->mutable_gpu_diff();
-      for (int b = 0; b < num_; b += c.batch) {
-        const int64_t sub = b / c.batch;
-        RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
-          PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-              handle, CudnnOne(), c.w.get(), weights, c.y.get(), dy + sub * c.y_stride,
-              c.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes,
-              CudnnZero(), c.x.get(), dx + sub * c.x_stride));
-        });
+      const GraphConvPlans* plans = UseGraph(c, ConvDirection::kBackwardData, {weights, dy, dx})
+                                        ? GraphPlans(c, ConvDirection::kBackwardData,
+                                                     layer_param().name(), weights, dy, c.x_stride)
+                                        : nullptr;
+      if (plans != nullptr) {
+        for (int b = 0; b < num_; b += c.batch) {
+          const int64_t sub = b / c.batch;
+          RunGraph(*plans, c.plan_list[1], layer_param().name(), weights, dy + sub * c.y_stride,
+                   dx + sub * c.x_stride);
+        }
+      } else {
+        const ConvAlgoList& algos =
+            Algorithms(c, ConvDirection::kBackwardData, x, weights, dy, w_count);
+        for (int b = 0; b < num_; b += c.batch) {
+          const int64_t sub = b / c.batch;
+          RunWithWorkspace(algos, layer_param().name(), [&](int algo, void* ws, size_t bytes) {
+            PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
+                handle, CudnnOne(), c.w.get(), weights, c.y.get(), dy + sub * c.y_stride,
+                c.conv.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes,
+                CudnnZero(), c.x.get(), dx + sub * c.x_stride));
+          });
+        }
       }
     }
   }
