@@ -1,5 +1,6 @@
 #include "common/cuda/gpu_context.hpp"
 
+#include <atomic>
 #include <string>
 
 #include "common/cuda/cuda_check.hpp"
@@ -90,8 +91,15 @@ cudnnHandle_t GpuContext::cudnn() {
     cudaStream_t s = stream();
     PSTRAIN_CUDNN_CHECK(cudnnCreate(&cudnn_));
     PSTRAIN_CUDNN_CHECK(cudnnSetStream(cudnn_, s));
+    static std::atomic<uint64_t> handles_made{0};
+    cudnn_id_ = ++handles_made;
   }
   return cudnn_;
+}
+
+uint64_t GpuContext::cudnn_id() {
+  cudnn();
+  return cudnn_id_;
 }
 
 Status GpuContext::Finish(const std::string& what) {

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstdint>
 #include <string>
 
 #include "common/status.hpp"
@@ -44,6 +45,10 @@ class GpuContext {
   cudaStream_t copy_stream();
   cublasHandle_t cublas();
   cudnnHandle_t cudnn();
+  // A number no other cuDNN handle of this process has had (handles are
+  // made again after SelectDevice; an address may be reused): for caches of
+  // things that run only on the handle they were made with.
+  uint64_t cudnn_id();
 
   // Blocks until all work queued on stream() has finished. A failure of that
   // work (a kernel that faulted, a failed copy, a launch error not reported
@@ -70,6 +75,7 @@ class GpuContext {
   cudaStream_t copy_stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  uint64_t cudnn_id_ = 0;
 };
 
 }  // namespace pstrain

@@ -128,8 +128,13 @@ TEST(GpuConvGraphTest, MatchesTheLegacyCallsAndRerunsBitIdentically) {
   for (size_t i = 0; i < std::size(kLayers); ++i) {
     SCOPED_TRACE(kLayers[i]);
     const Pass legacy = RunOnGpu(Conv(kLayers[i]), kShapes[i], CudnnConvApi::kLegacy);
+    const CudnnGraphCounts before = GetCudnnGraphCounts();
     const Pass graph = RunOnGpu(Conv(kLayers[i]), kShapes[i], CudnnConvApi::kGraph);
     const Pass again = RunOnGpu(Conv(kLayers[i]), kShapes[i], CudnnConvApi::kGraph);
+    const CudnnGraphCounts after = GetCudnnGraphCounts();
+    // Forward, backward filter and backward data, twice, all through plans.
+    EXPECT_EQ(after.runs - before.runs, 6);
+    EXPECT_EQ(after.fallbacks, before.fallbacks);
     ASSERT_EQ(legacy.top.size(), graph.top.size());
     ExpectBlobsNear(legacy.top.data(), graph.top.data(), legacy.top.size(), 1e-4f, "top");
     ExpectBlobsNear(legacy.bottom_diff.data(), graph.bottom_diff.data(), legacy.bottom_diff.size(),
@@ -158,6 +163,15 @@ TEST(CudnnGraphOperationTest, FinalizesForEveryDirectionAndRefusesAWrongOutput) 
                  GraphConvDirection::kBackwardFilter}) {
     const Status ok = GraphConvPlans::CheckOperation(s, d, 16);
     EXPECT_TRUE(ok.ok()) << static_cast<int>(d) << ": " << ok.message();
+  }
+  // Caffe's floor: (6 + 2 - 3) / 2 + 1 = 3 columns, the last window short of the edge.
+  GraphConvShape floored = s;
+  floored.group = 1, floored.k = 4, floored.w = 6, floored.dilation_w = 1;
+  floored.out_w = (6 + 2 - 3) / 2 + 1;
+  for (auto d : {GraphConvDirection::kForward, GraphConvDirection::kBackwardData,
+                 GraphConvDirection::kBackwardFilter}) {
+    const Status ok = GraphConvPlans::CheckOperation(floored, d, 16);
+    EXPECT_TRUE(ok.ok()) << "floored, " << static_cast<int>(d) << ": " << ok.message();
   }
   GraphConvShape wrong = s;
   wrong.out_h += 1;

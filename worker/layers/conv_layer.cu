@@ -156,8 +156,9 @@ class MeasuredCache {
   std::map<Key, Value> values_;
 };
 using ConvAlgoCache = MeasuredCache<ConvKey, ConvAlgoList>;
-// Graph plans run only on the handle they were built with: the key names it.
-using GraphPlanKey = std::tuple<ConvKey, cudnnHandle_t, int64_t>;  // + alignment
+// Graph plans run only on the handle they were built with: the key names it
+// (GpuContext::cudnn_id), and the operands' alignment.
+using GraphPlanKey = std::tuple<ConvKey, uint64_t, int64_t>;
 using GraphPlanCache = MeasuredCache<GraphPlanKey, std::shared_ptr<const GraphConvPlans>>;
 
 // Keeps the acceptable entries of cuDNN's perf results (fastest first).
@@ -441,10 +442,11 @@ const GraphConvPlans* GraphPlans(CudnnConvState& c, ConvDirection direction,
   const int d = static_cast<int>(direction);
   if (c.graph_failed[d]) return nullptr;
   if (c.plans[d] != nullptr) return c.plans[d].get();
-  cudnnHandle_t handle = GpuContext::ForThisThread().cudnn();
+  GpuContext& context = GpuContext::ForThisThread();
+  cudnnHandle_t handle = context.cudnn();
   ConvKey key = c.key;
   key.direction = d;
-  const GraphPlanKey cache_key{key, handle, c.alignment};
+  const GraphPlanKey cache_key{key, context.cudnn_id(), c.alignment};
   std::shared_ptr<const GraphConvPlans> plans;
   if (!GraphPlanCache::Get().Find(cache_key, &plans)) {
     ScopedDeviceBuffer workspace, out;

@@ -304,11 +304,12 @@ Result<float> TimePlan(cudnnHandle_t handle, const GraphConvPlans& plans, int pl
   if (events.start == nullptr || events.stop == nullptr) {
     return Status::Error("cuDNN graph API: cannot create CUDA events to time plans");
   }
-  PSTRAIN_RETURN_IF_ERROR(plans.Execute(handle, plan, a, b, out, workspace));
+  PSTRAIN_ASSIGN_OR_RETURN(BackendDescriptor pack, plans.Pack(a, b, out, workspace));
+  PSTRAIN_RETURN_IF_ERROR(plans.Run(handle, plan, pack));
   float best = -1.f;
   for (int r = 0; r < 2; ++r) {
     cudaEventRecord(events.start, stream);
-    PSTRAIN_RETURN_IF_ERROR(plans.Execute(handle, plan, a, b, out, workspace));
+    PSTRAIN_RETURN_IF_ERROR(plans.Run(handle, plan, pack));
     cudaEventRecord(events.stop, stream);
     float ms = 0.f;
     if (cudaEventSynchronize(events.stop) != cudaSuccess ||
@@ -369,66 +370,77 @@ Result<std::unique_ptr<GraphConvPlans>> GraphConvPlans::Build(
   PSTRAIN_RETURN_IF_ERROR(SetGraphHandle(graph, handle));
   PSTRAIN_RETURN_IF_ERROR(Finalize(graph, "the operation graph"));
 
-  // Candidates: heuristics mode A, or the fallback list when A offers none
-  // that is acceptable.
-  std::vector<BackendDescriptor> configs;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<BackendDescriptor> offered, EngineConfigs(graph, mode));
-    for (BackendDescriptor& c : offered) {
-      if (static_cast<int>(configs.size()) == kMaxCandidates) break;
-      if (Acceptable(c.get(), options.deterministic)) configs.push_back(std::move(c));
-    }
-    if (!configs.empty()) break;
-  }
+  // Candidates: heuristics mode A's acceptable configurations, finalized and
+  // timed; the fallback list's when none of A's survives (or A fails).
   std::string refusals;
-  for (const BackendDescriptor& c : configs) {
-    auto made = BackendDescriptor::Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "a plan");
-    if (!made.ok()) return made.status();
-    BackendDescriptor plan = std::move(made).value();
-    PSTRAIN_RETURN_IF_ERROR(SetPlanHandle(plan, handle));
-    PSTRAIN_RETURN_IF_ERROR(
-        SetDescriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, c, "the plan's engine"));
-    const Status finalized = Finalize(plan, "an execution plan");
-    if (!finalized.ok()) {  // this engine cannot run the shape: the next may
-      if (refusals.empty()) refusals = finalized.message();
+  auto note = [&refusals](const Status& s) {
+    if (refusals.empty()) refusals = s.message();
+  };
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    Result<std::vector<BackendDescriptor>> offered = EngineConfigs(graph, mode);
+    if (!offered.ok()) {
+      note(offered.status());
       continue;
     }
-    int64_t bytes = 0, count = 0;
-    PSTRAIN_RETURN_IF_ERROR(
-        Check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                       CUDNN_TYPE_INT64, 1, &count, &bytes),
-              "reading a plan's workspace size"));
-    if (bytes < 0 || static_cast<size_t>(bytes) > options.workspace_limit) continue;
-    plans->plans_.push_back({std::move(plan), static_cast<size_t>(bytes), 0.f});
+    std::vector<Plan> candidates;
+    for (BackendDescriptor& c : offered.value()) {
+      if (static_cast<int>(candidates.size()) == kMaxCandidates) break;
+      if (!Acceptable(c.get(), options.deterministic)) continue;
+      Result<Plan> plan = MakePlan(handle, std::move(c));
+      if (!plan.ok()) {  // this engine cannot run the shape: the next may
+        note(plan.status());
+        continue;
+      }
+      if (plan.value().workspace > options.workspace_limit) continue;
+      candidates.push_back(std::move(plan).value());
+    }
+    plans->plans_ = std::move(candidates);
+    // Time each; a plan that fails to run is dropped.
+    std::vector<Plan> timed;
+    for (int i = 0; i < plans->size(); ++i) {
+      Result<float> ms = TimePlan(handle, *plans, i, a, b, out, workspace);
+      if (!ms.ok()) {
+        note(ms.status());
+        continue;
+      }
+      plans->plans_[i].milliseconds = ms.value();
+      timed.push_back(std::move(plans->plans_[i]));
+    }
+    std::stable_sort(timed.begin(), timed.end(),
+                     [](const Plan& l, const Plan& r) { return l.milliseconds < r.milliseconds; });
+    plans->plans_ = std::move(timed);
+    if (!plans->plans_.empty()) break;
   }
   if (plans->plans_.empty()) {
-    return Status::Error("cuDNN graph API: no acceptable execution plan for this convolution" +
+    return Status::Error("cuDNN graph API: no acceptable execution plan ran for this convolution" +
                          (refusals.empty() ? std::string() : " (first refusal: " + refusals + ")"));
   }
-  // Time each; a plan that fails to run is dropped.
-  std::vector<Plan> timed;
-  for (int i = 0; i < plans->size(); ++i) {
-    Result<float> ms = TimePlan(handle, *plans, i, a, b, out, workspace);
-    if (!ms.ok()) {
-      if (refusals.empty()) refusals = ms.status().message();
-      continue;
-    }
-    plans->plans_[i].milliseconds = ms.value();
-    timed.push_back(std::move(plans->plans_[i]));
-  }
-  if (timed.empty()) {
-    return Status::Error("cuDNN graph API: no execution plan ran for this convolution (" +
-                         refusals + ")");
-  }
-  std::stable_sort(timed.begin(), timed.end(),
-                   [](const Plan& l, const Plan& r) { return l.milliseconds < r.milliseconds; });
-  plans->plans_ = std::move(timed);
   plans->parts_.push_back(std::move(graph));
   return Result<std::unique_ptr<GraphConvPlans>>(std::move(plans));
 }
 
-Status GraphConvPlans::Execute(cudnnHandle_t handle, int plan, const float* a, const float* b,
-                               float* out, void* workspace) const {
+Result<GraphConvPlans::Plan> GraphConvPlans::MakePlan(cudnnHandle_t handle,
+                                                      BackendDescriptor config) {
+  Plan p;
+  p.config = std::move(config);
+  PSTRAIN_ASSIGN_OR_RETURN(
+      p.plan, BackendDescriptor::Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "a plan"));
+  PSTRAIN_RETURN_IF_ERROR(SetPlanHandle(p.plan, handle));
+  PSTRAIN_RETURN_IF_ERROR(SetDescriptor(p.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, p.config,
+                                        "the plan's engine"));
+  PSTRAIN_RETURN_IF_ERROR(Finalize(p.plan, "an execution plan"));
+  int64_t bytes = 0, count = 0;
+  PSTRAIN_RETURN_IF_ERROR(
+      Check(cudnnBackendGetAttribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &count, &bytes),
+            "reading a plan's workspace size"));
+  if (bytes < 0) return Status::Error("cuDNN graph API: a plan's workspace size is negative");
+  p.workspace = static_cast<size_t>(bytes);
+  return Result<Plan>(std::move(p));
+}
+
+Result<BackendDescriptor> GraphConvPlans::Pack(const float* a, const float* b, float* out,
+                                               void* workspace) const {
   const OperationAttributes attrs = AttributesOf(direction_);
   PSTRAIN_ASSIGN_OR_RETURN(
       BackendDescriptor pack,
@@ -442,8 +454,18 @@ Status GraphConvPlans::Execute(cudnnHandle_t handle, int plan, const float* a, c
   PSTRAIN_RETURN_IF_ERROR(Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1,
                               &workspace, "the workspace"));
   PSTRAIN_RETURN_IF_ERROR(Finalize(pack, "a variant pack"));
+  return Result<BackendDescriptor>(std::move(pack));
+}
+
+Status GraphConvPlans::Run(cudnnHandle_t handle, int plan, const BackendDescriptor& pack) const {
   return Check(cudnnBackendExecute(handle, plans_[plan].plan.get(), pack.get()),
                "running a convolution plan");
+}
+
+Status GraphConvPlans::Execute(cudnnHandle_t handle, int plan, const float* a, const float* b,
+                               float* out, void* workspace) const {
+  PSTRAIN_ASSIGN_OR_RETURN(BackendDescriptor pack, Pack(a, b, out, workspace));
+  return Run(handle, plan, pack);
 }
 
 }  // namespace pstrain

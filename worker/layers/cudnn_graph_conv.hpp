@@ -89,14 +89,21 @@ class GraphConvPlans {
   // Queues plan `plan` on the handle's stream.
   Status Execute(cudnnHandle_t handle, int plan, const float* a, const float* b, float* out,
                  void* workspace) const;
+  // The same in two steps: the variant pack of the operands and workspace,
+  // then any plan run with it (the pack can serve several runs).
+  Result<BackendDescriptor> Pack(const float* a, const float* b, float* out, void* workspace) const;
+  Status Run(cudnnHandle_t handle, int plan, const BackendDescriptor& pack) const;
 
  private:
   struct Plan {
+    BackendDescriptor config;  // the engine configuration, kept as long as its plan
     BackendDescriptor plan;
     size_t workspace = 0;
     float milliseconds = 0.f;
   };
   GraphConvPlans() = default;
+  // The finalized execution plan of `config`, with its workspace size.
+  static Result<Plan> MakePlan(cudnnHandle_t handle, BackendDescriptor config);
 
   GraphConvDirection direction_ = GraphConvDirection::kForward;
   int64_t alignment_ = 16;
