@@ -80,6 +80,16 @@ class PsClientTest : public ::testing::Test {
     }
     return false;
   }
+  // True once a log line contains `text` (within 10 s: a loaded machine may
+  // run the service's check late).
+  bool LogAppears(const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (AnyLogContains(text)) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
 
   Blob w_, b_;
   transport::Context context_;
@@ -132,7 +142,9 @@ TEST_F(PsClientTest, HeartbeatsKeepAnIdleWorkerAlive) {
   ShardServiceOptions options;
   options.poll = 10ms;
   options.tick = 20ms;
-  options.silence_warning = 300ms;
+  // Heartbeats every 50 ms against a 1 s warning: only a stall of the
+  // machine near a second could make a heartbeating worker look silent.
+  options.silence_warning = 1s;
   StartService(ConsistencyMode::kAsp, options);
   PsClientOptions with = ClientOptions(service_->endpoint(), ConsistencyMode::kAsp);
   with.heartbeat_interval = 50ms;
@@ -140,7 +152,7 @@ TEST_F(PsClientTest, HeartbeatsKeepAnIdleWorkerAlive) {
   ASSERT_TRUE(client);
   int64_t clock = 0;
   ASSERT_TRUE(client->Hello(&clock).ok());
-  std::this_thread::sleep_for(800ms);  // "computing": the client's thread sends nothing
+  std::this_thread::sleep_for(2500ms);  // "computing": the client's thread sends nothing
   EXPECT_FALSE(AnyLogContains("silent"));
 
   client.reset();  // without heartbeats the same pause is reported
@@ -149,8 +161,7 @@ TEST_F(PsClientTest, HeartbeatsKeepAnIdleWorkerAlive) {
   client = MustConnect(without);
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->Hello(&clock).ok());
-  std::this_thread::sleep_for(800ms);
-  EXPECT_TRUE(AnyLogContains("warning: worker 0 (clock 0) has been silent for 0."));
+  EXPECT_TRUE(LogAppears("warning: worker 0 (clock 0) has been silent for "));
 }
 
 TEST_F(PsClientTest, AServerInAnotherModeIsAnError) {
@@ -197,7 +208,7 @@ TEST_F(FakeServerTest, ASilentServerIsAnErrorNamingItsAddress) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(client->Hello(&clock).message(),
             "no answer from server 0 (" + router_->endpoint() + ") for 0.3 s");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // the 0.3 s bound, not a hang
   // The silent server heard the HELLO, then heartbeats.
   EXPECT_EQ(Next(pstrain::HELLO).header.world_size(), 1);
 }

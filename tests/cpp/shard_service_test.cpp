@@ -99,9 +99,9 @@ class ShardServiceTest : public ::testing::Test {
     return reply;
   }
 
-  // True once a log line contains `text` (within 5 s).
+  // True once a log line contains `text` (within 10 s).
   bool Logged(const std::string& text) {
-    const auto deadline = Clock::now() + 5s;
+    const auto deadline = Clock::now() + 10s;
     while (Clock::now() < deadline) {
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -277,7 +277,7 @@ TEST_F(ShardServiceTest, StopReturnsPromptly) {
   const auto start = Clock::now();
   Join();
   const auto took = Clock::now() - start;
-  EXPECT_LT(took, 1s);
+  EXPECT_LT(took, 5s);  // a poll of 50 ms, not the idle bound
   ASSERT_TRUE(ended_.has_value() && ended_->ok());
   EXPECT_EQ(ended_->value(), ShardService::Ending::kStopped);
 }
@@ -292,7 +292,7 @@ TEST_F(ShardServiceTest, IdleExitIsAnErrorAfterTheBound) {
   EXPECT_GE(Clock::now() - start, 200ms);
   ASSERT_TRUE(ended_.has_value());
   ASSERT_FALSE(ended_->ok());
-  EXPECT_EQ(ended_->status().message().rfind("no message for 0.", 0), 0u)
+  EXPECT_EQ(ended_->status().message().rfind("no message for ", 0), 0u)
       << ended_->status().message();
 }
 
@@ -300,7 +300,9 @@ TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
   ShardServiceOptions options;
   options.poll = 10ms;
   options.tick = 20ms;
-  options.silence_warning = 250ms;
+  // 1 s: worker 0's heartbeats (every 20 ms) stay far inside it even when
+  // the loaded machine delays them.
+  options.silence_warning = 1s;
   Start(JobConfig(ConsistencyMode::kSsp, 2), options);
   transport::Channel& w0 = Connect("w0");
   transport::Channel& w1 = Connect("w1");
@@ -311,20 +313,28 @@ TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
       WithChunks(transport::PushHeader({pstrain::WORKER, 1, kJobKey}, 0, -1), {0, 1, 2},
                  std::vector<float>(kValues, 1.f)),
       pstrain::PUSH_ACK);
-  // Worker 0 keeps sending heartbeats; worker 1 falls silent at clock 1.
-  const auto until = Clock::now() + 600ms;
-  while (Clock::now() < until) {
+  // Worker 0 keeps sending heartbeats until the warning about worker 1
+  // (silent at clock 1) is logged.
+  const std::string warning = "warning: worker 1 (clock 1) has been silent for ";
+  auto warned = [&] {
+    for (const std::string& line : Logs()) {
+      if (line.find(warning) != std::string::npos) return true;
+    }
+    return false;
+  };
+  const auto deadline = Clock::now() + 20s;
+  while (!warned() && Clock::now() < deadline) {
     ASSERT_TRUE(w0.Send("", OutMessage{WorkerHeader(pstrain::HEARTBEAT, 0), {}}).ok());
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_TRUE(Logged("warning: worker 1 (clock 1) has been silent for 0."));
+  ASSERT_TRUE(warned());
   std::vector<std::string> logs = Logs();
   EXPECT_EQ(
       std::count_if(logs.begin(), logs.end(),
                     [](const std::string& l) { return l.find("silent") != std::string::npos; }),
       1);  // once, and never worker 0
   ASSERT_TRUE(w1.Send("", OutMessage{WorkerHeader(pstrain::HEARTBEAT, 1), {}}).ok());
-  EXPECT_TRUE(Logged("worker 1 is heard from again after 0."));
+  EXPECT_TRUE(Logged("worker 1 is heard from again after "));
   // Heartbeats are never answered.
   EXPECT_TRUE(pstrain::testing::NothingArrives(w0, 50ms));
 }

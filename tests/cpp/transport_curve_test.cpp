@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
@@ -44,8 +45,8 @@ class CurveTest : public ::testing::Test {
     EXPECT_TRUE(router.ok()) << router.status().message();
     return std::move(router).value();
   }
-  std::unique_ptr<Channel> Client(Context& context, const std::string& endpoint,
-                                  const KeyPair& own, int send_timeout_ms = 10000) {
+  std::unique_ptr<Channel> Client(Context& context, const std::string& endpoint, const KeyPair& own,
+                                  int send_timeout_ms = 10000) {
     SocketOptions options;
     options.send_timeout_ms = send_timeout_ms;
     options.curve_server_key = Pair("server-0").public_key;
@@ -104,14 +105,24 @@ TEST_F(CurveTest, AdmittedKeysArriveNamedAndStrangersNever) {
   (void)stranger->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}});
   (void)plain.value()->Send("", {MakeHeader(pstrain::HELLO, 0, 0), {}});
   EXPECT_TRUE(NothingArrives(*router, milliseconds(700)));
-  int64_t refused = 0;
-  std::vector<std::string> lines = server_context.TakeRefusals(&refused);
+  // The ZAP handler and the socket monitor report on their own threads: wait
+  // (up to 10 s on a loaded machine) until both have.
+  int64_t refused = 0, handshake_failures = 0;
+  std::vector<std::string> lines;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((refused < 1 || handshake_failures < 1) && std::chrono::steady_clock::now() < deadline) {
+    int64_t more = 0;
+    for (std::string& line : server_context.TakeRefusals(&more)) lines.push_back(std::move(line));
+    refused += more;
+    handshake_failures += router->TakeHandshakeFailures();
+    if (refused < 1 || handshake_failures < 1) std::this_thread::sleep_for(milliseconds(50));
+  }
   EXPECT_GE(refused, 1);
+  EXPECT_GE(handshake_failures, 1);
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines[0].find("refused a connection from 127.0.0.1: key "), std::string::npos)
       << lines[0];
   EXPECT_NE(lines[0].find("is not one of this job's"), std::string::npos) << lines[0];
-  EXPECT_GE(router->TakeHandshakeFailures(), 1);
 }
 
 TEST_F(CurveTest, ACurveRouterNeedsAdmittedKeys) {

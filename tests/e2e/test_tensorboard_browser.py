@@ -62,10 +62,21 @@ def test_tensorboard_serves_the_run_and_chromium_renders_it(tmp_path, build_dir)
             match = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
             url = match.group(1) if match else None
         assert url, "".join(seen)
-        assert sorted(get_json(url + "data/runs")) == ["server-0", "worker-0", "worker-1"]
-        tags = get_json(url + "data/plugin/scalars/tags")
-        assert {"train/loss", "train/lr", "train/images_per_second", "train/staleness",
-                "train/bytes_sent", "test/accuracy"} <= set(tags["worker-0"])
+        # TensorBoard reads the event files in the background after it prints
+        # its address: ask until every run and tag is in (60 s at most).
+        want = {"train/loss", "train/lr", "train/images_per_second", "train/staleness",
+                "train/bytes_sent", "test/accuracy"}
+        deadline = time.monotonic() + 60
+        while True:
+            runs = sorted(get_json(url + "data/runs"))
+            tags = get_json(url + "data/plugin/scalars/tags")
+            if ((runs == ["server-0", "worker-0", "worker-1"]
+                 and want <= set(tags.get("worker-0", {})))
+                    or time.monotonic() > deadline):
+                break
+            time.sleep(0.5)
+        assert runs == ["server-0", "worker-0", "worker-1"]
+        assert want <= set(tags["worker-0"])
         loss = get_json(url + "data/plugin/scalars/scalars?run=worker-1&tag=train/loss")
         assert [step for _, step, _ in loss] == list(range(0, 50, 5))
         assert loss[0][2] == pytest.approx(2.35) and loss[0][0] == pytest.approx(1000.2)

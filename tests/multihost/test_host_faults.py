@@ -61,8 +61,10 @@ def test_kill_9_of_ps_train_leaves_nothing_on_any_host(tmp_path, hosts, fashion_
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         killed_at = time.monotonic()
-        wait_for(lambda: not leftovers(hosts), 10, "every process on every host to end")
-        assert time.monotonic() - killed_at <= 10
+        # SIGTERM through each session's end; the server saves its shard first
+        # (30 s: a loaded machine is slow to do that).
+        wait_for(lambda: not leftovers(hosts), 30, "every process on every host to end")
+        assert time.monotonic() - killed_at <= 30
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -78,7 +80,8 @@ def test_a_lost_server_host_restarts_the_job_from_the_last_checkpoint(tmp_path, 
     # killed mid-job: the job restarts from its checkpoint with the server on the spare.
     job = hostfile_job(tmp_path, hosts, "lostserver", slots={3: 2})
     data = yaml.safe_load(job.read_text())
-    data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 150}   # time to act mid-job
+    # Time to act mid-job: 30 iterations x 300 ms between the checkpoint and the end.
+    data["cluster"]["straggler"] = {"rank": 1, "delay_ms": 300}
     job.write_text(yaml.safe_dump(data, sort_keys=False))
     run_dir = tmp_path / "runs" / "lostserver"
     proc = ps_train(hosts, job)

@@ -1,5 +1,5 @@
 """kill -9 of ps-train on one machine: its servers and workers get SIGTERM
-from the kernel (PR_SET_PDEATHSIG) and are gone within 10 s."""
+from the kernel (PR_SET_PDEATHSIG) and are gone soon after (the test allows 30 s, for a loaded machine)."""
 from __future__ import annotations
 
 import json
@@ -31,7 +31,7 @@ def test_kill_9_of_ps_train_leaves_no_process(tmp_path, fashion_mnist):
         assert len(leftover_processes(str(run_dir))) == 3
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while leftover_processes(str(run_dir)) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not leftover_processes(str(run_dir))

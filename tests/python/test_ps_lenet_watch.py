@@ -40,6 +40,7 @@ def test_watch_reports_the_training_threads_cpu_time():
     watched_s = figures["train_thread_cpu_ms_per_iter"] * 40 / 1e3
     # The last sample is taken < 50 ms before the process ends.
     assert 0 < watched_s <= cpu + 0.01
-    assert watched_s >= cpu - 0.25, (watched_s, cpu)
+    # A sampler starved near the end loses what ran after its last sample.
+    assert watched_s >= cpu - 0.5, (watched_s, cpu)
     assert figures["train_thread_runqueue_ms_per_iter"] >= 0
     assert figures["train_thread_preemptions_per_iter"] >= 0
