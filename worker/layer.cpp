@@ -128,8 +128,8 @@ Status Layer::SelectCpuImplementation(const std::string& name) {
   if (std::find(names.begin(), names.end(), name) == names.end()) {
     std::string choices;
     for (const std::string& n : names) choices += (choices.empty() ? "" : ", ") + n;
-    return Status::Error("layer " + this->name() + " (" + type() +
-                         ") has no CPU implementation '" + name + "' (choices: " + choices + ")");
+    return Status::Error("layer " + this->name() + " (" + type() + ") has no CPU implementation '" +
+                         name + "' (choices: " + choices + ")");
   }
   fast_runs_reference_ = name == "reference" && HasFastPath();
   return Status::Ok();
@@ -145,7 +145,7 @@ std::string Layer::Implementation() const {
     case Engine::kReference:
       return "reference";
     case Engine::kGpu:
-      if (HasGpuPath()) return "gpu";
+      if (HasGpuPath()) return GpuImplementation();
       return CpuImplementation();
     case Engine::kFast:
       break;

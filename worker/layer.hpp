@@ -106,9 +106,12 @@ class Layer {
   virtual Status SelectCpuImplementation(const std::string& name);
   // What Engine::kFast runs for the current shape (one of CpuImplementations()).
   virtual std::string CpuImplementation() const;
+  // What the GPU path runs for the current shape: "gpu" unless the layer
+  // says more (Convolution: which cuDNN API).
+  virtual std::string GpuImplementation() const { return "gpu"; }
   // What Forward/Backward run under the current engine: CpuImplementation()
-  // under kFast, "reference" under kReference, "gpu" under kGpu for a layer
-  // with a GPU path (its fast CPU path's name otherwise).
+  // under kFast, "reference" under kReference, GpuImplementation() under kGpu
+  // for a layer with a GPU path (its fast CPU path's name otherwise).
   std::string Implementation() const;
   void set_context(const NetContext& context) { context_ = context; }
   const NetContext& context() const { return context_; }

@@ -44,6 +44,7 @@ void Gaussian(const BlobVec& b) {
 // What one forward and backward pass gave: top, bottom diff, weight and bias diffs.
 struct Pass {
   std::vector<float> top, bottom_diff, weight_diff, bias_diff;
+  std::string implementation;  // Layer::Implementation() after the pass
 };
 
 std::vector<float> Copy(const float* p, int64_t n) { return std::vector<float>(p, p + n); }
@@ -69,6 +70,7 @@ Pass RunOnGpu(const std::string& layer, const Shape& shape, CudnnConvApi api) {
   std::memcpy(tops[0]->mutable_cpu_diff(), dy->cpu_data(), sizeof(float) * dy->count());
   l->Backward(tops.vec(), {true}, bottoms.vec());
   Pass pass;
+  pass.implementation = l->Implementation();
   pass.top = Copy(tops[0]->cpu_data(), tops[0]->count());
   pass.bottom_diff = Copy(bottoms[0]->cpu_diff(), bottoms[0]->count());
   pass.weight_diff = Copy(l->blobs()[0]->cpu_diff(), l->blobs()[0]->count());
@@ -135,6 +137,8 @@ TEST(GpuConvGraphTest, MatchesTheLegacyCallsAndRerunsBitIdentically) {
     // Forward, backward filter and backward data, twice, all through plans.
     EXPECT_EQ(after.runs - before.runs, 6);
     EXPECT_EQ(after.fallbacks, before.fallbacks);
+    EXPECT_EQ(legacy.implementation, "cudnn-legacy");
+    EXPECT_EQ(graph.implementation, "cudnn-graph");
     ASSERT_EQ(legacy.top.size(), graph.top.size());
     ExpectBlobsNear(legacy.top.data(), graph.top.data(), legacy.top.size(), 1e-4f, "top");
     ExpectBlobsNear(legacy.bottom_diff.data(), graph.bottom_diff.data(), legacy.bottom_diff.size(),

@@ -530,6 +530,14 @@ void RunGraph(const GraphConvPlans& plans, const ConvAlgoList& list, const std::
 
 }  // namespace
 
+std::string ConvolutionLayer::GpuImplementation() const {
+  if (!cudnn_) return "gpu";
+  if (!cudnn_->graph) return "cudnn-legacy";
+  const bool fell_back =
+      cudnn_->graph_failed[0] || cudnn_->graph_failed[1] || cudnn_->graph_failed[2];
+  return fell_back ? "cudnn-graph+legacy" : "cudnn-graph";
+}
+
 void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;
   CudnnConv& c = PrepareCudnn();

@@ -58,6 +58,10 @@ class ConvolutionLayer : public Layer {
   const char* type() const override { return "Convolution"; }
 #ifdef PSTRAIN_HAVE_CUDA
   bool HasGpuPath() const override { return true; }
+  // "cudnn-legacy" or "cudnn-graph" (worker/layers/cudnn_conv_api.hpp), with
+  // "+legacy" when a direction of the graph path fell back to the legacy
+  // calls; "gpu" before the first pass.
+  std::string GpuImplementation() const override;
 #endif
   int MinBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
