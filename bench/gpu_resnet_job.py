@@ -11,6 +11,7 @@ usage: python3 bench/gpu_resnet_job.py ROOT BUILD_DIR OUT_DIR [--gpu N] [--itera
 use --iterations 4: an iteration takes 10-20 s there).
 """
 import argparse
+import math
 import pathlib
 import re
 import sys
@@ -105,10 +106,19 @@ def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> fl
                         if e.get("iter", 0) >= args.iterations // 2)
     rate = per_worker[len(per_worker) // 2] * workers if per_worker else 0.0
     shared = sum(e.get("shared_memory_bytes_received", 0) for e in result.of("done"))
+    # A rate is worth nothing if the net did not train: every reported loss must
+    # be finite (an earlier GPU run of this job timed a net whose weights had
+    # turned NaN), and the servers must have refused no push.
+    losses = [e.get("loss") for e in result.of("train") if "loss" in e]
+    finite = bool(losses) and all(isinstance(v, (int, float)) and math.isfinite(v)
+                                  for v in losses)
+    rejected = sum(e.get("nonfinite_rejected", 0) for e in result.of("done"))
+    loss_text = f"{losses[0]}->{losses[-1]}" if losses else "none"
     print(f"RESULT transport={transport} workers={workers} images_per_s={rate:.1f} "
           f"wall_s={wall:.1f} server_bytes_through_shared_memory={shared} "
+          f"loss={loss_text} finite={finite} nonfinite_rejected={rejected} "
           f"exits={'ok' if not bad else bad}", flush=True)
-    return rate
+    return rate if finite and rejected == 0 and not bad else 0.0
 
 if __name__ == "__main__":
     sys.exit(main())
