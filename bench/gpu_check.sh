@@ -10,7 +10,8 @@
 #      and its graph API) and, when `import torch` works, the same
 #      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
 #      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
-#   5. runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
+#   5. checks that a GPU job pushing NaN is stopped by its GPU server shard, then
+#      runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
 #      shared-memory rings (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one

@@ -3,7 +3,11 @@ shard and 1, then 2 GPU workers sharing the device, over loopback tcp and then o
 ipc with shared-memory rings (docs/wire-protocol.md; rings of --ring-mb, so that one
 iteration's 102 MB fit). Prints one RESULT line per run (the job's images/s: the
 median per-worker rate of the second half of the run times the number of workers)
-and the 2-over-1 ratio of each transport. Called by bench/gpu_check.sh.
+and the 2-over-1 ratio of each transport; a run counts only if every loss it reported
+is finite and the servers refused no push. Before them, a job that must fail: the
+net with the deploy net's global statistics of zero pushes NaN at iteration 0, and
+the server must refuse it and stop (RESULT nan_check=refused). Called by
+bench/gpu_check.sh.
 
 usage: python3 bench/gpu_resnet_job.py ROOT BUILD_DIR OUT_DIR [--gpu N] [--iterations N]
            [--transports tcp,ipc] [--ring-mb 512] [--cpu]
@@ -32,14 +36,17 @@ LOSS = """layer {
 """
 
 
-def train_net(deploy: str) -> str:
+def train_net(deploy: str, global_stats: bool = False) -> str:
     """The deploy net with DummyData in place of Input, a loss in place of prob, and
-    BatchNorm on batch statistics as in training (the deploy net's use_global_stats:
-    true with statistics of zero scales each BatchNorm's output by 1/sqrt(eps): the
-    activations overflow and the loss is NaN at iteration 0)."""
-    deploy, k = re.subn(r"batch_norm_param\s*\{\s*use_global_stats:\s*true\s*\}", "", deploy)
-    if k == 0:
-        raise SystemExit("gpu_resnet_job.py: resnet50_deploy.prototxt has no BatchNorm layer")
+    BatchNorm on batch statistics as in training. With global_stats the deploy net's
+    use_global_stats: true stays: with statistics of zero each BatchNorm scales its
+    output by 1/sqrt(eps), the activations overflow and the loss is NaN at iteration
+    0, which the server must refuse (the NaN check of main)."""
+    if not global_stats:
+        deploy, k = re.subn(r"batch_norm_param\s*\{\s*use_global_stats:\s*true\s*\}", "",
+                            deploy)
+        if k == 0:
+            raise SystemExit("gpu_resnet_job.py: resnet50_deploy.prototxt has no BatchNorm layer")
     net, n = re.subn(r'layer \{\s*name: "data"\s*type: "Input".*?\n\}\n', DUMMY_DATA, deploy,
                      count=1, flags=re.S)
     net, m = re.subn(r'layer \{\s*name: "prob"\s*type: "Softmax".*?\n\}\n?', LOSS, net,
@@ -72,6 +79,16 @@ def main() -> int:
                       f'lr_policy: "fixed"\nmax_iter: {args.iterations}\n'
                       f'display: {max(1, args.iterations // 6)}\n'
                       f'snapshot: 0\nsnapshot_prefix: "{out}/resnet"\n')
+    # First, a job that must fail: the net with global statistics of zero pushes NaN
+    # at iteration 0, which the server refuses and stops on (security.nonfinite:
+    # stop, exit 3). An earlier GPU run of that net ended "ok" with NaN weights.
+    (out / "nan.prototxt").write_text(
+        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text(), True))
+    nan_solver = out / "nan_solver.prototxt"
+    nan_solver.write_text(solver.read_text().replace(f"{out}/train.prototxt",
+                                                     f"{out}/nan.prototxt")
+                          .replace(f"max_iter: {args.iterations}", "max_iter: 2"))
+    nan_refused = nan_check(args, run_job, nan_solver)
     rates = {}
     for transport in args.transports.split(","):
         for workers in (1, 2):
@@ -79,7 +96,24 @@ def main() -> int:
         if rates[transport, 1]:
             print(f"RESULT transport={transport} "
                   f"scaling_2_over_1={rates[transport, 2] / rates[transport, 1]:.2f}")
-    return 0 if all(rates.values()) else 1
+    return 0 if all(rates.values()) and nan_refused else 1
+
+
+def nan_check(args, run_job, solver: pathlib.Path) -> bool:
+    """True when the server stopped the NaN job at its first push (exit 3, naming it)."""
+    result = run_job(args.build, solver, workers=1, mode="bsp",
+                     timeout=600 if args.cpu else 100, cwd=args.root,
+                     server_args=[] if args.cpu else ["--device", f"gpu:{args.gpu}"],
+                     worker_args={0: [] if args.cpu else ["--gpu", args.gpu]},
+                     chunk_bytes=4 << 20)
+    server = result.returncodes.get("server-0")
+    named = "the job stops (security.nonfinite: stop)" in result.stderr.get("server-0", "")
+    refused = server == 3 and named
+    print(f"RESULT nan_check={'refused' if refused else 'NOT-REFUSED'} server_exit={server} "
+          f"worker_exit={result.returncodes.get('worker-0')}", flush=True)
+    if not refused:
+        print(result.stderr.get("server-0", "")[-1500:], flush=True)
+    return refused
 
 
 def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> float:
