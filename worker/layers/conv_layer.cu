@@ -528,6 +528,31 @@ void RunGraph(const GraphConvPlans& plans, const ConvAlgoList& list, const std::
   CountCudnnGraphRun();
 }
 
+// One operand of a direction: its start and the floats between sub-batches
+// (0 for the weights and their gradient, the same for every sub-batch).
+struct Operand {
+  const float* p;
+  int64_t stride;
+};
+
+// Runs `direction` for every sub-batch through the graph plans (inputs a and
+// b, output `out` of out_count floats per sub-batch); false when the legacy
+// calls must run it instead (UseGraph, GraphPlans).
+bool RunGraphSubBatches(CudnnConvState& c, ConvDirection direction, const std::string& layer,
+                        int num, Operand a, Operand b, float* out, int64_t out_stride,
+                        int64_t out_count) {
+  if (!UseGraph(c, direction, {a.p, b.p, out})) return false;
+  const GraphConvPlans* plans = GraphPlans(c, direction, layer, a.p, b.p, out_count);
+  if (plans == nullptr) return false;
+  const ConvAlgoList& list = c.plan_list[static_cast<int>(direction)];
+  for (int n = 0; n < num; n += c.batch) {
+    const int64_t sub = n / c.batch;
+    RunGraph(*plans, list, layer, a.p + sub * a.stride, b.p + sub * b.stride,
+             out + sub * out_stride);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string ConvolutionLayer::GpuImplementation() const {
@@ -546,17 +571,8 @@ void ConvolutionLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < bottom.size(); ++i) {
     const float* x = bottom[i]->gpu_data();
     float* y = top[i]->mutable_gpu_data();
-    const GraphConvPlans* plans =
-        UseGraph(c, ConvDirection::kForward, {x, weights, y})
-            ? GraphPlans(c, ConvDirection::kForward, layer_param().name(), x, weights, c.y_stride)
-            : nullptr;
-    if (plans != nullptr) {
-      for (int b = 0; b < num_; b += c.batch) {
-        const int64_t sub = b / c.batch;
-        RunGraph(*plans, c.plan_list[0], layer_param().name(), x + sub * c.x_stride, weights,
-                 y + sub * c.y_stride);
-      }
-    } else {
+    if (!RunGraphSubBatches(c, ConvDirection::kForward, layer_param().name(), num_, {x, c.x_stride},
+                            {weights, 0}, y, c.y_stride, c.y_stride)) {
       const ConvAlgoList& algos =
           Algorithms(c, ConvDirection::kForward, x, weights, nullptr, blobs_[0]->count());
       for (int b = 0; b < num_; b += c.batch) {
@@ -596,17 +612,8 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
     }
     if (weight_grad) {
       float* dw = blobs_[0]->mutable_gpu_diff();
-      const GraphConvPlans* plans =
-          UseGraph(c, ConvDirection::kBackwardFilter, {x, dy, dw})
-              ? GraphPlans(c, ConvDirection::kBackwardFilter, layer_param().name(), x, dy, w_count)
-              : nullptr;
-      if (plans != nullptr) {
-        for (int b = 0; b < num_; b += c.batch) {
-          const int64_t sub = b / c.batch;
-          RunGraph(*plans, c.plan_list[2], layer_param().name(), x + sub * c.x_stride,
-                   dy + sub * c.y_stride, dw);
-        }
-      } else {
+      if (!RunGraphSubBatches(c, ConvDirection::kBackwardFilter, layer_param().name(), num_,
+                              {x, c.x_stride}, {dy, c.y_stride}, dw, 0, w_count)) {
         const ConvAlgoList& algos =
             Algorithms(c, ConvDirection::kBackwardFilter, x, weights, dy, w_count);
         for (int b = 0; b < num_; b += c.batch) {
@@ -623,17 +630,8 @@ void ConvolutionLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& 
     }
     if (propagate_down[i]) {
       float* dx = bottom[i]->mutable_gpu_diff();
-      const GraphConvPlans* plans = UseGraph(c, ConvDirection::kBackwardData, {weights, dy, dx})
-                                        ? GraphPlans(c, ConvDirection::kBackwardData,
-                                                     layer_param().name(), weights, dy, c.x_stride)
-                                        : nullptr;
-      if (plans != nullptr) {
-        for (int b = 0; b < num_; b += c.batch) {
-          const int64_t sub = b / c.batch;
-          RunGraph(*plans, c.plan_list[1], layer_param().name(), weights, dy + sub * c.y_stride,
-                   dx + sub * c.x_stride);
-        }
-      } else {
+      if (!RunGraphSubBatches(c, ConvDirection::kBackwardData, layer_param().name(), num_,
+                              {weights, 0}, {dy, c.y_stride}, dx, c.x_stride, c.x_stride)) {
         const ConvAlgoList& algos =
             Algorithms(c, ConvDirection::kBackwardData, x, weights, dy, w_count);
         for (int b = 0; b < num_; b += c.batch) {

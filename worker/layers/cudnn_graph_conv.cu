@@ -358,7 +358,6 @@ Result<std::unique_ptr<GraphConvPlans>> GraphConvPlans::Build(
     const GraphConvOptions& options, const float* a, const float* b, float* out, void* workspace) {
   std::unique_ptr<GraphConvPlans> plans(new GraphConvPlans);
   plans->direction_ = direction;
-  plans->alignment_ = options.alignment;
   PSTRAIN_RETURN_IF_ERROR(Operation(s, direction, options.alignment, &plans->parts_));
   const BackendDescriptor& op = plans->parts_.back();
 

@@ -84,8 +84,6 @@ class GraphConvPlans {
   int size() const { return static_cast<int>(plans_.size()); }
   // Fastest first.
   size_t workspace(int plan) const { return plans_[plan].workspace; }
-  float milliseconds(int plan) const { return plans_[plan].milliseconds; }
-  int64_t alignment() const { return alignment_; }
   // Queues plan `plan` on the handle's stream.
   Status Execute(cudnnHandle_t handle, int plan, const float* a, const float* b, float* out,
                  void* workspace) const;
@@ -106,7 +104,6 @@ class GraphConvPlans {
   static Result<Plan> MakePlan(cudnnHandle_t handle, BackendDescriptor config);
 
   GraphConvDirection direction_ = GraphConvDirection::kForward;
-  int64_t alignment_ = 16;
   // The graph's descriptors, kept alive as long as the plans built from them.
   std::vector<BackendDescriptor> parts_;
   std::vector<Plan> plans_;
