@@ -83,12 +83,7 @@ class PsClientTest : public ::testing::Test {
   // True once a log line contains `text` (within 10 s: a loaded machine may
   // run the service's check late).
   bool LogAppears(const std::string& text) {
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (AnyLogContains(text)) return true;
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
+    return testing::Eventually([&] { return AnyLogContains(text); }, 10s);
   }
 
   Blob w_, b_;

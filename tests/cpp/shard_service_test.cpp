@@ -101,17 +101,15 @@ class ShardServiceTest : public ::testing::Test {
 
   // True once a log line contains `text` (within 10 s).
   bool Logged(const std::string& text) {
-    const auto deadline = Clock::now() + 10s;
-    while (Clock::now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (const std::string& line : logs_) {
-          if (line.find(text) != std::string::npos) return true;
-        }
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return false;
+    return pstrain::testing::Eventually(
+        [&] {
+          std::lock_guard<std::mutex> lock(mutex_);
+          for (const std::string& line : logs_) {
+            if (line.find(text) != std::string::npos) return true;
+          }
+          return false;
+        },
+        10s);
   }
   std::vector<std::string> Logs() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <thread>
 
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
@@ -109,14 +108,17 @@ TEST_F(CurveTest, AdmittedKeysArriveNamedAndStrangersNever) {
   // (up to 10 s on a loaded machine) until both have.
   int64_t refused = 0, handshake_failures = 0;
   std::vector<std::string> lines;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((refused < 1 || handshake_failures < 1) && std::chrono::steady_clock::now() < deadline) {
-    int64_t more = 0;
-    for (std::string& line : server_context.TakeRefusals(&more)) lines.push_back(std::move(line));
-    refused += more;
-    handshake_failures += router->TakeHandshakeFailures();
-    if (refused < 1 || handshake_failures < 1) std::this_thread::sleep_for(milliseconds(50));
-  }
+  pstrain::testing::Eventually(
+      [&] {
+        int64_t more = 0;
+        for (std::string& line : server_context.TakeRefusals(&more)) {
+          lines.push_back(std::move(line));
+        }
+        refused += more;
+        handshake_failures += router->TakeHandshakeFailures();
+        return refused >= 1 && handshake_failures >= 1;
+      },
+      std::chrono::seconds(10));
   EXPECT_GE(refused, 1);
   EXPECT_GE(handshake_failures, 1);
   ASSERT_FALSE(lines.empty());

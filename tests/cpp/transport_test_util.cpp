@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <thread>
 
 namespace pstrain::testing {
 
@@ -83,6 +84,15 @@ std::optional<transport::InMessage> ExpectMessage(transport::Channel& channel, M
 bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout) {
   auto received = channel.Receive(timeout);
   return received.ok() && !received.value().has_value();
+}
+
+bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
 }
 
 TempFolder::TempFolder() {

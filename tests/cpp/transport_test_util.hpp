@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,10 @@ std::optional<transport::InMessage> ExpectMessage(transport::Channel& channel, M
 
 // Receive's result within `timeout`, expecting no message: true when none came.
 bool NothingArrives(transport::Channel& channel, std::chrono::milliseconds timeout);
+
+// True once `condition` holds, checked every 10 ms for at most `within` (for
+// what other threads or processes do in their own time on a loaded machine).
+bool Eventually(const std::function<bool()>& condition, std::chrono::milliseconds within);
 
 // A fresh folder under /tmp (short, for ipc paths), removed by the destructor.
 class TempFolder {
