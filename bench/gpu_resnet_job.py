@@ -99,13 +99,19 @@ def main() -> int:
     return 0 if all(rates.values()) and nan_refused else 1
 
 
+def device_args(args) -> tuple[list, list]:
+    """The server's and each worker's device flags (none with --cpu)."""
+    if args.cpu:
+        return [], []
+    return ["--device", f"gpu:{args.gpu}"], ["--gpu", args.gpu]
+
+
 def nan_check(args, run_job, solver: pathlib.Path) -> bool:
     """True when the server stopped the NaN job at its first push (exit 3, naming it)."""
+    server_args, worker_args = device_args(args)
     result = run_job(args.build, solver, workers=1, mode="bsp",
-                     timeout=600 if args.cpu else 100, cwd=args.root,
-                     server_args=[] if args.cpu else ["--device", f"gpu:{args.gpu}"],
-                     worker_args={0: [] if args.cpu else ["--gpu", args.gpu]},
-                     chunk_bytes=4 << 20)
+                     timeout=600 if args.cpu else 100, cwd=args.root, server_args=server_args,
+                     worker_args={0: worker_args}, chunk_bytes=4 << 20)
     server = result.returncodes.get("server-0")
     named = "the job stops (security.nonfinite: stop)" in result.stderr.get("server-0", "")
     refused = server == 3 and named
@@ -118,8 +124,7 @@ def nan_check(args, run_job, solver: pathlib.Path) -> bool:
 
 def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> float:
     """One job; its images/s (0 when it failed)."""
-    server_args = [] if args.cpu else ["--device", f"gpu:{args.gpu}"]
-    worker_args = [] if args.cpu else ["--gpu", args.gpu]
+    server_args, worker_args = device_args(args)
     if transport == "ipc":
         server_args = server_args + ["--shared-memory-mb", str(args.ring_mb)]
         worker_args = worker_args + ["--shared-memory-mb", str(args.ring_mb)]
