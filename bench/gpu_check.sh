@@ -7,7 +7,7 @@
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
 #      with `ps-net time --gpu 0` (cuDNN's legacy calls, deterministic and not,
-#      and its graph API) and, when `import torch` works, the same
+#      and its graph API; ResNet-50 also with BatchNorm and Scale unfused) and, when `import torch` works, the same
 #      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
 #      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
 #   5. checks that a GPU job pushing NaN is stopped by its GPU server shard, then
@@ -179,18 +179,21 @@ fi
 # Each twice: cuDNN restricted to deterministic algorithms (PSTrain's default; PyTorch
 # with cudnn.deterministic) and free to pick any (PSTRAIN_CUDNN_NONDETERMINISTIC=1;
 # PyTorch's default). PSTrain also a third time, deterministic through cuDNN's graph
-# API (PSTRAIN_CUDNN_API=graph) instead of its legacy convolution calls.
+# API (PSTRAIN_CUDNN_API=graph) instead of its legacy convolution calls, and
+# ResNet-50 a fourth with BatchNorm and Scale apart (PSTRAIN_FUSE_LAYERS=0).
 declare -A ps_rate
 variants=(det nondet)
 [[ "$dry" == 1 ]] && variants=(det)
-for variant in "${variants[@]}" graph; do
+for variant in "${variants[@]}" graph apart; do
 for spec in alexnet:128 resnet50:32; do
   model="${spec%%:*}"; batch="${spec##*:}"
+  [[ "$variant" == apart && "$model" != resnet50 ]] && continue
   [[ "$dry" == 1 ]] && batch=2
   timing="$out/time_${model}_${variant}.json"
   nondet=0; [[ "$variant" == nondet ]] && nondet=1
   api=legacy; [[ "$variant" == graph ]] && api=graph
-  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet PSTRAIN_CUDNN_API=$api timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
+  fuse=1; [[ "$variant" == apart ]] && fuse=0
+  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet PSTRAIN_CUDNN_API=$api PSTRAIN_FUSE_LAYERS=$fuse timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
        --batch "$batch" --iterations "$([[ "$dry" == 1 ]] && echo 1 || echo 20)" \
        "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}_${variant}.err"; then
     rate=$(python3 -c "import json,sys
@@ -202,6 +205,11 @@ print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$
       say "  graph API / legacy calls (both deterministic): $(
         python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
           "$rate" "${ps_rate[$model.det]}")"
+    fi
+    if [[ "$variant" == apart && -n "${ps_rate[$model.det]:-}" ]]; then
+      say "  BatchNorm+Scale fused / apart (both deterministic): $(
+        python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
+          "${ps_rate[$model.det]}" "$rate")"
     fi
   else
     fail "ps-net time $model ($variant): $(tail -1 "$out/time_${model}_${variant}.err")"

@@ -94,6 +94,10 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
     for (const auto& t : param_.layer(i).top()) available.insert(t);
   }
   ComputeBackwardNeeds(param_.force_backward());
+  if (options.fuse_layers && options.context.engine != Engine::kReference &&
+      LayerFusionEnabled()) {
+    FuseLayers();
+  }
   for (const auto& blob_name : blob_names_) {
     if (available.erase(blob_name) > 0) output_names_.push_back(blob_name);
   }

@@ -45,7 +45,15 @@ struct NetOptions {
   // layer with several CPU implementations gets the fastest for its shape at
   // the end of set-up.
   AutotuneOptions autotune;
+  // Under the fast and GPU engines, fuses layer pairs that can run as one
+  // (Net::FuseLayers: a BatchNorm and the Scale after it, in place). The
+  // environment variable PSTRAIN_FUSE_LAYERS=0 turns it off for every net.
+  bool fuse_layers = true;
 };
+
+// False when the environment variable PSTRAIN_FUSE_LAYERS is 0 or false
+// (read on every call; NetOptions::fuse_layers).
+bool LayerFusionEnabled();
 
 class Net {
  public:
@@ -121,6 +129,12 @@ class Net {
   Status AppendLayer(int index, const NetOptions& options);
   Status AppendParams(int layer_index);
   void ComputeBackwardNeeds(bool force_backward);
+  // Hands each Scale that multiplies a BatchNorm's top in place, right after
+  // it, by a learned per-channel scale (and bias) to that BatchNorm
+  // (batch_norm_layer.hpp, "Fused with the Scale after it"), unless the
+  // BatchNorm's top carries a loss weight. Runs after ComputeBackwardNeeds,
+  // before engine auto (net_fusion.cpp).
+  void FuseLayers();
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
 
   std::string name_;

@@ -4,6 +4,8 @@
 
 #include "common/math_cpu.hpp"
 #include "worker/layer_registry.hpp"
+#include "worker/layers/batch_norm_cpu_kernels.hpp"
+#include "worker/layers/scale_layer.hpp"
 
 namespace pstrain {
 
@@ -143,6 +145,54 @@ void BatchNormLayer::BackwardReference(const BlobVec& top, const std::vector<boo
       }
     }
   }
+}
+
+void BatchNormLayer::FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool propagate_down) {
+  fused_scale_ = scale;
+  fused_bottom_ = bottom;
+  fused_top_ = top;
+  fused_propagate_down_ = propagate_down;
+}
+
+std::vector<std::string> BatchNormLayer::CpuImplementations() const {
+  if (fused_scale_ != nullptr) return {"fused"};
+  return Layer::CpuImplementations();
+}
+
+std::string BatchNormLayer::CpuImplementation() const {
+  return fused_scale_ != nullptr ? "fused" : Layer::CpuImplementation();
+}
+
+std::string BatchNormLayer::GpuImplementation() const {
+  return fused_scale_ != nullptr ? "gpu-fused" : Layer::GpuImplementation();
+}
+
+void BatchNormLayer::ForwardFused(const BlobVec& bottom, const BlobVec& top) {
+  if (use_global_stats_) LoadGlobalStats();
+  const Blob* bias = fused_scale_->bias();
+  const BnShape shape{num_, channels_, spatial_};
+  const float* x = bottom[0]->cpu_data();
+  BnScaleForward(shape, !use_global_stats_, eps_, x, fused_scale_->blobs()[0]->cpu_data(),
+                 bias != nullptr ? bias->cpu_data() : nullptr, mean_.mutable_cpu_data(),
+                 variance_.mutable_cpu_data(), std_.mutable_cpu_data(), x_norm_.mutable_cpu_data(),
+                 top[0]->mutable_cpu_data());
+  if (!use_global_stats_) UpdateRunningStats();
+}
+
+void BatchNormLayer::BackwardFused(bool scale_diff, bool bias_diff) {
+#ifdef PSTRAIN_HAVE_CUDA
+  if (engine() == Engine::kGpu) return BackwardFusedGpu(scale_diff, bias_diff);
+#endif
+  Blob* scale = fused_scale_->blobs()[0].get();
+  Blob* bias = fused_scale_->bias();
+  float* scale_out = scale_diff ? scale->mutable_cpu_diff() : nullptr;
+  float* bias_out = bias_diff && bias != nullptr ? bias->mutable_cpu_diff() : nullptr;
+  const float* dy = fused_top_->cpu_diff();
+  float* dx = fused_propagate_down_ ? fused_bottom_->mutable_cpu_diff() : nullptr;  // may alias dy
+  if (scale_out == nullptr && bias_out == nullptr && dx == nullptr) return;
+  const BnShape shape{num_, channels_, spatial_};
+  BnScaleBackward(shape, !use_global_stats_, dy, x_norm_.cpu_data(), scale->cpu_data(),
+                  std_.cpu_data(), scale_out, bias_out, dx);
 }
 
 PSTRAIN_REGISTER_LAYER("BatchNorm", BatchNormLayer);

@@ -1,10 +1,14 @@
-// BatchNorm on the GPU: own kernels, the reference's arithmetic. Batch
+// BatchNorm on the GPU: own kernels, the reference's arithmetic; fused with
+// the Scale after it (batch_norm_layer.hpp), the same formulas as the CPU's
+// batch_norm_cpu_kernels.hpp. Batch
 // statistics and the backward sums are GpuChannelReduce passes (two-pass
 // mean and variance in double, deterministic, the whole GPU busy); the
 // running statistics are updated on the device exactly as UpdateRunningStats
 // does. Element-wise kernels index in 32 bits when the blob allows it.
+#include "common/cuda/device_allocator.hpp"
 #include "worker/layers/batch_norm_layer.hpp"
 #include "worker/layers/layer_kernels.cuh"
+#include "worker/layers/scale_layer.hpp"
 
 namespace pstrain {
 namespace {
@@ -50,12 +54,52 @@ __global__ void NormaliseBackward(Index n, Index channels, Index spatial, const 
   }
 }
 
+// Fused forward: x_norm = (x - mean[c]) / sd[c], y = x_norm * scale[c] + bias[c]
+// (bias may be null); y may alias x.
+template <typename Index>
+__global__ void NormaliseScale(Index n, Index channels, Index spatial, const float* x,
+                               const float* mean, const float* sd, const float* scale,
+                               const float* bias, float* x_norm, float* y) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    const Index c = (i / spatial) % channels;
+    const float value = (x[i] - mean[c]) / sd[c];
+    x_norm[i] = value;
+    y[i] = bias == nullptr ? value * scale[c] : value * scale[c] + bias[c];
+  }
+}
+
+// Per channel from the totals S = sum dy and P = sum dy * x_norm: the Scale's
+// gradients (each when not null) and the coefficients of the bottom diff,
+// k = scale / sd, a = S / m, b = P / m (a, b 0 for global statistics).
+__global__ void FusedCoefficients(int channels, double m, bool batch_stats, const double* totals,
+                                  const double* products, const float* scale, const float* sd,
+                                  float* scale_diff, float* bias_diff, float* k, float* a,
+                                  float* b) {
+  PSTRAIN_CUDA_KERNEL_LOOP(c, channels) {
+    const double total = totals == nullptr ? 0.0 : totals[c];
+    const double product = products == nullptr ? 0.0 : products[c];
+    if (scale_diff != nullptr) scale_diff[c] += static_cast<float>(product);
+    if (bias_diff != nullptr) bias_diff[c] += static_cast<float>(total);
+    k[c] = scale[c] / sd[c];
+    a[c] = batch_stats && m > 0 ? static_cast<float>(total / m) : 0.f;
+    b[c] = batch_stats && m > 0 ? static_cast<float>(product / m) : 0.f;
+  }
+}
+
+// dx = k[c] * (dy - a[c] - b[c] * x_norm); dx may alias dy.
+template <typename Index>
+__global__ void FusedBottomDiff(Index n, Index channels, Index spatial, const float* dy,
+                                const float* x_norm, const float* k, const float* a,
+                                const float* b, float* dx) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    const Index c = (i / spatial) % channels;
+    dx[i] = k[c] * (dy[i] - a[c] - b[c] * x_norm[i]);
+  }
+}
+
 }  // namespace
 
-void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
-  if (channels_ == 0) return;
-  const int64_t n = bottom[0]->count();
-  const float* x = bottom[0]->gpu_data();
+void BatchNormLayer::GpuStatistics(const float* x) {
   float* mean = mean_.mutable_gpu_data();
   float* var = variance_.mutable_gpu_data();
   if (use_global_stats_) {
@@ -73,15 +117,76 @@ void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   }
   LaunchKernel(channels_, StdKernel, channels_, eps_, static_cast<const float*>(var),
                std_.mutable_gpu_data());
+}
+
+void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_scale_ != nullptr) return ForwardFusedGpu(bottom, top);
+  if (channels_ == 0) return;
+  const int64_t n = bottom[0]->count();
+  const float* x = bottom[0]->gpu_data();
+  GpuStatistics(x);
   if (n == 0) return;
   // y may alias x: element-wise, each read before its write.
   float* y = top[0]->mutable_gpu_data();
   LaunchIndexed(n, Normalise<uint32_t>, Normalise<int64_t>, n, channels_, spatial_, x,
-                static_cast<const float*>(mean), std_.gpu_data(), y, x_norm_.mutable_gpu_data());
+                mean_.gpu_data(), std_.gpu_data(), y, x_norm_.mutable_gpu_data());
+}
+
+void BatchNormLayer::ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top) {
+  if (channels_ == 0) return;
+  const int64_t n = bottom[0]->count();
+  const float* x = bottom[0]->gpu_data();
+  GpuStatistics(x);
+  if (n == 0) return;
+  const Blob* bias = fused_scale_->bias();
+  float* y = top[0]->mutable_gpu_data();  // may alias x
+  LaunchIndexed(n, NormaliseScale<uint32_t>, NormaliseScale<int64_t>, n, channels_, spatial_, x,
+                mean_.gpu_data(), std_.gpu_data(), fused_scale_->blobs()[0]->gpu_data(),
+                bias != nullptr ? bias->gpu_data() : nullptr, x_norm_.mutable_gpu_data(), y);
+}
+
+void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff) {
+  Blob* scale = fused_scale_->blobs()[0].get();
+  Blob* bias = fused_scale_->bias();
+  float* scale_out = scale_diff ? scale->mutable_gpu_diff() : nullptr;
+  float* bias_out = bias_diff && bias != nullptr ? bias->mutable_gpu_diff() : nullptr;
+  const bool batch_stats = !use_global_stats_;
+  const bool bottom_diff = fused_propagate_down_;
+  if (channels_ == 0 || (scale_out == nullptr && bias_out == nullptr && !bottom_diff)) return;
+  const int64_t n = fused_top_->count();
+  const float* dy = fused_top_->gpu_diff();
+  const float* x_norm = x_norm_.gpu_data();
+  double* totals = nullptr;
+  const bool sums = scale_out != nullptr || bias_out != nullptr || (bottom_diff && batch_stats);
+  if (sums) {
+    totals = static_cast<double*>(DeviceAlloc(sizeof(double) * 2 * channels_));
+    ChannelSumOutput out;
+    out.divisor = 0.0;  // the totals themselves
+    out.exact = totals;
+    GpuChannelReduce(num_, channels_, spatial_, ChannelTerm::kValue, dy, nullptr, nullptr, out);
+    out.exact = totals + channels_;
+    GpuChannelReduce(num_, channels_, spatial_, ChannelTerm::kProduct, dy, x_norm, nullptr, out);
+  }
+  // k, a, b per channel, kept in the statistics blobs' diffs.
+  float* k = std_.mutable_gpu_diff();
+  float* a = mean_.mutable_gpu_diff();
+  float* b = variance_.mutable_gpu_diff();
+  const double m = static_cast<double>(num_) * static_cast<double>(spatial_);
+  LaunchKernel(channels_, FusedCoefficients, channels_, m, batch_stats,
+               static_cast<const double*>(totals),
+               static_cast<const double*>(totals == nullptr ? nullptr : totals + channels_),
+               scale->gpu_data(), std_.gpu_data(), scale_out, bias_out, k, a, b);
+  if (totals != nullptr) DeviceFree(totals);  // stream-ordered (DeviceFree's contract)
+  if (!bottom_diff || n == 0) return;
+  float* dx = fused_bottom_->mutable_gpu_diff();  // may alias dy
+  LaunchIndexed(n, FusedBottomDiff<uint32_t>, FusedBottomDiff<int64_t>, n, channels_, spatial_, dy,
+                x_norm, static_cast<const float*>(k), static_cast<const float*>(a),
+                static_cast<const float*>(b), dx);
 }
 
 void BatchNormLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                  const BlobVec& bottom) {
+  if (fused_scale_ != nullptr) return;  // done by the Scale layer's Backward (BackwardFused)
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
   const float* dy = top[0]->gpu_diff();

@@ -13,14 +13,26 @@
 // batch_normalization primitives (batch_norm_layer_dnnl.cpp, the only file of
 // the layer that includes oneDNN).
 // GPU path (CUDA builds): own kernels (batch_norm_layer.cu).
+//
+// Fused with the Scale after it (Net::FuseLayers, docs/architecture.md,
+// "BatchNorm and Scale fused"): under the fast and GPU engines, when a Scale
+// layer multiplies this layer's top in place by a learned per-channel scale,
+// Forward writes x_norm * scale + bias in one pass (batch_norm_cpu_kernels.hpp
+// on the CPU), the Scale layer's Forward does nothing, and the Scale layer's
+// Backward runs BackwardFused: both gradients of the pair and this layer's
+// bottom diff, after which this layer's Backward does nothing. The blobs, the
+// statistics and the numbers (to rounding) are those of the two layers apart.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "worker/layer.hpp"
 
 namespace pstrain {
+
+class ScaleLayer;
 
 class BatchNormLayer : public Layer {
  public:
@@ -36,6 +48,21 @@ class BatchNormLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 1; }
   int ExactNumTopBlobs() const override { return 1; }
   bool HasFastPath() const override { return true; }
+
+  // Takes over `scale`, which multiplies `top` in place (Net checks the
+  // pattern: ScaleLayer::ScalesChannelsOf). `bottom` is this layer's bottom,
+  // whose diff BackwardFused writes when `propagate_down`.
+  void FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool propagate_down);
+  ScaleLayer* fused_scale() const { return fused_scale_; }
+  // The pair's backward, run from the Scale layer's Backward: adds the scale
+  // gradient (`scale_diff`) and the bias gradient (`bias_diff`, when the
+  // Scale has a bias) into the Scale's blobs, and writes the bottom diff.
+  // REQUIRES: FuseScale, then Forward under the same engine.
+  void BackwardFused(bool scale_diff, bool bias_diff);
+  // "fused" (or "gpu-fused") for a fused layer: its only implementation.
+  std::vector<std::string> CpuImplementations() const override;
+  std::string CpuImplementation() const override;
+  std::string GpuImplementation() const override;
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -63,6 +90,14 @@ class BatchNormLayer : public Layer {
   // std_ = sqrt(variance_ + eps).
   void ComputeStd();
   void BuildDnnl(const Blob& bottom);
+  void ForwardFused(const BlobVec& bottom, const BlobVec& top);
+#ifdef PSTRAIN_HAVE_CUDA
+  // Batch statistics into mean_/variance_ and the running sums, or the
+  // stored estimates; then std_ (both GPU forwards).
+  void GpuStatistics(const float* x);
+  void ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top);
+  void BackwardFusedGpu(bool scale_diff, bool bias_diff);
+#endif
 
   bool use_global_stats_ = false;
   float moving_average_fraction_ = 0.999f;
@@ -73,7 +108,11 @@ class BatchNormLayer : public Layer {
   Blob mean_;      // [C] mean used by the last Forward
   Blob variance_;  // [C] (biased) variance used by the last Forward
   Blob std_;       // [C] sqrt(variance + eps)
-  Blob x_norm_;    // reference: copy of top; fast: the input when in place
+  Blob x_norm_;    // reference, fused: the normalised values; fast: the input when in place
+  ScaleLayer* fused_scale_ = nullptr;  // the Scale taken over, or null
+  Blob* fused_bottom_ = nullptr;
+  Blob* fused_top_ = nullptr;
+  bool fused_propagate_down_ = false;
   std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
 };
 

@@ -45,6 +45,7 @@ void BatchNormLayer::BuildDnnl(const Blob& bottom) {
 }
 
 void BatchNormLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_scale_ != nullptr) return ForwardFused(bottom, top);
   if (bottom[0]->count() == 0) return ForwardReference(bottom, top);
   if (!dnnl_ || dnnl_->shape != bottom[0]->shape() || dnnl_->global != use_global_stats_) {
     BuildDnnl(*bottom[0]);
@@ -74,6 +75,7 @@ void BatchNormLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
 // saved input are its).
 void BatchNormLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                                   const BlobVec& bottom) {
+  if (fused_scale_ != nullptr) return;  // done by the Scale layer's Backward (BackwardFused)
   if (!propagate_down[0]) return;
   if (bottom[0]->count() == 0) return;
   using dnnl::memory;

@@ -1,4 +1,5 @@
-// Dispatch of the pooling and LRN kernels to the variant KernelIsa() names.
+// Dispatch of the pooling, LRN and fused BatchNorm + Scale kernels to the variant KernelIsa() names.
+#include "worker/layers/batch_norm_cpu_kernels.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/layers/cpu_kernels_variants.hpp"
 #include "worker/layers/lrn_cpu_kernels.hpp"
@@ -46,6 +47,20 @@ void LrnAcrossBackward(const LrnShape& shape, const float* x, const float* top,
                        const float* top_diff, const float* scale, const float* power,
                        float* bottom_diff) {
   PSTRAIN_DISPATCH(LrnAcrossBackward, shape, x, top, top_diff, scale, power, bottom_diff);
+}
+
+void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, const float* x,
+                    const float* gamma, const float* beta, float* mean, float* variance, float* sd,
+                    float* x_norm, float* y) {
+  PSTRAIN_DISPATCH(BnScaleForward, shape, batch_stats, eps, x, gamma, beta, mean, variance, sd,
+                   x_norm, y);
+}
+
+void BnScaleBackward(const BnShape& shape, bool batch_stats, const float* dy, const float* x_norm,
+                     const float* gamma, const float* sd, float* gamma_diff, float* beta_diff,
+                     float* dx) {
+  PSTRAIN_DISPATCH(BnScaleBackward, shape, batch_stats, dy, x_norm, gamma, sd, gamma_diff,
+                   beta_diff, dx);
 }
 
 }  // namespace pstrain

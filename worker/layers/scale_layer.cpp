@@ -6,6 +6,7 @@
 #include "common/math_cpu.hpp"
 #include "worker/filler.hpp"
 #include "worker/layer_registry.hpp"
+#include "worker/layers/batch_norm_layer.hpp"
 
 namespace pstrain {
 namespace {
@@ -124,6 +125,42 @@ void ScaleLayer::BackwardReference(const BlobVec& top, const std::vector<bool>& 
       }
     }
   }
+}
+
+bool ScaleLayer::ScalesChannelsOf(const Blob& bottom) const {
+  if (blobs_.empty() || bias_index_ == 0 || bottom.num_axes() < 2) return false;
+  const std::vector<int> channels{bottom.shape(1)};
+  if (blobs_[0]->shape() != channels) return false;
+  if (bias_index_ >= 0 && blobs_[bias_index_]->shape() != channels) return false;
+  // A [C] scale also broadcasts along another axis of length C: check the axis.
+  return broadcast_.outer == bottom.shape(0) && broadcast_.dim == bottom.shape(1);
+}
+
+std::vector<std::string> ScaleLayer::CpuImplementations() const {
+  if (fused_into_ != nullptr) return {"fused"};
+  return Layer::CpuImplementations();
+}
+
+std::string ScaleLayer::CpuImplementation() const {
+  return fused_into_ != nullptr ? "fused" : Layer::CpuImplementation();
+}
+
+std::string ScaleLayer::GpuImplementation() const {
+  return fused_into_ != nullptr ? "gpu-fused" : Layer::GpuImplementation();
+}
+
+void ScaleLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_into_ != nullptr) return;  // the BatchNorm's Forward wrote the result
+  ForwardReference(bottom, top);
+}
+
+void ScaleLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                              const BlobVec& bottom) {
+  if (fused_into_ != nullptr) {
+    return fused_into_->BackwardFused(param_propagate_down(0),
+                                      bias_index_ >= 0 && param_propagate_down(bias_index_));
+  }
+  BackwardReference(top, propagate_down, bottom);
 }
 
 PSTRAIN_REGISTER_LAYER("Scale", ScaleLayer);

@@ -1,5 +1,6 @@
 // Scale on the GPU: own broadcast kernels; the scale and bias gradients are
 // GpuChannelSum reductions (summed in double, as the reference does).
+#include "worker/layers/batch_norm_layer.hpp"
 #include "worker/layers/layer_kernels.cuh"
 #include "worker/layers/scale_layer.hpp"
 
@@ -20,6 +21,7 @@ __global__ void ScaleKernel(Index n, Index dim, Index inner, const float* x, con
 }  // namespace
 
 void ScaleLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused_into_ != nullptr) return;  // the BatchNorm's Forward wrote the result
   const int64_t n = bottom[0]->count();
   if (n == 0) return;
   const float* x = bottom[0]->gpu_data();
@@ -35,6 +37,10 @@ void ScaleLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
 
 void ScaleLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
+  if (fused_into_ != nullptr) {
+    return fused_into_->BackwardFused(param_propagate_down(0),
+                                      bias_index_ >= 0 && param_propagate_down(bias_index_));
+  }
   const AxisBroadcast& b = broadcast_;
   const float* dy = top[0]->gpu_diff();
   if (bias_index_ >= 0 && param_propagate_down(bias_index_)) {

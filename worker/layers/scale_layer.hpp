@@ -6,14 +6,20 @@
 // from `axis`). A scalar s ignores axis. With bias_term a learned bias b of
 // the same shape as s follows (bias_filler, default constant 0).
 // Blobs: [s] [b] with one bottom, [b] with two. In-place is supported.
+// After a BatchNorm, in place on its top, the BatchNorm may take this layer
+// over (batch_norm_layer.hpp, "Fused with the Scale after it"): Forward then
+// does nothing and Backward runs the pair's fused backward.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "worker/layer.hpp"
 #include "worker/layers/bias_layer.hpp"
 
 namespace pstrain {
+
+class BatchNormLayer;
 
 class ScaleLayer : public Layer {
  public:
@@ -29,10 +35,25 @@ class ScaleLayer : public Layer {
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // True when this layer, set up on `bottom` (N x C x ...), multiplies it by
+  // its own learned [C] scale along axis 1: what a BatchNorm can take over.
+  bool ScalesChannelsOf(const Blob& bottom) const;
+  // From now on `batch_norm` runs this layer's work (see above).
+  void FuseInto(BatchNormLayer* batch_norm) { fused_into_ = batch_norm; }
+  BatchNormLayer* fused_into() const { return fused_into_; }
+  // The learned bias b, or null without bias_term.
+  Blob* bias() const { return bias_index_ >= 0 ? blobs_[bias_index_].get() : nullptr; }
+  std::vector<std::string> CpuImplementations() const override;
+  std::string CpuImplementation() const override;
+  std::string GpuImplementation() const override;
+
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
 #ifdef PSTRAIN_HAVE_CUDA
   void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -43,6 +64,7 @@ class ScaleLayer : public Layer {
   AxisBroadcast broadcast_;
   int bias_index_ = -1;  // index of b in blobs_, -1 without bias_term
   Blob input_;           // bottom 0's data when in place (for the scale gradient)
+  BatchNormLayer* fused_into_ = nullptr;
 };
 
 }  // namespace pstrain

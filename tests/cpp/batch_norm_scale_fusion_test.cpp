@@ -1,0 +1,319 @@
+// BatchNorm fused with the Scale after it (Net::FuseLayers,
+// batch_norm_layer.hpp): which layer pairs are fused, and that a fused net
+// computes what the two layers apart compute (the reference engine, and the
+// fast engine with fusion off): loss, activations, running statistics, every
+// parameter's gradient and the input's gradient over several SGD steps, with
+// batch and with global statistics, with and without the Scale's bias, with
+// frozen Scale parameters, with accumulated gradients; the fused pair's
+// gradients against finite differences; ResNet-50's 53 pairs. The GPU
+// engine's fused kernels against the CPU reference (skipped without a device).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/rng.hpp"
+#include "tests/cpp/layer_test_util.hpp"
+#include "tests/cpp/net_test_util.hpp"
+#include "worker/net.hpp"
+
+namespace pstrain::testing {
+namespace {
+
+constexpr float kTolerance = 1e-4f;
+
+// Conv -> BatchNorm -> Scale (both in place) -> InnerProduct -> loss; `scale`
+// is the Scale layer's parameter text, `head` goes before the first layer.
+std::string NetText(const std::string& scale, const std::string& head = "force_backward: true") {
+  return "name: 'fuse' " + head + R"(
+layer { name: 'data' type: 'Input' top: 'x' top: 't'
+        input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
+layer { name: 'conv' type: 'Convolution' bottom: 'x' top: 'c'
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 bias_term: false
+                            weight_filler { type: 'gaussian' std: 0.3 } } }
+layer { name: 'bn' type: 'BatchNorm' bottom: 'c' top: 'c'
+        batch_norm_param { moving_average_fraction: 0.9 } }
+layer { name: 'scale' type: 'Scale' bottom: 'c' top: 'c' )" +
+         scale + R"( }
+layer { name: 'ip' type: 'InnerProduct' bottom: 'c' top: 'y'
+        inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.2 } } }
+layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
+)";
+}
+
+constexpr char kScaleWithBias[] =
+    "scale_param { bias_term: true filler { type: 'gaussian' std: 0.5 } "
+    "bias_filler { type: 'gaussian' std: 0.3 } }";
+constexpr char kScaleWithoutBias[] = "scale_param { filler { type: 'gaussian' std: 0.5 } }";
+
+std::unique_ptr<Net> Build(const std::string& text, Engine engine, bool fuse,
+                           caffe::Phase phase = caffe::TRAIN) {
+  NetOptions options;
+  options.context.engine = engine;
+  options.fuse_layers = fuse;
+  options.state.set_phase(phase);
+  return BuildNet(text, options);
+}
+
+void FillInputs(Net& net, uint64_t seed) {
+  BlobSet::FillGaussian(net.blob_by_name("x"), seed, 1.f);
+  BlobSet::FillGaussian(net.blob_by_name("t"), seed + 1, 1.f);
+  // The mean stays away from 0 so that subtracting it matters.
+  float* x = net.blob_by_name("x")->mutable_cpu_data();
+  for (int64_t i = 0; i < net.blob_by_name("x")->count(); ++i) x[i] += 0.7f;
+}
+
+void CopyWeights(const Net& from, Net& to) {
+  caffe::NetParameter weights;
+  from.ToProto(&weights);
+  ASSERT_TRUE(to.CopyTrainedLayersFrom(weights, "the reference net").ok());
+}
+
+void ExpectVectorsNear(const std::vector<float>& a, const std::vector<float>& b,
+                       const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  ExpectBlobsNear(a.data(), b.data(), static_cast<int64_t>(a.size()), kTolerance, what);
+}
+
+std::vector<float> Data(const Blob& blob) {
+  return std::vector<float>(blob.cpu_data(), blob.cpu_data() + blob.count());
+}
+std::vector<float> Diff(const Blob& blob) {
+  return std::vector<float>(blob.cpu_diff(), blob.cpu_diff() + blob.count());
+}
+
+// Every learnable blob (data and diff), the activations and the input's
+// gradient of `net` against `expected`.
+void ExpectSameNets(const Net& expected, const Net& net, const std::string& when) {
+  for (const char* name : {"c", "y"}) {
+    ExpectVectorsNear(Data(*expected.blob_by_name(name)), Data(*net.blob_by_name(name)),
+                      when + ": data of " + name);
+  }
+  ExpectVectorsNear(Diff(*expected.blob_by_name("x")), Diff(*net.blob_by_name("x")),
+                    when + ": diff of x");
+  const auto& e = expected.learnable_params();
+  const auto& p = net.learnable_params();
+  ASSERT_EQ(e.size(), p.size());
+  for (size_t i = 0; i < e.size(); ++i) {
+    ExpectVectorsNear(Data(*e[i].blob), Data(*p[i].blob), when + ": data of " + e[i].name);
+    ExpectVectorsNear(Diff(*e[i].blob), Diff(*p[i].blob), when + ": diff of " + e[i].name);
+  }
+}
+
+// Three SGD steps (the last accumulating two forward-backward passes, as
+// iter_size 2 does) on `net` and on the reference engine's net, from the
+// same weights and inputs, compared after every pass.
+void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse) {
+  auto reference = Build(text, Engine::kReference, false);
+  auto net = Build(text, engine, fuse);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(net, nullptr);
+  CopyWeights(*reference, *net);
+  for (int step = 0; step < 3; ++step) {
+    reference->ClearParamDiffs();
+    net->ClearParamDiffs();
+    for (int pass = 0; pass < (step == 2 ? 2 : 1); ++pass) {
+      const std::string when = "step " + std::to_string(step) + " pass " + std::to_string(pass);
+      FillInputs(*reference, 100 + 10 * step + pass);
+      FillInputs(*net, 100 + 10 * step + pass);
+      const float expected_loss = reference->ForwardBackward();
+      const float loss = net->ForwardBackward();
+      EXPECT_NEAR(loss, expected_loss, kTolerance * std::max(1.f, std::abs(expected_loss)))
+          << when;
+      ExpectSameNets(*reference, *net, when);
+    }
+    for (Net* n : {reference.get(), net.get()}) {
+      for (const LearnableParam& p : n->learnable_params()) {
+        float* data = p.blob->mutable_cpu_data();
+        const float* diff = p.blob->cpu_diff();
+        for (int64_t i = 0; i < p.blob->count(); ++i) data[i] -= 0.05f * p.lr_mult * diff[i];
+      }
+    }
+  }
+}
+
+TEST(BatchNormScaleFusionTest, FusesUnderTheFastEngineOnly) {
+  const std::string text = NetText(kScaleWithBias);
+  auto fused = Build(text, Engine::kFast, true);
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->layer_by_name("bn")->Implementation(), "fused");
+  EXPECT_EQ(fused->layer_by_name("scale")->Implementation(), "fused");
+  EXPECT_EQ(fused->layer_by_name("bn")->CpuImplementations(), std::vector<std::string>{"fused"});
+  EXPECT_FALSE(fused->layer_by_name("bn")->SelectCpuImplementation("reference").ok());
+
+  auto apart = Build(text, Engine::kFast, false);
+  ASSERT_NE(apart, nullptr);
+  EXPECT_EQ(apart->layer_by_name("bn")->Implementation(), "fast");
+  EXPECT_EQ(apart->layer_by_name("scale")->Implementation(), "reference");
+
+  auto reference = Build(text, Engine::kReference, true);
+  ASSERT_NE(reference, nullptr);
+  EXPECT_EQ(reference->layer_by_name("bn")->Implementation(), "reference");
+
+  ASSERT_EQ(setenv("PSTRAIN_FUSE_LAYERS", "0", 1), 0);
+  auto off = Build(text, Engine::kFast, true);
+  unsetenv("PSTRAIN_FUSE_LAYERS");
+  ASSERT_NE(off, nullptr);
+  EXPECT_EQ(off->layer_by_name("bn")->Implementation(), "fast");
+}
+
+TEST(BatchNormScaleFusionTest, PairsThatStayApart) {
+  const std::string conv = R"(name: 'apart' force_backward: true
+layer { name: 'data' type: 'Input' top: 'x' top: 'w'
+        input_param { shape { dim: 2 dim: 6 dim: 6 dim: 5 } shape { dim: 6 } } }
+)";
+  const std::string bn = "layer { name: 'bn' type: 'BatchNorm' bottom: 'x' top: 'x' }\n";
+  struct Case {
+    const char* what;
+    std::string layers;
+  };
+  const std::vector<Case> cases = {
+      {"a Scale with its own top",
+       bn + "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 's' scale_param { bias_term: "
+            "true } }"},
+      {"a Scale taking its scale from a bottom",
+       bn + "layer { name: 'scale' type: 'Scale' bottom: 'x' bottom: 'w' top: 'x' }"},
+      {"a Scale along axis 2 (also 6 long)",
+       bn + "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 'x' scale_param { axis: 2 } }"},
+      {"a layer between them",
+       bn + "layer { name: 'relu' type: 'ReLU' bottom: 'x' top: 'x' }\n"
+            "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 'x' }"},
+      // (A BatchNorm top with a loss weight, or read by another layer too,
+      // goes through a Split, so no Scale can work on it in place.)
+  };
+  for (const Case& c : cases) {
+    auto net = Build(conv + c.layers, Engine::kFast, true);
+    ASSERT_NE(net, nullptr) << c.what;
+    EXPECT_NE(net->layer_by_name("bn")->Implementation(), "fused") << c.what;
+    EXPECT_NE(net->layer_by_name("scale")->Implementation(), "fused") << c.what;
+  }
+}
+
+TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithBias) {
+  ExpectTrainsAsReference(NetText(kScaleWithBias), Engine::kFast, true);
+}
+
+TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithoutBias) {
+  ExpectTrainsAsReference(NetText(kScaleWithoutBias), Engine::kFast, true);
+}
+
+TEST(BatchNormScaleFusionTest, FrozenScaleStillPassesTheGradientDown) {
+  const std::string text =
+      NetText(std::string("param { lr_mult: 0 } param { lr_mult: 0 } ") + kScaleWithBias);
+  auto net = Build(text, Engine::kFast, true);
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->layer_by_name("scale")->Implementation(), "fused");
+  ExpectTrainsAsReference(text, Engine::kFast, true);
+  FillInputs(*net, 7);
+  net->ClearParamDiffs();
+  net->ForwardBackward();
+  for (int p = 0; p < 2; ++p) {
+    const Blob& blob = *net->layer_by_name("scale")->blobs()[p];
+    for (float d : Diff(blob)) ASSERT_EQ(d, 0.f) << "scale param " << p;
+  }
+}
+
+TEST(BatchNormScaleFusionTest, OnTheInputWritesOnlyTheScaleGradients) {
+  const std::string text = R"(name: 'input_bn'
+layer { name: 'data' type: 'Input' top: 'x' top: 't'
+        input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
+layer { name: 'bn' type: 'BatchNorm' bottom: 'x' top: 'n' }
+layer { name: 'scale' type: 'Scale' bottom: 'n' top: 'n' )" +
+                           std::string(kScaleWithBias) + R"( }
+layer { name: 'ip' type: 'InnerProduct' bottom: 'n' top: 'y'
+        inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.2 } } }
+layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
+)";
+  auto reference = Build(text, Engine::kReference, false);
+  auto net = Build(text, Engine::kFast, true);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->layer_by_name("bn")->Implementation(), "fused");
+  CopyWeights(*reference, *net);
+  for (Net* n : {reference.get(), net.get()}) {
+    FillInputs(*n, 3);
+    Blob* x = n->blob_by_name("x");
+    for (int64_t i = 0; i < x->count(); ++i) x->mutable_cpu_diff()[i] = 7.f;
+    n->ClearParamDiffs();
+    n->ForwardBackward();
+    for (float d : Diff(*x)) ASSERT_EQ(d, 7.f) << "the input's diff was written";
+  }
+  for (int p = 0; p < 2; ++p) {
+    ExpectVectorsNear(Diff(*reference->layer_by_name("scale")->blobs()[p]),
+                      Diff(*net->layer_by_name("scale")->blobs()[p]),
+                      "scale param " + std::to_string(p));
+  }
+}
+
+TEST(BatchNormScaleFusionTest, GlobalStatisticsMatchTheReference) {
+  const std::string text = NetText(kScaleWithBias);
+  auto trained = Build(text, Engine::kReference, false);
+  ASSERT_NE(trained, nullptr);
+  for (int pass = 0; pass < 3; ++pass) {  // running statistics away from 0
+    FillInputs(*trained, 40 + pass);
+    trained->Forward();
+  }
+  auto reference = Build(text, Engine::kReference, false, caffe::TEST);
+  auto net = Build(text, Engine::kFast, true, caffe::TEST);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->layer_by_name("bn")->Implementation(), "fused");
+  CopyWeights(*trained, *reference);
+  CopyWeights(*trained, *net);
+  for (Net* n : {reference.get(), net.get()}) {
+    FillInputs(*n, 50);
+    n->ClearParamDiffs();
+    n->ForwardBackward();
+  }
+  ExpectSameNets(*reference, *net, "TEST phase");
+}
+
+TEST(BatchNormScaleFusionTest, GradientsAgainstFiniteDifferences) {
+  for (const char* scale : {kScaleWithBias, kScaleWithoutBias}) {
+    auto net = Build(NetText(scale), Engine::kFast, true);
+    ASSERT_NE(net, nullptr);
+    ASSERT_EQ(net->layer_by_name("bn")->Implementation(), "fused");
+    FillInputs(*net, 9);
+    CheckNetGradient(*net, net->blob_by_name("x"), std::string("x, ") + scale);
+    for (const auto& blob : net->layer_by_name("scale")->blobs()) {
+      CheckNetGradient(*net, blob.get(), std::string("scale blob, ") + scale);
+    }
+    CheckNetGradient(*net, net->layer_by_name("conv")->blobs()[0].get(),
+                     std::string("conv weights, ") + scale);
+  }
+}
+
+TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPair) {
+  NetOptions options;
+  options.source = std::string(PSTRAIN_SOURCE_DIR) + "/configs/nets/resnet50_deploy.prototxt";
+  auto net = Net::FromFile(options.source, options);
+  ASSERT_TRUE(net.ok()) << net.status().message();
+  int batch_norms = 0, fused = 0, scales_fused = 0;
+  for (const auto& layer : net.value()->layers()) {
+    const std::string type = layer->type();
+    if (type == "BatchNorm") ++batch_norms;
+    if (type == "BatchNorm" && layer->Implementation() == "fused") ++fused;
+    if (type == "Scale" && layer->Implementation() == "fused") ++scales_fused;
+  }
+  EXPECT_EQ(batch_norms, 53);
+  EXPECT_EQ(fused, 53);
+  EXPECT_EQ(scales_fused, 53);
+}
+
+TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  auto net = Build(NetText(kScaleWithBias), Engine::kGpu, true);
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->layer_by_name("bn")->Implementation(), "gpu-fused");
+  EXPECT_EQ(net->layer_by_name("scale")->Implementation(), "gpu-fused");
+  ExpectTrainsAsReference(NetText(kScaleWithBias), Engine::kGpu, true);
+  ExpectTrainsAsReference(NetText(kScaleWithoutBias), Engine::kGpu, true);
+  ExpectTrainsAsReference(
+      NetText(std::string("param { lr_mult: 0 } param { lr_mult: 0 } ") + kScaleWithBias),
+      Engine::kGpu, true);
+}
+
+}  // namespace
+}  // namespace pstrain::testing
