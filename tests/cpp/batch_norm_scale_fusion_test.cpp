@@ -4,7 +4,8 @@
 // fast engine with fusion off): loss, activations, running statistics, every
 // parameter's gradient and the input's gradient over several SGD steps, with
 // batch and with global statistics, with and without the Scale's bias, with
-// frozen Scale parameters, with accumulated gradients; the fused pair's
+// frozen Scale parameters, with accumulated gradients, on every CPU kernel
+// variant the machine runs; the fused pair's
 // gradients against finite differences; ResNet-50's 53 pairs. The GPU
 // engine's fused kernels against the CPU reference (skipped without a device).
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "common/rng.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
+#include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/net.hpp"
 
 namespace pstrain::testing {
@@ -191,12 +193,25 @@ layer { name: 'data' type: 'Input' top: 'x' top: 'w'
   }
 }
 
+// On every kernel variant this CPU runs (generic, AVX2, AVX-512).
+void ExpectTrainsAsReferenceOnEveryIsa(const std::string& text) {
+  const CpuIsa saved = KernelIsa();
+  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (static_cast<int>(isa) > static_cast<int>(SupportedCpuIsa())) continue;
+    SCOPED_TRACE(CpuIsaName(isa));
+    OverrideKernelIsa(isa);
+    ExpectTrainsAsReference(text, Engine::kFast, true);
+    EXPECT_EQ(LastKernelIsa(), isa);
+  }
+  OverrideKernelIsa(saved);
+}
+
 TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithBias) {
-  ExpectTrainsAsReference(NetText(kScaleWithBias), Engine::kFast, true);
+  ExpectTrainsAsReferenceOnEveryIsa(NetText(kScaleWithBias));
 }
 
 TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithoutBias) {
-  ExpectTrainsAsReference(NetText(kScaleWithoutBias), Engine::kFast, true);
+  ExpectTrainsAsReferenceOnEveryIsa(NetText(kScaleWithoutBias));
 }
 
 TEST(BatchNormScaleFusionTest, FrozenScaleStillPassesTheGradientDown) {
