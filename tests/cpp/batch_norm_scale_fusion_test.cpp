@@ -5,9 +5,9 @@
 // parameter's gradient and the input's gradient over several SGD steps, with
 // batch and with global statistics, with and without the Scale's bias, with
 // frozen Scale parameters, with accumulated gradients, on every CPU kernel
-// variant the machine runs; the fused pair's
-// gradients against finite differences; ResNet-50's 53 pairs. The GPU
-// engine's fused kernels against the CPU reference (skipped without a device).
+// variant the machine runs; the fused pair's gradients against finite
+// differences; ResNet-50's 53 pairs. The GPU engine's fused kernels against
+// the CPU reference (skipped without a device).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
