@@ -16,6 +16,11 @@ What is matched, so the shapes and the arithmetic are Caffe's:
   * LRN ACROSS_CHANNELS: k + alpha/n * sum of squares, as nn.LocalResponseNorm;
   * InnerProduct flattens from axis 1; ReLU (negative_slope), Sigmoid, TanH,
     Dropout, Softmax, SoftmaxWithLoss (mean over the batch), Accuracy;
+  * BatchNorm (batch statistics in TRAIN, eps, momentum 1 - moving_average_fraction)
+    as nn.BatchNorm2d; a Scale right after it on its top (in place, bias_term)
+    becomes that BatchNorm2d's affine part, as a PyTorch ResNet is written
+    (torchvision's); another Scale is a per-channel multiply (+ bias);
+    Eltwise SUM (coeff), PROD and MAX;
   * data layers (Input, DummyData, Data) are net inputs given by the caller.
 Weights start from PyTorch's default initialisation (timing does not depend on
 them); load_caffe_params copies weights read from a .caffemodel.
@@ -168,7 +173,7 @@ def build_net(prototxt_path: str, phase: str = "TRAIN", inputs: dict | None = No
     (blob -> shape) gives the shapes of inputs whose layer declares none (Data)."""
     with open(prototxt_path) as f:
         net = parse_prototxt(f.read(), prototxt_path)
-    return CaffeNet(net_layers(net, phase), prototxt_path, inputs or {})
+    return CaffeNet(net_layers(net, phase), prototxt_path, inputs or {}, phase)
 
 
 def _torch():
@@ -180,12 +185,45 @@ class _Unsupported(ValueError):
     pass
 
 
+def _eltwise(l: CaffeLayer, xs: list, torch):
+    p = one(l.param, "eltwise_param", {})
+    op = one(p, "operation", "SUM")
+    if op == "PROD":
+        y = xs[0]
+        for x in xs[1:]:
+            y = y * x
+        return y
+    if op == "MAX":
+        y = xs[0]
+        for x in xs[1:]:
+            y = torch.maximum(y, x)
+        return y
+    coeff = [float(c) for c in p.get("coeff", [])] or [1.0] * len(xs)
+    y = xs[0] * coeff[0] if coeff[0] != 1.0 else xs[0]
+    for c, x in zip(coeff[1:], xs[1:]):
+        y = y + x * c if c != 1.0 else y + x
+    return y
+
+
 def CaffeNet(layers: list[CaffeLayer], source: str = "<net>",  # noqa: N802 (a class factory)
-             inputs: dict | None = None):
+             inputs: dict | None = None, phase: str = "TRAIN"):
     """Builds the module class lazily so this file imports without torch."""
     torch = _torch()
     nn = torch.nn
     F = torch.nn.functional  # noqa: N806
+
+    class _ChannelAffine(nn.Module):
+        """Caffe's Scale along axis 1 with its own [C] scale (and bias)."""
+
+        def __init__(self, channels: int, bias: bool) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(channels))
+            self.bias = nn.Parameter(torch.zeros(channels)) if bias else None
+
+        def forward(self, x):
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            y = x * self.weight.view(shape)
+            return y + self.bias.view(shape) if self.bias is not None else y
 
     class _Net(nn.Module):
         """forward(inputs: dict blob -> tensor) -> dict of every blob computed
@@ -197,6 +235,9 @@ def CaffeNet(layers: list[CaffeLayer], source: str = "<net>",  # noqa: N802 (a c
             self.layers = layers
             self.inputs = [t for l in layers if l.type in INPUT_TYPES for t in l.tops]
             self.mods = nn.ModuleDict()
+            self.phase = phase
+            self.absorbed: set[str] = set()  # Scale layers folded into a BatchNorm2d
+            self.affine_of: dict[str, CaffeLayer] = {}  # BatchNorm name -> that Scale
             shapes = input_shapes(layers)
             shapes.update(inputs or {})
             # Shapes are inferred once from the input shapes (the number of
@@ -234,15 +275,47 @@ def CaffeNet(layers: list[CaffeLayer], source: str = "<net>",  # noqa: N802 (a c
                         beta=float(one(p, "beta", 0.75)), k=float(one(p, "k", 1.0)))
                 elif l.type == "Pooling":
                     self.mods[l.name] = self._pooling(l, shapes[l.bottoms[0]])
+                elif l.type == "BatchNorm":
+                    p = one(l.param, "batch_norm_param", {})
+                    absorbed = self._scale_after(l)
+                    if absorbed is not None:
+                        self.absorbed.add(absorbed.name)
+                        self.affine_of[l.name] = absorbed
+                    global_stats = one(p, "use_global_stats", self.phase == "TEST")
+                    bn = nn.BatchNorm2d(shapes[l.bottoms[0]][1], eps=float(one(p, "eps", 1e-5)),
+                                        momentum=1.0 - float(one(p, "moving_average_fraction",
+                                                                 0.999)),
+                                        affine=absorbed is not None)
+                    bn.train(not global_stats)
+                    self.mods[l.name] = bn
+                elif l.type == "Scale" and l.name not in self.absorbed:
+                    p = one(l.param, "scale_param", {})
+                    if len(l.bottoms) != 1 or int(one(p, "axis", 1)) != 1:
+                        raise _Unsupported(f"{source}: layer {l.name}: Scale other than per channel")
+                    self.mods[l.name] = _ChannelAffine(shapes[l.bottoms[0]][1],
+                                                       bool(one(p, "bias_term", False)))
                 elif l.type == "Dropout":
                     p = one(l.param, "dropout_param", {})
                     self.mods[l.name] = nn.Dropout(float(one(p, "dropout_ratio", 0.5)))
                 elif l.type not in ("ReLU", "Sigmoid", "TanH", "Softmax", "SoftmaxWithLoss",
-                                    "Accuracy", "Split", "Flatten"):
+                                    "Accuracy", "Split", "Flatten", "Eltwise", "Scale"):
                     raise _Unsupported(f"{source}: layer {l.name}: type {l.type} is not built")
                 out = self._top_shape(l, shapes)
                 for top in l.tops[:1]:
                     shapes[top] = out
+
+        def _scale_after(self, l: CaffeLayer) -> CaffeLayer | None:
+            """The Scale right after BatchNorm l that works in place on its
+            top with its own per-channel scale and a bias."""
+            i = self.layers.index(l)
+            if i + 1 >= len(self.layers):
+                return None
+            nxt = self.layers[i + 1]
+            p = one(nxt.param, "scale_param", {})
+            if (nxt.type == "Scale" and nxt.bottoms == l.tops[:1] and nxt.tops == l.tops[:1]
+                    and int(one(p, "axis", 1)) == 1 and bool(one(p, "bias_term", False))):
+                return nxt
+            return None
 
         def _pooling(self, l: CaffeLayer, bottom: list[int]):
             p = one(l.param, "pooling_param", {})
@@ -304,6 +377,10 @@ def CaffeNet(layers: list[CaffeLayer], source: str = "<net>",  # noqa: N802 (a c
                 y = (x.argmax(1) == blobs[l.bottoms[1]].long().view(-1)).float().mean()
             elif l.type == "Flatten":
                 y = x.flatten(1)
+            elif l.type == "Eltwise":
+                y = _eltwise(l, [blobs[b] for b in l.bottoms], torch)
+            elif l.type == "Scale":  # folded into the BatchNorm2d before it
+                y = x
             else:  # Split
                 y = x
             for top in l.tops:
@@ -357,13 +434,14 @@ def load_caffe_params(net, params: dict[str, list]) -> None:
 
 def apply_caffe_fillers(net, seed: int = 1) -> None:
     """Initialises each Convolution/InnerProduct as its prototxt's
-    weight_filler/bias_filler say (constant, gaussian, uniform, xavier with
-    Caffe's default FAN_IN variance), so a training run starts as Caffe's does."""
+    weight_filler/bias_filler say (constant, gaussian, uniform, xavier and msra
+    with Caffe's default FAN_IN variance), so a training run starts as Caffe's does."""
     torch = _torch()
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for l in net.layers:
-            if l.name not in net.mods or not hasattr(net.mods[l.name], "weight"):
+            # BatchNorm2d and Scale keep PyTorch's 1 and 0, Caffe's Scale defaults.
+            if l.type not in ("Convolution", "InnerProduct") or l.name not in net.mods:
                 continue
             p = one(l.param, "convolution_param") or one(l.param, "inner_product_param") or {}
             mod = net.mods[l.name]
@@ -384,6 +462,8 @@ def apply_caffe_fillers(net, seed: int = 1) -> None:
                 elif kind == "xavier":
                     bound = math.sqrt(3.0 / fan_in)
                     tensor.uniform_(-bound, bound, generator=gen)
+                elif kind == "msra":  # Caffe's default variance_norm FAN_IN
+                    tensor.normal_(0.0, math.sqrt(2.0 / fan_in), generator=gen)
                 else:
                     raise ValueError(f"layer {l.name}: filler {kind} is not supported here")
 
@@ -395,8 +475,12 @@ def lr_mults(net) -> dict:
     for l in net.layers:
         if l.name not in net.mods or not hasattr(net.mods[l.name], "weight"):
             continue
-        specs = l.param.get("param", [])
         mod = net.mods[l.name]
+        if l.type == "BatchNorm":  # its specs are the statistics'; the affine part's
+            l = net.affine_of.get(l.name)  # are the folded Scale's
+            if l is None:
+                continue
+        specs = l.param.get("param", [])
         for i, tensor in enumerate((mod.weight, mod.bias)):
             if tensor is None:
                 continue

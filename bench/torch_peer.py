@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """PyTorch as PSTrain's peer, in one run, on this machine (issue 13):
 
-  1. time: forward+backward at 1 thread of LeNet b64, CIFAR-10 quick b100
-     and AlexNet b10 (configs/nets/*), `ps-net time --threads 1` alternating
-     with the same net built layer for layer in PyTorch (bench/caffe_torch.py);
+  1. time: forward+backward at 1 thread of LeNet b64, CIFAR-10 quick b100,
+     AlexNet b10 and ResNet-50 b8 (configs/nets/*), `ps-net time --threads 1`
+     alternating with the same net built layer for layer in PyTorch
+     (bench/caffe_torch.py; its ResNet folds each Scale into the BatchNorm2d
+     before it, as torchvision's does);
      medians over --rounds alternating rounds (the order flips every round);
      PSTrain's figure leaves out its data layer (Caffe's DummyData draws new
      random input at every forward; PyTorch's input is made once);
@@ -53,7 +55,8 @@ import ps_lenet  # noqa: E402  (PSTrain's side of part 2)
 WORKER = ROOT / "bench/torch_worker.py"
 NETS = [("LeNet", "configs/nets/lenet_bench.prototxt", 64),
         ("CIFAR-10 quick", "configs/nets/cifar10_quick_bench.prototxt", 100),
-        ("AlexNet (deploy)", "configs/nets/alexnet_deploy.prototxt", 10)]
+        ("AlexNet (deploy)", "configs/nets/alexnet_deploy.prototxt", 10),
+        ("ResNet-50 (deploy)", "configs/nets/resnet50_deploy.prototxt", 8)]
 FAST_JOB = ROOT / "configs/lenet_fast.yaml"
 
 
@@ -106,10 +109,11 @@ def run_json(cmd: list, env: dict, timeout: float = 900) -> list:
 def part_time(args, ps_env, pt_env) -> list:
     rows = []
     for name, model, batch in NETS:
-        if args.quick and "AlexNet" in name:
-            iters = 3
+        big = "AlexNet" in name or "ResNet" in name
+        if args.quick and big:
+            iters = 2 if "ResNet" in name else 3
         else:
-            iters = 5 if "AlexNet" in name else args.iterations
+            iters = (3 if "ResNet" in name else 5) if big else args.iterations
         ps, pt = [], []
         for r in range(args.rounds):
             order = ["ps", "pt"] if r % 2 == 0 else ["pt", "ps"]

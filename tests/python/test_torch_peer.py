@@ -110,6 +110,26 @@ def test_torch_net_has_pstrain_shapes(net: str, tmp_path: pathlib.Path) -> None:
         assert theirs["pool1"][2:] == [16, 16]
 
 
+@needs_torch
+def test_resnet50_is_torchvisions_with_each_scale_in_its_batchnorm() -> None:
+    """Caffe's ResNet-50 built by caffe_torch: the stage shapes of the paper's
+    Table 1 and torchvision's 25,557,032 parameters, which it reaches only
+    with every Scale folded into the BatchNorm2d before it (53 pairs)."""
+    model = ROOT / "configs/nets/resnet50_deploy.prototxt"
+    shapes = torch_shapes(model)
+    expected = {"conv1": [2, 64, 112, 112], "pool1": [2, 64, 56, 56], "res2c": [2, 256, 56, 56],
+                "res3d": [2, 512, 28, 28], "res4f": [2, 1024, 14, 14], "res5c": [2, 2048, 7, 7],
+                "pool5": [2, 2048, 1, 1], "fc1000": [2, 1000]}
+    assert {name: shapes[name] for name in expected} == expected
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import caffe_torch as c; "
+            "n = c.build_net(sys.argv[2]); "
+            "print(sum(p.numel() for p in n.parameters()), len(n.affine_of), len(c.lr_mults(n)))")
+    out = subprocess.run([TORCH_PYTHON, "-c", code, str(ROOT / "bench"), str(model)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert out.stdout.split() == ["25557032", "53", "161"]
+
+
 def test_caffe_pool_size_rounds_up_and_clips() -> None:
     assert caffe_torch.caffe_pool_size(32, 3, 0, 2) == 16       # ceil((32-3)/2) + 1
     assert caffe_torch.caffe_pool_size(55, 3, 0, 2) == 27       # AlexNet pool1
