@@ -119,6 +119,7 @@ void Layer::Backward(const BlobVec& top, const std::vector<bool>& propagate_down
 }
 
 std::vector<std::string> Layer::CpuImplementations() const {
+  if (fused_) return {"fused"};
   if (!HasFastPath()) return {"reference"};
   return {"fast", "reference"};
 }
@@ -136,6 +137,7 @@ Status Layer::SelectCpuImplementation(const std::string& name) {
 }
 
 std::string Layer::CpuImplementation() const {
+  if (fused_) return "fused";
   if (!HasFastPath() || fast_runs_reference_) return "reference";
   return "fast";
 }

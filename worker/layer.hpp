@@ -108,7 +108,13 @@ class Layer {
   virtual std::string CpuImplementation() const;
   // What the GPU path runs for the current shape: "gpu" unless the layer
   // says more (Convolution: which cuDNN API).
-  virtual std::string GpuImplementation() const { return "gpu"; }
+  virtual std::string GpuImplementation() const { return fused_ ? "gpu-fused" : "gpu"; }
+  // Fusion (Net::FuseLayers): the layer runs as part of a group of layers
+  // done in one step by the group's first layer. Its only implementation is
+  // then "fused" ("gpu-fused" under the GPU engine; CpuImplementations(),
+  // CpuImplementation() and GpuImplementation() of the base say so).
+  void set_fused(bool fused) { fused_ = fused; }
+  bool fused() const { return fused_; }
   // What Forward/Backward run under the current engine: CpuImplementation()
   // under kFast, "reference" under kReference, GpuImplementation() under kGpu
   // for a layer with a GPU path (its fast CPU path's name otherwise).
@@ -181,6 +187,7 @@ class Layer {
   // Set by SelectCpuImplementation("reference") on a layer whose own
   // implementations do not override it: kFast then runs the reference path.
   bool fast_runs_reference_ = false;
+  bool fused_ = false;
   std::vector<float> loss_;
   std::vector<bool> param_propagate_down_;
 };

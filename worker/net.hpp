@@ -46,7 +46,7 @@ struct NetOptions {
   // the end of set-up.
   AutotuneOptions autotune;
   // Under the fast and GPU engines, fuses layer pairs that can run as one
-  // (Net::FuseLayers: a BatchNorm and the Scale after it, in place). The
+  // (Net::FuseLayers: a BatchNorm, the Scale after it and a ReLU, in place). The
   // environment variable PSTRAIN_FUSE_LAYERS=0 turns it off for every net.
   bool fuse_layers = true;
 };
@@ -130,10 +130,11 @@ class Net {
   Status AppendParams(int layer_index);
   void ComputeBackwardNeeds(bool force_backward);
   // Hands each Scale that multiplies a BatchNorm's top in place, right after
-  // it, by a learned per-channel scale (and bias) to that BatchNorm
-  // (batch_norm_layer.hpp, "Fused with the Scale after it"), unless the
-  // BatchNorm's top carries a loss weight. Runs after ComputeBackwardNeeds,
-  // before engine auto (net_fusion.cpp).
+  // it, by a learned per-channel scale (and bias) to that BatchNorm, and the
+  // ReLU in place right after such a Scale too (batch_norm_layer.hpp, "Fused
+  // with the Scale after it"), unless the BatchNorm's top carries a loss
+  // weight. Runs after ComputeBackwardNeeds, before engine auto
+  // (net_fusion.cpp).
   void FuseLayers();
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
 

@@ -1,9 +1,10 @@
-// Net::FuseLayers: layer pairs that run as one under the fast and GPU
-// engines (docs/architecture.md, "BatchNorm and Scale fused").
+// Net::FuseLayers: layers that run as one under the fast and GPU engines
+// (docs/architecture.md, "BatchNorm and Scale fused").
 #include <cstdlib>
 #include <string>
 
 #include "worker/layers/batch_norm_layer.hpp"
+#include "worker/layers/relu_layer.hpp"
 #include "worker/layers/scale_layer.hpp"
 #include "worker/net.hpp"
 
@@ -33,6 +34,16 @@ void Net::FuseLayers() {
     const bool propagate_down = layer_need_backward_[i] && bottom_need_backward_[i][0];
     batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0], propagate_down);
     scale->FuseInto(batch_norm);
+    // A ReLU in place on the same blob right after (ResNet's pattern).
+    if (i + 2 >= n) continue;
+    auto* relu = dynamic_cast<ReLULayer*>(layers_[i + 2].get());
+    if (relu == nullptr || relu->engine() != batch_norm->engine()) continue;
+    if (bottom_ids_[i + 2].size() != 1 || bottom_ids_[i + 2][0] != top ||
+        top_ids_[i + 2].size() != 1 || top_ids_[i + 2][0] != top) {
+      continue;
+    }
+    batch_norm->FuseRelu(relu->layer_param().relu_param().negative_slope());
+    relu->set_fused(true);
   }
 }
 

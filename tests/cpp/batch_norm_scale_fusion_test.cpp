@@ -1,13 +1,13 @@
-// BatchNorm fused with the Scale after it (Net::FuseLayers,
-// batch_norm_layer.hpp): which layer pairs are fused, and that a fused net
-// computes what the two layers apart compute (the reference engine, and the
-// fast engine with fusion off): loss, activations, running statistics, every
-// parameter's gradient and the input's gradient over several SGD steps, with
-// batch and with global statistics, with and without the Scale's bias, with
+// BatchNorm fused with the Scale (and a ReLU) after it (Net::FuseLayers,
+// batch_norm_layer.hpp): which layers are fused, and that a fused net
+// computes what the layers apart compute (the reference engine): loss,
+// activations, running statistics, every parameter's gradient and the
+// input's gradient over several SGD steps, with batch and with global
+// statistics, with and without the Scale's bias and a (leaky) ReLU, with
 // frozen Scale parameters, with accumulated gradients, on every CPU kernel
 // variant the machine runs; the fused pair's gradients against finite
-// differences; ResNet-50's 53 pairs. The GPU engine's fused kernels against
-// the CPU reference (skipped without a device).
+// differences; ResNet-50's 53 pairs and 33 ReLUs. The GPU engine's fused
+// kernels against the CPU reference (skipped without a device).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,9 +26,10 @@ namespace {
 
 constexpr float kTolerance = 1e-4f;
 
-// Conv -> BatchNorm -> Scale (both in place) -> InnerProduct -> loss; `scale`
-// is the Scale layer's parameter text, `head` goes before the first layer.
-std::string NetText(const std::string& scale, const std::string& head = "force_backward: true") {
+// Conv -> BatchNorm -> Scale (both in place) [-> `after`] -> InnerProduct ->
+// loss; `scale` is the Scale layer's parameter text, `after` layers on 'c'.
+std::string NetText(const std::string& scale, const std::string& after = "") {
+  const std::string head = "force_backward: true";
   return "name: 'fuse' " + head + R"(
 layer { name: 'data' type: 'Input' top: 'x' top: 't'
         input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
@@ -38,7 +39,7 @@ layer { name: 'conv' type: 'Convolution' bottom: 'x' top: 'c'
 layer { name: 'bn' type: 'BatchNorm' bottom: 'c' top: 'c'
         batch_norm_param { moving_average_fraction: 0.9 } }
 layer { name: 'scale' type: 'Scale' bottom: 'c' top: 'c' )" +
-         scale + R"( }
+         scale + " }\n" + after + R"(
 layer { name: 'ip' type: 'InnerProduct' bottom: 'c' top: 'y'
         inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.2 } } }
 layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
@@ -214,6 +215,30 @@ TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithoutBias) {
   ExpectTrainsAsReferenceOnEveryIsa(NetText(kScaleWithoutBias));
 }
 
+constexpr char kRelu[] = "layer { name: 'relu' type: 'ReLU' bottom: 'c' top: 'c' }";
+constexpr char kLeakyRelu[] =
+    "layer { name: 'relu' type: 'ReLU' bottom: 'c' top: 'c' relu_param { negative_slope: 0.1 } }";
+
+TEST(BatchNormScaleFusionTest, TakesOverTheReluInPlaceAfterTheScale) {
+  auto net = Build(NetText(kScaleWithBias, kRelu), Engine::kFast, true);
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->layer_by_name("relu")->Implementation(), "fused");
+  // A ReLU with its own top stays apart; the BatchNorm and Scale are fused still.
+  auto apart = Build(
+      NetText(kScaleWithBias, "layer { name: 'relu' type: 'ReLU' bottom: 'c' top: 'r' }\n"
+                              "layer { name: 'sum' type: 'Eltwise' bottom: 'c' bottom: 'r' "
+                              "top: 'c2' }"),
+      Engine::kFast, true);
+  ASSERT_NE(apart, nullptr);
+  EXPECT_EQ(apart->layer_by_name("relu")->Implementation(), "reference");
+  EXPECT_EQ(apart->layer_by_name("bn")->Implementation(), "fused");
+}
+
+TEST(BatchNormScaleFusionTest, TrainsAsTheReferenceWithRelu) {
+  ExpectTrainsAsReferenceOnEveryIsa(NetText(kScaleWithBias, kRelu));
+  ExpectTrainsAsReferenceOnEveryIsa(NetText(kScaleWithoutBias, kLeakyRelu));
+}
+
 TEST(BatchNormScaleFusionTest, FrozenScaleStillPassesTheGradientDown) {
   const std::string text =
       NetText(std::string("param { lr_mult: 0 } param { lr_mult: 0 } ") + kScaleWithBias);
@@ -262,8 +287,8 @@ layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
   }
 }
 
-TEST(BatchNormScaleFusionTest, GlobalStatisticsMatchTheReference) {
-  const std::string text = NetText(kScaleWithBias);
+// A TEST-phase net (the stored statistics) from trained weights, fused and not.
+void ExpectGlobalStatisticsMatch(const std::string& text) {
   auto trained = Build(text, Engine::kReference, false);
   ASSERT_NE(trained, nullptr);
   for (int pass = 0; pass < 3; ++pass) {  // running statistics away from 0
@@ -285,6 +310,13 @@ TEST(BatchNormScaleFusionTest, GlobalStatisticsMatchTheReference) {
   ExpectSameNets(*reference, *net, "TEST phase");
 }
 
+TEST(BatchNormScaleFusionTest, GlobalStatisticsMatchTheReference) {
+  for (const char* after : {"", kLeakyRelu}) {
+    SCOPED_TRACE(after);
+    ExpectGlobalStatisticsMatch(NetText(kScaleWithBias, after));
+  }
+}
+
 TEST(BatchNormScaleFusionTest, GradientsAgainstFiniteDifferences) {
   for (const char* scale : {kScaleWithBias, kScaleWithoutBias}) {
     auto net = Build(NetText(scale), Engine::kFast, true);
@@ -300,21 +332,27 @@ TEST(BatchNormScaleFusionTest, GradientsAgainstFiniteDifferences) {
   }
 }
 
-TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPair) {
+TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPairAndTheirRelus) {
   NetOptions options;
   options.source = std::string(PSTRAIN_SOURCE_DIR) + "/configs/nets/resnet50_deploy.prototxt";
   auto net = Net::FromFile(options.source, options);
   ASSERT_TRUE(net.ok()) << net.status().message();
-  int batch_norms = 0, fused = 0, scales_fused = 0;
+  int batch_norms = 0, fused = 0, scales_fused = 0, relus = 0, relus_fused = 0;
   for (const auto& layer : net.value()->layers()) {
     const std::string type = layer->type();
-    if (type == "BatchNorm") ++batch_norms;
-    if (type == "BatchNorm" && layer->Implementation() == "fused") ++fused;
-    if (type == "Scale" && layer->Implementation() == "fused") ++scales_fused;
+    const bool is_fused = layer->Implementation() == "fused";
+    batch_norms += type == "BatchNorm";
+    fused += type == "BatchNorm" && is_fused;
+    scales_fused += type == "Scale" && is_fused;
+    relus += type == "ReLU";
+    relus_fused += type == "ReLU" && is_fused;
   }
   EXPECT_EQ(batch_norms, 53);
   EXPECT_EQ(fused, 53);
   EXPECT_EQ(scales_fused, 53);
+  // conv1's and two per bottleneck block (16); those after the sums stay apart.
+  EXPECT_EQ(relus, 49);
+  EXPECT_EQ(relus_fused, 33);
 }
 
 TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {
@@ -328,6 +366,8 @@ TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {
   ExpectTrainsAsReference(
       NetText(std::string("param { lr_mult: 0 } param { lr_mult: 0 } ") + kScaleWithBias),
       Engine::kGpu, true);
+  ExpectTrainsAsReference(NetText(kScaleWithBias, kRelu), Engine::kGpu, true);
+  ExpectTrainsAsReference(NetText(kScaleWithoutBias, kLeakyRelu), Engine::kGpu, true);
 }
 
 }  // namespace

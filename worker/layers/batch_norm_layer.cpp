@@ -152,19 +152,12 @@ void BatchNormLayer::FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool 
   fused_bottom_ = bottom;
   fused_top_ = top;
   fused_propagate_down_ = propagate_down;
+  set_fused(true);
 }
 
-std::vector<std::string> BatchNormLayer::CpuImplementations() const {
-  if (fused_scale_ != nullptr) return {"fused"};
-  return Layer::CpuImplementations();
-}
-
-std::string BatchNormLayer::CpuImplementation() const {
-  return fused_scale_ != nullptr ? "fused" : Layer::CpuImplementation();
-}
-
-std::string BatchNormLayer::GpuImplementation() const {
-  return fused_scale_ != nullptr ? "gpu-fused" : Layer::GpuImplementation();
+void BatchNormLayer::FuseRelu(float negative_slope) {
+  fused_relu_ = true;
+  relu_slope_ = negative_slope;
 }
 
 void BatchNormLayer::ForwardFused(const BlobVec& bottom, const BlobVec& top) {
@@ -172,7 +165,8 @@ void BatchNormLayer::ForwardFused(const BlobVec& bottom, const BlobVec& top) {
   const Blob* bias = fused_scale_->bias();
   const BnShape shape{num_, channels_, spatial_};
   const float* x = bottom[0]->cpu_data();
-  BnScaleForward(shape, !use_global_stats_, eps_, x, fused_scale_->blobs()[0]->cpu_data(),
+  const BnRelu relu{fused_relu_, relu_slope_};
+  BnScaleForward(shape, !use_global_stats_, eps_, relu, x, fused_scale_->blobs()[0]->cpu_data(),
                  bias != nullptr ? bias->cpu_data() : nullptr, mean_.mutable_cpu_data(),
                  variance_.mutable_cpu_data(), std_.mutable_cpu_data(), x_norm_.mutable_cpu_data(),
                  top[0]->mutable_cpu_data());
@@ -191,7 +185,9 @@ void BatchNormLayer::BackwardFused(bool scale_diff, bool bias_diff) {
   float* dx = fused_propagate_down_ ? fused_bottom_->mutable_cpu_diff() : nullptr;  // may alias dy
   if (scale_out == nullptr && bias_out == nullptr && dx == nullptr) return;
   const BnShape shape{num_, channels_, spatial_};
-  BnScaleBackward(shape, !use_global_stats_, dy, x_norm_.cpu_data(), scale->cpu_data(),
+  const BnRelu relu{fused_relu_, relu_slope_};
+  const float* y = fused_relu_ ? fused_top_->cpu_data() : nullptr;  // the ReLU's output
+  BnScaleBackward(shape, !use_global_stats_, relu, y, dy, x_norm_.cpu_data(), scale->cpu_data(),
                   std_.cpu_data(), scale_out, bias_out, dx);
 }
 

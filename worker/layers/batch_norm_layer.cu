@@ -55,16 +55,26 @@ __global__ void NormaliseBackward(Index n, Index channels, Index spatial, const 
 }
 
 // Fused forward: x_norm = (x - mean[c]) / sd[c], y = x_norm * scale[c] + bias[c]
-// (bias may be null); y may alias x.
+// (bias may be null), then with `relu` y > 0 ? y : slope * y; y may alias x.
 template <typename Index>
 __global__ void NormaliseScale(Index n, Index channels, Index spatial, const float* x,
                                const float* mean, const float* sd, const float* scale,
-                               const float* bias, float* x_norm, float* y) {
+                               const float* bias, bool relu, float slope, float* x_norm,
+                               float* y) {
   PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
     const Index c = (i / spatial) % channels;
     const float value = (x[i] - mean[c]) / sd[c];
     x_norm[i] = value;
-    y[i] = bias == nullptr ? value * scale[c] : value * scale[c] + bias[c];
+    const float z = bias == nullptr ? value * scale[c] : value * scale[c] + bias[c];
+    y[i] = !relu || z > 0.f ? z : slope * z;
+  }
+}
+
+// A fused ReLU's backward in place: dy = y > 0 ? dy : slope * dy.
+template <typename Index>
+__global__ void GateByRelu(Index n, float slope, const float* y, float* dy) {
+  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
+    if (!(y[i] > 0.f)) dy[i] *= slope;
   }
 }
 
@@ -142,7 +152,8 @@ void BatchNormLayer::ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top) 
   float* y = top[0]->mutable_gpu_data();  // may alias x
   LaunchIndexed(n, NormaliseScale<uint32_t>, NormaliseScale<int64_t>, n, channels_, spatial_, x,
                 mean_.gpu_data(), std_.gpu_data(), fused_scale_->blobs()[0]->gpu_data(),
-                bias != nullptr ? bias->gpu_data() : nullptr, x_norm_.mutable_gpu_data(), y);
+                bias != nullptr ? bias->gpu_data() : nullptr, fused_relu_, relu_slope_,
+                x_norm_.mutable_gpu_data(), y);
 }
 
 void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff) {
@@ -154,6 +165,10 @@ void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff) {
   const bool bottom_diff = fused_propagate_down_;
   if (channels_ == 0 || (scale_out == nullptr && bias_out == nullptr && !bottom_diff)) return;
   const int64_t n = fused_top_->count();
+  if (fused_relu_ && n > 0) {  // the ReLU's backward, in place as Caffe's
+    LaunchIndexed(n, GateByRelu<uint32_t>, GateByRelu<int64_t>, n, relu_slope_,
+                  fused_top_->gpu_data(), fused_top_->mutable_gpu_diff());
+  }
   const float* dy = fused_top_->gpu_diff();
   const float* x_norm = x_norm_.gpu_data();
   double* totals = nullptr;

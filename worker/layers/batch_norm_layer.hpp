@@ -20,12 +20,13 @@
 // Forward writes x_norm * scale + bias in one pass (batch_norm_cpu_kernels.hpp
 // on the CPU), the Scale layer's Forward does nothing, and the Scale layer's
 // Backward runs BackwardFused: both gradients of the pair and this layer's
-// bottom diff, after which this layer's Backward does nothing. The blobs, the
-// statistics and the numbers (to rounding) are those of the two layers apart.
+// bottom diff, after which this layer's Backward does nothing. A ReLU in
+// place right after the Scale is taken over too (its Forward and Backward do
+// nothing; the fused passes apply it). The blobs, the statistics and the
+// numbers (to rounding) are those of the layers apart.
 #pragma once
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "worker/layer.hpp"
@@ -54,15 +55,14 @@ class BatchNormLayer : public Layer {
   // whose diff BackwardFused writes when `propagate_down`.
   void FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool propagate_down);
   ScaleLayer* fused_scale() const { return fused_scale_; }
+  // Takes over the ReLU (in place, right after the Scale) as well.
+  // REQUIRES: FuseScale.
+  void FuseRelu(float negative_slope);
   // The pair's backward, run from the Scale layer's Backward: adds the scale
   // gradient (`scale_diff`) and the bias gradient (`bias_diff`, when the
   // Scale has a bias) into the Scale's blobs, and writes the bottom diff.
   // REQUIRES: FuseScale, then Forward under the same engine.
   void BackwardFused(bool scale_diff, bool bias_diff);
-  // "fused" (or "gpu-fused") for a fused layer: its only implementation.
-  std::vector<std::string> CpuImplementations() const override;
-  std::string CpuImplementation() const override;
-  std::string GpuImplementation() const override;
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -113,6 +113,8 @@ class BatchNormLayer : public Layer {
   Blob* fused_bottom_ = nullptr;
   Blob* fused_top_ = nullptr;
   bool fused_propagate_down_ = false;
+  bool fused_relu_ = false;
+  float relu_slope_ = 0.f;
   std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;
 };
 

@@ -557,7 +557,17 @@ bool RunGraphSubBatches(CudnnConvState& c, ConvDirection direction, const std::s
 
 std::string ConvolutionLayer::GpuImplementation() const {
   if (!cudnn_) return "gpu";
-  if (!cudnn_->graph) return "cudnn-legacy";
+  if (!cudnn_->graph) {
+    // The algorithm each direction measured fastest (cuDNN's enum values).
+    std::string text = "cudnn-legacy";
+    const char* names[3] = {" fwd:", " bwd-data:", " bwd-filter:"};
+    for (int d = 0; d < 3; ++d) {
+      if (cudnn_->have[d] && !cudnn_->algos[d].empty()) {
+        text += names[d] + std::to_string(cudnn_->algos[d].front().algo);
+      }
+    }
+    return text;
+  }
   const bool fell_back =
       cudnn_->graph_failed[0] || cudnn_->graph_failed[1] || cudnn_->graph_failed[2];
   return fell_back ? "cudnn-graph+legacy" : "cudnn-graph";

@@ -49,17 +49,17 @@ void LrnAcrossBackward(const LrnShape& shape, const float* x, const float* top,
   PSTRAIN_DISPATCH(LrnAcrossBackward, shape, x, top, top_diff, scale, power, bottom_diff);
 }
 
-void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, const float* x,
+void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, BnRelu relu, const float* x,
                     const float* gamma, const float* beta, float* mean, float* variance, float* sd,
                     float* x_norm, float* y) {
-  PSTRAIN_DISPATCH(BnScaleForward, shape, batch_stats, eps, x, gamma, beta, mean, variance, sd,
-                   x_norm, y);
+  PSTRAIN_DISPATCH(BnScaleForward, shape, batch_stats, eps, relu, x, gamma, beta, mean, variance,
+                   sd, x_norm, y);
 }
 
-void BnScaleBackward(const BnShape& shape, bool batch_stats, const float* dy, const float* x_norm,
-                     const float* gamma, const float* sd, float* gamma_diff, float* beta_diff,
-                     float* dx) {
-  PSTRAIN_DISPATCH(BnScaleBackward, shape, batch_stats, dy, x_norm, gamma, sd, gamma_diff,
+void BnScaleBackward(const BnShape& shape, bool batch_stats, BnRelu relu, const float* y,
+                     const float* dy, const float* x_norm, const float* gamma, const float* sd,
+                     float* gamma_diff, float* beta_diff, float* dx) {
+  PSTRAIN_DISPATCH(BnScaleBackward, shape, batch_stats, relu, y, dy, x_norm, gamma, sd, gamma_diff,
                    beta_diff, dx);
 }
 

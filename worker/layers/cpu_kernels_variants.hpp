@@ -19,11 +19,11 @@
   void LrnAcrossBackward(const LrnShape& shape, const float* x, const float* top,                 \
                          const float* top_diff, const float* scale, const float* power,           \
                          float* bottom_diff);                                                     \
-  void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, const float* x,          \
-                      const float* gamma, const float* beta, float* mean, float* variance,        \
-                      float* sd, float* x_norm, float* y);                                        \
-  void BnScaleBackward(const BnShape& shape, bool batch_stats, const float* dy,                   \
-                       const float* x_norm, const float* gamma, const float* sd,                  \
+  void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, BnRelu relu,            \
+                      const float* x, const float* gamma, const float* beta, float* mean,         \
+                      float* variance, float* sd, float* x_norm, float* y);                       \
+  void BnScaleBackward(const BnShape& shape, bool batch_stats, BnRelu relu, const float* y,       \
+                       const float* dy, const float* x_norm, const float* gamma, const float* sd, \
                        float* gamma_diff, float* beta_diff, float* dx);                           \
   }
 

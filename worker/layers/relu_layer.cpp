@@ -32,6 +32,17 @@ void ReLULayer::BackwardReference(const BlobVec& top, const std::vector<bool>& p
   }
 }
 
+void ReLULayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (fused()) return;  // applied by the fused BatchNorm's Forward
+  ForwardReference(bottom, top);
+}
+
+void ReLULayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                             const BlobVec& bottom) {
+  if (fused()) return;  // applied by the fused backward (the Scale's)
+  BackwardReference(top, propagate_down, bottom);
+}
+
 PSTRAIN_REGISTER_LAYER("ReLU", ReLULayer);
 
 }  // namespace pstrain

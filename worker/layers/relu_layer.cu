@@ -16,6 +16,7 @@ __global__ void ReluBackward(int64_t n, float slope, const float* x, const float
 }  // namespace
 
 void ReLULayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
+  if (fused()) return;  // applied by the fused BatchNorm's Forward
   const int64_t n = bottom[0]->count();
   if (n == 0) return;
   LaunchKernel(n, ReluForward, n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),
@@ -24,6 +25,7 @@ void ReLULayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
 
 void ReLULayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) {
+  if (fused()) return;  // applied by the fused backward (the Scale's)
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
   LaunchKernel(n, ReluBackward, n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),

@@ -2,6 +2,8 @@
 // Backward reads the bottom data, which in place is the top data; for
 // negative_slope >= 0 both give the same gradient, as in Caffe.
 // One bottom, one top of the same shape; may run in place (top == bottom).
+// In place after a fused BatchNorm + Scale, the BatchNorm may take it over
+// (batch_norm_layer.hpp; Layer::fused()): Forward and Backward then do nothing.
 #pragma once
 
 #include <vector>
@@ -26,6 +28,9 @@ class ReLULayer : public Layer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
 #ifdef PSTRAIN_HAVE_CUDA
   void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -136,19 +136,6 @@ bool ScaleLayer::ScalesChannelsOf(const Blob& bottom) const {
   return broadcast_.outer == bottom.shape(0) && broadcast_.dim == bottom.shape(1);
 }
 
-std::vector<std::string> ScaleLayer::CpuImplementations() const {
-  if (fused_into_ != nullptr) return {"fused"};
-  return Layer::CpuImplementations();
-}
-
-std::string ScaleLayer::CpuImplementation() const {
-  return fused_into_ != nullptr ? "fused" : Layer::CpuImplementation();
-}
-
-std::string ScaleLayer::GpuImplementation() const {
-  return fused_into_ != nullptr ? "gpu-fused" : Layer::GpuImplementation();
-}
-
 void ScaleLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
   if (fused_into_ != nullptr) return;  // the BatchNorm's Forward wrote the result
   ForwardReference(bottom, top);

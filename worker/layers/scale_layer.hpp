@@ -11,7 +11,6 @@
 // does nothing and Backward runs the pair's fused backward.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "worker/layer.hpp"
@@ -39,13 +38,13 @@ class ScaleLayer : public Layer {
   // its own learned [C] scale along axis 1: what a BatchNorm can take over.
   bool ScalesChannelsOf(const Blob& bottom) const;
   // From now on `batch_norm` runs this layer's work (see above).
-  void FuseInto(BatchNormLayer* batch_norm) { fused_into_ = batch_norm; }
+  void FuseInto(BatchNormLayer* batch_norm) {
+    fused_into_ = batch_norm;
+    set_fused(true);
+  }
   BatchNormLayer* fused_into() const { return fused_into_; }
   // The learned bias b, or null without bias_term.
   Blob* bias() const { return bias_index_ >= 0 ? blobs_[bias_index_].get() : nullptr; }
-  std::vector<std::string> CpuImplementations() const override;
-  std::string CpuImplementation() const override;
-  std::string GpuImplementation() const override;
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
