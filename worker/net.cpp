@@ -94,8 +94,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
     for (const auto& t : param_.layer(i).top()) available.insert(t);
   }
   ComputeBackwardNeeds(param_.force_backward());
-  if (options.fuse_layers && options.context.engine != Engine::kReference &&
-      LayerFusionEnabled()) {
+  if (options.fuse_layers && options.context.engine != Engine::kReference && LayerFusionEnabled()) {
     FuseLayers();
   }
   for (const auto& blob_name : blob_names_) {

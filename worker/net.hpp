@@ -27,18 +27,18 @@ namespace pstrain {
 // One learnable parameter of the net, in the order Caffe's learnable_params
 // uses (layer order, then blob order; shared parameters once, at their owner).
 struct LearnableParam {
-  std::string layer;     // owning layer (the first layer that uses the blob)
-  int layer_index = 0;   // its index in layers(); its gradient is final after its backward
-  int index = 0;         // blob index within that layer
-  std::string name;   // "<layer>/<index>" or the ParamSpec name
+  std::string layer;    // owning layer (the first layer that uses the blob)
+  int layer_index = 0;  // its index in layers(); its gradient is final after its backward
+  int index = 0;        // blob index within that layer
+  std::string name;     // "<layer>/<index>" or the ParamSpec name
   Blob* blob = nullptr;
   float lr_mult = 1.f;
   float decay_mult = 1.f;
 };
 
 struct NetOptions {
-  caffe::NetState state;        // phase TRAIN by default
-  NetContext context;           // rank, world size, seed, engine
+  caffe::NetState state;         // phase TRAIN by default
+  NetContext context;            // rank, world size, seed, engine
   std::string source = "<net>";  // file name for messages
   std::vector<int> layer_lines;  // line of each layer in `source`, if known
   // Engine auto (worker/net_autotune.hpp): with context.engine kFast, each

@@ -123,8 +123,7 @@ void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse) 
       FillInputs(*net, 100 + 10 * step + pass);
       const float expected_loss = reference->ForwardBackward();
       const float loss = net->ForwardBackward();
-      EXPECT_NEAR(loss, expected_loss, kTolerance * std::max(1.f, std::abs(expected_loss)))
-          << when;
+      EXPECT_NEAR(loss, expected_loss, kTolerance * std::max(1.f, std::abs(expected_loss))) << when;
       ExpectSameNets(*reference, *net, when);
     }
     for (Net* n : {reference.get(), net.get()}) {
@@ -180,9 +179,8 @@ layer { name: 'data' type: 'Input' top: 'x' top: 'w'
        bn + "layer { name: 'scale' type: 'Scale' bottom: 'x' bottom: 'w' top: 'x' }"},
       {"a Scale along axis 2 (also 6 long)",
        bn + "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 'x' scale_param { axis: 2 } }"},
-      {"a layer between them",
-       bn + "layer { name: 'relu' type: 'ReLU' bottom: 'x' top: 'x' }\n"
-            "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 'x' }"},
+      {"a layer between them", bn + "layer { name: 'relu' type: 'ReLU' bottom: 'x' top: 'x' }\n"
+                                    "layer { name: 'scale' type: 'Scale' bottom: 'x' top: 'x' }"},
       // (A BatchNorm top with a loss weight, or read by another layer too,
       // goes through a Split, so no Scale can work on it in place.)
   };
@@ -224,11 +222,11 @@ TEST(BatchNormScaleFusionTest, TakesOverTheReluInPlaceAfterTheScale) {
   ASSERT_NE(net, nullptr);
   EXPECT_EQ(net->layer_by_name("relu")->Implementation(), "fused");
   // A ReLU with its own top stays apart; the BatchNorm and Scale are fused still.
-  auto apart = Build(
-      NetText(kScaleWithBias, "layer { name: 'relu' type: 'ReLU' bottom: 'c' top: 'r' }\n"
-                              "layer { name: 'sum' type: 'Eltwise' bottom: 'c' bottom: 'r' "
-                              "top: 'c2' }"),
-      Engine::kFast, true);
+  auto apart = Build(NetText(kScaleWithBias,
+                             "layer { name: 'relu' type: 'ReLU' bottom: 'c' top: 'r' }\n"
+                             "layer { name: 'sum' type: 'Eltwise' bottom: 'c' bottom: 'r' "
+                             "top: 'c2' }"),
+                     Engine::kFast, true);
   ASSERT_NE(apart, nullptr);
   EXPECT_EQ(apart->layer_by_name("relu")->Implementation(), "reference");
   EXPECT_EQ(apart->layer_by_name("bn")->Implementation(), "fused");

@@ -59,8 +59,7 @@ __global__ void NormaliseBackward(Index n, Index channels, Index spatial, const 
 template <typename Index>
 __global__ void NormaliseScale(Index n, Index channels, Index spatial, const float* x,
                                const float* mean, const float* sd, const float* scale,
-                               const float* bias, bool relu, float slope, float* x_norm,
-                               float* y) {
+                               const float* bias, bool relu, float slope, float* x_norm, float* y) {
   PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
     const Index c = (i / spatial) % channels;
     const float value = (x[i] - mean[c]) / sd[c];
@@ -99,8 +98,8 @@ __global__ void FusedCoefficients(int channels, double m, bool batch_stats, cons
 // dx = k[c] * (dy - a[c] - b[c] * x_norm); dx may alias dy.
 template <typename Index>
 __global__ void FusedBottomDiff(Index n, Index channels, Index spatial, const float* dy,
-                                const float* x_norm, const float* k, const float* a,
-                                const float* b, float* dx) {
+                                const float* x_norm, const float* k, const float* a, const float* b,
+                                float* dx) {
   PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
     const Index c = (i / spatial) % channels;
     dx[i] = k[c] * (dy[i] - a[c] - b[c] * x_norm[i]);

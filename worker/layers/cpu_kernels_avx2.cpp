@@ -14,6 +14,6 @@ namespace pstrain::avx2 {
 
 // After the pooling body: uses its Scratch, MinInt, MaxInt and AddInto.
 #include "worker/layers/lrn_cpu_kernels.inc"
-
+// Uses nothing of the bodies above.
 #include "worker/layers/batch_norm_cpu_kernels.inc"
 }  // namespace pstrain::avx2

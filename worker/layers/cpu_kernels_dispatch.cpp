@@ -1,4 +1,5 @@
-// Dispatch of the pooling, LRN and fused BatchNorm + Scale kernels to the variant KernelIsa() names.
+// Dispatch of the pooling, LRN and fused BatchNorm + Scale kernels to the variant KernelIsa()
+// names.
 #include "worker/layers/batch_norm_cpu_kernels.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/layers/cpu_kernels_variants.hpp"

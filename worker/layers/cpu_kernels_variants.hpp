@@ -1,7 +1,6 @@
-// The per-ISA copies of the pooling, LRN and fused BatchNorm + Scale kernels (cpu_kernels_generic.cpp,
-// cpu_kernels_avx2.cpp, cpu_kernels_avx512.cpp), each in its own namespace;
-// cpu_kernels_dispatch.cpp call the one KernelIsa()
-// names. Internal to worker/layers/.
+// The per-ISA copies of the pooling, LRN and fused BatchNorm + Scale kernels
+// (cpu_kernels_generic.cpp, cpu_kernels_avx2.cpp, cpu_kernels_avx512.cpp), each in its own
+// namespace; cpu_kernels_dispatch.cpp call the one KernelIsa() names. Internal to worker/layers/.
 #pragma once
 
 #include "worker/layers/batch_norm_cpu_kernels.hpp"
@@ -19,7 +18,7 @@
   void LrnAcrossBackward(const LrnShape& shape, const float* x, const float* top,                 \
                          const float* top_diff, const float* scale, const float* power,           \
                          float* bottom_diff);                                                     \
-  void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, BnRelu relu,            \
+  void BnScaleForward(const BnShape& shape, bool batch_stats, float eps, BnRelu relu,             \
                       const float* x, const float* gamma, const float* beta, float* mean,         \
                       float* variance, float* sd, float* x_norm, float* y);                       \
   void BnScaleBackward(const BnShape& shape, bool batch_stats, BnRelu relu, const float* y,       \
