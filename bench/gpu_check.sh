@@ -7,9 +7,10 @@
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
 #      with `ps-net time --gpu 0` (cuDNN's legacy calls, deterministic and not,
-#      and its graph API; ResNet-50 also with BatchNorm and Scale unfused) and, when `import torch` works, the same
-#      models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built layer
-#      for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
+#      and its graph API; ResNet-50 also with BatchNorm, Scale, ReLU unfused)
+#      and, when `import torch` works, the same models in PyTorch (fp32, TF32
+#      off, cudnn.benchmark on; AlexNet built layer for layer as the Caffe net,
+#      ResNet-50 torchvision's), with the ratio;
 #   5. checks that a GPU job pushing NaN is stopped by its GPU server shard, then
 #      runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
@@ -180,7 +181,7 @@ fi
 # with cudnn.deterministic) and free to pick any (PSTRAIN_CUDNN_NONDETERMINISTIC=1;
 # PyTorch's default). PSTrain also a third time, deterministic through cuDNN's graph
 # API (PSTRAIN_CUDNN_API=graph) instead of its legacy convolution calls, and
-# ResNet-50 a fourth with BatchNorm and Scale apart (PSTRAIN_FUSE_LAYERS=0).
+# ResNet-50 a fourth with BatchNorm, Scale and ReLU apart (PSTRAIN_FUSE_LAYERS=0).
 declare -A ps_rate
 variants=(det nondet)
 [[ "$dry" == 1 ]] && variants=(det)
@@ -207,7 +208,7 @@ print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$
           "$rate" "${ps_rate[$model.det]}")"
     fi
     if [[ "$variant" == apart && -n "${ps_rate[$model.det]:-}" ]]; then
-      say "  BatchNorm+Scale fused / apart (both deterministic): $(
+      say "  BatchNorm+Scale+ReLU fused / apart (both deterministic): $(
         python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
           "${ps_rate[$model.det]}" "$rate")"
     fi
