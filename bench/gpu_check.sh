@@ -208,7 +208,7 @@ print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$
           "$rate" "${ps_rate[$model.det]}")"
     fi
     if [[ "$variant" == apart && -n "${ps_rate[$model.det]:-}" ]]; then
-      say "  BatchNorm+Scale+ReLU fused / apart (both deterministic): $(
+      say "  images/s BatchNorm+Scale+ReLU fused / apart (both deterministic): $(
         python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
           "${ps_rate[$model.det]}" "$rate")"
     fi
