@@ -31,8 +31,7 @@ void Net::FuseLayers() {
       continue;
     }
     if (!scale->ScalesChannelsOf(*bottom_vecs_[i][0])) continue;
-    const bool propagate_down = layer_need_backward_[i] && bottom_need_backward_[i][0];
-    batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0], propagate_down);
+    batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0]);
     scale->FuseInto(batch_norm);
     // A ReLU in place on the same blob right after (ResNet's pattern).
     if (i + 2 >= n) continue;

@@ -10,6 +10,8 @@
 // kernels against the CPU reference (skipped without a device).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 #include "tests/cpp/net_test_util.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/net.hpp"
+#include "worker/net_timer.hpp"
 
 namespace pstrain::testing {
 namespace {
@@ -253,7 +256,9 @@ TEST(BatchNormScaleFusionTest, FrozenScaleStillPassesTheGradientDown) {
   }
 }
 
-TEST(BatchNormScaleFusionTest, OnTheInputWritesOnlyTheScaleGradients) {
+// A BatchNorm on the net's input (not in place): the Scale's gradients, and
+// no gradient into the input's diff (which holds 7s).
+void ExpectOnTheInputOnlyScaleGradients(Engine engine) {
   const std::string text = R"(name: 'input_bn'
 layer { name: 'data' type: 'Input' top: 'x' top: 't'
         input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
@@ -265,10 +270,10 @@ layer { name: 'ip' type: 'InnerProduct' bottom: 'n' top: 'y'
 layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
 )";
   auto reference = Build(text, Engine::kReference, false);
-  auto net = Build(text, Engine::kFast, true);
+  auto net = Build(text, engine, true);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
-  ASSERT_EQ(net->layer_by_name("bn")->Implementation(), "fused");
+  ASSERT_TRUE(net->layer_by_name("bn")->fused());
   CopyWeights(*reference, *net);
   for (Net* n : {reference.get(), net.get()}) {
     FillInputs(*n, 3);
@@ -285,8 +290,12 @@ layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
   }
 }
 
+TEST(BatchNormScaleFusionTest, OnTheInputWritesOnlyTheScaleGradients) {
+  ExpectOnTheInputOnlyScaleGradients(Engine::kFast);
+}
+
 // A TEST-phase net (the stored statistics) from trained weights, fused and not.
-void ExpectGlobalStatisticsMatch(const std::string& text) {
+void ExpectGlobalStatisticsMatch(const std::string& text, Engine engine) {
   auto trained = Build(text, Engine::kReference, false);
   ASSERT_NE(trained, nullptr);
   for (int pass = 0; pass < 3; ++pass) {  // running statistics away from 0
@@ -294,10 +303,10 @@ void ExpectGlobalStatisticsMatch(const std::string& text) {
     trained->Forward();
   }
   auto reference = Build(text, Engine::kReference, false, caffe::TEST);
-  auto net = Build(text, Engine::kFast, true, caffe::TEST);
+  auto net = Build(text, engine, true, caffe::TEST);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
-  ASSERT_EQ(net->layer_by_name("bn")->Implementation(), "fused");
+  ASSERT_TRUE(net->layer_by_name("bn")->fused());
   CopyWeights(*trained, *reference);
   CopyWeights(*trained, *net);
   for (Net* n : {reference.get(), net.get()}) {
@@ -311,7 +320,7 @@ void ExpectGlobalStatisticsMatch(const std::string& text) {
 TEST(BatchNormScaleFusionTest, GlobalStatisticsMatchTheReference) {
   for (const char* after : {"", kLeakyRelu}) {
     SCOPED_TRACE(after);
-    ExpectGlobalStatisticsMatch(NetText(kScaleWithBias, after));
+    ExpectGlobalStatisticsMatch(NetText(kScaleWithBias, after), Engine::kFast);
   }
 }
 
@@ -327,6 +336,87 @@ TEST(BatchNormScaleFusionTest, GradientsAgainstFiniteDifferences) {
     }
     CheckNetGradient(*net, net->layer_by_name("conv")->blobs()[0].get(),
                      std::string("conv weights, ") + scale);
+  }
+}
+
+// The BatchNorm with a top of its own ('n'), the Scale and a leaky ReLU in
+// place on it: the BatchNorm's bottom diff goes to another blob than its top's.
+std::string BatchNormApartText() {
+  return std::string(R"(name: 'bn_apart' force_backward: true
+layer { name: 'data' type: 'Input' top: 'x' top: 't'
+        input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
+layer { name: 'conv' type: 'Convolution' bottom: 'x' top: 'c'
+        convolution_param { num_output: 6 kernel_size: 3 pad: 1 bias_term: false
+                            weight_filler { type: 'gaussian' std: 0.3 } } }
+layer { name: 'bn' type: 'BatchNorm' bottom: 'c' top: 'n' }
+layer { name: 'scale' type: 'Scale' bottom: 'n' top: 'n' )") +
+         kScaleWithBias + R"( }
+layer { name: 'relu' type: 'ReLU' bottom: 'n' top: 'n' relu_param { negative_slope: 0.1 } }
+layer { name: 'ip' type: 'InnerProduct' bottom: 'n' top: 'y'
+        inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.2 } } }
+layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
+)";
+}
+
+TEST(BatchNormScaleFusionTest, BatchNormWithATopOfItsOwn) {
+  auto net = Build(BatchNormApartText(), Engine::kFast, true);
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->layer_by_name("relu")->Implementation(), "fused");
+  ExpectTrainsAsReference(BatchNormApartText(), Engine::kFast, true);
+  // (The diff of 'n' itself, an intermediate gradient, is not compared: the
+  // fused backward does not write it.)
+}
+
+// `ps-net time` (TimeNet) drives every layer's Backward itself on a net
+// without a loss, asking each for the gradients a training would want; the
+// fused layers must give the layers' answers, the bottom diff included.
+TEST(BatchNormScaleFusionTest, TimedWithoutALossAsTheLayersApart) {
+  std::string text = NetText(kScaleWithBias, kLeakyRelu);
+  text.replace(text.find("force_backward: true"), 20, "");
+  text = text.substr(0, text.find("layer { name: 'loss'"));
+  auto reference = Build(text, Engine::kReference, false);
+  auto net = Build(text, Engine::kFast, true);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(net, nullptr);
+  ASSERT_TRUE(net->layer_by_name("scale")->fused());
+  CopyWeights(*reference, *net);
+  BlobSet arriving;  // the gradient arriving at the InnerProduct's top
+  BlobSet::FillGaussian(arriving.Add({4, 5}), 22, 1.f);
+  for (Net* n : {reference.get(), net.get()}) {
+    FillInputs(*n, 21);
+    Blob* y = n->blob_by_name("y");
+    ASSERT_EQ(y->count(), arriving[0]->count());
+    std::copy(arriving[0]->cpu_data(), arriving[0]->cpu_data() + y->count(), y->mutable_cpu_diff());
+    n->ClearParamDiffs();
+    TimeNet(*n, 1);  // two forward and backward passes (one warm-up)
+  }
+  ExpectVectorsNear(Diff(*reference->blob_by_name("c")), Diff(*net->blob_by_name("c")),
+                    "the BatchNorm's bottom diff");
+  for (const char* layer : {"conv", "scale"}) {
+    for (size_t p = 0; p < reference->layer_by_name(layer)->blobs().size(); ++p) {
+      ExpectVectorsNear(Diff(*reference->layer_by_name(layer)->blobs()[p]),
+                        Diff(*net->layer_by_name(layer)->blobs()[p]),
+                        std::string(layer) + " param " + std::to_string(p));
+    }
+  }
+  float largest = 0.f;
+  for (float d : Diff(*net->blob_by_name("c"))) largest = std::max(largest, std::abs(d));
+  EXPECT_GT(largest, 1e-3f) << "no gradient reached the BatchNorm's bottom";
+}
+
+// Engine auto times only layers with a choice: the fused ones have none.
+TEST(BatchNormScaleFusionTest, EngineAutoLeavesTheFusedLayersFused) {
+  NetOptions options;
+  options.context.engine = Engine::kFast;
+  options.autotune.enabled = true;
+  auto net = BuildNet(NetText(kScaleWithBias, kRelu), options);
+  ASSERT_NE(net, nullptr);
+  for (const ImplementationChoice& choice : net->implementation_choices()) {
+    EXPECT_TRUE(choice.type != "BatchNorm" && choice.type != "Scale" && choice.type != "ReLU")
+        << choice.Describe();
+  }
+  for (const char* layer : {"bn", "scale", "relu"}) {
+    EXPECT_EQ(net->layer_by_name(layer)->Implementation(), "fused") << layer;
   }
 }
 
@@ -366,6 +456,12 @@ TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {
       Engine::kGpu, true);
   ExpectTrainsAsReference(NetText(kScaleWithBias, kRelu), Engine::kGpu, true);
   ExpectTrainsAsReference(NetText(kScaleWithoutBias, kLeakyRelu), Engine::kGpu, true);
+  ExpectTrainsAsReference(BatchNormApartText(), Engine::kGpu, true);
+  ExpectOnTheInputOnlyScaleGradients(Engine::kGpu);
+  for (const char* after : {"", kLeakyRelu}) {
+    SCOPED_TRACE(after);
+    ExpectGlobalStatisticsMatch(NetText(kScaleWithBias, after), Engine::kGpu);
+  }
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // InnerProduct and a loss. Two TRAIN passes (running statistics move, dropout
 // masks differ per pass) and a TEST pass on the learned statistics: the loss,
 // the shared blob, every parameter's data and gradient and the input's
-// gradient equal the CPU engine's within float tolerance. Skipped without a
-// CUDA device.
+// gradient equal the CPU engine's within float tolerance; with BatchNorm,
+// Scale and ReLU apart and fused (Net::FuseLayers) on both engines. Skipped
+// without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,10 +42,11 @@ layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y"
 layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "loss" }
 )";
 
-std::unique_ptr<Net> Build(Engine engine, caffe::Phase phase) {
+std::unique_ptr<Net> Build(Engine engine, caffe::Phase phase, bool fuse) {
   NetOptions options;
   options.context.engine = engine;
   options.state.set_phase(phase);
+  options.fuse_layers = fuse;
   return BuildNet(kNet, options);
 }
 
@@ -61,12 +63,13 @@ void ExpectSameNets(const Net& cpu, const Net& gpu, const std::string& when) {
   }
 }
 
-TEST(GpuInPlaceTest, BatchNormScaleReluDropoutMatchCpu) {
-  PSTRAIN_SKIP_WITHOUT_GPU();
-  auto cpu = Build(Engine::kFast, caffe::TRAIN);
-  auto gpu = Build(Engine::kGpu, caffe::TRAIN);
+// `fuse`: BatchNorm, Scale and ReLU fused on both engines, or all apart.
+void ExpectGpuMatchesCpu(bool fuse) {
+  auto cpu = Build(Engine::kFast, caffe::TRAIN, fuse);
+  auto gpu = Build(Engine::kGpu, caffe::TRAIN, fuse);
   ASSERT_NE(cpu, nullptr);
   ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->layer_by_name("bn")->Implementation(), fuse ? "gpu-fused" : "gpu");
   caffe::NetParameter weights;
   cpu->ToProto(&weights);
   ASSERT_TRUE(gpu->CopyTrainedLayersFrom(weights, "the CPU net").ok());
@@ -93,8 +96,8 @@ TEST(GpuInPlaceTest, BatchNormScaleReluDropoutMatchCpu) {
   }
 
   // TEST phase on each engine's learned running statistics.
-  auto cpu_test = Build(Engine::kFast, caffe::TEST);
-  auto gpu_test = Build(Engine::kGpu, caffe::TEST);
+  auto cpu_test = Build(Engine::kFast, caffe::TEST, fuse);
+  auto gpu_test = Build(Engine::kGpu, caffe::TEST, fuse);
   ASSERT_NE(cpu_test, nullptr);
   ASSERT_NE(gpu_test, nullptr);
   caffe::NetParameter cpu_learned, gpu_learned;
@@ -106,6 +109,16 @@ TEST(GpuInPlaceTest, BatchNormScaleReluDropoutMatchCpu) {
   const float gpu_loss = gpu_test->Forward();
   EXPECT_NEAR(gpu_loss, cpu_loss, kTolerance * std::max(1.f, std::fabs(cpu_loss)));
   ExpectSameNets(*cpu_test, *gpu_test, "test phase");
+}
+
+TEST(GpuInPlaceTest, BatchNormScaleReluDropoutMatchCpu) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  ExpectGpuMatchesCpu(false);
+}
+
+TEST(GpuInPlaceTest, FusedBatchNormScaleReluMatchCpu) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  ExpectGpuMatchesCpu(true);
 }
 
 }  // namespace

@@ -147,11 +147,10 @@ void BatchNormLayer::BackwardReference(const BlobVec& top, const std::vector<boo
   }
 }
 
-void BatchNormLayer::FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool propagate_down) {
+void BatchNormLayer::FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top) {
   fused_scale_ = scale;
   fused_bottom_ = bottom;
   fused_top_ = top;
-  fused_propagate_down_ = propagate_down;
   set_fused(true);
 }
 
@@ -173,16 +172,24 @@ void BatchNormLayer::ForwardFused(const BlobVec& bottom, const BlobVec& top) {
   if (!use_global_stats_) UpdateRunningStats();
 }
 
-void BatchNormLayer::BackwardFused(bool scale_diff, bool bias_diff) {
+void BatchNormLayer::BackwardFusedSlot(const std::vector<bool>& propagate_down) {
+  // Only when asked for a bottom diff the Scale's Backward did not write
+  // (a caller driving the layers by hand; never in Net::Backward).
+  if (propagate_down[0] && !fused_bottom_diff_done_) BackwardFused(false, false, true);
+  fused_bottom_diff_done_ = false;
+}
+
+void BatchNormLayer::BackwardFused(bool scale_diff, bool bias_diff, bool bottom_diff) {
+  fused_bottom_diff_done_ = bottom_diff;
 #ifdef PSTRAIN_HAVE_CUDA
-  if (engine() == Engine::kGpu) return BackwardFusedGpu(scale_diff, bias_diff);
+  if (engine() == Engine::kGpu) return BackwardFusedGpu(scale_diff, bias_diff, bottom_diff);
 #endif
   Blob* scale = fused_scale_->blobs()[0].get();
   Blob* bias = fused_scale_->bias();
   float* scale_out = scale_diff ? scale->mutable_cpu_diff() : nullptr;
   float* bias_out = bias_diff && bias != nullptr ? bias->mutable_cpu_diff() : nullptr;
   const float* dy = fused_top_->cpu_diff();
-  float* dx = fused_propagate_down_ ? fused_bottom_->mutable_cpu_diff() : nullptr;  // may alias dy
+  float* dx = bottom_diff ? fused_bottom_->mutable_cpu_diff() : nullptr;  // may alias dy
   if (scale_out == nullptr && bias_out == nullptr && dx == nullptr) return;
   const BnShape shape{num_, channels_, spatial_};
   const BnRelu relu{fused_relu_, relu_slope_};

@@ -142,6 +142,7 @@ void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void BatchNormLayer::ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top) {
+  relu_gated_ = false;
   if (channels_ == 0) return;
   const int64_t n = bottom[0]->count();
   const float* x = bottom[0]->gpu_data();
@@ -155,18 +156,18 @@ void BatchNormLayer::ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top) 
                 x_norm_.mutable_gpu_data(), y);
 }
 
-void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff) {
+void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff, bool bottom_diff) {
   Blob* scale = fused_scale_->blobs()[0].get();
   Blob* bias = fused_scale_->bias();
   float* scale_out = scale_diff ? scale->mutable_gpu_diff() : nullptr;
   float* bias_out = bias_diff && bias != nullptr ? bias->mutable_gpu_diff() : nullptr;
   const bool batch_stats = !use_global_stats_;
-  const bool bottom_diff = fused_propagate_down_;
   if (channels_ == 0 || (scale_out == nullptr && bias_out == nullptr && !bottom_diff)) return;
   const int64_t n = fused_top_->count();
-  if (fused_relu_ && n > 0) {  // the ReLU's backward, in place as Caffe's
+  if (fused_relu_ && n > 0 && !relu_gated_) {  // the ReLU's backward, in place as Caffe's
     LaunchIndexed(n, GateByRelu<uint32_t>, GateByRelu<int64_t>, n, relu_slope_,
                   fused_top_->gpu_data(), fused_top_->mutable_gpu_diff());
+    relu_gated_ = true;  // once per forward, however often this runs
   }
   const float* dy = fused_top_->gpu_diff();
   const float* x_norm = x_norm_.gpu_data();
@@ -200,7 +201,7 @@ void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff) {
 
 void BatchNormLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                  const BlobVec& bottom) {
-  if (fused_scale_ != nullptr) return;  // done by the Scale layer's Backward (BackwardFused)
+  if (fused_scale_ != nullptr) return BackwardFusedSlot(propagate_down);
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
   const float* dy = top[0]->gpu_diff();

@@ -52,17 +52,21 @@ class BatchNormLayer : public Layer {
 
   // Takes over `scale`, which multiplies `top` in place (Net checks the
   // pattern: ScaleLayer::ScalesChannelsOf). `bottom` is this layer's bottom,
-  // whose diff BackwardFused writes when `propagate_down`.
-  void FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top, bool propagate_down);
+  // whose diff BackwardFused writes.
+  void FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top);
   ScaleLayer* fused_scale() const { return fused_scale_; }
   // Takes over the ReLU (in place, right after the Scale) as well.
   // REQUIRES: FuseScale.
   void FuseRelu(float negative_slope);
   // The pair's backward, run from the Scale layer's Backward: adds the scale
   // gradient (`scale_diff`) and the bias gradient (`bias_diff`, when the
-  // Scale has a bias) into the Scale's blobs, and writes the bottom diff.
+  // Scale has a bias) into the Scale's blobs, and writes this layer's bottom
+  // diff when `bottom_diff` (the Scale passes whether its bottom, this
+  // layer's top, wants a gradient: in a Net exactly when this layer's bottom
+  // does). This layer's own Backward then writes the bottom diff only if it
+  // is asked for one that was not written.
   // REQUIRES: FuseScale, then Forward under the same engine.
-  void BackwardFused(bool scale_diff, bool bias_diff);
+  void BackwardFused(bool scale_diff, bool bias_diff, bool bottom_diff);
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
@@ -91,12 +95,14 @@ class BatchNormLayer : public Layer {
   void ComputeStd();
   void BuildDnnl(const Blob& bottom);
   void ForwardFused(const BlobVec& bottom, const BlobVec& top);
+  // Backward of the fused layers when this layer's Backward runs.
+  void BackwardFusedSlot(const std::vector<bool>& propagate_down);
 #ifdef PSTRAIN_HAVE_CUDA
   // Batch statistics into mean_/variance_ and the running sums, or the
   // stored estimates; then std_ (both GPU forwards).
   void GpuStatistics(const float* x);
   void ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top);
-  void BackwardFusedGpu(bool scale_diff, bool bias_diff);
+  void BackwardFusedGpu(bool scale_diff, bool bias_diff, bool bottom_diff);
 #endif
 
   bool use_global_stats_ = false;
@@ -112,7 +118,8 @@ class BatchNormLayer : public Layer {
   ScaleLayer* fused_scale_ = nullptr;  // the Scale taken over, or null
   Blob* fused_bottom_ = nullptr;
   Blob* fused_top_ = nullptr;
-  bool fused_propagate_down_ = false;
+  bool fused_bottom_diff_done_ = false;  // by the last BackwardFused
+  bool relu_gated_ = false;  // GPU: the top's diff gated in place since the last Forward
   bool fused_relu_ = false;
   float relu_slope_ = 0.f;
   std::unique_ptr<DnnlState, DnnlStateDeleter> dnnl_;

@@ -75,7 +75,7 @@ void BatchNormLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
 // saved input are its).
 void BatchNormLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                                   const BlobVec& bottom) {
-  if (fused_scale_ != nullptr) return;  // done by the Scale layer's Backward (BackwardFused)
+  if (fused_scale_ != nullptr) return BackwardFusedSlot(propagate_down);
   if (!propagate_down[0]) return;
   if (bottom[0]->count() == 0) return;
   using dnnl::memory;

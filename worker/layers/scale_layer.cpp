@@ -145,7 +145,8 @@ void ScaleLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propa
                               const BlobVec& bottom) {
   if (fused_into_ != nullptr) {
     return fused_into_->BackwardFused(param_propagate_down(0),
-                                      bias_index_ >= 0 && param_propagate_down(bias_index_));
+                                      bias_index_ >= 0 && param_propagate_down(bias_index_),
+                                      propagate_down[0]);
   }
   BackwardReference(top, propagate_down, bottom);
 }

@@ -39,7 +39,8 @@ void ScaleLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propag
                              const BlobVec& bottom) {
   if (fused_into_ != nullptr) {
     return fused_into_->BackwardFused(param_propagate_down(0),
-                                      bias_index_ >= 0 && param_propagate_down(bias_index_));
+                                      bias_index_ >= 0 && param_propagate_down(bias_index_),
+                                      propagate_down[0]);
   }
   const AxisBroadcast& b = broadcast_;
   const float* dy = top[0]->gpu_diff();
