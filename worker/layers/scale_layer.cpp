@@ -141,13 +141,15 @@ void ScaleLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
   ForwardReference(bottom, top);
 }
 
+void ScaleLayer::BackwardFused(const std::vector<bool>& propagate_down) {
+  fused_into_->BackwardFused(param_propagate_down(0),
+                             bias_index_ >= 0 && param_propagate_down(bias_index_),
+                             propagate_down[0]);
+}
+
 void ScaleLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                               const BlobVec& bottom) {
-  if (fused_into_ != nullptr) {
-    return fused_into_->BackwardFused(param_propagate_down(0),
-                                      bias_index_ >= 0 && param_propagate_down(bias_index_),
-                                      propagate_down[0]);
-  }
+  if (fused_into_ != nullptr) return BackwardFused(propagate_down);
   BackwardReference(top, propagate_down, bottom);
 }
 

@@ -37,11 +37,7 @@ void ScaleLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
 
 void ScaleLayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
-  if (fused_into_ != nullptr) {
-    return fused_into_->BackwardFused(param_propagate_down(0),
-                                      bias_index_ >= 0 && param_propagate_down(bias_index_),
-                                      propagate_down[0]);
-  }
+  if (fused_into_ != nullptr) return BackwardFused(propagate_down);
   const AxisBroadcast& b = broadcast_;
   const float* dy = top[0]->gpu_diff();
   if (bias_index_ >= 0 && param_propagate_down(bias_index_)) {

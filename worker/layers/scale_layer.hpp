@@ -60,6 +60,9 @@ class ScaleLayer : public Layer {
 #endif
 
  private:
+  // Fused: the BatchNorm's fused backward, with this layer's wants.
+  void BackwardFused(const std::vector<bool>& propagate_down);
+
   AxisBroadcast broadcast_;
   int bias_index_ = -1;  // index of b in blobs_, -1 without bias_term
   Blob input_;           // bottom 0's data when in place (for the scale gradient)
