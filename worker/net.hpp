@@ -45,9 +45,10 @@ struct NetOptions {
   // layer with several CPU implementations gets the fastest for its shape at
   // the end of set-up.
   AutotuneOptions autotune;
-  // Under the fast and GPU engines, fuses layer pairs that can run as one
-  // (Net::FuseLayers: a BatchNorm, the Scale after it and a ReLU, in place). The
-  // environment variable PSTRAIN_FUSE_LAYERS=0 turns it off for every net.
+  // Under the fast and GPU engines, fuses layers that can run as one
+  // (Net::FuseLayers: a BatchNorm, the Scale after it and a ReLU, in place;
+  // an Eltwise SUM and its ReLU). The environment variable
+  // PSTRAIN_FUSE_LAYERS=0 turns it off for every net.
   bool fuse_layers = true;
 };
 
@@ -133,9 +134,11 @@ class Net {
   // it, by a learned per-channel scale (and bias) to that BatchNorm, and the
   // ReLU in place right after such a Scale too (batch_norm_layer.hpp, "Fused
   // with the Scale after it"), unless the BatchNorm's top carries a loss
-  // weight. Runs after ComputeBackwardNeeds, before engine auto
-  // (net_fusion.cpp).
+  // weight; under the fast engine, the ReLU in place after an Eltwise SUM to
+  // that Eltwise (eltwise_layer.hpp). Runs after ComputeBackwardNeeds, before
+  // engine auto (net_fusion.cpp).
   void FuseLayers();
+  bool ReluInPlaceOn(int i, int next) const;
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
 
   std::string name_;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "worker/layers/batch_norm_layer.hpp"
+#include "worker/layers/eltwise_layer.hpp"
 #include "worker/layers/relu_layer.hpp"
 #include "worker/layers/scale_layer.hpp"
 #include "worker/net.hpp"
@@ -17,9 +18,28 @@ bool LayerFusionEnabled() {
   return text != "0" && text != "false";
 }
 
+// True when layer `next` is a ReLU working in place on the first top of
+// layer `i` (and nothing else), under the same engine.
+bool Net::ReluInPlaceOn(int i, int next) const {
+  auto* relu = dynamic_cast<ReLULayer*>(layers_[next].get());
+  if (relu == nullptr || relu->engine() != layers_[i]->engine()) return false;
+  const int top = top_ids_[i][0];
+  return bottom_ids_[next].size() == 1 && bottom_ids_[next][0] == top &&
+         top_ids_[next].size() == 1 && top_ids_[next][0] == top;
+}
+
 void Net::FuseLayers() {
   const int n = static_cast<int>(layers_.size());
   for (int i = 0; i + 1 < n; ++i) {
+    // An Eltwise SUM and the ReLU on its top (the CPU engine only: on the GPU
+    // it would save one element-wise kernel's traffic).
+    auto* sum = dynamic_cast<EltwiseLayer*>(layers_[i].get());
+    if (sum != nullptr && sum->Sums() && sum->engine() == Engine::kFast &&
+        ReluInPlaceOn(i, i + 1)) {
+      sum->FuseRelu(layers_[i + 1]->layer_param().relu_param().negative_slope());
+      layers_[i + 1]->set_fused(true);
+      continue;
+    }
     auto* batch_norm = dynamic_cast<BatchNormLayer*>(layers_[i].get());
     auto* scale = dynamic_cast<ScaleLayer*>(layers_[i + 1].get());
     if (batch_norm == nullptr || scale == nullptr) continue;
@@ -34,15 +54,9 @@ void Net::FuseLayers() {
     batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0]);
     scale->FuseInto(batch_norm);
     // A ReLU in place on the same blob right after (ResNet's pattern).
-    if (i + 2 >= n) continue;
-    auto* relu = dynamic_cast<ReLULayer*>(layers_[i + 2].get());
-    if (relu == nullptr || relu->engine() != batch_norm->engine()) continue;
-    if (bottom_ids_[i + 2].size() != 1 || bottom_ids_[i + 2][0] != top ||
-        top_ids_[i + 2].size() != 1 || top_ids_[i + 2][0] != top) {
-      continue;
-    }
-    batch_norm->FuseRelu(relu->layer_param().relu_param().negative_slope());
-    relu->set_fused(true);
+    if (i + 2 >= n || !ReluInPlaceOn(i, i + 2)) continue;
+    batch_norm->FuseRelu(layers_[i + 2]->layer_param().relu_param().negative_slope());
+    layers_[i + 2]->set_fused(true);
   }
 }
 

@@ -90,12 +90,14 @@ std::vector<float> Diff(const Blob& blob) {
   return std::vector<float>(blob.cpu_diff(), blob.cpu_diff() + blob.count());
 }
 
-// Every learnable blob (data and diff), the activations and the input's
+// Every learnable blob (data and diff), every top's data and the input's
 // gradient of `net` against `expected`.
 void ExpectSameNets(const Net& expected, const Net& net, const std::string& when) {
-  for (const char* name : {"c", "y"}) {
-    ExpectVectorsNear(Data(*expected.blob_by_name(name)), Data(*net.blob_by_name(name)),
-                      when + ": data of " + name);
+  for (const auto& layer : expected.param().layer()) {  // every top, in place ones last
+    for (const std::string& name : layer.top()) {
+      ExpectVectorsNear(Data(*expected.blob_by_name(name)), Data(*net.blob_by_name(name)),
+                        when + ": data of " + name);
+    }
   }
   ExpectVectorsNear(Diff(*expected.blob_by_name("x")), Diff(*net.blob_by_name("x")),
                     when + ": diff of x");
@@ -111,8 +113,11 @@ void ExpectSameNets(const Net& expected, const Net& net, const std::string& when
 // Three SGD steps (the last accumulating two forward-backward passes, as
 // iter_size 2 does) on `net` and on the reference engine's net, from the
 // same weights and inputs, compared after every pass.
-void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse) {
-  auto reference = Build(text, Engine::kReference, false);
+// `expected_engine`: the reference engine, or the fast one apart where the
+// convolutions' own differences between engines would hide the fused layers'.
+void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse,
+                             Engine expected_engine = Engine::kReference) {
+  auto reference = Build(text, expected_engine, false);
   auto net = Build(text, engine, fuse);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
@@ -420,12 +425,105 @@ TEST(BatchNormScaleFusionTest, EngineAutoLeavesTheFusedLayersFused) {
   }
 }
 
-TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPairAndTheirRelus) {
+// A residual sum: two convolutions of x, an Eltwise SUM of them (`sum`: its
+// parameter text and bottoms), then `after` on 's', an InnerProduct, a loss.
+std::string ResidualText(const std::string& sum, const std::string& after) {
+  return R"(name: 'residual' force_backward: true
+layer { name: 'data' type: 'Input' top: 'x' top: 't'
+        input_param { shape { dim: 4 dim: 3 dim: 6 dim: 5 } shape { dim: 4 dim: 5 } } }
+layer { name: 'a' type: 'Convolution' bottom: 'x' top: 'a'
+        convolution_param { num_output: 4 kernel_size: 3 pad: 1
+                            weight_filler { type: 'gaussian' std: 0.3 } } }
+layer { name: 'b' type: 'Convolution' bottom: 'x' top: 'b'
+        convolution_param { num_output: 4 kernel_size: 1
+                            weight_filler { type: 'gaussian' std: 0.3 } } }
+layer { name: 'sum' type: 'Eltwise' top: 's' )" +
+         sum + " }\n" + after + R"(
+layer { name: 'ip' type: 'InnerProduct' bottom: 's' top: 'y'
+        inner_product_param { num_output: 5 weight_filler { type: 'gaussian' std: 0.2 } } }
+layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
+)";
+}
+
+constexpr char kSumRelu[] = "layer { name: 'relu' type: 'ReLU' bottom: 's' top: 's' }";
+
+TEST(EltwiseReluFusionTest, ASumTakesOverTheReluOnItsTopUnderTheFastEngine) {
+  auto net = Build(ResidualText("bottom: 'a' bottom: 'b'", kSumRelu), Engine::kFast, true);
+  ASSERT_NE(net, nullptr);
+  EXPECT_EQ(net->layer_by_name("sum")->Implementation(), "fused");
+  EXPECT_EQ(net->layer_by_name("relu")->Implementation(), "fused");
+  const std::vector<std::string> apart = {
+      // PROD and MAX keep their ReLU; so does a ReLU with its own top.
+      ResidualText("bottom: 'a' bottom: 'b' eltwise_param { operation: PROD }", kSumRelu),
+      ResidualText("bottom: 'a' bottom: 'b' eltwise_param { operation: MAX }", kSumRelu),
+      ResidualText("bottom: 'a' bottom: 'b'",
+                   "layer { name: 'relu' type: 'ReLU' bottom: 's' top: 'r' }\n"
+                   "layer { name: 'keep' type: 'Eltwise' bottom: 'r' bottom: 's' top: 'k' }"),
+  };
+  for (const std::string& text : apart) {
+    auto other = Build(text, Engine::kFast, true);
+    ASSERT_NE(other, nullptr);
+    EXPECT_FALSE(other->layer_by_name("relu")->fused()) << text;
+  }
+  // Not under the reference engine, nor with fusion off.
+  auto reference =
+      Build(ResidualText("bottom: 'a' bottom: 'b'", kSumRelu), Engine::kReference, true);
+  ASSERT_NE(reference, nullptr);
+  EXPECT_FALSE(reference->layer_by_name("relu")->fused());
+  auto off = Build(ResidualText("bottom: 'a' bottom: 'b'", kSumRelu), Engine::kFast, false);
+  ASSERT_NE(off, nullptr);
+  EXPECT_FALSE(off->layer_by_name("relu")->fused());
+}
+
+// Against the fast engine apart: two convolutions of the same input add up
+// oneDNN's and the reference's differences (2e-4 relative in x's gradient).
+TEST(EltwiseReluFusionTest, TrainsAsTheLayersApart) {
+  ExpectTrainsAsReference(ResidualText("bottom: 'a' bottom: 'b'", kSumRelu), Engine::kFast, true,
+                          Engine::kFast);
+  // Coefficients, three bottoms, a leaky ReLU.
+  ExpectTrainsAsReference(
+      ResidualText("bottom: 'a' bottom: 'b' bottom: 'a' "
+                   "eltwise_param { operation: SUM coeff: 1 coeff: -0.5 coeff: 2 }",
+                   "layer { name: 'relu' type: 'ReLU' bottom: 's' top: 's' "
+                   "relu_param { negative_slope: 0.1 } }"),
+      Engine::kFast, true, Engine::kFast);
+}
+
+TEST(EltwiseReluFusionTest, TimedWithoutALossAsTheLayersApart) {
+  std::string text = ResidualText("bottom: 'a' bottom: 'b'", kSumRelu);
+  text.replace(text.find("force_backward: true"), 20, "");
+  text = text.substr(0, text.find("layer { name: 'loss'"));
+  auto reference = Build(text, Engine::kReference, false);
+  auto net = Build(text, Engine::kFast, true);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(net, nullptr);
+  ASSERT_TRUE(net->layer_by_name("sum")->fused());
+  CopyWeights(*reference, *net);
+  BlobSet arriving;
+  BlobSet::FillGaussian(arriving.Add({4, 5}), 23, 1.f);
+  for (Net* n : {reference.get(), net.get()}) {
+    FillInputs(*n, 24);
+    Blob* y = n->blob_by_name("y");
+    std::copy(arriving[0]->cpu_data(), arriving[0]->cpu_data() + y->count(), y->mutable_cpu_diff());
+    n->ClearParamDiffs();
+    TimeNet(*n, 1);
+  }
+  for (const char* blob : {"a", "b", "s"}) {
+    ExpectVectorsNear(Data(*reference->blob_by_name(blob)), Data(*net->blob_by_name(blob)),
+                      std::string("data of ") + blob);
+  }
+  for (const char* blob : {"a", "b"}) {
+    ExpectVectorsNear(Diff(*reference->blob_by_name(blob)), Diff(*net->blob_by_name(blob)),
+                      std::string("diff of ") + blob);
+  }
+}
+
+TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPairAndEveryRelu) {
   NetOptions options;
   options.source = std::string(PSTRAIN_SOURCE_DIR) + "/configs/nets/resnet50_deploy.prototxt";
   auto net = Net::FromFile(options.source, options);
   ASSERT_TRUE(net.ok()) << net.status().message();
-  int batch_norms = 0, fused = 0, scales_fused = 0, relus = 0, relus_fused = 0;
+  int batch_norms = 0, fused = 0, scales_fused = 0, relus = 0, relus_fused = 0, sums_fused = 0;
   for (const auto& layer : net.value()->layers()) {
     const std::string type = layer->type();
     const bool is_fused = layer->Implementation() == "fused";
@@ -434,13 +532,16 @@ TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPairAndTheirRelus) {
     scales_fused += type == "Scale" && is_fused;
     relus += type == "ReLU";
     relus_fused += type == "ReLU" && is_fused;
+    sums_fused += type == "Eltwise" && is_fused;
   }
   EXPECT_EQ(batch_norms, 53);
   EXPECT_EQ(fused, 53);
   EXPECT_EQ(scales_fused, 53);
-  // conv1's and two per bottleneck block (16); those after the sums stay apart.
+  // conv1's and two per bottleneck block (16) into BatchNorms, and the one
+  // after each block's residual sum into that Eltwise.
   EXPECT_EQ(relus, 49);
-  EXPECT_EQ(relus_fused, 33);
+  EXPECT_EQ(relus_fused, 49);
+  EXPECT_EQ(sums_fused, 16);
 }
 
 TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {

@@ -1,5 +1,6 @@
 #include "worker/layers/eltwise_layer.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "common/math_cpu.hpp"
@@ -111,6 +112,73 @@ void EltwiseLayer::BackwardReference(const BlobVec& top, const std::vector<bool>
         for (int64_t i = 0; i < n; ++i) dx[i] = index[i] == kk ? dy[i] : 0.f;
         break;
       }
+    }
+  }
+}
+
+void EltwiseLayer::FuseRelu(float negative_slope) {
+  fused_relu_ = true;
+  relu_slope_ = negative_slope;
+  set_fused(true);
+}
+
+namespace {
+
+// The fused SUM + ReLU works through blocks of this many values, each in
+// cache between its passes, the blocks spread over OpenMP threads.
+constexpr int64_t kSumBlock = 4096;
+
+}  // namespace
+
+void EltwiseLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (!fused_relu_) return ForwardReference(bottom, top);
+  const int64_t n = top[0]->count();
+  std::vector<const float*> x(bottom.size());
+  for (size_t k = 0; k < bottom.size(); ++k) x[k] = bottom[k]->cpu_data();
+  float* y = top[0]->mutable_cpu_data();
+  const float* c = coeffs_.data();
+  const float slope = relu_slope_;
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t start = block * kSumBlock;
+    const int64_t end = std::min(n, start + kSumBlock);
+    // sum_k c_k * x_k, then y > 0 ? y : slope * y; y may alias x_0 only
+    // element by element (x_0 is read first).
+    for (int64_t i = start; i < end; ++i) y[i] = c[0] * x[0][i];
+    for (size_t k = 1; k < x.size(); ++k) {
+      const float* xk = x[k];
+      const float ck = c[k];
+      for (int64_t i = start; i < end; ++i) y[i] += ck * xk[i];
+    }
+    for (int64_t i = start; i < end; ++i) y[i] *= y[i] > 0.f ? 1.f : slope;
+  }
+}
+
+void EltwiseLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                const BlobVec& bottom) {
+  if (!fused_relu_) return BackwardReference(top, propagate_down, bottom);
+  const int64_t n = top[0]->count();
+  const float* y = top[0]->cpu_data();
+  const float* dy = top[0]->cpu_diff();
+  const float slope = relu_slope_;
+  // Bottom 0 last: in place, its diff is the top's.
+  std::vector<float*> dx;
+  std::vector<float> c;
+  for (size_t k = bottom.size(); k-- > 0;) {
+    if (!propagate_down[k]) continue;
+    dx.push_back(bottom[k]->mutable_cpu_diff());
+    c.push_back(coeffs_[k]);
+  }
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t start = block * kSumBlock;
+    const int64_t end = std::min(n, start + kSumBlock);
+    for (size_t j = 0; j < dx.size(); ++j) {
+      float* out = dx[j];
+      const float ck = c[j];
+      for (int64_t i = start; i < end; ++i) out[i] = ck * (dy[i] * (y[i] > 0.f ? 1.f : slope));
     }
   }
 }

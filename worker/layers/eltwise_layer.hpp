@@ -5,6 +5,12 @@
 // between bottoms 0 and 1 go to 1; later bottoms must be strictly larger).
 // PROD's gradient with stable_prod_grad (default) is the product of the other
 // bottoms; without it, top / bottom (undefined where a bottom is 0).
+//
+// Under the fast engine a SUM followed by a ReLU in place on its top (ResNet's
+// residual sums) runs as one step (Net::FuseLayers): Forward writes the ReLU's
+// output, Backward gates the gradient by it (Caffe's in-place ReLU backward)
+// before scaling it into each bottom's diff; the ReLU's Forward and Backward
+// do nothing (Layer::fused()).
 #pragma once
 
 #include <vector>
@@ -26,10 +32,18 @@ class EltwiseLayer : public Layer {
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
 
+  // True for SUM: what a ReLU after it can be fused into.
+  bool Sums() const { return op_ == caffe::EltwiseParameter::SUM; }
+  // Takes over the ReLU in place on this layer's top. REQUIRES: Sums().
+  void FuseRelu(float negative_slope);
+
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+  void ForwardFast(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
 #ifdef PSTRAIN_HAVE_CUDA
   void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -41,6 +55,8 @@ class EltwiseLayer : public Layer {
   std::vector<float> coeffs_;
   bool stable_prod_grad_ = true;
   std::vector<int> max_index_;  // MAX: winning bottom per element
+  bool fused_relu_ = false;
+  float relu_slope_ = 0.f;
 #ifdef PSTRAIN_HAVE_CUDA
   Blob max_index_gpu_;  // MAX on the GPU: winning bottom per element, as float
 #endif
