@@ -375,26 +375,38 @@ TEST(BatchNormScaleFusionTest, BatchNormWithATopOfItsOwn) {
 // `ps-net time` (TimeNet) drives every layer's Backward itself on a net
 // without a loss, asking each for the gradients a training would want; the
 // fused layers must give the layers' answers, the bottom diff included.
-TEST(BatchNormScaleFusionTest, TimedWithoutALossAsTheLayersApart) {
-  std::string text = NetText(kScaleWithBias, kLeakyRelu);
+// `text` without force_backward and without its loss layer, built on the
+// reference engine and fused on the fast one (`fused`: a layer that must be),
+// with the same weights and inputs, after TimeNet ran both with the same
+// gradient arriving at 'y' (4 x 5).
+struct TimedNets {
+  std::unique_ptr<Net> reference, net;
+};
+TimedNets TimeWithoutALoss(std::string text, const char* fused, uint64_t seed) {
   text.replace(text.find("force_backward: true"), 20, "");
   text = text.substr(0, text.find("layer { name: 'loss'"));
-  auto reference = Build(text, Engine::kReference, false);
-  auto net = Build(text, Engine::kFast, true);
-  ASSERT_NE(reference, nullptr);
-  ASSERT_NE(net, nullptr);
-  ASSERT_TRUE(net->layer_by_name("scale")->fused());
-  CopyWeights(*reference, *net);
-  BlobSet arriving;  // the gradient arriving at the InnerProduct's top
-  BlobSet::FillGaussian(arriving.Add({4, 5}), 22, 1.f);
-  for (Net* n : {reference.get(), net.get()}) {
-    FillInputs(*n, 21);
+  TimedNets t{Build(text, Engine::kReference, false), Build(text, Engine::kFast, true)};
+  EXPECT_TRUE(t.reference != nullptr && t.net != nullptr);
+  if (t.reference == nullptr || t.net == nullptr) return {};
+  EXPECT_TRUE(t.net->layer_by_name(fused)->fused()) << fused;
+  CopyWeights(*t.reference, *t.net);
+  BlobSet arriving;
+  BlobSet::FillGaussian(arriving.Add({4, 5}), seed, 1.f);
+  for (Net* n : {t.reference.get(), t.net.get()}) {
+    FillInputs(*n, seed + 1);
     Blob* y = n->blob_by_name("y");
-    ASSERT_EQ(y->count(), arriving[0]->count());
     std::copy(arriving[0]->cpu_data(), arriving[0]->cpu_data() + y->count(), y->mutable_cpu_diff());
     n->ClearParamDiffs();
     TimeNet(*n, 1);  // two forward and backward passes (one warm-up)
   }
+  return t;
+}
+
+TEST(BatchNormScaleFusionTest, TimedWithoutALossAsTheLayersApart) {
+  TimedNets t = TimeWithoutALoss(NetText(kScaleWithBias, kLeakyRelu), "scale", 22);
+  ASSERT_NE(t.net, nullptr);
+  Net* reference = t.reference.get();
+  Net* net = t.net.get();
   ExpectVectorsNear(Diff(*reference->blob_by_name("c")), Diff(*net->blob_by_name("c")),
                     "the BatchNorm's bottom diff");
   for (const char* layer : {"conv", "scale"}) {
@@ -490,24 +502,10 @@ TEST(EltwiseReluFusionTest, TrainsAsTheLayersApart) {
 }
 
 TEST(EltwiseReluFusionTest, TimedWithoutALossAsTheLayersApart) {
-  std::string text = ResidualText("bottom: 'a' bottom: 'b'", kSumRelu);
-  text.replace(text.find("force_backward: true"), 20, "");
-  text = text.substr(0, text.find("layer { name: 'loss'"));
-  auto reference = Build(text, Engine::kReference, false);
-  auto net = Build(text, Engine::kFast, true);
-  ASSERT_NE(reference, nullptr);
-  ASSERT_NE(net, nullptr);
-  ASSERT_TRUE(net->layer_by_name("sum")->fused());
-  CopyWeights(*reference, *net);
-  BlobSet arriving;
-  BlobSet::FillGaussian(arriving.Add({4, 5}), 23, 1.f);
-  for (Net* n : {reference.get(), net.get()}) {
-    FillInputs(*n, 24);
-    Blob* y = n->blob_by_name("y");
-    std::copy(arriving[0]->cpu_data(), arriving[0]->cpu_data() + y->count(), y->mutable_cpu_diff());
-    n->ClearParamDiffs();
-    TimeNet(*n, 1);
-  }
+  TimedNets t = TimeWithoutALoss(ResidualText("bottom: 'a' bottom: 'b'", kSumRelu), "sum", 23);
+  ASSERT_NE(t.net, nullptr);
+  Net* reference = t.reference.get();
+  Net* net = t.net.get();
   for (const char* blob : {"a", "b", "s"}) {
     ExpectVectorsNear(Data(*reference->blob_by_name(blob)), Data(*net->blob_by_name(blob)),
                       std::string("data of ") + blob);
