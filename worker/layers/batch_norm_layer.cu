@@ -69,14 +69,6 @@ __global__ void NormaliseScale(Index n, Index channels, Index spatial, const flo
   }
 }
 
-// A fused ReLU's backward in place: dy = y > 0 ? dy : slope * dy.
-template <typename Index>
-__global__ void GateByRelu(Index n, float slope, const float* y, float* dy) {
-  PSTRAIN_CUDA_INDEX_LOOP(Index, i, n) {
-    if (!(y[i] > 0.f)) dy[i] *= slope;
-  }
-}
-
 // Per channel from the totals S = sum dy and P = sum dy * x_norm: the Scale's
 // gradients (each when not null) and the coefficients of the bottom diff,
 // k = scale / sd, a = S / m, b = P / m (a, b 0 for global statistics).
@@ -129,7 +121,7 @@ void BatchNormLayer::GpuStatistics(const float* x) {
 }
 
 void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
-  if (fused_scale_ != nullptr) return ForwardFusedGpu(bottom, top);
+  relu_gated_ = false;
   if (channels_ == 0) return;
   const int64_t n = bottom[0]->count();
   const float* x = bottom[0]->gpu_data();
@@ -137,19 +129,12 @@ void BatchNormLayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (n == 0) return;
   // y may alias x: element-wise, each read before its write.
   float* y = top[0]->mutable_gpu_data();
-  LaunchIndexed(n, Normalise<uint32_t>, Normalise<int64_t>, n, channels_, spatial_, x,
-                mean_.gpu_data(), std_.gpu_data(), y, x_norm_.mutable_gpu_data());
-}
-
-void BatchNormLayer::ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top) {
-  relu_gated_ = false;
-  if (channels_ == 0) return;
-  const int64_t n = bottom[0]->count();
-  const float* x = bottom[0]->gpu_data();
-  GpuStatistics(x);
-  if (n == 0) return;
+  if (fused_scale_ == nullptr) {
+    LaunchIndexed(n, Normalise<uint32_t>, Normalise<int64_t>, n, channels_, spatial_, x,
+                  mean_.gpu_data(), std_.gpu_data(), y, x_norm_.mutable_gpu_data());
+    return;
+  }
   const Blob* bias = fused_scale_->bias();
-  float* y = top[0]->mutable_gpu_data();  // may alias x
   LaunchIndexed(n, NormaliseScale<uint32_t>, NormaliseScale<int64_t>, n, channels_, spatial_, x,
                 mean_.gpu_data(), std_.gpu_data(), fused_scale_->blobs()[0]->gpu_data(),
                 bias != nullptr ? bias->gpu_data() : nullptr, fused_relu_, relu_slope_,
@@ -165,8 +150,8 @@ void BatchNormLayer::BackwardFusedGpu(bool scale_diff, bool bias_diff, bool bott
   if (channels_ == 0 || (scale_out == nullptr && bias_out == nullptr && !bottom_diff)) return;
   const int64_t n = fused_top_->count();
   if (fused_relu_ && n > 0 && !relu_gated_) {  // the ReLU's backward, in place as Caffe's
-    LaunchIndexed(n, GateByRelu<uint32_t>, GateByRelu<int64_t>, n, relu_slope_,
-                  fused_top_->gpu_data(), fused_top_->mutable_gpu_diff());
+    GpuReluBackward(n, relu_slope_, fused_top_->gpu_data(), fused_top_->gpu_diff(),
+                    fused_top_->mutable_gpu_diff());
     relu_gated_ = true;  // once per forward, however often this runs
   }
   const float* dy = fused_top_->gpu_diff();

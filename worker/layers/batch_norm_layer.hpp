@@ -99,9 +99,8 @@ class BatchNormLayer : public Layer {
   void BackwardFusedSlot(const std::vector<bool>& propagate_down);
 #ifdef PSTRAIN_HAVE_CUDA
   // Batch statistics into mean_/variance_ and the running sums, or the
-  // stored estimates; then std_ (both GPU forwards).
+  // stored estimates; then std_.
   void GpuStatistics(const float* x);
-  void ForwardFusedGpu(const BlobVec& bottom, const BlobVec& top);
   void BackwardFusedGpu(bool scale_diff, bool bias_diff, bool bottom_diff);
 #endif
 

@@ -61,4 +61,8 @@ void GpuSoftmax(int64_t outer, int channels, int64_t inner, const float* x, floa
 void GpuSoftmaxBackward(int64_t outer, int channels, int64_t inner, const float* y, const float* dy,
                         float* dx);
 
+// Caffe's ReLU backward: dx = x > 0 ? dy : slope * dy (relu_layer.cu); dx may
+// alias dy. Also the gate of a ReLU fused into a BatchNorm (x: its output).
+void GpuReluBackward(int64_t n, float slope, const float* x, const float* dy, float* dx);
+
 }  // namespace pstrain

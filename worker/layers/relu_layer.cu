@@ -15,6 +15,10 @@ __global__ void ReluBackward(int64_t n, float slope, const float* x, const float
 
 }  // namespace
 
+void GpuReluBackward(int64_t n, float slope, const float* x, const float* dy, float* dx) {
+  LaunchKernel(n, ReluBackward, n, slope, x, dy, dx);
+}
+
 void ReLULayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
   if (fused()) return;  // applied by the fused BatchNorm's Forward
   const int64_t n = bottom[0]->count();
@@ -28,8 +32,8 @@ void ReLULayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propaga
   if (fused()) return;  // applied by the fused backward (the Scale's)
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
-  LaunchKernel(n, ReluBackward, n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),
-               top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
+  GpuReluBackward(n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),
+                  top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
 }
 
 }  // namespace pstrain
