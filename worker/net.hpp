@@ -138,6 +138,7 @@ class Net {
   // that Eltwise (eltwise_layer.hpp). Runs after ComputeBackwardNeeds, before
   // engine auto (net_fusion.cpp).
   void FuseLayers();
+  bool WorksInPlaceOn(int i, int next) const;  // net_fusion.cpp
   bool ReluInPlaceOn(int i, int next) const;
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
 

@@ -18,14 +18,17 @@ bool LayerFusionEnabled() {
   return text != "0" && text != "false";
 }
 
-// True when layer `next` is a ReLU working in place on the first top of
-// layer `i` (and nothing else), under the same engine.
-bool Net::ReluInPlaceOn(int i, int next) const {
-  auto* relu = dynamic_cast<ReLULayer*>(layers_[next].get());
-  if (relu == nullptr || relu->engine() != layers_[i]->engine()) return false;
+// True when layer `next` reads the first top of layer `i` and writes it
+// back in place (one bottom, one top, nothing else), under the same engine.
+bool Net::WorksInPlaceOn(int i, int next) const {
+  if (layers_[next]->engine() != layers_[i]->engine()) return false;
   const int top = top_ids_[i][0];
   return bottom_ids_[next].size() == 1 && bottom_ids_[next][0] == top &&
          top_ids_[next].size() == 1 && top_ids_[next][0] == top;
+}
+
+bool Net::ReluInPlaceOn(int i, int next) const {
+  return dynamic_cast<ReLULayer*>(layers_[next].get()) != nullptr && WorksInPlaceOn(i, next);
 }
 
 void Net::FuseLayers() {
@@ -42,15 +45,8 @@ void Net::FuseLayers() {
     }
     auto* batch_norm = dynamic_cast<BatchNormLayer*>(layers_[i].get());
     auto* scale = dynamic_cast<ScaleLayer*>(layers_[i + 1].get());
-    if (batch_norm == nullptr || scale == nullptr) continue;
-    if (batch_norm->engine() != scale->engine() || batch_norm->loss(0) != 0.f) continue;
-    // The Scale reads the BatchNorm's top and writes it back, nothing else.
-    const int top = top_ids_[i][0];
-    if (bottom_ids_[i + 1].size() != 1 || bottom_ids_[i + 1][0] != top ||
-        top_ids_[i + 1].size() != 1 || top_ids_[i + 1][0] != top) {
-      continue;
-    }
-    if (!scale->ScalesChannelsOf(*bottom_vecs_[i][0])) continue;
+    if (batch_norm == nullptr || scale == nullptr || batch_norm->loss(0) != 0.f) continue;
+    if (!WorksInPlaceOn(i, i + 1) || !scale->ScalesChannelsOf(*bottom_vecs_[i][0])) continue;
     batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0]);
     scale->FuseInto(batch_norm);
     // A ReLU in place on the same blob right after (ResNet's pattern).

@@ -33,13 +33,13 @@ void ReLULayer::BackwardReference(const BlobVec& top, const std::vector<bool>& p
 }
 
 void ReLULayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
-  if (fused()) return;  // applied by the fused BatchNorm's Forward
+  if (fused()) return;  // applied by the Forward of the layer it is fused into
   ForwardReference(bottom, top);
 }
 
 void ReLULayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
-  if (fused()) return;  // applied by the fused backward (the Scale's)
+  if (fused()) return;  // applied by the fused backward (the Scale's or the Eltwise's)
   BackwardReference(top, propagate_down, bottom);
 }
 

@@ -20,7 +20,7 @@ void GpuReluBackward(int64_t n, float slope, const float* x, const float* dy, fl
 }
 
 void ReLULayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
-  if (fused()) return;  // applied by the fused BatchNorm's Forward
+  if (fused()) return;  // applied by the Forward of the layer it is fused into
   const int64_t n = bottom[0]->count();
   if (n == 0) return;
   LaunchKernel(n, ReluForward, n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),
@@ -29,7 +29,7 @@ void ReLULayer::ForwardGpu(const BlobVec& bottom, const BlobVec& top) {
 
 void ReLULayer::BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) {
-  if (fused()) return;  // applied by the fused backward (the Scale's)
+  if (fused()) return;  // applied by the fused backward (the Scale's or the Eltwise's)
   const int64_t n = bottom[0]->count();
   if (!propagate_down[0] || n == 0) return;
   GpuReluBackward(n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(),

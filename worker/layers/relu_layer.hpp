@@ -2,8 +2,9 @@
 // Backward reads the bottom data, which in place is the top data; for
 // negative_slope >= 0 both give the same gradient, as in Caffe.
 // One bottom, one top of the same shape; may run in place (top == bottom).
-// In place after a fused BatchNorm + Scale, the BatchNorm may take it over
-// (batch_norm_layer.hpp; Layer::fused()): Forward and Backward then do nothing.
+// In place after a fused BatchNorm + Scale, or (fast engine) after an Eltwise
+// SUM, that layer may take it over (batch_norm_layer.hpp, eltwise_layer.hpp;
+// Layer::fused()): Forward and Backward then do nothing.
 #pragma once
 
 #include <vector>
