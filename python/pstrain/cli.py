@@ -6,13 +6,16 @@
     ps-train compare RUN_DIR|SWEEP_DIR ... [--out FILE.png] [--thresholds 0.85,0.88] [--csv | --json]
     ps-train export RUN_DIR           # (re)write RUN_DIR/tensorboard/ and metrics.csv now
     ps-train sweep JOB.yaml --grid dotted.key=v1,v2 ... [--seeds N] [--set ...] [--out DIR]
+    ps-train node [FLAGS]             # run the program of $PSTRAIN_ROLE (schedulers)
     ps-train --version
 
-Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted.
+Exit status: 0 ok, 1 the job failed, 2 bad input (nothing started), 130 interrupted,
+141 stdout closed early (a pipe such as `| head`; the rest of the output is dropped).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import sys
 
@@ -23,11 +26,30 @@ from .metrics import accuracy_text, read_records
 from .runner import Job
 
 EXIT = {"ok": 0, "failed": 1, "interrupted": 130}
+EXIT_BROKEN_PIPE = 141   # 128 + SIGPIPE, what a shell reports for a tool its pipe closed on
+
+# `ps-train --help` lists them after the options of a run.
+COMMANDS = (
+    ("JOB.yaml", "run a job (the options above)"),
+    ("compare RUN_DIR ...", "overlay runs, tabulate time-to-accuracy"),
+    ("export RUN_DIR", "write TensorBoard files and metrics.csv now"),
+    ("sweep JOB.yaml --grid K=V1,V2", "a job over a grid and seeds, a report"),
+    ("node [FLAGS]", "run ps-server/ps-worker per $PSTRAIN_ROLE"),
+)
+
+
+def _commands_epilog() -> str:
+    width = max(len(c) for c, _ in COMMANDS)
+    lines = [f"  ps-train {c.ljust(width)}  {what}" for c, what in COMMANDS]
+    return ("commands (ps-train compare|export|sweep --help: their options):\n"
+            + "\n".join(lines) + "\n\nexit status: 0 ok, 1 the job failed, 2 bad input "
+            "(nothing started), 130 interrupted")
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ps-train", description="Run a PSTrain job "
-                                "(or: ps-train compare RUN_DIR ...).")
+    p = argparse.ArgumentParser(prog="ps-train", description="Run a PSTrain job, or one of "
+                                "the commands below.", epilog=_commands_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job", nargs="?", type=pathlib.Path, help="the job file (YAML)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="KEY=VALUE", help="override a job key, e.g. cluster.workers=4")
@@ -117,6 +139,20 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()   # here, where a closed pipe can still be caught
+        return code
+    except BrokenPipeError:
+        # `ps-train ... | head -1`: the reader left. Drop the rest of the output
+        # (also what the interpreter would flush at exit) and end as a Unix tool does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] == "node":
             from . import node
