@@ -23,6 +23,7 @@ from . import __version__, tensorboard
 from .compare import THRESHOLDS, compare, parse_thresholds
 from .errors import JobError
 from .metrics import accuracy_text, read_records
+from .resume import check_weights
 from .runner import Job
 
 EXIT = {"ok": 0, "failed": 1, "interrupted": 130}
@@ -184,7 +185,10 @@ def _run(args: argparse.Namespace) -> int:
             job = Job.from_yaml(args.job, args.overrides +
                                 [f"output={resume.parent}", f"name={resume.name}"])
     else:
-        job = Job.from_run_dir(args.resume, args.overrides)
+        # The run's own weights: started it; its checkpoint supersedes them now.
+        job = Job.from_run_dir(args.resume, ["weights=null"] + args.overrides)
+    if args.resume is not None:
+        check_weights(job.config, job.source)
     if args.dry_run:
         print(job.dry_run(overwrite=args.overwrite))
         return 0
@@ -195,8 +199,6 @@ def _run(args: argparse.Namespace) -> int:
     acc_text = f", {acc_text}" if acc_text else ""
     print(f"{s['name']}: {s['status']} after {s['wall_seconds']:.1f} s, {s['iterations']} "
           f"iterations{acc_text}; run folder {result.run_dir}")
-    if s.get("message"):
-        print(f"ps-train: {s['message']}", file=sys.stderr)
     return EXIT.get(result.status, 1)
 
 

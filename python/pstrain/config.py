@@ -141,6 +141,9 @@ class JobConfig:
     name: str
     solver: pathlib.Path
     solver_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Caffe's `train -weights`: a .caffemodel copied into worker 0's net by layer name
+    # (layers it lacks keep their fillers); the servers start from it. A fresh run only.
+    weights: pathlib.Path | None = None
     cluster: ClusterConfig = dataclasses.field(default_factory=ClusterConfig)
     consistency: ConsistencyConfig = dataclasses.field(default_factory=ConsistencyConfig)
     transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
@@ -266,6 +269,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         name=name,
         solver=r.path(r.string(data, "solver", "solver", None), "solver"),
         solver_overrides=dict(overrides),
+        weights=_weights(r, data.get("weights")),
         cluster=_cluster(r, data.get("cluster") or {}),
         consistency=_consistency(r, data.get("consistency") or {}, _workers(r, data)),
         transport=_transport(r, data.get("transport") or {}),
@@ -278,6 +282,15 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
     )
     _check_exposure(job, source)
     return job
+
+
+def _weights(r: _Reader, value: Any) -> pathlib.Path | None:
+    """`weights:` as a path (relative to the job file); the file is checked in plan.py."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise r.fail("weights", f"must be the path of a .caffemodel (or null), got {value!r}")
+    return r.path(value, "weights")
 
 
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:

@@ -14,7 +14,7 @@ from .config import JobConfig
 from .hosts import Placement, place, read_hostfile
 from .errors import JobError
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
-                     net_paths, resolve_beside)
+                     net_paths, resolve_beside, weights_paths)
 
 SLURM_NODE = "@NODE@"     # hosts: slurm: replaced by each task's node name (slurmnode.py)
 
@@ -40,6 +40,9 @@ class Plan:
     resume_manifest: pathlib.Path | None = None
     worker_gpus: list = dataclasses.field(default_factory=list)  # per rank: GPU id or None
     placement: Placement | None = None   # hosts: hostfile; None: every process here
+    # Worker 0's --weights on a fresh run: the job's weights:, else the solver's own.
+    initial_weights: list[pathlib.Path] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)  # said at start, shown by --dry-run
 
     def worker_gpu(self, rank: int):
         return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
@@ -67,6 +70,16 @@ class Plan:
         """The job key the programs get: with CURVE the keys admit peers and no key
         goes on a command line (0: none); without it, a guard against strays."""
         return 0 if self.keys_dir is not None else self.job_key
+
+    def job_key_note(self) -> str:
+        """What the --job-key on the command lines is, for the dry run."""
+        if self.keys_dir is not None:
+            return (f"--job-key 0: security curve; the CURVE keys in {self.keys_dir} (made "
+                    f"when the run starts) admit this job's processes only, so no key goes on "
+                    f"a command line, where any local user could read it")
+        return (f"--job-key {self.wire_job_key}: security none; a random number, new for each "
+                f"run, that every message carries; servers refuse messages with another key "
+                f"(a process of another job): a guard against mistakes, not against attackers")
 
     def security_args(self) -> list[str]:
         keys = self.keys_dir
@@ -153,6 +166,9 @@ class Plan:
                str(j.transport.shared_memory_mb), "--threads", str(j.cluster.threads_per_worker),
                "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
+        if rank == 0 and self.initial_weights and self.resume_manifest is None:
+            # Caffe's -weights syntax: files loaded in order, a later one wins per layer.
+            cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
         if self.placement is not None:
@@ -181,7 +197,9 @@ class Plan:
         """The resolved job and every command line (endpoints as placeholders)."""
         servers = self.job.cluster.servers
         endpoints = [f"<server-{k} endpoint>" for k in range(servers)]
-        lines = ["# resolved job", self.job.to_yaml().rstrip(), "", "# processes"]
+        lines = [f"# warning: {w}" for w in self.warnings]
+        lines += ["# resolved job", self.job.to_yaml().rstrip(), "", "# processes",
+                  f"# {self.job_key_note()}"]
         for k in range(servers):
             where = f"# on {self.placement.servers[k]}\n" if self.placement else ""
             lines.append(where + shlex.join(self.server_command(k, endpoints[0])))
@@ -240,7 +258,15 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
     run_dir = job.run_dir
     for field, copies in replacements.items():
         solver.replace(field, [format_value("string", str(run_dir / c)) for c in copies])
-    solver.replace("snapshot_prefix", [format_value("string", str(run_dir / "snapshots" / job.name))])
+    warnings: list[str] = []
+    prefix = run_dir / "snapshots" / job.name
+    theirs = solver.get("snapshot_prefix")
+    if theirs and theirs[-1] != str(prefix):
+        warnings.append(f"{job.solver}: snapshot_prefix \"{theirs[-1]}\" is replaced by the run "
+                        f"folder's {prefix} (a job's snapshots and checkpoints stay in its "
+                        f"run folder)")
+    solver.replace("snapshot_prefix", [format_value("string", str(prefix))])
+    initial_weights = _initial_weights(job, source, solver, resume_manifest, warnings)
     for name, value in job.solver_overrides.items():
         kind, _ = SOLVER_FIELDS[name]
         values = value if isinstance(value, list) else [value]
@@ -272,7 +298,37 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest,
-                worker_gpus=worker_gpus, placement=placement)
+                worker_gpus=worker_gpus, placement=placement, initial_weights=initial_weights,
+                warnings=warnings)
+
+
+def _initial_weights(job: JobConfig, source: str, solver: SolverText,
+                     resume_manifest: pathlib.Path | None, warnings: list[str]
+                     ) -> list[pathlib.Path]:
+    """The .caffemodel files worker 0 starts from, as `caffe train` picks them: the
+    job's weights: (Caffe's -weights) wins over the solver's weights: fields, which
+    are taken out of the solver copy (worker 0 gets them as --weights). A resumed run
+    starts from its checkpoint, as with Caffe's -snapshot: nothing to load."""
+    theirs = weights_paths(solver)
+    solver.remove("weights", "worker 0 gets them as --weights")
+    if resume_manifest is not None:
+        return []
+    if job.weights is not None:
+        if not job.weights.is_file():
+            raise JobError(f"{source}: weights: file not found: {job.weights}")
+        if theirs:
+            warnings.append(f"{job.solver}: weights {', '.join(theirs)} not loaded: the job's "
+                            f"weights: {job.weights} takes precedence (as caffe train -weights "
+                            f"does)")
+        return [job.weights]
+    found = []
+    for name in theirs:
+        path = resolve_beside(name, job.solver.parent)
+        if path is None or not path.is_file():
+            raise JobError(f"{source}: solver: {job.solver}: weights file '{name}' not found "
+                           f"(looked beside the solver and in the folders above it)")
+        found.append(path)
+    return found
 
 
 def _int_field(solver: SolverText, name: str, default: int) -> int:

@@ -18,14 +18,16 @@ ALLOWED = ("name", "output", "solver_overrides.max_iter", "solver_overrides.snap
            "solver_overrides.snapshot_after_train", "solver_overrides.display",
            "solver_overrides.test_interval", "solver_overrides.test_iter",
            "restart.max_worker_restarts", "cluster.threads_per_worker", "data",
-           "data.prepare", "security.auth", "security.nonfinite")
+           "data.prepare", "security.auth", "security.nonfinite", "weights")
 # Solver fields those keys set: their lines may differ in the solver copy.
 _SOLVER_FIELDS = ("max_iter", "snapshot", "snapshot_after_train", "display", "test_interval",
                   "test_iter")
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
+    """Dotted keys -> values; an empty mapping has no keys (solver_overrides: {}
+    and one max_iter set by --set differ only in solver_overrides.max_iter)."""
+    if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
@@ -40,6 +42,16 @@ def _show(value: Any) -> str:
 def _refuse(source: str, run: pathlib.Path, what: str) -> JobError:
     return JobError(f"{source}: --resume {run}: {what}; a resumed run keeps its net, solver, "
                     f"cluster and mode (it may change {', '.join(ALLOWED[2:])})")
+
+
+def check_weights(config: JobConfig, source: str) -> None:
+    """weights: starts a fresh run; a resumed one continues from its checkpoint
+    (as Caffe refuses -weights with -snapshot)."""
+    if config.weights is not None:
+        raise JobError(f"{source}: weights: cannot be used with --resume: a resumed run "
+                       f"continues from its checkpoint, and weights: ({config.weights}) sets the "
+                       f"initial weights of a fresh run only; drop it (--set weights=null) to "
+                       f"resume, or start a new run without --resume to fine-tune")
 
 
 def check_job(config: JobConfig, source: str) -> None:
@@ -61,8 +73,9 @@ def check_job(config: JobConfig, source: str) -> None:
 
 def _lines(text: str, solver: bool) -> list[str]:
     lines = [line.rstrip() for line in text.splitlines()]
-    if solver:
-        lines = [line for line in lines if line.split(":", 1)[0].strip() not in _SOLVER_FIELDS]
+    if solver:  # also "# max_iter: 1  (ps-train: replaced below)", a field a resume may set
+        lines = [line for line in lines
+                 if line.split(":", 1)[0].strip().lstrip("#").strip() not in _SOLVER_FIELDS]
     return lines
 
 

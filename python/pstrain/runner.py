@@ -12,6 +12,7 @@ import queue
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -119,6 +120,7 @@ class Job:
                     f"this run goes to {config.run_dir}")
         manifest = None
         if resume:
+            resume_check.check_weights(config, self.source)
             resume_check.check_job(config, self.source)
             manifest = runfolder.newest_checkpoint(config.run_dir)
             if manifest is None:
@@ -130,6 +132,14 @@ class Job:
             plan = make_plan(config, self.source, resume_manifest=manifest)
         if resume:
             resume_check.check_files(plan)
+        for warning in plan.warnings:
+            say(f"[{config.name}] warning: {warning}")
+        if plan.initial_weights and manifest is None:
+            say(f"[{config.name}] initial weights (worker 0, copied by layer name): "
+                f"{', '.join(str(w) for w in plan.initial_weights)}")
+        if manifest is not None:
+            say(f"[{config.name}] resuming from the checkpoint at iteration "
+                f"{runfolder.checkpoint_iteration(manifest)}: {manifest}")
         with _private_files():
             runfolder.create(plan, resume=resume, overwrite=overwrite)
             if config.security.auth == "none" and config.transport.kind == "ipc":
@@ -150,7 +160,7 @@ class Job:
                            server_restarts=server_restarts)
                 result = run.execute()
                 if not run.server_lost or result.ok:
-                    return result
+                    return _said(result, quiet)
                 # A server was lost: the whole job again from the newest complete checkpoint.
                 manifest = runfolder.newest_checkpoint(config.run_dir)
                 limit = config.restart.max_server_restarts
@@ -159,13 +169,23 @@ class Job:
                            f"no server restarts left (restart.max_server_restarts = {limit})")
                     result.summary["message"] += f"; {why}"
                     run.write_summary(result.summary)
-                    return result
+                    return _said(result, quiet)
                 server_restarts += 1
                 say(f"[{config.name}] {result.summary['message']}; restarting the job from "
                     f"{manifest} ({server_restarts}/{limit})")
                 plan = make_plan(config, self.source, resume_manifest=manifest)
                 shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                                      quiet=progress == "lines")
+
+
+def _said(result: RunResult, quiet: bool) -> RunResult:
+    """Says once (on stderr) why a run ended other than ok, or what went wrong
+    after all; the command line's end line does not repeat it."""
+    message, status = result.summary.get("message"), result.status
+    if message and not quiet:
+        head = "" if message.startswith(status) else f"{status}: "
+        print(f"[{result.summary['name']}] {head}{message}", file=sys.stderr, flush=True)
+    return result
 
 
 @contextlib.contextmanager
@@ -376,9 +396,7 @@ class _Run:
         for h in self._all():
             h.join_output()
         self._drain(0)
-        if status != "ok":
-            self.progress.notice(f"{status}: {message}")
-        self.progress.close()
+        self.progress.close()   # the end and its reason are said by Job.run (_said)
         self.metrics.close()
         return self._finish(status, message, t0, train_start, train_end)
 

@@ -92,6 +92,9 @@ def check_override(name: str, value: Any) -> str | None:
         close = difflib.get_close_matches(name, SOLVER_FIELDS, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"'{name}' is not a SolverParameter field (see proto/caffe.proto){hint}"
+    if name == "weights":
+        return ("use the job's own key weights: (a .caffemodel, relative to the job file), "
+                "which takes precedence over the solver's weights as caffe train -weights does")
     if name in RESERVED_FIELDS:
         return f"'{name}' is set by ps-train (the run folder); change the solver file instead"
     kind, repeated = SOLVER_FIELDS[name]
@@ -150,12 +153,17 @@ class SolverText:
         out) and appends `name: v` for each formatted v. Every other line keeps its
         number and column, so a message about line N of the copy is about line N of
         the user's file."""
-        for v in reversed(self.top_level()):
-            if v.path[0] == name:
-                self._blank(v)
+        self.remove(name, "replaced below")
         self.lines += [f"{name}: {v}" for v in values]
 
-    def _blank(self, v: prototxt.Value) -> None:
+    def remove(self, name: str, why: str) -> None:
+        """Blanks every top-level `name: value`; a line holding nothing else becomes
+        a comment ending `(ps-train: <why>)`. Line numbers stay."""
+        for v in reversed(self.top_level()):
+            if v.path[0] == name:
+                self._blank(v, why)
+
+    def _blank(self, v: prototxt.Value, why: str) -> None:
         first, last = v.name.line, v.value.line
         for i in range(first, last + 1):
             line = self.lines[i]
@@ -163,7 +171,7 @@ class SolverText:
             stop = v.value.end if i == last else len(line)
             rest = (line[:start] + line[stop:]).split("#", 1)[0]
             if first == last and not rest.strip():
-                self.lines[i] = f"# {line.strip()}  (ps-train: replaced below)"
+                self.lines[i] = f"# {line.strip()}  (ps-train: {why})"
             else:
                 self.lines[i] = line[:start] + " " * (stop - start) + line[stop:]
 
@@ -182,6 +190,12 @@ def resolve_beside(path: str, start: pathlib.Path) -> pathlib.Path | None:
         if (folder / p).exists():
             return (folder / p).resolve()
     return None
+
+
+def weights_paths(solver: SolverText) -> list[str]:
+    """The files of the solver's `weights:` fields in the order Caffe loads them:
+    each field in turn, each a comma-separated list (Solver::Init, LoadNetWeights)."""
+    return [p.strip() for value in solver.get("weights") for p in value.split(",") if p.strip()]
 
 
 def net_paths(solver: SolverText) -> list[tuple[str, str]]:

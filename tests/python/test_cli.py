@@ -52,3 +52,34 @@ def test_dry_run_piped_into_head(tmp_path, build_dir):
                           shell=True, capture_output=True, text=True, env=ENV, timeout=120)
     assert done.stdout.startswith("# run folder: ")
     assert done.stderr == ""
+
+
+def dry_run(capsys, tmp_path, **changes) -> str:
+    path = write_job(tmp_path, base_job(tmp_path, **changes))
+    assert main([str(path), "--dry-run"]) == 0
+    return capsys.readouterr().out
+
+
+def test_dry_run_says_what_the_job_key_is(capsys, tmp_path):
+    """Under CURVE (the default) the key on the command lines is 0, and the dry
+    run says why; without CURVE it is a random number per run."""
+    out = dry_run(capsys, tmp_path)
+    commands = [l for l in out.splitlines() if "/ps-server " in l or "/ps-worker " in l]
+    assert all(" --job-key 0 " in c for c in commands)
+    note = f"# --job-key 0: security curve; the CURVE keys in {tmp_path}/runs/tiny/keys"
+    assert note in out
+    out = dry_run(capsys, tmp_path, security="none")
+    server = next(l for l in out.splitlines() if "/ps-server " in l)
+    key = server.split(" --job-key ")[1].split()[0]
+    assert key != "0" and f"# --job-key {key}: security none; a random number, new for each run" \
+        in out
+
+
+def test_dry_run_warns_that_the_solvers_snapshot_prefix_is_replaced(capsys, tmp_path):
+    solver = ROOT / "configs/nets/lenet_solver.prototxt"
+    assert 'snapshot_prefix: "runs/lenet/lenet"' in solver.read_text()
+    out = dry_run(capsys, tmp_path, solver=str(solver))
+    assert out.splitlines()[1] == (
+        f'# warning: {solver}: snapshot_prefix "runs/lenet/lenet" is replaced by the run '
+        f"folder's {tmp_path}/runs/tiny/snapshots/tiny (a job's snapshots and checkpoints stay "
+        f"in its run folder)")

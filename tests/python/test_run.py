@@ -232,6 +232,7 @@ def test_sigint_stops_everything(tmp_path, fashion_mnist):
         for p in leftover_processes(str(run_dir)):   # never leave a stray behind
             os.kill(int(p.split(":")[0]), signal.SIGKILL)
     assert proc.returncode == 130, err
+    assert (out + err).count("interrupted by a signal; every process stopped") == 1, out + err
     assert not leftover_processes(str(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "interrupted"
