@@ -12,7 +12,7 @@ import pathlib
 from typing import Any
 
 from .errors import JobError
-from .metrics import accuracy_of, read_records
+from .metrics import accuracy_of, read_records, run_span
 
 THRESHOLDS = (0.85, 0.88)  # the default: Fashion-MNIST LeNet's good and very good
 
@@ -21,11 +21,16 @@ THRESHOLDS = (0.85, 0.88)  # the default: Fashion-MNIST LeNet's good and very go
 class RunCurves:
     label: str
     summary: dict
-    start: float
+    start: float                            # the run's start (metrics.run_span): times are >= 0
     samples_per_iter: int
     tests: list[dict]
     train: list[dict]                       # worker 0's
     train_by_rank: dict[int, list[dict]] = dataclasses.field(default_factory=dict)
+    wall_seconds: float | None = None       # the whole run's, every part of a resumed one
+
+    def __post_init__(self) -> None:
+        if self.wall_seconds is None:
+            self.wall_seconds = self.summary.get("wall_seconds")
 
     def time_to(self, accuracy: float) -> float | None:
         for r in self.tests:
@@ -46,13 +51,14 @@ def load_run(run_dir: pathlib.Path) -> RunCurves:
         if (r.get("role") == "worker" and r.get("event") == "train"
                 and r.get("loss") is not None and isinstance(r.get("rank"), int)):
             by_rank.setdefault(r["rank"], []).append(r)
-    start = summary.get("started_at") or min((r["time"] for r in records), default=0)
+    start, end = run_span(records, summary)
     per_iter = (summary.get("workers") or 1) * (summary.get("batch_per_worker") or 1)
     label = summary.get("name") or run_dir.name
     return RunCurves(label=label, summary=summary, start=start, samples_per_iter=per_iter,
                      tests=[r for r in w0 if r.get("event") == "test" and accuracy_of(r) is not None],
                      train=[r for r in w0 if r.get("event") == "train" and r.get("loss") is not None],
-                     train_by_rank=dict(sorted(by_rank.items())))
+                     train_by_rank=dict(sorted(by_rank.items())),
+                     wall_seconds=round(end - start, 3))
 
 
 def final_accuracy(summary: dict) -> str:
@@ -89,7 +95,7 @@ def rows(runs: list[RunCurves], thresholds: tuple[float, ...] = THRESHOLDS) -> l
         row = {"run": run.label, "mode": s.get("mode"),
                "staleness": "inf" if s.get("mode") == "asp" else s.get("staleness"),
                "workers": s.get("workers"), "iterations": s.get("iterations"),
-               "wall_seconds": s.get("wall_seconds"),
+               "wall_seconds": run.wall_seconds,
                "images_per_second": s.get("images_per_second")}
         for a in thresholds:
             v = run.time_to(a)
@@ -112,7 +118,7 @@ def table(runs: list[RunCurves], thresholds: tuple[float, ...] = THRESHOLDS) -> 
         s = run.summary
         rows.append([run.label, str(s.get("mode")),
                      "inf" if s.get("mode") == "asp" else str(s.get("staleness")),
-                     str(s.get("workers")), str(s.get("iterations")), t(s.get("wall_seconds")),
+                     str(s.get("workers")), str(s.get("iterations")), t(run.wall_seconds),
                      t(s.get("images_per_second"))] + [t(run.time_to(a)) for a in thresholds] +
                     [final_accuracy(s), str(s.get("staleness_max"))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

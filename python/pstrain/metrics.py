@@ -58,6 +58,23 @@ def read_records(path: pathlib.Path) -> list[dict]:
     return out
 
 
+def run_span(records: list[dict], summary: dict) -> tuple[float, float]:
+    """When the whole run began and ended (unix s). A resumed run's metrics.jsonl
+    holds every part, but summary.json's started_at and wall_seconds are its last
+    part's, so the start is the earlier of started_at and the first record:
+    the time of every record then counts from it, >= 0 and continuous across
+    resumes (the pauses between the parts included, as the run's own figure
+    shows them)."""
+    times = [r["time"] for r in records if isinstance(r.get("time"), (int, float))]
+    started = summary.get("started_at")
+    start = min(times + ([started] if isinstance(started, (int, float)) else []), default=0.0)
+    end = max(times, default=start)
+    wall = summary.get("wall_seconds")
+    if isinstance(started, (int, float)) and isinstance(wall, (int, float)):
+        end = max(end, started + wall)
+    return start, end
+
+
 def accuracy_of(record: dict) -> float | None:
     """The test accuracy in a test record (the output blob named like 'accuracy')."""
     for k, v in record.items():

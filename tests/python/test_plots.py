@@ -97,3 +97,44 @@ def test_compare_overlays_every_workers_loss_and_keeps_iteration_0_off_the_line(
         assert 0.08 < lo and all(lo <= y <= hi for l in ax.get_lines() for y in l.get_ydata())
         assert sum("@0: 0.080" in t.get_text() for t in ax.texts) == 2
     plt.close(fig)
+
+
+def resumed_run(folder) -> None:
+    """A run folder as a resumed run leaves it: metrics.jsonl holds both parts (the
+    second began 140 s after the first ended), summary.json the second part's
+    started_at and wall_seconds."""
+    import json
+    part1 = [(1000.0, 0, 0.10), (1020.0, 20, 0.86), (1040.0, 40, 0.89)]
+    part2 = [(1200.0, 40, 0.89), (1240.0, 60, 0.91)]
+    recs = []
+    for t, it, acc in part1 + part2:
+        recs.append({"time": t, "role": "worker", "rank": 0, "iter": it, "event": "test",
+                     "accuracy": acc, "loss": 1.0})
+        recs.append({"time": t + 0.5, "role": "worker", "rank": 0, "iter": it, "event": "train",
+                     "loss": 1.0 / (1 + it)})
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (folder / "summary.json").write_text(json.dumps({
+        "name": "resumed", "status": "ok", "mode": "ssp", "staleness": 2, "workers": 2,
+        "batch_per_worker": 64, "iterations": 60, "start_iteration": 40,
+        "started_at": 1195.0, "wall_seconds": 50.0, "final_test_accuracy": 0.91,
+        "final_test_iteration": 60, "staleness_max": 2}))
+
+
+def test_compare_counts_a_resumed_run_from_its_first_part(tmp_path):
+    import json
+    import matplotlib.pyplot as plt
+    from pstrain.compare import compare, load_run
+    resumed_run(tmp_path / "resumed")
+    run = load_run(tmp_path / "resumed")
+    assert run.time_to(0.85) == 20.0 and run.time_to(0.9) == 240.0
+    row = json.loads(compare([tmp_path / "resumed"], tmp_path / "c.png", (0.85, 0.9),
+                             "json"))[0]
+    assert row["t(85%) s"] == 20.0 and row["t(90%) s"] == 240.0
+    assert row["wall_seconds"] == 245.0           # the whole run, every part of it
+    fig = compare_figure([run])
+    for ax in (fig.axes[0], fig.axes[2]):         # accuracy and loss against wall time
+        xs = [x for line in ax.get_lines() for x in line.get_xdata()]
+        assert xs and min(xs) >= 0, xs
+        assert ax.get_xlim()[0] >= -0.06 * max(xs)   # only matplotlib's margin below 0
+    plt.close(fig)

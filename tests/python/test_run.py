@@ -287,6 +287,12 @@ def test_resume_continues_from_the_newest_checkpoint(tmp_path, fashion_mnist, ca
     # Every reported accuracy carries its iteration.
     assert s["final_test_iteration"] == 60
     assert f"test accuracy {s['final_test_accuracy']:.4f} at iteration 60" in end_line
+    # compare counts time from the first part's start: the first test (before the
+    # resume) is reached at a time >= 0, and the run's wall time spans both parts.
+    from pstrain.compare import load_run
+    run = load_run(first.run_dir)
+    assert 0 <= run.time_to(0.01) < run.wall_seconds
+    assert run.wall_seconds >= s["wall_seconds"] + first.summary["wall_seconds"]
 
 
 def test_a_dead_server_fails_the_job(tmp_path, fashion_mnist):
