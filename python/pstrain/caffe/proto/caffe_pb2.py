@@ -26,8 +26,7 @@ def _file_descriptor_bytes() -> bytes:
     is built (or in a checkout without it), protoc compiles this checkout's
     proto/caffe.proto instead. Raises ImportError when neither is available."""
     try:
-        from pstrain import _core
-        return bytes(_core.caffe_proto_descriptor())
+        return bytes(_core_module().caffe_proto_descriptor())
     except (ImportError, AttributeError):
         pass
     from pstrain import caffe_schema
@@ -38,6 +37,17 @@ def _file_descriptor_bytes() -> bytes:
                           "PSTrain's Python extension (pstrain._core), or install protoc "
                           "(Debian: protobuf-compiler) in a checkout that has proto/caffe.proto")
     return schema.pool.FindMessageTypeByName("caffe.NetParameter").file.serialized_pb
+
+
+def _core_module() -> Any:
+    """pstrain._core, found where pstrain._native looks for it (the build tree, the
+    installed package); raises ImportError when it is not built."""
+    try:
+        from pstrain._native import core
+    except ImportError:
+        from pstrain import _core
+        return _core
+    return core()
 
 
 def _load_file(serialized: bytes) -> Any:
