@@ -1,6 +1,7 @@
 """The run's figure, one panel a question: training loss per worker and test
 accuracy (against iterations and wall time), throughput per worker, learning
-rate, and staleness (the server's histogram and each worker's iteration minus the model version it read)."""
+rate, and staleness (the server's histogram and each worker's iteration minus the
+model version it read; below 0 when the worker is behind the others)."""
 from __future__ import annotations
 
 import pathlib
@@ -79,6 +80,21 @@ def _staleness_histogram(ax: Any, records: list[dict]) -> None:
                 transform=ax.transAxes, fontsize=8)
 
 
+# A worker's `staleness` is its iteration minus the version (global steps: all
+# workers' pushes / W, their mean progress) of the weights it read. Below 0 the
+# worker is behind the others, not an error (docs/config-reference.md, metrics.jsonl).
+STALENESS_NOTE = "< 0: behind the others (its weights hold more steps than its iterations)"
+
+
+def _staleness_workers(ax: Any, by_rank: dict[int, list[dict]]) -> None:
+    _per_worker(ax, by_rank, lambda r: r["iter"], "staleness", marker=".", lw=1,
+                drawstyle="steps-post")
+    ax.set(xlabel="iteration", ylabel="staleness (iter - model version)")
+    if any(r["staleness"] < 0 for rs in by_rank.values() for r in rs):
+        ax.axhline(0, color="0.5", lw=0.8)
+        ax.set_title(STALENESS_NOTE, fontsize=8, color="0.3")
+
+
 def figure_of(records: list[dict], title: str) -> Any:
     """The run's matplotlib Figure (axes in PANELS order), or None when there is
     nothing to plot. The caller closes it."""
@@ -110,9 +126,7 @@ def figure_of(records: list[dict], title: str) -> Any:
     axes["lr"].plot([r["iter"] for r in lr], [r["lr"] for r in lr], marker=".", lw=1)
     axes["lr"].set(xlabel="iteration", ylabel="learning rate (worker 0)")
     _staleness_histogram(axes["staleness_histogram"], records)
-    _per_worker(axes["staleness_workers"], _workers(records, "train", "staleness"),
-                lambda r: r["iter"], "staleness", marker=".", lw=1, drawstyle="steps-post")
-    axes["staleness_workers"].set(xlabel="iteration", ylabel="staleness (iter - model version)")
+    _staleness_workers(axes["staleness_workers"], _workers(records, "train", "staleness"))
     axes["staleness_workers"].yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes.values():
         ax.grid(alpha=0.3)

@@ -138,3 +138,20 @@ def test_compare_counts_a_resumed_run_from_its_first_part(tmp_path):
         assert xs and min(xs) >= 0, xs
         assert ax.get_xlim()[0] >= -0.06 * max(xs)   # only matplotlib's margin below 0
     plt.close(fig)
+
+
+def test_a_negative_staleness_is_explained_on_its_panel():
+    """ssp/asp: a worker behind the others reads weights whose version (the
+    workers' mean progress) is past its own iteration: staleness -1, which the
+    panel explains where it shows it."""
+    import matplotlib.pyplot as plt
+    recs = synthetic(2)
+    for r in recs:
+        if r["event"] == "train" and r["rank"] == 0:
+            r["staleness"] = -1
+    ax = dict(zip(PANELS, figure_of(recs, "t").axes))["staleness_workers"]
+    assert ax.get_title().startswith("< 0: behind the others"), ax.get_title()
+    plt.close("all")
+    ax = dict(zip(PANELS, figure_of(synthetic(2), "t").axes))["staleness_workers"]
+    assert not ax.get_title()                     # nothing to explain without one
+    plt.close("all")
