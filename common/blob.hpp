@@ -68,6 +68,10 @@ class Blob {
   // The storage behind data and diff (null before the first Reshape).
   SyncedMemory* data_memory() const { return data_.get(); }
   SyncedMemory* diff_memory() const { return diff_.get(); }
+  // The same storage, shared: a holder keeps it alive after the blob is gone
+  // (the numpy views of pstrain._core).
+  std::shared_ptr<SyncedMemory> shared_data_memory() const { return data_; }
+  std::shared_ptr<SyncedMemory> shared_diff_memory() const { return diff_; }
 
   // Makes this blob use `other`'s storage. REQUIRES: equal count.
   void ShareData(const Blob& other);

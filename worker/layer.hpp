@@ -47,6 +47,10 @@ struct NetContext {
   // anything is allocated. INT_MAX is Caffe's own limit; the fuzz targets
   // (fuzz/) set a small one.
   int64_t max_blob_values = kMaxBlobValues;
+  // Whether the caller can hand MemoryData layers their arrays (pstrain.caffe's
+  // Net.set_input_arrays). Programs that cannot (ps-net, ps-worker) refuse a
+  // MemoryData layer at set-up.
+  bool memory_data_from_caller = false;
 };
 
 // What one forward carries besides blobs: where its samples sit in the data

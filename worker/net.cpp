@@ -263,12 +263,16 @@ void Net::ComputeBackwardNeeds(bool force_backward) {
   }
 }
 
-float Net::Forward() {
+float Net::Forward() { return ForwardFromTo(0, static_cast<int>(layers_.size()) - 1); }
+
+float Net::ForwardFromTo(int start, int end) {
   float loss = 0.f;
   ForwardContext batch;  // from the last data source so far
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (int i = start; i <= end; ++i) {
+    if (hooks_.before_forward) hooks_.before_forward(i);
     layers_[i]->set_forward_context(batch);
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    if (hooks_.after_forward) hooks_.after_forward(i);
     const int64_t first = layers_[i]->DeliveredFirstSample();
     if (first >= 0) batch.first_sample = first;
   }
@@ -277,11 +281,21 @@ float Net::Forward() {
 
 void Net::Backward(const std::function<void(int)>& after_layer) {
   for (int i = static_cast<int>(layers_.size()) - 1; i >= 0; --i) {
-    if (layer_need_backward_[i]) {
-      layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
-    }
+    BackwardLayer(i);
     if (after_layer) after_layer(i);
   }
+}
+
+void Net::BackwardFromTo(int start, int end) {
+  for (int i = start; i >= end; --i) BackwardLayer(i);
+}
+
+void Net::BackwardLayer(int i) {
+  if (hooks_.before_backward) hooks_.before_backward(i);
+  if (layer_need_backward_[i]) {
+    layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
+  }
+  if (hooks_.after_backward) hooks_.after_backward(i);
 }
 
 void Net::ClearParamDiffs() {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/blob.hpp"
@@ -34,6 +35,15 @@ struct LearnableParam {
   Blob* blob = nullptr;
   float lr_mult = 1.f;
   float decay_mult = 1.f;
+};
+
+// Calls around each layer's forward and backward (pycaffe's before_forward
+// and friends): the layer's index. Any may be empty.
+struct LayerHooks {
+  std::function<void(int)> before_forward;
+  std::function<void(int)> after_forward;
+  std::function<void(int)> before_backward;
+  std::function<void(int)> after_backward;
 };
 
 struct NetOptions {
@@ -73,12 +83,19 @@ class Net {
   // `after_layer(i)`, when given, runs right after layer i's backward, so a
   // caller can ship the gradients that are now final (wait-free backprop).
   void Backward(const std::function<void(int)>& after_layer = nullptr);
+  // Caffe's ForwardFromTo / BackwardFromTo: layers start..end inclusive
+  // (backward from `start` down to `end`). REQUIRES: valid indices, start <=
+  // end for forward and start >= end for backward (checked by callers).
+  float ForwardFromTo(int start, int end);
+  void BackwardFromTo(int start, int end);
   float ForwardBackward() {
     float loss = Forward();
     Backward();
     return loss;
   }
   void ClearParamDiffs();
+  // Replaces the hooks run around each layer by Forward* and Backward*.
+  void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
   // The first run-time error any layer met (see Layer::RuntimeStatus), named.
   Status RuntimeStatus() const;
   // Re-runs every layer's Reshape (after an input shape changed).
@@ -117,6 +134,13 @@ class Net {
   // in-place layer counts), in creation order.
   const std::vector<std::string>& output_blob_names() const { return output_names_; }
   Blob* blob_by_name(const std::string& name) const;
+  // Every blob in creation order (Caffe's blobs() / blob_names()); the
+  // layers' bottoms and tops as indices into it.
+  int num_blobs() const { return static_cast<int>(blobs_.size()); }
+  Blob* blob(int id) const { return blobs_[id].get(); }
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  const std::vector<int>& bottom_ids(int layer) const { return bottom_ids_[layer]; }
+  const std::vector<int>& top_ids(int layer) const { return top_ids_[layer]; }
   Layer* layer_by_name(const std::string& name) const;
   const caffe::NetParameter& param() const { return param_; }  // filtered, with splits
   // What engine auto chose at set-up (empty without it).
@@ -138,6 +162,7 @@ class Net {
   // that Eltwise (eltwise_layer.hpp). Runs after ComputeBackwardNeeds, before
   // engine auto (net_fusion.cpp).
   void FuseLayers();
+  void BackwardLayer(int i);  // with the hooks
   bool WorksInPlaceOn(int i, int next) const;  // net_fusion.cpp
   bool ReluInPlaceOn(int i, int next) const;
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
@@ -162,6 +187,7 @@ class Net {
   std::map<std::string, int> param_owner_;  // ParamSpec name -> learnable_params_ index
   std::vector<std::string> output_names_;
   std::vector<ImplementationChoice> implementation_choices_;
+  LayerHooks hooks_;
 };
 
 }  // namespace pstrain

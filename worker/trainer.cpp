@@ -10,6 +10,7 @@
 #include "common/optim/solver_proto.hpp"
 #include "common/out_of_memory.hpp"
 #include "common/proto_io.hpp"
+#include "worker/net_check.hpp"
 
 namespace pstrain {
 namespace {
@@ -27,14 +28,17 @@ caffe::NetState StateFor(caffe::Phase phase, const caffe::NetState* extra) {
 Result<std::unique_ptr<Trainer>> Trainer::FromFile(const std::string& solver_path,
                                                    const TrainerOptions& options) {
   caffe::SolverParameter solver;
-  PSTRAIN_RETURN_IF_ERROR(ReadTextProto(solver_path, &solver));
-  return Create(solver, solver_path, options);
+  std::map<std::string, int> lines;
+  PSTRAIN_RETURN_IF_ERROR(ReadTextProtoWithFieldLines(solver_path, &solver, &lines));
+  return Create(solver, solver_path, options, lines);
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const caffe::SolverParameter& solver,
                                                  const std::string& solver_path,
-                                                 const TrainerOptions& options) {
+                                                 const TrainerOptions& options,
+                                                 const std::map<std::string, int>& field_lines) {
   std::unique_ptr<Trainer> trainer(new Trainer());
+  trainer->solver_lines_ = field_lines;
   PSTRAIN_RETURN_IF_ERROR(
       CatchOutOfMemory([&] { return trainer->Init(solver, solver_path, options); }));
   return trainer;
@@ -46,18 +50,41 @@ std::string Trainer::ResolveNetPath(const std::string& path) const {
   return FileExists(beside.string()) ? beside.string() : path;
 }
 
+Result<std::unique_ptr<Net>> Trainer::NetFromFile(const std::string& path,
+                                                  const NetOptions& options) {
+  if (!options_.without_data) return Net::FromFile(path, options);
+  PSTRAIN_ASSIGN_OR_RETURN(NetWithoutData net, ReadNetWithoutData(path, options.state));
+  NetOptions with_lines = options;
+  with_lines.source = path;
+  with_lines.layer_lines = net.layer_lines;
+  return Net::Create(net.param, with_lines);
+}
+
+Result<std::unique_ptr<Net>> Trainer::NetFromParam(const caffe::NetParameter& param,
+                                                   const NetOptions& options) {
+  if (!options_.without_data) return Net::Create(param, options);
+  PSTRAIN_ASSIGN_OR_RETURN(NetWithoutData net,
+                           NetParamWithoutData(param, options.source, options.state));
+  return Net::Create(net.param, options);
+}
+
+std::string Trainer::SolverPlace(const std::string& field) const {
+  auto it = solver_lines_.find(field);
+  return it == solver_lines_.end() ? solver_path_ : solver_path_ + ":" + std::to_string(it->second);
+}
+
 Status Trainer::ApplySolverMode() {
   const bool wants_gpu =
       solver_.has_solver_mode() && solver_.solver_mode() == caffe::SolverParameter::GPU;
   if (!wants_gpu || options_.engine == Engine::kGpu) return Status::Ok();
   if (!BuiltWithCuda()) {
     return Status::InvalidArgument(
-        solver_path_ +
+        SolverPlace("solver_mode") +
         ": solver_mode: GPU, but this build has no CUDA (use solver_mode: CPU or drop it)");
   }
   const int device = solver_.device_id();
   PSTRAIN_RETURN_IF_ERROR(UseCudaDevice(
-      device, solver_path_ + ": solver_mode: GPU, device_id " + std::to_string(device)));
+      device, SolverPlace("solver_mode") + ": solver_mode: GPU, device_id " + std::to_string(device)));
   options_.engine = Engine::kGpu;
   return Status::Ok();
 }
@@ -73,11 +100,11 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   PSTRAIN_ASSIGN_OR_RETURN(rule_, optim::MakeUpdateRule(hyper_));
   smoothed_loss_ = SmoothedLoss(solver_.average_loss());
   if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
-    return Status::InvalidArgument(solver_path +
+    return Status::InvalidArgument(SolverPlace("snapshot_format") +
                                    ": snapshot_format HDF5 is not supported; use BINARYPROTO");
   }
 
-  PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
+  if (!options_.without_data) PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
   NetContext context = options.context;
   context.engine = options_.engine;
   caffe::SolverState resume_state;
@@ -105,11 +132,11 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   if (solver_.has_train_net_param() || solver_.has_net_param()) {
     train_options.source = solver_path + " (inline net)";
     const auto& p = solver_.has_train_net_param() ? solver_.train_net_param() : solver_.net_param();
-    PSTRAIN_ASSIGN_OR_RETURN(net_, Net::Create(p, train_options));
+    PSTRAIN_ASSIGN_OR_RETURN(net_, NetFromParam(p, train_options));
   } else {
     const std::string path = ResolveNetPath(solver_.has_train_net() ? solver_.train_net()
                                                                     : solver_.net());
-    PSTRAIN_ASSIGN_OR_RETURN(net_, Net::FromFile(path, train_options));
+    PSTRAIN_ASSIGN_OR_RETURN(net_, NetFromFile(path, train_options));
   }
 
   // Test nets: explicit test_net_param / test_net first, then the generic net
@@ -141,15 +168,15 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
     std::unique_ptr<Net> test_net;
     if (i < solver_.test_net_param_size()) {
       test_options.source = solver_path + " (inline test net)";
-      PSTRAIN_ASSIGN_OR_RETURN(test_net, Net::Create(solver_.test_net_param(i), test_options));
+      PSTRAIN_ASSIGN_OR_RETURN(test_net, NetFromParam(solver_.test_net_param(i), test_options));
     } else if (i < explicit_tests) {
       const std::string path = ResolveNetPath(solver_.test_net(i - solver_.test_net_param_size()));
-      PSTRAIN_ASSIGN_OR_RETURN(test_net, Net::FromFile(path, test_options));
+      PSTRAIN_ASSIGN_OR_RETURN(test_net, NetFromFile(path, test_options));
     } else if (solver_.has_net_param()) {
       test_options.source = solver_path + " (inline net)";
-      PSTRAIN_ASSIGN_OR_RETURN(test_net, Net::Create(solver_.net_param(), test_options));
+      PSTRAIN_ASSIGN_OR_RETURN(test_net, NetFromParam(solver_.net_param(), test_options));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(test_net, Net::FromFile(ResolveNetPath(solver_.net()), test_options));
+      PSTRAIN_ASSIGN_OR_RETURN(test_net, NetFromFile(ResolveNetPath(solver_.net()), test_options));
     }
     PSTRAIN_RETURN_IF_ERROR(test_net->ShareTrainedLayersWith(*net_));
     test_nets_.push_back(std::move(test_net));
@@ -161,11 +188,26 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
     for (const auto& p : params) slot.emplace_back(p.blob->count(), 0.f);
   }
   if (!options.resume_from.empty()) return Restore(resume_state, options.resume_from);
+  if (!options.load_weights) return Status::Ok();
+  if (!options.weights.empty()) return LoadWeights(options.weights);
+  for (const std::string& list : solver_.weights()) {
+    PSTRAIN_RETURN_IF_ERROR(LoadWeights(list).WithContext(SolverPlace("weights") + ": weights"));
+  }
   return Status::Ok();
 }
 
-Status Trainer::LoadWeights(const std::string& caffemodel) {
-  return net_->CopyTrainedLayersFromFile(caffemodel);
+Status Trainer::LoadWeights(const std::string& caffemodels) {
+  size_t begin = 0;
+  while (begin <= caffemodels.size()) {
+    size_t end = caffemodels.find(',', begin);
+    if (end == std::string::npos) end = caffemodels.size();
+    std::string path = caffemodels.substr(begin, end - begin);
+    const size_t first = path.find_first_not_of(" \t");
+    path = first == std::string::npos ? "" : path.substr(first, path.find_last_not_of(" \t") + 1 - first);
+    if (!path.empty()) PSTRAIN_RETURN_IF_ERROR(net_->CopyTrainedLayersFromFile(ResolveNetPath(path)));
+    begin = end + 1;
+  }
+  return Status::Ok();
 }
 
 void Trainer::Emit(TrainEvent event) const {
@@ -389,6 +431,28 @@ Result<std::string> Trainer::WriteSnapshot() {
   PSTRAIN_RETURN_IF_ERROR(WriteBinaryProto(state, base + ".solverstate"));
   Emit({"snapshot", iter_, {}, model});
   return model;
+}
+
+Status Trainer::RestoreFromFile(const std::string& solverstate) {
+  caffe::SolverState state;
+  PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(solverstate, &state));
+  PSTRAIN_RETURN_IF_ERROR(Restore(state, solverstate));
+  device_update_.reset();  // the device history is rebuilt from the restored one
+  StartAt(iter_);
+  return Status::Ok();
+}
+
+float Trainer::learning_rate() const { return optim::LearningRate(hyper_, iter_); }
+
+Status Trainer::set_base_lr(float base_lr) {
+  solver_.set_base_lr(base_lr);
+  hyper_.base_lr = base_lr;
+  if (!device_update_) return Status::Ok();
+  // The device update holds the hyper-parameters it was made with: it is
+  // made again, from its history, at the next update.
+  PSTRAIN_RETURN_IF_ERROR(device_update_->DownloadHistory(&history_));
+  device_update_.reset();
+  return Status::Ok();
 }
 
 Status Trainer::Restore(const caffe::SolverState& state, const std::string& solverstate) {

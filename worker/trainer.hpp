@@ -29,9 +29,14 @@
 // (common/out_of_memory.hpp), and every wait the GPU loop does anyway (a
 // snapshot, the end of Solve) reports a kernel that failed.
 //
-// Relative paths inside the solver (net, snapshot_prefix) are taken relative
-// to the current directory, as Caffe does; a `net` path that does not exist
-// there is also looked up next to the solver file.
+// Relative paths inside the solver (net, weights, snapshot_prefix) are taken
+// relative to the current directory, as Caffe does; a `net` or `weights` path
+// that does not exist there is also looked up next to the solver file.
+//
+// Initial weights, as Caffe's `caffe train`: the solver's `weights` fields
+// (each a comma-separated list of .caffemodel files) are loaded in order after
+// the nets are built, unless TrainerOptions::weights (the -weights flag)
+// replaces them or resume_from is given.
 #pragma once
 
 #include <chrono>
@@ -61,6 +66,18 @@ struct TrainerOptions {
   // A .solverstate to resume from (Caffe's --snapshot): iteration, history and
   // weights are restored and the data layers continue where the run stopped.
   std::string resume_from;
+  // Initial weights (Caffe's -weights): .caffemodel files, comma-separated,
+  // copied into the net in order by layer name. When given they replace the
+  // solver's own `weights` fields; with resume_from neither is loaded.
+  std::string weights;
+  // False: neither `weights` nor the solver's `weights` fields are loaded
+  // (a parameter-server worker other than 0: its weights come from the servers).
+  bool load_weights = true;
+  // Builds the nets without their data (ps-net check): each Data layer opens
+  // its source, reads the first record for its shape, and stands in as an
+  // Input layer of the shape it would deliver (worker/net_check.hpp); the
+  // solver's solver_mode is not applied. Solve and Step must not be called.
+  bool without_data = false;
   std::function<void(const TrainEvent&)> on_event;  // may be empty
   // The local update rule changes the weights after each iteration. False
   // when a callback owns the weights (a parameter-server worker: the servers
@@ -107,16 +124,19 @@ class Trainer {
   // CUDA it is an InvalidArgument error naming the solver file.
   static Result<std::unique_ptr<Trainer>> FromFile(const std::string& solver_path,
                                                    const TrainerOptions& options);
-  static Result<std::unique_ptr<Trainer>> Create(const caffe::SolverParameter& solver,
-                                                 const std::string& solver_path,
-                                                 const TrainerOptions& options);
+  // `field_lines`: the line of each top-level solver field in solver_path
+  // (ReadTextProtoWithFieldLines), for messages naming file:line; may be empty.
+  static Result<std::unique_ptr<Trainer>> Create(
+      const caffe::SolverParameter& solver, const std::string& solver_path,
+      const TrainerOptions& options, const std::map<std::string, int>& field_lines = {});
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   // Adds a hook. REQUIRES: `callback` outlives the trainer's Solve and Step calls.
   void add_callback(Callback* callback) { callbacks_.push_back(callback); }
-  // Copies weights from a .caffemodel (Caffe's --weights).
-  Status LoadWeights(const std::string& caffemodel);
+  // Copies weights from .caffemodel files (comma-separated, in order, as
+  // Caffe's -weights), each path resolved as the solver's paths are.
+  Status LoadWeights(const std::string& caffemodels);
   // Continues at iteration `iter` with the weights the net holds (a
   // parameter-server worker starts at the servers' clock): the data layers
   // deliver iteration iter's batches next. REQUIRES: iter >= 0.
@@ -129,10 +149,21 @@ class Trainer {
   Result<std::map<std::string, double>> TestAll();
   // Writes <prefix>_iter_<iter>.caffemodel and .solverstate; returns the model path.
   Result<std::string> Snapshot();
+  // Caffe's Solver::Restore: iteration, history and weights from a
+  // .solverstate (its learned_net), data continuing at that iteration.
+  Status RestoreFromFile(const std::string& solverstate);
+  // One update of the weights from the diffs as they are (Caffe's
+  // ApplyUpdate, which pycaffe exposes): the iteration does not advance.
+  Status ApplyUpdate();
+  // The learning rate of the current iteration (Caffe's GetLearningRate).
+  float learning_rate() const;
+  // Changes base_lr from the next update on (pycaffe's solver.param.base_lr).
+  Status set_base_lr(float base_lr);
 
   Net& net() { return *net_; }
   // The first test net, or null when the solver has none.
   const Net* test_net() const { return test_nets_.empty() ? nullptr : test_nets_[0].get(); }
+  const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }
   int iter() const { return iter_; }
   const caffe::SolverParameter& solver() const { return solver_; }
   // The engine the nets run on: TrainerOptions::engine, or kGpu when the solver
@@ -152,20 +183,26 @@ class Trainer {
   Status ApplySolverMode();
   Status Init(const caffe::SolverParameter& solver, const std::string& solver_path,
               const TrainerOptions& options);
+  // "<solver file>:<line of field>", or the file alone where the line is unknown.
+  std::string SolverPlace(const std::string& field) const;
   Status StepLoop(int iters);
   Status RunTests(std::map<std::string, double>* results);
   Result<std::string> WriteSnapshot();
   Status ForwardBackward(float* loss);
   void Display(float rate);
-  Status ApplyUpdate();
   // The clip scale of the iteration's gradients (1 without clip_gradients).
   Result<float> ClipScaleOfDiffs();
   Status Restore(const caffe::SolverState& state, const std::string& path);
   void Emit(TrainEvent event) const;
   std::string ResolveNetPath(const std::string& path) const;
+  // Net::FromFile, or with without_data the file read and rewritten first.
+  Result<std::unique_ptr<Net>> NetFromFile(const std::string& path, const NetOptions& options);
+  Result<std::unique_ptr<Net>> NetFromParam(const caffe::NetParameter& param,
+                                            const NetOptions& options);
 
   caffe::SolverParameter solver_;
   std::string solver_path_;
+  std::map<std::string, int> solver_lines_;  // top-level field -> line in solver_path_
   TrainerOptions options_;
   optim::SolverHyper hyper_;
   std::unique_ptr<optim::UpdateRule> rule_;

@@ -18,6 +18,9 @@
 // line "ps-worker R: <cause>" on stderr. Exit status (common/exit_code.hpp):
 // 0 done, 1 a permanent failure, 2 bad arguments, 3 training diverged, 75 a
 // server gone or silent past --timeout-s (retryable).
+#ifdef PSTRAIN_HAVE_PYTHON_EMBED
+#include "worker/python/python_embed.hpp"
+#endif
 #include "worker/ps/ps_worker.hpp"
 
 #include <boost/algorithm/string.hpp>
@@ -48,6 +51,9 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
 
 int main(int argc, char** argv) {
   pstrain::transport::ReexecWithHugePageHeap(argv);
+#ifdef PSTRAIN_HAVE_PYTHON_EMBED
+  pstrain::EnablePythonLayers(argv[0]);
+#endif
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none";
@@ -175,11 +181,13 @@ int main(int argc, char** argv) {
   const std::string program = "ps-worker " + rank;
   options.autotune.enabled = engine == "auto";
   options.autotune.cache_path = pstrain::AutotuneCachePathFromFlag(engine_cache);
-  options.autotune.on_choice = [program](const pstrain::ImplementationChoice& c) {
-    std::fprintf(stderr, "%s: %s\n", program.c_str(), c.Describe().c_str());
+  // Informational lines in glog's format (I, W), so that the job's Caffe
+  // log (python/pstrain/caffelog.py) keeps their level.
+  options.autotune.on_choice = [](const pstrain::ImplementationChoice& c) {
+    pstrain::WriteGlogLine(stderr, 'I', PSTRAIN_GLOG_WHERE, c.Describe());
   };
-  options.autotune.on_warning = [program](const std::string& w) {
-    std::fprintf(stderr, "%s: engine auto: %s\n", program.c_str(), w.c_str());
+  options.autotune.on_warning = [](const std::string& w) {
+    pstrain::WriteGlogLine(stderr, 'W', PSTRAIN_GLOG_WHERE, "engine auto: " + w);
   };
   if (vm.count("gpu")) {
     const pstrain::Status s = pstrain::UseCudaDevice(gpu, "--gpu " + std::to_string(gpu));
