@@ -133,7 +133,8 @@ def test_layer_labels() -> None:
     for vertical in ("TB", "BT"):
         assert draw.get_layer_label(conv, vertical) == \
             '"conv1 (Convolution) kernel size: 3 stride: 2 pad: 1"'
-    assert draw.get_layer_label(pool, "TB") == '"pool1 (Pooling AVE) kernel size: 2 stride: 2 pad: 0"'
+    assert draw.get_layer_label(pool, "TB") == \
+        '"pool1 (Pooling AVE) kernel size: 2 stride: 2 pad: 0"'
     assert draw.get_layer_label(conv, "LR", display_lrm=True) == \
         CONV[:-1] + '\\nlr mult: 1.0, 2.0"'
     assert draw.get_layer_label(ip, "TB", display_lrm=True) == \

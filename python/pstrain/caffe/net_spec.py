@@ -167,9 +167,9 @@ class Function:
 
 
 class NetSpec:
-    """Named tops, assigned as attributes (`n.conv1 = ...`) or items (`n['conv1']`);
-    to_proto makes the NetParameter that computes all of them, in assignment order
-    of first need, named as assigned."""
+    """Named tops, assigned as attributes (`n.conv1 = ...`) or items (`n['conv1']`).
+    to_proto makes the NetParameter that computes all of them: each layer once, after
+    the layers it reads from, tops and layers named as assigned."""
 
     def __init__(self) -> None:
         super().__setattr__("tops", collections.OrderedDict())

@@ -1,6 +1,6 @@
 """Caffe's message classes, laid out as protoc's generated `caffe_pb2` module lays them out.
 
-Every message of caffe.proto is a class attribute of this module (NetParameter,
+Every message of caffe.proto is a class in this module (NetParameter,
 LayerParameter, SolverParameter, BlobProto, Datum, ...); each top-level enum is an
 EnumTypeWrapper (`Phase.Name(0) == 'TRAIN'`) and its values are module constants
 (TRAIN, TEST); enums declared inside a message are reached through its class
