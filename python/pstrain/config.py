@@ -141,9 +141,10 @@ class JobConfig:
     name: str
     solver: pathlib.Path
     solver_overrides: dict[str, Any] = dataclasses.field(default_factory=dict)
-    # Caffe's `train -weights`: a .caffemodel copied into worker 0's net by layer name
-    # (layers it lacks keep their fillers); the servers start from it. A fresh run only.
-    weights: pathlib.Path | None = None
+    # Caffe's `train -weights`: .caffemodel files copied in order into worker 0's net by
+    # layer name (layers they lack keep their fillers); the servers start from it. A
+    # fresh run only. Empty: the solver's own weights fields, if any.
+    weights: list[pathlib.Path] = dataclasses.field(default_factory=list)
     cluster: ClusterConfig = dataclasses.field(default_factory=ClusterConfig)
     consistency: ConsistencyConfig = dataclasses.field(default_factory=ConsistencyConfig)
     transport: TransportConfig = dataclasses.field(default_factory=TransportConfig)
@@ -284,13 +285,17 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
     return job
 
 
-def _weights(r: _Reader, value: Any) -> pathlib.Path | None:
-    """`weights:` as a path (relative to the job file); the file is checked in plan.py."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise r.fail("weights", f"must be the path of a .caffemodel (or null), got {value!r}")
-    return r.path(value, "weights")
+def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
+    """`weights:` as paths (relative to the job file): one, several separated by commas
+    as Caffe's -weights takes them, or a list; the files are checked in plan.py."""
+    if value is None or value == []:
+        return []
+    names = value.split(",") if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() for n in names)):
+        raise r.fail("weights", f"must be a .caffemodel path, several separated by commas, a "
+                                f"list of them, or null; got {value!r}")
+    return [r.path(n.strip(), "weights") for n in names]
 
 
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:

@@ -266,11 +266,11 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                         f"folder's {prefix} (a job's snapshots and checkpoints stay in its "
                         f"run folder)")
     solver.replace("snapshot_prefix", [format_value("string", str(prefix))])
-    initial_weights = _initial_weights(job, source, solver, resume_manifest, warnings)
     for name, value in job.solver_overrides.items():
         kind, _ = SOLVER_FIELDS[name]
         values = value if isinstance(value, list) else [value]
         solver.replace(name, [format_value(kind, v) for v in values])
+    initial_weights = _initial_weights(job, source, solver, resume_manifest, warnings)
     if missing and not preparing_data:
         raise JobError(f"{source}: solver: {job.solver}: {missing[0]} not found "
                        f"(set data.prepare, or convert the data first)")
@@ -306,21 +306,23 @@ def _initial_weights(job: JobConfig, source: str, solver: SolverText,
                      resume_manifest: pathlib.Path | None, warnings: list[str]
                      ) -> list[pathlib.Path]:
     """The .caffemodel files worker 0 starts from, as `caffe train` picks them: the
-    job's weights: (Caffe's -weights) wins over the solver's weights: fields, which
-    are taken out of the solver copy (worker 0 gets them as --weights). A resumed run
-    starts from its checkpoint, as with Caffe's -snapshot: nothing to load."""
+    job's weights: (Caffe's -weights) wins over the solver's weights: fields (after
+    solver_overrides), which are taken out of the solver copy (worker 0 gets them as
+    --weights). A resumed run starts from its checkpoint, as with Caffe's -snapshot:
+    nothing to load."""
     theirs = weights_paths(solver)
     solver.remove("weights", "worker 0 gets them as --weights")
     if resume_manifest is not None:
         return []
-    if job.weights is not None:
-        if not job.weights.is_file():
-            raise JobError(f"{source}: weights: file not found: {job.weights}")
+    if job.weights:
+        for path in job.weights:
+            if not path.is_file():
+                raise JobError(f"{source}: weights: file not found: {path}")
         if theirs:
             warnings.append(f"{job.solver}: weights {', '.join(theirs)} not loaded: the job's "
-                            f"weights: {job.weights} takes precedence (as caffe train -weights "
-                            f"does)")
-        return [job.weights]
+                            f"weights: {', '.join(map(str, job.weights))} takes precedence "
+                            f"(as caffe train -weights does)")
+        return list(job.weights)
     found = []
     for name in theirs:
         path = resolve_beside(name, job.solver.parent)

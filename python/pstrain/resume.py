@@ -47,9 +47,10 @@ def _refuse(source: str, run: pathlib.Path, what: str) -> JobError:
 def check_weights(config: JobConfig, source: str) -> None:
     """weights: starts a fresh run; a resumed one continues from its checkpoint
     (as Caffe refuses -weights with -snapshot)."""
-    if config.weights is not None:
+    if config.weights:
+        shown = ", ".join(str(w) for w in config.weights)
         raise JobError(f"{source}: weights: cannot be used with --resume: a resumed run "
-                       f"continues from its checkpoint, and weights: ({config.weights}) sets the "
+                       f"continues from its checkpoint, and weights: ({shown}) sets the "
                        f"initial weights of a fresh run only; drop it (--set weights=null) to "
                        f"resume, or start a new run without --resume to fine-tune")
 

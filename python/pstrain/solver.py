@@ -92,9 +92,6 @@ def check_override(name: str, value: Any) -> str | None:
         close = difflib.get_close_matches(name, SOLVER_FIELDS, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"'{name}' is not a SolverParameter field (see proto/caffe.proto){hint}"
-    if name == "weights":
-        return ("use the job's own key weights: (a .caffemodel, relative to the job file), "
-                "which takes precedence over the solver's weights as caffe train -weights does")
     if name in RESERVED_FIELDS:
         return f"'{name}' is set by ps-train (the run folder); change the solver file instead"
     kind, repeated = SOLVER_FIELDS[name]

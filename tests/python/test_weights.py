@@ -80,6 +80,20 @@ def test_job_weights_start_the_servers(fine_tuned, build_dir):
     assert not differ(build_dir, one_iteration(tmp, solver, "fresh"), reference)["equal"]
 
 
+def test_later_weights_files_win(fine_tuned, build_dir):
+    """Files loaded in order, a later one's layers replacing an earlier one's
+    (Caffe's -weights A,B): [other, W] is W; [W, other] is not."""
+    tmp, weights, reference = fine_tuned
+    ps_net(build_dir, "train", "--solver", str(solver_file(tmp / "o", max_iter=1, seed=5)),
+           "--threads", "1", "--engine", "reference")
+    other = tmp / "o" / "snap_iter_1.caffemodel"
+    solver = solver_file(tmp / "order", max_iter=1, seed=7)
+    last = one_iteration(tmp, solver, "w-last", weights=f"{other},{weights}")
+    assert differ(build_dir, last, reference)["equal"]
+    first = one_iteration(tmp, solver, "w-first", weights=[str(weights), str(other)])
+    assert not differ(build_dir, first, reference)["equal"]
+
+
 def test_a_fine_tuned_run_resumes_from_its_checkpoint(fine_tuned, capsys):
     """`ps-train --resume RUN_DIR` (the run folder's job, weights: and all) goes on
     from the checkpoint, and says which one."""
@@ -145,10 +159,33 @@ def test_a_missing_weights_file_is_named(capsys, tmp_path, build_dir):
     expect_error(capsys, [path, "--dry-run"],
                  f"{path}: solver: {solver}: weights file 'a.caffemodel' not found (looked "
                  f"beside the solver and in the folders above it)")
-    path = write_job(tmp_path, base_job(tmp_path, solver_overrides={"weights": "a.caffemodel"}))
-    assert main([str(path), "--dry-run"]) == 2
-    assert "solver_overrides.weights: use the job's own key weights:" in capsys.readouterr().err
+    # solver_overrides.weights replaces the solver's field, its paths read as the solver's.
+    path = write_job(tmp_path, base_job(tmp_path, solver=str(solver),
+                                        solver_overrides={"weights": ["b.caffemodel"]}))
+    expect_error(capsys, [path, "--dry-run"],
+                 f"{path}: solver: {solver}: weights file 'b.caffemodel' not found (looked "
+                 f"beside the solver and in the folders above it)")
     assert not (tmp_path / "runs").exists()
+
+
+def test_several_weights_files_go_to_worker_0_in_order(capsys, tmp_path, build_dir):
+    """As Caffe's -weights: files separated by commas (or a YAML list), loaded in
+    order by worker 0 (a later file wins for a layer both hold)."""
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.caffemodel").write_bytes(b"")
+    solver = solver_file(tmp_path / "s", max_iter=1, seed=7,
+                         extra=f'weights: "{tmp_path}/a.caffemodel,../c.caffemodel"\n'
+                               f'weights: "../b.caffemodel"\n')
+    a, b, c = (tmp_path / f"{n}.caffemodel" for n in "abc")
+    for weights, expected in ((None, f"{a},{c},{b}"),            # the solver's, in order
+                              ("b.caffemodel, a.caffemodel", f"{b},{a}"),
+                              (["c.caffemodel", "a.caffemodel"], f"{c},{a}")):
+        path = write_job(tmp_path, base_job(tmp_path, solver=str(solver), weights=weights))
+        assert main([str(path), "--dry-run"]) == 0
+        out = capsys.readouterr().out
+        workers = [l for l in out.splitlines() if "/ps-worker " in l]
+        assert f" --weights {expected} " in workers[0] + " ", workers[0]
+        assert "--weights" not in workers[1]
 
 
 def test_weights_conflict_with_resume(capsys, tmp_path, build_dir):
