@@ -1,6 +1,7 @@
 #include "common/proto_io.hpp"
 
 #include <fcntl.h>
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -108,6 +109,24 @@ Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message
   if (field == nullptr || !field->is_repeated()) return Status::Ok();
   const int n = message->GetReflection()->FieldSize(*message, field);
   for (int i = 0; i < n; ++i) lines->push_back(tree.GetLocation(field, i).line + 1);
+  return Status::Ok();
+}
+
+Status ReadTextProtoWithFieldLines(const std::string& path, google::protobuf::Message* message,
+                                   std::map<std::string, int>* lines) {
+  std::string text;
+  PSTRAIN_RETURN_IF_ERROR(ReadFileToString(path, &text));
+  google::protobuf::TextFormat::Parser parser;
+  google::protobuf::TextFormat::ParseInfoTree tree;
+  parser.WriteLocationsTo(&tree);
+  PSTRAIN_RETURN_IF_ERROR(ParseWithParser(parser, text, path, message));
+  lines->clear();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  message->GetReflection()->ListFields(*message, &fields);
+  for (const auto* field : fields) {
+    const auto location = tree.GetLocation(field, field->is_repeated() ? 0 : -1);
+    if (location.line >= 0) (*lines)[field->name()] = location.line + 1;
+  }
   return Status::Ok();
 }
 

@@ -6,6 +6,7 @@
 // place, so a crash never leaves a half-written file under the final name.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ Status ParseTextProto(const std::string& text, const std::string& name,
 // `repeated_field` (e.g. "layer") starts, for messages naming the place.
 Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message* message,
                               const std::string& repeated_field, std::vector<int>* lines);
+// Also reports the 1-based line of each top-level field the file sets, by
+// field name (a repeated field: its first element).
+Status ReadTextProtoWithFieldLines(const std::string& path, google::protobuf::Message* message,
+                                   std::map<std::string, int>* lines);
 Status ReadBinaryProto(const std::string& path, google::protobuf::Message* message);
 
 Status WriteTextProto(const google::protobuf::Message& message, const std::string& path);

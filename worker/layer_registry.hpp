@@ -22,18 +22,27 @@ class LayerRegistry {
 
   // REQUIRES: `type` not registered yet (checked: a duplicate is our bug).
   bool Add(const std::string& type, Factory factory);
-  // Error for an unknown type lists the known ones.
+  // Error for an unknown type lists the known ones and says what the type
+  // is: a misspelling of a known type ("did you mean 'Convolution'?", by edit
+  // distance, case-insensitive), a Caffe layer type PSTrain lacks, or no
+  // Caffe layer type at all (a fork's, such as SSD's PriorBox).
   Result<std::unique_ptr<Layer>> Create(const caffe::LayerParameter& param) const;
   std::vector<std::string> Types() const;
+  // The registered type nearest to `type` when it is close enough to be a
+  // misspelling (edit distance at most a third of its length, at least 1),
+  // else "".
+  std::string Closest(const std::string& type) const;
 
  private:
+  Status UnknownType(const std::string& type) const;
+
   std::map<std::string, Factory> factories_;
 };
 
 }  // namespace pstrain
 
-#define PSTRAIN_REGISTER_LAYER(type_name, Class)                                           \
-  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) =                  \
+#define PSTRAIN_REGISTER_LAYER(type_name, Class)                                             \
+  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) =                    \
       ::pstrain::LayerRegistry::Global().Add(type_name, [](const caffe::LayerParameter& p) { \
-        return std::unique_ptr<::pstrain::Layer>(new Class(p));                            \
+        return std::unique_ptr<::pstrain::Layer>(new Class(p));                              \
       })

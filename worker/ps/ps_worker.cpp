@@ -26,12 +26,12 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   trainer_options.apply_updates = elastic;
   trainer_options.run_tests = rank == 0;
   trainer_options.write_snapshots = false;  // checkpoints are the servers' barriers
+  // Only worker 0's initial weights count (--weights, else the solver's
+  // `weights` fields): they become the servers' first values.
+  trainer_options.load_weights = rank == 0;
+  trainer_options.weights = options.weights;
   PSTRAIN_ASSIGN_OR_RETURN(worker->trainer_,
                            Trainer::FromFile(options.solver_path, trainer_options));
-  // Only worker 0's initial weights count.
-  if (rank == 0 && !options.weights.empty()) {
-    PSTRAIN_RETURN_IF_ERROR(worker->trainer_->LoadWeights(options.weights));
-  }
   // The servers hold every parameter that learns (lr_mult != 0). Parameters
   // with lr_mult 0 (BatchNorm statistics, frozen layers) stay local.
   Net& net = worker->trainer_->net();
@@ -55,7 +55,8 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
                            PsClient::Connect(context, options.client, std::move(params)));
   const caffe::SolverParameter& solver = worker->trainer_->solver();
-  worker->clip_at_end_ = solver.clip_gradients() >= 0 && options.client.mode != ConsistencyMode::kBsp;
+  worker->clip_at_end_ =
+      solver.clip_gradients() >= 0 && options.client.mode != ConsistencyMode::kBsp;
   // bsp: the next pull goes out before the last backward, so that the weights
   // of the layers pushed first travel while backward still runs. GPU workers
   // keep the pull after the pushes: pulled weights land in host memory while
