@@ -54,7 +54,7 @@ apt_packages=(
   libboost-program-options-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   dataset-fashion-mnist
-  python3 python3-pip
+  python3 python3-pip python3-dev
 )
 # What the tests and benchmarks add. chromium: the headless browser check of TensorBoard
 # (tests/e2e/test_tensorboard_browser.py). The multi-host tests (tests/multihost, root
@@ -70,8 +70,11 @@ apt_bench_packages=(python3-torch python3-numpy linux-perf)
 apt_fuzz_packages=(clang libclang-rt-14-dev libomp-dev)
 
 # Python modules: import name and PyPI requirement, for ps-train, then for the tests.
-pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf")
-pip_test_modules=("pytest pytest" "numpy numpy" "cv2 opencv-python-headless<5" "zmq pyzmq"
+# numpy, nanobind and scikit-build-core: the engine's Python module (pstrain._core,
+# pstrain.caffe) and the package's build backend.
+pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf"
+  "numpy numpy" "nanobind nanobind>=2.0" "scikit_build_core scikit-build-core>=0.10")
+pip_test_modules=("pytest pytest" "cv2 opencv-python-headless<5" "zmq pyzmq"
   "tensorboard tensorboard" "hypothesis hypothesis")
 
 phase_times=()
@@ -109,15 +112,17 @@ install_pip() {
     python3 -m pip install -q --break-system-packages "${missing[@]}"
 }
 
-# The pstrain Python package (ps-train), editable, so the checkout is what runs.
+# The pstrain Python package (ps-train, pstrain.caffe), editable, so the checkout is
+# what runs. PSTRAIN_PIP_NO_CMAKE=1 (pyproject.toml): pip compiles nothing; the
+# engine module pstrain._core is the one build() put in $build_dir/python.
 install_package() {
   local here="$root/python/pstrain/__init__.py"
   local installed
   installed="$(cd / && python3 -c 'import pstrain; print(pstrain.__file__)' 2>/dev/null || true)"
   [ "$installed" = "$here" ] && return 0
   echo "setup: installing the pstrain package (pip install -e .)"
-  python3 -m pip install -q -e . 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages -e .
+  local pip=(env PSTRAIN_PIP_NO_CMAKE=1 python3 -m pip install -q --no-build-isolation -e .)
+  "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
 }
 
 ps_train() {
@@ -133,6 +138,7 @@ build() {  # build TESTS(ON|OFF) [TARGET...]
   shift
   cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
     -DPSTRAIN_WITH_CUDA="${PSTRAIN_WITH_CUDA:-AUTO}" \
+    -DPython_EXECUTABLE="$(command -v python3)" \
     -DPSTRAIN_BUILD_TESTS="$tests" -DPSTRAIN_BUILD_BENCH="$tests" >/dev/null
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
@@ -145,7 +151,7 @@ report_phases() {
   echo "setup: time per phase: $line"
 }
 
-programs=(ps-server ps-worker ps-net ps-data)
+programs=(ps-server ps-worker ps-net ps-data _core)
 case "$action" in
   build)
     phase apt install_apt "${apt_packages[@]}"

@@ -10,67 +10,77 @@ from __future__ import annotations
 
 import os as _os
 
-from .pycaffe import (AdaDeltaSolver, AdaGradSolver, AdamSolver, Blob, Layer, Net,
-                      NesterovSolver, RMSPropSolver, SGDSolver, Solver, Timer, _core)
 from .proto.caffe_pb2 import TEST, TRAIN
 from . import io
-from .classifier import Classifier
-from .detector import Detector
 from .net_spec import NetSpec, layers, params, to_proto
 
-__version__ = _core.__version__
+try:
+    from .pycaffe import (AdaDeltaSolver, AdaGradSolver, AdamSolver, Blob, Layer, Net,
+                          NesterovSolver, RMSPropSolver, SGDSolver, Solver, Timer, _core)
+except ImportError as _missing:  # no compiled engine: io, net_spec, draw, coord_map still work
+    _engine_error = _missing
 
-set_mode_cpu = _core.set_mode_cpu
-set_mode_gpu = _core.set_mode_gpu
-set_device = _core.set_device
-set_random_seed = _core.set_random_seed
-set_engine = _core.set_engine
-layer_type_list = _core.layer_type_list
-get_solver = _core.get_solver
-init_log = _core.init_log
-log = _core.log
-solver_count = _core.solver_count
-set_solver_count = _core.set_solver_count
-solver_rank = _core.solver_rank
-set_solver_rank = _core.set_solver_rank
-set_multiprocess = _core.set_multiprocess
+    def __getattr__(name: str):
+        if name in __all__:
+            raise ImportError(f"pstrain.caffe.{name} needs the compiled engine: "
+                              f"{_engine_error}") from _engine_error
+        raise AttributeError(f"module 'pstrain.caffe' has no attribute {name!r}")
+else:
+    from .classifier import Classifier
+    from .detector import Detector
+    __version__ = _core.__version__
+
+    set_mode_cpu = _core.set_mode_cpu
+    set_mode_gpu = _core.set_mode_gpu
+    set_device = _core.set_device
+    set_random_seed = _core.set_random_seed
+    set_engine = _core.set_engine
+    layer_type_list = _core.layer_type_list
+    get_solver = _core.get_solver
+    init_log = _core.init_log
+    log = _core.log
+    solver_count = _core.solver_count
+    set_solver_count = _core.set_solver_count
+    solver_rank = _core.solver_rank
+    set_solver_rank = _core.set_solver_rank
+    set_multiprocess = _core.set_multiprocess
 
 
-def has_nccl() -> bool:
-    """False: PSTrain's multi-GPU training goes through its parameter server,
-    not NCCL (pstrain.caffe.NCCL keeps Caffe's train.py running)."""
-    return False
+    def has_nccl() -> bool:
+        """False: PSTrain's multi-GPU training goes through its parameter server,
+        not NCCL (pstrain.caffe.NCCL keeps Caffe's train.py running)."""
+        return False
 
 
-class NCCL:
-    """Caffe's NCCL(solver, uid) for python/train.py. In one process
-    (solver_count() == 1) bcast and the callbacks do nothing, as there is
-    nothing to exchange; several processes are PSTrain's
-    DistributedSolver's work."""
+    class NCCL:
+        """Caffe's NCCL(solver, uid) for python/train.py. In one process
+        (solver_count() == 1) bcast and the callbacks do nothing, as there is
+        nothing to exchange; several processes are PSTrain's
+        DistributedSolver's work."""
 
-    def __init__(self, solver, uid) -> None:
-        if solver_count() > 1:
-            raise NotImplementedError(
-                "pstrain.caffe.NCCL across processes (set_solver_count > 1) is not available "
-                "yet; train on several GPUs with ps-train or ps-net train -gpu 0,1")
-        self.solver = solver
-        self.uid = uid
+        def __init__(self, solver, uid) -> None:
+            if solver_count() > 1:
+                raise NotImplementedError(
+                    "pstrain.caffe.NCCL across processes (set_solver_count > 1) is not available "
+                    "yet; train on several GPUs with ps-train or ps-net train -gpu 0,1")
+            self.solver = solver
+            self.uid = uid
 
-    @staticmethod
-    def new_uid() -> bytes:
-        return _os.urandom(16)
+        @staticmethod
+        def new_uid() -> bytes:
+            return _os.urandom(16)
 
-    def bcast(self) -> None:
-        """Every process starts from rank 0's weights: one process already does."""
+        def bcast(self) -> None:
+            """Every process starts from rank 0's weights: one process already does."""
 
-    def on_start(self) -> None:
-        pass
+        def on_start(self) -> None:
+            pass
 
-    def on_gradients_ready(self) -> None:
-        pass
+        def on_gradients_ready(self) -> None:
+            pass
 
-    def __call__(self, layer: int) -> None:
-        pass
+        def __call__(self, layer: int) -> None:
+            pass
 
 
 __all__ = ["AdaDeltaSolver", "AdaGradSolver", "AdamSolver", "Blob", "Classifier", "Detector",
