@@ -42,7 +42,8 @@ class Plan:
     placement: Placement | None = None   # hosts: hostfile; None: every process here
     # Worker 0's --weights on a fresh run: the job's weights:, else the solver's own.
     initial_weights: list[pathlib.Path] = dataclasses.field(default_factory=list)
-    warnings: list[str] = dataclasses.field(default_factory=list)  # said at start, shown by --dry-run
+    # Said at a run's start, shown by --dry-run (the solver's snapshot_prefix replaced, ...).
+    warnings: list[str] = dataclasses.field(default_factory=list)
 
     def worker_gpu(self, rank: int):
         return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
