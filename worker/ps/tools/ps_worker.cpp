@@ -32,6 +32,7 @@
 #include "common/device.hpp"
 #include "common/environment_flags.hpp"
 #include "common/exit_code.hpp"
+#include "common/glog_line.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
