@@ -34,6 +34,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for p in "${programs[@]}"; do cp "$build/bin/$p" "$stage/bin/"; done
 cp -L "$build"/lib/*.so* "$stage/lib/"
+# pstrain._core (for the Python GPU tests), when it was built.
+if compgen -G "$build/python/pstrain/_core*.so" > /dev/null; then
+  mkdir -p "$stage/python/pstrain"
+  cp "$build"/python/pstrain/_core*.so "$stage/python/pstrain/"
+fi
 
 # Every library the programs load, less the C runtime and CUDA's own.
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libmvec|libdl\.|librt\.|libpthread\.|libresolv|libnss|libanl|libutil|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libnvrtc|libnvJitLink)'
@@ -46,7 +51,8 @@ done | sort -u | while read -r name path; do
 done
 
 mkdir -p "$out"
-XZ_OPT="${XZ_OPT:--T0}" tar -C "$stage" -cJf "$out/pstrain-gpu.tar.xz" bin lib
+XZ_OPT="${XZ_OPT:--T0}" tar -C "$stage" -cJf "$out/pstrain-gpu.tar.xz" bin lib \
+  $([[ -d "$stage/python" ]] && echo python)
 mkdir -p "$out/fashion-mnist"
 cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$out/fashion-mnist/"
 du -sh "$out/pstrain-gpu.tar.xz" "$out/fashion-mnist"

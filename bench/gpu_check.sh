@@ -2,6 +2,8 @@
 # GPU check of PSTrain on a 1-GPU machine, in one run (about 5-8 minutes):
 #   1. builds with CUDA (cmake -DPSTRAIN_WITH_CUDA=ON) into build-gpu;
 #   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*:CudnnGraph*');
+#      then the Python GPU tests (tests/python/test_caffe_gpu.py: pstrain.caffe with
+#      set_mode_gpu, blob views, DLPack) when pstrain._core and numpy are there;
 #   3. trains LeNet on Fashion-MNIST with 2 GPU workers sharing GPU 0 and one
 #      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
 #      bsp) and checks the final test accuracy >= 0.89;
@@ -86,6 +88,9 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
     exit 1
   fi
   say "build ok; $(grep -c 'warning' "$out/build.log") warning line(s)"
+  # The Python module (pstrain.caffe's engine) needs nanobind: built when it can be.
+  timeout 300 cmake --build "$build" -j "$jobs" --target _core >> "$out/build.log" 2>&1 ||
+    say "pstrain._core not built (no nanobind or Python headers here): the Python GPU tests skip"
 fi
 bin="$build/bin"
 if [[ "$dry" == 1 ]]; then
@@ -117,6 +122,24 @@ if [[ "$dry" != 1 ]]; then
     fail "GPU tests skipped: $(grep -m1 -o 'no CUDA device.*' "$out/gpu_tests.log")"
   fi
   [[ $rc -eq 0 ]] || fail "GPU tests (exit $rc; see $out/gpu_tests.log)"
+fi
+
+# --- 2b. the Python GPU path (pstrain.caffe: set_mode_gpu, DLPack) -------------------
+if [[ "$dry" != 1 ]]; then
+  core="$(ls "$build"/python/pstrain/_core*.so 2> /dev/null | head -1)"
+  if [[ -z "$core" ]]; then
+    say "Python GPU tests: not run (no $build/python/pstrain/_core*.so)"
+  elif ! python3 -c 'import numpy, pytest' 2> /dev/null; then
+    say "Python GPU tests: not run (python3 here has no numpy or pytest)"
+  else
+    PSTRAIN_CORE_DIR="$build/python/pstrain" PYTHONPATH="$root/python" \
+      timeout 300 python3 -m pytest -q -rs "$root/tests/python/test_caffe_gpu.py" \
+      > "$out/python_gpu_tests.log" 2>&1
+    rc=$?
+    say "Python GPU tests: $(tail -1 "$out/python_gpu_tests.log")"
+    grep -q ' skipped' "$out/python_gpu_tests.log" && fail "Python GPU tests skipped on a GPU machine"
+    [[ $rc -eq 0 ]] || fail "Python GPU tests (exit $rc; see $out/python_gpu_tests.log)"
+  fi
 fi
 
 # --- 3. LeNet on Fashion-MNIST, GPU workers and GPU server ------------------------

@@ -178,6 +178,10 @@ void BindLayer(nb::module_& m) {
   nb::class_<LayerHandle>(m, "Layer", nb::dynamic_attr(), "A layer of a net.")
       .def_prop_ro("type", [](const LayerHandle& l) { return std::string(l.layer->type()); })
       .def_prop_ro(
+          "implementation", [](const LayerHandle& l) { return l.layer->Implementation(); },
+          "What forward and backward run (ps-net time's last column): 'reference', a CPU "
+          "implementation, 'gpu', 'cudnn-...', 'fused'.")
+      .def_prop_ro(
           "blobs", [](const LayerHandle& l) { return LayerBlobs{l.layer}; }, nb::keep_alive<0, 1>())
       .def("setup",
            [](LayerHandle& l, const nb::list& bottom, const nb::list& top) {
