@@ -56,10 +56,12 @@ apt_packages=(
   dataset-fashion-mnist
   python3 python3-pip python3-dev
 )
-# What the tests and benchmarks add. chromium: the headless browser check of TensorBoard
+# What the tests and benchmarks add. graphviz (with pydot, scikit-image and h5py from
+# PyPI): what pstrain.caffe's draw, io and save_hdf5 use, as pycaffe's do.
+# chromium: the headless browser check of TensorBoard
 # (tests/e2e/test_tensorboard_browser.py). The multi-host tests (tests/multihost, root
 # only) make hosts of network namespaces with real sshd, and a one-node Slurm cluster.
-apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium
+apt_test_packages=(libgtest-dev libgmock-dev libbenchmark-dev chromium graphviz
   iproute2 openssh-client openssh-server munge slurmctld slurmd slurm-client)
 # What the peer benchmarks add (bench/torch_peer.py; never CI's `test`): PyTorch,
 # importable from Debian's /usr/bin/python3 (numpy comes with it); linux-perf for
@@ -75,7 +77,8 @@ apt_fuzz_packages=(clang libclang-rt-14-dev libomp-dev)
 pip_modules=("yaml pyyaml" "tqdm tqdm" "matplotlib matplotlib" "google.protobuf protobuf"
   "numpy numpy" "nanobind nanobind>=2.0" "scikit_build_core scikit-build-core>=0.10")
 pip_test_modules=("pytest pytest" "cv2 opencv-python-headless<5" "zmq pyzmq"
-  "tensorboard tensorboard" "hypothesis hypothesis")
+  "tensorboard tensorboard" "hypothesis hypothesis"
+  "skimage scikit-image" "pydot pydot" "h5py h5py")
 
 phase_times=()
 phase() {  # phase NAME COMMAND...: runs COMMAND and records how long it took
