@@ -82,6 +82,7 @@ void BindBlob(nb::module_& m);
 void BindLayer(nb::module_& m);
 void BindNet(nb::module_& m);
 void BindSolver(nb::module_& m);
+void BindPsClient(nb::module_& m);
 void BindModuleFunctions(nb::module_& m);
 // Installs the bridge through which Python layers run (worker/layers/python_layer.hpp).
 void InstallPythonLayerBridge();

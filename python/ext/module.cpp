@@ -146,6 +146,7 @@ NB_MODULE(_core, m) {
   py::BindLayer(m);
   py::BindNet(m);
   py::BindSolver(m);
+  py::BindPsClient(m);
   py::BindModuleFunctions(m);
   py::InstallPythonLayerBridge();
 }
