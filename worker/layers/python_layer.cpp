@@ -71,13 +71,14 @@ Status PythonLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void PythonLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
-  if (!runtime_status_.ok()) return;  // the first error stands; the net stops on it
+  // Each forward starts afresh (an exception ends that pass only, as in
+  // pycaffe); within the pass the first error stands and the net stops on it.
   runtime_status_ = object_->Forward(bottom, top);
 }
 
 void PythonLayer::BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
-  if (!runtime_status_.ok()) return;
+  if (!runtime_status_.ok()) return;  // this pass's forward failed
   runtime_status_ = object_->Backward(top, propagate_down, bottom);
 }
 
