@@ -126,6 +126,15 @@ Result<SolverCheck> CheckSolver(const std::string& solver_path, const SolverChec
   for (const auto& p : net.learnable_params()) check.learnable_values += p.blob->count();
   check.test_nets = trainer->solver().test_iter_size();
   check.outputs = net.output_blob_names();
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    if (std::string(net.layers()[i]->type()) != "Input") continue;
+    const auto& tops = net.top_vecs()[i];
+    for (size_t t = 0; t < tops.size(); ++t) {
+      std::string shape;
+      for (int d : tops[t]->shape()) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+      check.inputs.push_back(net.blob_names()[net.top_ids(static_cast<int>(i))[t]] + " " + shape);
+    }
+  }
   return check;
 }
 

@@ -41,6 +41,9 @@ struct SolverCheck {
   int64_t learnable_values = 0;
   int test_nets = 0;
   std::vector<std::string> outputs;  // the train net's output blobs
+  // The train net's Input tops, "name NxCxHxW": its Data layers' stand-ins
+  // (and Input layers of its own).
+  std::vector<std::string> inputs;
 };
 
 struct SolverCheckOptions {

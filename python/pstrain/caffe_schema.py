@@ -14,7 +14,8 @@ tokenizer-based checks (the programs still parse every file themselves).
 into SolverParameter / NetParameter, so every unknown field, misspelt enum value
 and malformed value is reported as `<the user's file>:<line>:<column>: ...`, then
 check what a run uses beyond the schema: lr_policy and solver type names, and
-every data layer's LMDB source and mean_file.
+every data layer's LMDB source and mean_file. `check_in_engine` then builds the
+nets in the engine (`ps-net check`).
 """
 from __future__ import annotations
 
@@ -128,6 +129,39 @@ def _layer_lines(text: str) -> list[int]:
     return [first[k] for k in sorted(first)]
 
 
+def check_in_engine(plan: Any) -> str:
+    """Builds the plan's TRAIN and TEST nets in the engine with its solver (`ps-net
+    check`: every layer type, blob, shape and solver feature as the workers will meet
+    them; each data source read to its first record only), from copies of the
+    solver and nets as the run writes them. Returns the line --dry-run prints; raises
+    JobError (exit 2) with ps-net's message, naming the user's file and line."""
+    from .errors import JobError
+
+    if plan.missing_sources:
+        return "# net check: not run (data.prepare makes the data sources first)"
+    ps_net = programs.find_program("ps-net")
+    with tempfile.TemporaryDirectory(prefix="ps-train-check-") as tmp:
+        folder = pathlib.Path(tmp)
+        solver_text, originals = plan.solver_text, {}
+        for copy_name, (original, text) in plan.nets.items():
+            (folder / copy_name).write_text(text)
+            solver_text = solver_text.replace(str(plan.run_dir / copy_name), str(folder / copy_name))
+            originals[str(folder / copy_name)] = str(original)
+        solver = folder / "solver.prototxt"
+        solver.write_text(solver_text)
+        originals[str(solver)] = str(plan.job.solver)
+        weights = ",".join(str(w) for w in getattr(plan, "initial_weights", []))
+        done = subprocess.run([str(ps_net), "check", "--solver", str(solver)] +
+                              (["--weights", weights] if weights else []),
+                              capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        message = (done.stderr.strip() or done.stdout.strip()).removeprefix("ps-net: ")
+        for copy, original in sorted(originals.items(), key=lambda kv: -len(kv[0])):
+            message = message.replace(copy, original)
+        raise JobError(f"{plan.source}: solver: {message}")
+    return "# net check: " + done.stdout.strip().replace(str(solver), str(plan.job.solver))
+
+
 def check_solver(path: pathlib.Path, caffe: CaffeMessages) -> Any:
     """The parsed SolverParameter of the user's solver file; raises SchemaError."""
     text = path.read_text()
@@ -170,7 +204,7 @@ def check_net(path: pathlib.Path, caffe: CaffeMessages) -> list[str]:
         line = layer_lines[index] if index < len(layer_lines) else 1
         place = f"{path}:{line}: layer '{layer.name}'"
         param = layer.data_param
-        if param.backend != param.LMDB:
+        if param.HasField("backend") and param.backend != param.LMDB:   # unset: LMDB
             problems.append(f"{place}: data_param.backend LEVELDB is not supported (only "
                             f"LMDB); convert the data with ps-data")
         if param.batch_size == 0:

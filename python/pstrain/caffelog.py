@@ -12,14 +12,17 @@ tools/extra/parse_log.py and other readers of Caffe logs read a PSTrain run:
     I... solver.cpp:237]     Train net output #0: loss = 0.98 (* 1 = 0.98 loss)
     I... sgd_solver.cpp:105] Iteration 30, lr = 0.00998
 
-Other events become one `key=value` line each; lines that are not JSON (error
-messages) are copied with an `E` prefix. Not thread-safe: one writer (the
-process's reader thread) per file.
+Other events become one `key=value` line each. Lines that are not JSON are
+copied: a line a program already wrote in glog's format (engine auto's choices,
+`I... net_autotune.cpp:...] engine auto: ...`) as it is, with its own level;
+any other line (an error message) with an `E` prefix. Not thread-safe: one
+writer (the process's reader thread) per file.
 """
 from __future__ import annotations
 
 import datetime
 import pathlib
+import re
 import time
 from typing import TextIO
 
@@ -28,6 +31,10 @@ _META = {"event", "role", "rank", "iter", "time"}
 # Values of a train event that describe the step, not the net's outputs.
 _TRAIN_STATS = {"lr", "iters_per_second", "images_per_second", "pull_wait_seconds", "bytes_sent",
                 "bytes_received", "staleness"}
+
+
+# glog's prefix: level, MMDD HH:MM:SS.ffffff, thread id, file:line]
+GLOG_LINE = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^ \]]+:\d+\] ")
 
 
 def glog_prefix(now: float, pid: int, where: str, level: str = "I") -> str:
@@ -113,7 +120,11 @@ class CaffeLog:
             self._last_train_iter = event["iter"]
 
     def text(self, line: str, now: float | None = None) -> None:
-        """A line that is not an event (an error message)."""
+        """A line that is not an event: a glog line as it is, else an error message (E)."""
+        if GLOG_LINE.match(line):
+            if not self._file.closed:
+                self._file.write(line + "\n")
+            return
         self._write(time.time() if now is None else now, "ps-train\t" + line, "E")
 
     def close(self) -> None:

@@ -17,7 +17,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import exitcodes, plots, programs, resume as resume_check, runfolder, tensorboard
+from . import caffe_schema, exitcodes, plots, programs, resume as resume_check, runfolder
+from . import tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .hostrun import HostLauncher
@@ -93,7 +94,8 @@ class Job:
                         f"--overwrite would replace it)")
         elif config.run_dir.exists():
             note += " (exists: --overwrite replaces it)"
-        return note + "\n" + _plan(config, self.source, None).describe()
+        plan = _plan(config, self.source, None)
+        return note + "\n" + plan.describe() + "\n" + caffe_schema.check_in_engine(plan)
 
     def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
             overwrite: bool = False, progress: str = "auto",

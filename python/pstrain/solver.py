@@ -246,14 +246,15 @@ def batch_size(net_text: str) -> int:
 
 def absolute_net_text(net_path: pathlib.Path) -> tuple[str, list[DataSource]]:
     """The net with its data `source` and `mean_file` paths made absolute (each value
-    replaced in place, so every line keeps its number); also the sources that do not
-    exist."""
+    replaced in place, so every line keeps its number); also the LMDB sources (Data
+    layers' data_param) that do not exist. Other layers' sources (HDF5Data's list) are
+    left to `ps-net check`, which says what it makes of their layer type."""
     text = net_path.read_text()
     missing, edits = [], []
     for source in data_sources(text):
         found = resolve_beside(source.path, net_path.parent)
         if found is None:
-            if source.field == "source":
+            if source.field == "source" and source.value.path[1] == "data_param":
                 missing.append(source)
         else:
             edits.append((source.value.value, prototxt.quote(str(found))))

@@ -57,8 +57,9 @@ TEST_F(NetErrorsTest, SyntaxErrorNamesFileLineAndColumn) {
 TEST_F(NetErrorsTest, UnknownLayerType) {
   const std::string message =
       Error(std::string(kInput) + "\n" + "layer { name: \"x\" type: \"Foo\" bottom: \"data\" }\n");
-  EXPECT_TRUE(StartsWith(message, path_ + ":4: layer 'x' (Foo): unknown layer type 'Foo' "
-                                          "(known types: "));
+  EXPECT_TRUE(StartsWith(message, path_ + ":4: layer 'x' (Foo): unknown layer type 'Foo': "
+                                          "not a Caffe layer type either"));
+  EXPECT_TRUE(Contains(message, " (known types: "));
   EXPECT_TRUE(Contains(message, "InnerProduct, Input"));
   EXPECT_EQ(message.back(), ')');
 }

@@ -56,9 +56,9 @@ def test_cifar10_quick_recipe_from_image_files(build_dir, tmp_path):
     write_image_set(images / "train", tmp_path / "train.txt", 300, seed=1)
     write_image_set(images / "test", tmp_path / "test.txt", 100, seed=2)
     data = tmp_path / "data" / "cifar10"
-    run(ps_data, "images", "-shuffle", tmp_path / "train.txt", images / "train",
+    run(ps_data, "images", "-shuffle", images / "train", tmp_path / "train.txt",
         data / "cifar10_train_lmdb")
-    run(ps_data, "images", tmp_path / "test.txt", images / "test", data / "cifar10_test_lmdb")
+    run(ps_data, "images", images / "test", tmp_path / "test.txt", data / "cifar10_test_lmdb")
     mean = json.loads(run(ps_data, "mean", data / "cifar10_train_lmdb",
                           data / "mean.binaryproto", "--json").stdout)
     assert (mean["records"], mean["channels"], mean["height"], mean["width"]) == (300, 3, 32, 32)

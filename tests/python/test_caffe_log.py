@@ -103,3 +103,41 @@ def test_event_lines_format():
                      "solver.cpp:330\tIteration 30, Testing net (#1)",
                      "solver.cpp:397\t    Test net output #0: accuracy = 0.25"]
     assert PREFIX_TIME.match(glog_prefix(1.7e9, 42, "solver.cpp:218"))
+
+
+CONV_NET = """name: "conv"
+layer { name: "data" type: "DummyData" top: "data" top: "label"
+        dummy_data_param { shape { dim: 2 dim: 1 dim: 8 dim: 8 } shape { dim: 2 } } }
+layer { name: "conv1" type: "Convolution" bottom: "data" top: "c"
+        convolution_param { num_output: 2 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "ip" type: "InnerProduct" bottom: "c" top: "ip"
+        inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+"""
+
+
+def test_engine_lines_keep_their_level_and_errors_are_e(build_dir, tmp_path):
+    """ps-worker writes engine auto's choices as glog lines (I): the Caffe log copies them
+    with their level, while a line that is not glog's (the error at the end) is E."""
+    import subprocess
+
+    from pstrain.caffelog import CaffeLog
+
+    (tmp_path / "net.prototxt").write_text(CONV_NET)
+    (tmp_path / "solver.prototxt").write_text(
+        f'net: "{tmp_path / "net.prototxt"}"\nbase_lr: 0.1\nlr_policy: "fixed"\nmax_iter: 1\n')
+    # No server listens on port 1: the worker sets its net up, then gives up after 1 s.
+    run = subprocess.run([str(build_dir / "bin" / "ps-worker"), "--solver",
+                          str(tmp_path / "solver.prototxt"), "--servers", "tcp://127.0.0.1:1",
+                          "--timeout-s", "1", "--engine", "auto", "--engine-cache", "none",
+                          "--threads", "1"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 75, run.stderr
+    log = CaffeLog(tmp_path / "worker-0.caffe.log", run.returncode, "worker-0")
+    for line in run.stderr.splitlines():
+        log.text(line)
+    log.close()
+    lines = (tmp_path / "worker-0.caffe.log").read_text().splitlines()
+    engine = [line for line in lines if "engine auto: layer 'conv1' (Convolution)" in line]
+    assert engine and all(line.startswith("I") and PREFIX_TIME.match(line) for line in engine), \
+        lines
+    assert lines[-1].startswith("E") and "ps-worker 0: " in lines[-1], lines

@@ -111,7 +111,7 @@ def test_closed_string_fields_are_checked_before_anything_runs(capsys, tmp_path)
 
 
 @pytest.mark.parametrize("text, value", [("1e-3", 1e-3), ("2.5E-2", 0.025), (".5", 0.5),
-                                         ("-1e+2", -100.0)])
+                                         ("+1e+2", 100.0)])
 def test_numbers_yaml_1_1_reads_as_strings_are_numbers(capsys, tmp_path, text, value):
     path = write_job(tmp_path, base_job(tmp_path))
     code, out, err = ps_train(capsys, path, "--dry-run", "--set", f"solver_overrides.base_lr={text}")

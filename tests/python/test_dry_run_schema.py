@@ -26,12 +26,12 @@ max_iter: 20
 """
 
 NET = """name: "tiny"
-layer {{ name: "data" type: "Data" top: "data" top: "label" include {{ phase: TRAIN }}
+layer {{ name: "data" type: "Data" top: "data" top: "label"
   transform_param {{ scale: 0.00390625 {transform} }}
   data_param {{ source: "{source}" batch_size: 4 backend: {backend} }} }}
 layer {{ name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param {{ num_output: 2 weight_filler {{ type: "xavier" }} }} }}
-layer {{ name: "pool" type: "Pooling" bottom: "ip" top: "p" pooling_param {{ pool: {pool} }} }}
+layer {{ name: "pool" type: "Pooling" bottom: "data" top: "p" pooling_param {{ pool: {pool} kernel_size: 2 }} }}
 layer {{ name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }}
 """
 
@@ -43,7 +43,7 @@ def user_files(tmp_path, build_dir):
         cv2.imwrite(str(tmp_path / f"{i}.png"), np.full((4, 4), 60 * i, np.uint8))
     (tmp_path / "list.txt").write_text("".join(f"{i}.png {i % 2}\n" for i in range(4)))
     subprocess.run([str(build_dir / "bin" / "ps-data"), "images", "-gray",
-                    str(tmp_path / "list.txt"), str(tmp_path), str(tmp_path / "lmdb")],
+                    str(tmp_path), str(tmp_path / "list.txt"), str(tmp_path / "lmdb")],
                    check=True, capture_output=True, timeout=60)
 
     def write(policy="inv", source="lmdb", backend="LMDB", pool="MAX", transform=""):

@@ -96,7 +96,7 @@ def opencv_mean(folder: pathlib.Path, size: tuple[int, int] | None, flags: int) 
 
 def test_raw_images_and_mean_match_opencv_exactly(build_dir, image_folder):
     out = image_folder / "train_lmdb"
-    done = ps_data(build_dir, "images", image_folder / "list.txt", image_folder / "root", out,
+    done = ps_data(build_dir, "images", image_folder / "root", image_folder / "list.txt", out,
                    "--json")
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
@@ -117,8 +117,8 @@ def test_caffe_flags_resize_gray_and_encoded(build_dir, image_folder):
     """Caffe's single-dash spellings; resize within 1 of OpenCV's INTER_LINEAR per pixel."""
     out = image_folder / "small_lmdb"
     done = ps_data(build_dir, "images", "-resize_height=6", "-resize_width=8", "-gray",
-                   "-encoded", "-encode_type=png", "-shuffle", image_folder / "list.txt",
-                   image_folder / "root", out)
+                   "-encoded", "-encode_type=png", "-shuffle", image_folder / "root",
+                   image_folder / "list.txt", out)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"wrote 6 encoded records (1x6x8) to {out}")
     mean = ps_data(build_dir, "mean", out, image_folder / "m.binaryproto")
@@ -134,21 +134,40 @@ def test_bad_lists_name_the_list_file_and_line_and_leave_nothing(build_dir, imag
     bad = image_folder / "bad.txt"
     bad.write_text("cls/img0.png 0\ncls/nothing.png 1\n")
     out = image_folder / "out_lmdb"
-    done = ps_data(build_dir, "images", bad, image_folder / "root", out)
+    done = ps_data(build_dir, "images", image_folder / "root", bad, out)
     assert done.returncode == 1
     assert done.stderr.startswith(
         f"ps-data: {bad}:2: {image_folder / 'root' / 'cls/nothing.png'}: cannot open")
     assert not out.exists()
     assert not list(image_folder.glob("out_lmdb*"))
     bad.write_text("cls/img0.png zero\n")
-    done = ps_data(build_dir, "images", bad, image_folder / "root", out)
+    done = ps_data(build_dir, "images", image_folder / "root", bad, out)
     assert done.returncode == 1
     assert done.stderr == f"ps-data: {bad}:1: label 'zero' is not an integer\n"
-    done = ps_data(build_dir, "images", "-resize_height=4", image_folder / "list.txt",
-                   image_folder / "root", out)
+    done = ps_data(build_dir, "images", "-resize_height=4", image_folder / "root",
+                   image_folder / "list.txt", out)
     assert done.returncode == 1 and "go together" in done.stderr
     done = ps_data(build_dir, "mean", image_folder / "list.txt", image_folder / "m")
     assert done.returncode == 1 and "cannot open LMDB" in done.stderr
-    done = ps_data(build_dir, "images", "-gray=perhaps", bad, image_folder / "root", out)
+    done = ps_data(build_dir, "images", "-gray=perhaps", image_folder / "root", bad, out)
     assert done.returncode == 2
     assert "--gray=perhaps: expected true or false" in done.stderr
+
+
+def test_caffe_convert_imageset_order_and_the_old_order_refused(build_dir, image_folder):
+    """convert_imageset [FLAGS] ROOTFOLDER/ LISTFILE DB_NAME, Caffe's flags before or after;
+    the earlier LIST ROOT OUT order gets one message naming the new one, and writes nothing."""
+    out = image_folder / "caffe_lmdb"
+    done = ps_data(build_dir, "images", "--shuffle", f"{image_folder / 'root'}/",
+                   image_folder / "list.txt", out, "--backend", "lmdb", "--check_size")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"wrote 6 records (3x9x11) to {out}")
+    old = image_folder / "old_lmdb"
+    done = ps_data(build_dir, "images", image_folder / "list.txt", image_folder / "root", old)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"ps-data: images takes ROOTFOLDER LIST_FILE OUT_LMDB, as Caffe's convert_imageset; "
+        f"'{image_folder / 'list.txt'}' is a file and '{image_folder / 'root'}' a folder: give "
+        f"the folder first (ps-data images {image_folder / 'root'} {image_folder / 'list.txt'} "
+        f"{old}) (see ps-data --help)\n")
+    assert not old.exists()

@@ -1,14 +1,16 @@
 // ps-data: data preparation.
 //
 //   ps-data mnist IMAGES LABELS OUT_LMDB [--json]
-//   ps-data images LIST_FILE ROOT OUT_LMDB [--resize_height H --resize_width W]
+//   ps-data images ROOTFOLDER LIST_FILE OUT_LMDB [--resize_height H --resize_width W]
 //                  [--gray] [--shuffle] [--encoded [--encode_type png|jpg]]
 //                  [--check_size] [--backend lmdb] [--seed N] [--json]
 //   ps-data mean LMDB OUT.binaryproto [--json]
 //
 // mnist converts MNIST-format IDX files (gzipped or plain) into an LMDB of
 // Caffe Datums, as Caffe's convert_mnist_data does; images converts a list of
-// image files, as Caffe's convert_imageset does; mean writes the mean image
+// image files, as Caffe's convert_imageset does (its argument order: the
+// folder the list's paths are relative to, the list, the new database);
+// mean writes the mean image
 // of an LMDB as a BlobProto, as Caffe's compute_image_mean does. Caffe's
 // single-dash spellings (-resize_height=32, -gray) are accepted. Prints one
 // line on success (or with --json one JSON object). Errors: one line
@@ -16,6 +18,7 @@
 // common/exit_code.hpp maps the failure (1: bad or missing input files).
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -33,13 +36,13 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: ps-data mnist IMAGES LABELS OUT_LMDB [--json]\n"
-    "       ps-data images LIST_FILE ROOT OUT_LMDB [images options] [--json]\n"
+    "       ps-data images ROOTFOLDER LIST_FILE OUT_LMDB [images options] [--json]\n"
     "       ps-data mean LMDB OUT.binaryproto [--json]\n"
     "  mnist:  converts MNIST-format IDX image and label files (gzipped or plain) into a new\n"
     "          LMDB of Caffe Datum records (keys %08d, as Caffe's convert_mnist_data).\n"
     "  images: converts the images listed in LIST_FILE (lines 'relative/path label', read\n"
-    "          under ROOT) into a new LMDB of Datums (keys %08d_path, as Caffe's\n"
-    "          convert_imageset); PNG and JPEG files.\n"
+    "          under ROOTFOLDER) into a new LMDB of Datums (keys %08d_path); Caffe's\n"
+    "          convert_imageset with its arguments and flags; PNG and JPEG files.\n"
     "  mean:   writes the mean image of an LMDB of Datums as a binary BlobProto\n"
     "          (1 x C x H x W, as Caffe's compute_image_mean) for transform_param.mean_file.\n";
 constexpr const char* kUsageHint = " (see ps-data --help)";
@@ -72,9 +75,27 @@ int RunMnist(const std::vector<std::string>& args, bool json) {
   return 0;
 }
 
+bool IsFolder(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_directory(path, error);
+}
+
+bool IsFile(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error);
+}
+
 int RunImages(const std::vector<std::string>& args, pstrain::ImageSetOptions options, bool json) {
-  options.list_file = args[1];
-  options.root = args[2];
+  // Caffe's order: ROOTFOLDER LISTFILE DB_NAME. A list file first and a
+  // folder second is the order of earlier ps-data releases.
+  if (IsFile(args[1]) && IsFolder(args[2])) {
+    return Usage("images takes ROOTFOLDER LIST_FILE OUT_LMDB, as Caffe's convert_imageset; '" +
+                 args[1] + "' is a file and '" + args[2] +
+                 "' a folder: give the folder first (ps-data images " + args[2] + " " + args[1] +
+                 " " + args[3] + ")");
+  }
+  options.root = args[1];
+  options.list_file = args[2];
   options.out = args[3];
   auto result = pstrain::ConvertImageSet(options);
   if (!result.ok()) return pstrain::ExitWith(result.status(), "ps-data");
@@ -231,7 +252,7 @@ int main(int argc, char** argv) {
     return RunMnist(args, json);
   }
   if (command == "images") {
-    if (given != 3) return wrong_count("LIST_FILE ROOT OUT_LMDB");
+    if (given != 3) return wrong_count("ROOTFOLDER LIST_FILE OUT_LMDB");
     return RunImages(args, images, json);
   }
   if (command == "mean") {

@@ -1,6 +1,12 @@
 // ps-net: single-process tools over the net engine, like Caffe's `caffe`
 // program.
 //   ps-net train --solver S.prototxt [--weights W.caffemodel] [--snapshot X.solverstate]
+//   ps-net train --solver S.prototxt --gpu 0,1|all [--weights W] [--dry-run]
+//     (several GPUs: a local bsp parameter-server job, run by ps-train;
+//     worker/multi_gpu_job.hpp)
+//   ps-net check --solver S.prototxt [--weights W.caffemodel]
+//     (builds the TRAIN and TEST nets with the solver's settings, reading only
+//     the first record of each data source: worker/net_check.hpp)
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
 //   ps-net time  --model M.prototxt [--iterations N] [--batch B]
 //     (per layer: forward and backward ms and the implementation that ran)
@@ -13,15 +19,24 @@
 // on CUDA builds and refuses it on others.
 // --help prints a command's options and --version "ps-net <version>"; both exit 0.
 // Every command prints readable lines, or with --json one JSON object a line.
-// `train` prints the same events as ps-worker (worker/train_event.hpp).
+// `train` prints the same events as ps-worker (worker/train_event.hpp): its
+// readable lines are Caffe's solver log in glog's format (worker/caffe_log.hpp),
+// which Caffe's tools/extra/parse_log.py reads; engine auto's choices go to
+// stderr, also in glog's format.
 // Exit status (common/exit_code.hpp): 0 done, 1 a failure (the message names
 // the file/place) or, for diff, files that differ, 2 bad command-line
 // arguments, 3 training diverged.
+#include <unistd.h>
+
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -31,11 +46,15 @@
 #include "common/command_line.hpp"
 #include "common/device.hpp"
 #include "common/exit_code.hpp"
+#include "common/glog_line.hpp"
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
+#include "worker/caffe_log.hpp"
 #include "worker/model_diff.hpp"
+#include "worker/multi_gpu_job.hpp"
 #include "worker/net.hpp"
+#include "worker/net_check.hpp"
 #include "worker/net_timer.hpp"
 #include "worker/trainer.hpp"
 #include "worker/upgrade.hpp"
@@ -51,10 +70,12 @@ struct CommonFlags {
   int threads = 0;
   std::string engine = "auto";
   std::string engine_cache;  // as given (AutotuneCachePathFromFlag)
-  int gpu = -1;              // >= 0: the GPU engine on this CUDA device
+  std::string gpu;           // as given: a device id (the GPU engine on it); train: a list or all
+  int gpu_device = -1;       // >= 0: the GPU engine on this CUDA device (SelectEngine)
 };
 
-void AddCommon(po::options_description& desc, CommonFlags& flags) {
+void AddCommon(po::options_description& desc, CommonFlags& flags,
+               const char* gpu_help = "run on CUDA device N (overrides --engine)") {
   desc.add_options()("json", po::bool_switch(&flags.json), "print one JSON object a line")(
       "threads", po::value<int>(&flags.threads)->default_value(0), "CPU threads (0: all cores)")(
       "engine", po::value<std::string>(&flags.engine)->default_value("auto"),
@@ -62,8 +83,7 @@ void AddCommon(po::options_description& desc, CommonFlags& flags) {
       "fast (each layer's default: oneDNN) or reference")(
       "engine-cache", po::value<std::string>(&flags.engine_cache),
       "file of engine auto's choices (default ~/.cache/pstrain/cpu-implementations.tsv; "
-      "'none': time in every run)")("gpu", po::value<int>(&flags.gpu),
-                                    "run on CUDA device N (overrides --engine)");
+      "'none': time in every run)")("gpu", po::value<std::string>(&flags.gpu), gpu_help);
 }
 
 // Engine auto's settings from the flags: choices logged to stderr, one line a layer.
@@ -72,16 +92,17 @@ pstrain::AutotuneOptions Autotune(const CommonFlags& flags, pstrain::Engine engi
   autotune.enabled = flags.engine == "auto" && engine == pstrain::Engine::kFast;
   autotune.cache_path = pstrain::AutotuneCachePathFromFlag(flags.engine_cache);
   autotune.on_choice = [](const pstrain::ImplementationChoice& c) {
-    std::fprintf(stderr, "%s\n", c.Describe().c_str());
+    pstrain::WriteGlogLine(stderr, 'I', PSTRAIN_GLOG_WHERE, c.Describe());
   };
   autotune.on_warning = [](const std::string& w) {
-    std::fprintf(stderr, "ps-net: engine auto: %s\n", w.c_str());
+    pstrain::WriteGlogLine(stderr, 'W', PSTRAIN_GLOG_WHERE, "engine auto: " + w);
   };
   return autotune;
 }
 
 constexpr const char* kUsage =
-    "usage: ps-net train|test|time|diff|devices|device_query [options] (ps-net COMMAND --help)\n";
+    "usage: ps-net train|check|test|time|diff|devices|device_query [options] "
+    "(ps-net COMMAND --help)\n";
 
 // Prints the status's message; returns its exit code (common/exit_code.hpp).
 int Fail(const Status& status) { return pstrain::ExitWith(status, "ps-net"); }
@@ -99,11 +120,30 @@ pstrain::Result<pstrain::Engine> ParseEngine(const std::string& name) {
   return Status::Error("--engine must be 'auto', 'fast' or 'reference', got '" + name + "'");
 }
 
+// Why -gpu `flag` cannot run here: `device` absent, or no CUDA at all.
+Status NoGpuFor(const std::string& flag, int device) {
+  if (!pstrain::BuiltWithCuda()) {
+    return Status::FailedPrecondition(
+        "-gpu " + flag +
+        ": this build has no CUDA; training on GPUs needs a CUDA build (cmake "
+        "-DPSTRAIN_WITH_CUDA=ON) and the GPUs (ps-net devices lists them)");
+  }
+  if (flag == "all") return Status::FailedPrecondition("-gpu all: " + pstrain::DeviceSummary());
+  return pstrain::CheckCudaDevice(device, "-gpu " + flag).WithContext("-gpu " + flag);
+}
+
 // The engine the flags ask for; with --gpu N, selects device N first. Returns
-// 0 and sets *engine, or an exit status (2 bad --engine, 1 no usable GPU).
-int SelectEngine(const CommonFlags& flags, pstrain::Engine* engine) {
-  if (flags.gpu != -1) {
-    const Status s = pstrain::UseCudaDevice(flags.gpu, "--gpu " + std::to_string(flags.gpu));
+// 0 and sets *engine, or an exit status (2 bad --engine or --gpu, 1 no usable GPU).
+int SelectEngine(CommonFlags& flags, pstrain::Engine* engine) {
+  if (!flags.gpu.empty()) {
+    auto gpus = pstrain::ParseGpuList(flags.gpu, pstrain::CudaDeviceCount());
+    if (!gpus.ok()) return Usage(gpus.status().message());
+    if (flags.gpu == "all" && gpus.value().empty()) return Fail(NoGpuFor("all", 0));
+    if (gpus.value().size() != 1) {
+      return Usage("-gpu " + flags.gpu + ": this command runs on one GPU (give -gpu N)");
+    }
+    flags.gpu_device = gpus.value()[0];
+    const Status s = pstrain::UseCudaDevice(flags.gpu_device, "--gpu " + flags.gpu);
     if (!s.ok()) return Fail(s);
     *engine = pstrain::Engine::kGpu;
     return 0;
@@ -147,39 +187,192 @@ int ParseFlags(int argc, char** argv, po::options_description& desc, po::variabl
   return 0;
 }
 
-void PrintEvent(const pstrain::TrainEvent& e, bool json) {
-  std::printf("%s\n", pstrain::FormatEvent(e, json).c_str());
+// A train event as a JSON line (--json), else as Caffe's solver logs it.
+void PrintEvent(const pstrain::TrainEvent& e, bool json, pstrain::CaffeLog* log) {
+  if (json) {
+    std::printf("%s\n", pstrain::FormatEvent(e, true).c_str());
+  } else {
+    for (const auto& line : log->Lines(e)) std::printf("%s\n", line.c_str());
+  }
   std::fflush(stdout);
+}
+
+std::string CurrentFolder() {
+  std::error_code error;
+  const std::string cwd = std::filesystem::current_path(error).string();
+  return error ? "." : cwd;
+}
+
+// The ps-net command line, for the generated job's comment.
+std::string CommandLine(int argc, char** argv) {
+  std::string line = "generated by: ps-net";
+  for (int i = 0; i < argc; ++i) line += std::string(" ") + argv[i];
+  return line;
+}
+
+// A .solverstate inside a run folder's snapshots/ (a ps-train run): that run
+// folder, else "".
+std::string RunFolderOf(const std::string& solverstate) {
+  const std::filesystem::path snapshots = std::filesystem::absolute(solverstate).parent_path();
+  if (snapshots.filename() != "snapshots") return "";
+  const std::filesystem::path run = snapshots.parent_path();
+  return std::filesystem::exists(run / "job.resolved.yaml") ? run.string() : "";
+}
+
+// `ps-net train -gpu 0,1`: Caffe's multi-GPU training as a local bsp
+// parameter-server job run by ps-train (worker/multi_gpu_job.hpp).
+int TrainOnGpus(const std::vector<int>& gpus, const std::string& flag, const std::string& solver,
+                const std::string& weights, const std::string& snapshot, bool dry_run,
+                const std::string& command_line) {
+  const pstrain::MultiGpuJob job =
+      pstrain::MakeMultiGpuJob(solver, weights, gpus, CurrentFolder(), command_line);
+  const std::string yaml = pstrain::MultiGpuJobYaml(job);
+  std::vector<std::string> args;
+  std::string job_file;
+  if (!snapshot.empty()) {
+    const std::string run = RunFolderOf(snapshot);
+    if (run.empty()) {
+      return Usage("-snapshot with -gpu " + flag + ": a parameter-server job resumes from its " +
+                   "run folder; " + snapshot +
+                   " is not in a run folder's snapshots/ (resume a ps-train run with "
+                   "ps-net train -gpu ... -snapshot RUN/snapshots/X.solverstate, or "
+                   "ps-train --resume RUN)");
+    }
+    args = {"--resume", run};
+  } else {
+    if (dry_run) std::printf("# the job ps-net generates\n%s\n", yaml.c_str());
+    char path[] = "/tmp/ps-net-job-XXXXXX.yaml";
+    const int fd = ::mkstemps(path, 5);
+    if (fd < 0)
+      return Fail(Status::IOError(std::string("cannot create a job file in /tmp: ") +
+                                  std::strerror(errno)));
+    job_file = path;
+    const bool written = ::write(fd, yaml.data(), yaml.size()) == static_cast<ssize_t>(yaml.size());
+    ::close(fd);
+    if (!written) {
+      std::remove(path);
+      return Fail(Status::IOError(job_file + ": cannot write the job"));
+    }
+    args = {job_file};
+  }
+  // Each GPU must exist here, as Caffe checks -gpu.
+  for (int gpu : gpus) {
+    if (pstrain::CheckCudaDevice(gpu, "-gpu " + flag).ok()) continue;
+    if (!job_file.empty()) std::remove(job_file.c_str());
+    return Fail(NoGpuFor(flag, gpu));
+  }
+  if (dry_run) args.push_back("--dry-run");
+  if (!dry_run) {
+    pstrain::WriteGlogLine(stdout, 'I', PSTRAIN_GLOG_WHERE,
+                           "-gpu " + flag + ": training on " + std::to_string(gpus.size()) +
+                               " GPUs as a bsp parameter-server job (one worker per GPU, one "
+                               "CPU shard): ps-train " +
+                               args[0]);
+  }
+  std::fflush(stdout);
+  auto code = pstrain::RunPsTrain(args);
+  if (!job_file.empty()) std::remove(job_file.c_str());
+  if (!code.ok()) return Fail(code.status());
+  return code.value();
 }
 
 int Train(int argc, char** argv) {
   CommonFlags common;
   std::string solver, weights, snapshot;
+  bool dry_run = false;
   po::options_description desc("ps-net train");
   desc.add_options()("solver", po::value<std::string>(&solver), "solver prototxt")(
-      "weights", po::value<std::string>(&weights), "initial weights (.caffemodel)")(
-      "snapshot", po::value<std::string>(&snapshot), "resume from a .solverstate");
-  AddCommon(desc, common);
+      "weights", po::value<std::string>(&weights),
+      "initial weights: .caffemodel files, comma-separated (replaces the solver's weights)")(
+      "snapshot", po::value<std::string>(&snapshot), "resume from a .solverstate")(
+      "dry-run", po::bool_switch(&dry_run),
+      "with --gpu 0,1 or all: print the generated job and ps-train's dry run; start nothing");
+  AddCommon(desc, common,
+            "run on CUDA device N; several (0,1) or all: a local bsp parameter-server job "
+            "with one worker per GPU, run by ps-train");
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"solver"}); rc != 0) return rc < 0 ? 0 : rc;
   if (!weights.empty() && !snapshot.empty()) return Usage("give --weights or --snapshot, not both");
+  if (!common.gpu.empty()) {
+    auto gpus = pstrain::ParseGpuList(common.gpu, pstrain::CudaDeviceCount());
+    if (!gpus.ok()) return Usage(gpus.status().message());
+    if (common.gpu == "all" && gpus.value().empty()) return Fail(NoGpuFor("all", 0));
+    if (gpus.value().size() > 1) {
+      if (common.json) return Usage("--json goes with one GPU; ps-train writes the job's metrics");
+      return TrainOnGpus(gpus.value(), common.gpu, solver, weights, snapshot, dry_run,
+                         CommandLine(argc, argv));
+    }
+    common.gpu = std::to_string(gpus.value()[0]);  // -gpu all on a machine with one GPU
+  }
+  if (dry_run) return Usage("--dry-run goes with --gpu 0,1 or --gpu all (a ps-train job)");
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
+  pstrain::CaffeLog log;
   pstrain::TrainerOptions options;
   options.engine = engine;
   options.autotune = Autotune(common, engine);
   options.resume_from = snapshot;
-  options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json); };
+  options.weights = weights;
+  options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json, &log); };
   auto trainer = pstrain::Trainer::FromFile(solver, options);
   if (!trainer.ok()) return Fail(trainer.status());
-  if (!weights.empty()) {
-    Status s = trainer.value()->LoadWeights(weights);
-    if (!s.ok()) return Fail(s);
+  if (!common.json) {
+    const caffe::SolverParameter& param = trainer.value()->solver();
+    for (const auto& line : log.Start(trainer.value()->net().name(), param.lr_policy())) {
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
   }
   Status s = trainer.value()->Solve();
   if (!s.ok()) return Fail(s);
+  return 0;
+}
+
+// Builds the solver's nets without training (worker/net_check.hpp): exit 0
+// and one line (or JSON object) describing them (the inputs: the shapes the
+// Data layers deliver, from their first records), else the first problem
+// with its file:line and exit 1.
+int Check(int argc, char** argv) {
+  std::string solver, weights;
+  bool json = false;
+  po::options_description desc("ps-net check");
+  desc.add_options()("solver", po::value<std::string>(&solver), "solver prototxt")(
+      "weights", po::value<std::string>(&weights),
+      "initial weights to load as ps-net train would (replaces the solver's weights)")(
+      "json", po::bool_switch(&json), "print one JSON object");
+  po::variables_map vm;
+  if (int rc = ParseFlags(argc, argv, desc, vm, {"solver"}); rc != 0) return rc < 0 ? 0 : rc;
+  pstrain::SetCpuThreads(1);
+  pstrain::SolverCheckOptions options;
+  options.weights = weights;
+  auto checked = pstrain::CheckSolver(solver, options);
+  if (!checked.ok()) return Fail(checked.status());
+  const pstrain::SolverCheck& c = checked.value();
+  std::string outputs, inputs;
+  for (const auto& o : c.outputs) outputs += (outputs.empty() ? "" : ", ") + o;
+  for (const auto& i : c.inputs) inputs += (inputs.empty() ? "" : ", ") + i;
+  if (json) {
+    std::printf("%s\n", JsonLine()
+                            .Add("event", "check")
+                            .Add("solver", solver)
+                            .Add("net", c.train_net)
+                            .Add("layers", c.train_layers)
+                            .Add("learnable_values", c.learnable_values)
+                            .Add("test_nets", c.test_nets)
+                            .Add("inputs", inputs)
+                            .Add("outputs", outputs)
+                            .str()
+                            .c_str());
+  } else {
+    std::printf(
+        "%s: ok: TRAIN net '%s' (%d layers, %lld learnable values, inputs %s, outputs %s), "
+        "%d TEST net%s\n",
+        solver.c_str(), c.train_net.c_str(), c.train_layers,
+        static_cast<long long>(c.learnable_values), inputs.empty() ? "none" : inputs.c_str(),
+        outputs.c_str(), c.test_nets, c.test_nets == 1 ? "" : "s");
+  }
   return 0;
 }
 
@@ -286,6 +479,8 @@ int Time(int argc, char** argv) {
   std::function<void()> sync;
   if (engine == pstrain::Engine::kGpu) sync = pstrain::SynchronizeGpu;
   const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations, sync);
+  // A layer that failed while timed (a Python layer that raised) voids the figures.
+  if (Status s = net.value()->RuntimeStatus(); !s.ok()) return Fail(s);
   for (const auto& layer : t.layers) {
     if (common.json) {
       std::printf("%s\n", JsonLine()
@@ -309,7 +504,7 @@ int Time(int argc, char** argv) {
                             .Add("model", model)
                             .Add("iterations", t.iterations)
                             .Add("threads", pstrain::CpuThreads())
-                            .Add("engine", common.gpu >= 0 ? "gpu" : common.engine)
+                            .Add("engine", common.gpu_device >= 0 ? "gpu" : common.engine)
                             .Add("forward_ms", t.forward_ms)
                             .Add("backward_ms", t.backward_ms)
                             .Add("total_ms", t.total_ms)
@@ -413,6 +608,7 @@ int main(int argc, char** argv) {
   if (command == "train") {
     return pstrain::ExitOnOutOfMemory("ps-net", [&] { return Train(argc - 1, argv + 1); });
   }
+  if (command == "check") return Check(argc - 1, argv + 1);
   if (command == "test") {
     return pstrain::ExitOnOutOfMemory("ps-net", [&] { return Test(argc - 1, argv + 1); });
   }
