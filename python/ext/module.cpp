@@ -141,6 +141,10 @@ void BindModuleFunctions(nb::module_& m) {
 NB_MODULE(_core, m) {
   namespace py = pstrain::python;
   m.doc() = "PSTrain's engine for Python (pstrain.caffe builds pycaffe's interface on it)";
+  // A net or solver still referenced by a script's globals at exit is freed
+  // after the interpreter has started to shut down; nanobind would report it
+  // as a leak on every such run.
+  nanobind::set_leak_warnings(false);
   m.attr("__version__") = PSTRAIN_VERSION_STRING;
   py::BindBlob(m);
   py::BindLayer(m);

@@ -27,15 +27,16 @@ def _file_descriptor_bytes() -> bytes:
     proto/caffe.proto instead. Raises ImportError when neither is available."""
     try:
         return bytes(_core_module().caffe_proto_descriptor())
-    except (ImportError, AttributeError):
-        pass
+    except (ImportError, AttributeError) as e:
+        engine_error = e
     from pstrain import caffe_schema
 
     schema = caffe_schema.messages()
     if schema is None:
         raise ImportError("pstrain.caffe.proto.caffe_pb2 needs caffe.proto's schema: build "
                           "PSTrain's Python extension (pstrain._core), or install protoc "
-                          "(Debian: protobuf-compiler) in a checkout that has proto/caffe.proto")
+                          "(Debian: protobuf-compiler) in a checkout that has proto/caffe.proto "
+                          f"(the extension: {engine_error})")
     return schema.pool.FindMessageTypeByName("caffe.NetParameter").file.serialized_pb
 
 
