@@ -144,14 +144,19 @@ def generated_job(stdout: str) -> dict:
 
 
 def test_gpu_list_dry_run_shows_one_worker_per_gpu(build_dir, solver, tmp_path, capsys):
-    dry = ps_net(build_dir, "train", "-solver", "solver.prototxt", "-gpu", "0,1", "-weights",
-                 "w.caffemodel", "--dry-run", cwd=tmp_path)
+    weighted = ps_net(build_dir, "train", "-solver", "solver.prototxt", "-gpu", "0,1",
+                      "-weights", "a.caffemodel,b.caffemodel", "--dry-run", cwd=tmp_path)
+    assert generated_job(weighted.stdout)["solver_overrides"] == {
+        "weights": [f"{tmp_path / 'a.caffemodel'},{tmp_path / 'b.caffemodel'}"]}
+
+    dry = ps_net(build_dir, "train", "-solver", "solver.prototxt", "-gpu", "0,1", "--dry-run",
+                 cwd=tmp_path)
     job = generated_job(dry.stdout)
     assert job["cluster"] == {"servers": 1, "server_device": "cpu", "workers": 2,
                               "worker_devices": [0, 1]}
     assert job["consistency"] == {"mode": "bsp"}
     assert job["solver"] == str(solver)
-    assert job["solver_overrides"] == {"weights": [str(tmp_path / "w.caffemodel")]}
+    assert "solver_overrides" not in job
     assert job["output"] == str(tmp_path / "runs")
     if programs.cuda_build() and programs.gpu_count() >= 2:
         assert dry.returncode == 0, dry.stderr
@@ -163,7 +168,6 @@ def test_gpu_list_dry_run_shows_one_worker_per_gpu(build_dir, solver, tmp_path, 
 
     # ps-train takes the generated job: with CPU workers in place of the GPUs, its dry
     # run has one server and two bsp workers.
-    del job["solver_overrides"]
     job["cluster"]["worker_devices"] = "cpu"
     code = main([str(write_job(tmp_path, job)), "--dry-run"])
     out = capsys.readouterr().out
