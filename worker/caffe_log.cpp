@@ -101,7 +101,7 @@ std::vector<std::string> CaffeLog::Lines(const TrainEvent& e) {
   }
   std::string rest;
   for (const auto& [k, v] : e.values) rest += " " + k + "=" + Num(v);
-  return {GlogLine('I', "ps_net.cpp:0",
+  return {GlogLine('I', PSTRAIN_GLOG_WHERE,
                    e.kind + " at iteration " + std::to_string(e.iter) + ":" + rest)};
 }
 

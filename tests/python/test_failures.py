@@ -52,7 +52,7 @@ def test_unknown_layer_type_fails_at_once_naming_the_users_file(tmp_path, fashio
                  s["message"])
     assert m, s["message"]
     assert m.group(2).startswith(f"{net}:{line}: layer 'relu1' (Frobnicate): unknown layer type "
-                                 f"'Frobnicate' (known types: "), s["message"]
+                                 f"'Frobnicate': not a Caffe layer type either"), s["message"]
     assert str(result.run_dir / "net.prototxt") not in s["message"]   # nor is the copy
     assert "not restarted" in s["message"]
     # One attempt: each worker log holds the error once and no restart.
