@@ -50,6 +50,9 @@
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
+#ifdef PSTRAIN_HAVE_PYTHON_EMBED
+#include "worker/python/python_embed.hpp"
+#endif
 #include "worker/caffe_log.hpp"
 #include "worker/model_diff.hpp"
 #include "worker/multi_gpu_job.hpp"
@@ -594,6 +597,9 @@ int Devices(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef PSTRAIN_HAVE_PYTHON_EMBED
+  pstrain::EnablePythonLayers(argv[0]);
+#endif
   if (argc < 2) return Usage("missing command");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h" || command == "-help" || command == "help") {
