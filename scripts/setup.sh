@@ -128,6 +128,25 @@ install_package() {
   "${pip[@]}" 2>/dev/null || "${pip[@]}" --break-system-packages
 }
 
+# ps-net and ps-data next to ps-train (where pip put it: Python's scripts folder), as
+# links to this build's programs, so the README's first command leaves all three on
+# PATH. An existing file that is not such a link is left alone.
+link_programs() {
+  local scripts p bin
+  case "$build_dir" in /*) bin="$build_dir/bin" ;; *) bin="$root/$build_dir/bin" ;; esac
+  scripts="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+  [ -d "$scripts" ] && [ -w "$scripts" ] || return 0
+  for p in ps-net ps-data; do
+    if [ -e "$scripts/$p" ] && [ ! -L "$scripts/$p" ]; then
+      echo "setup: $scripts/$p exists and is not ours; leaving it"
+      continue
+    fi
+    ln -sfn "$bin/$p" "$scripts/$p"
+  done
+  # pyenv puts its shims on PATH, not the scripts folder: make shims for the links.
+  if command -v pyenv > /dev/null; then pyenv rehash 2> /dev/null || true; fi
+}
+
 ps_train() {
   if command -v ps-train >/dev/null; then
     PSTRAIN_BUILD_DIR="$build_dir" ps-train "$@"
@@ -167,6 +186,7 @@ case "$action" in
     phase pip install_pip "${pip_modules[@]}"
     phase build build OFF "${programs[@]}"
     phase package install_package
+    link_programs
     phase data bash scripts/prepare_data.sh "$build_dir"
     overrides=()
     if [[ -n "${PSTRAIN_RUN_ITERATIONS:-}" ]]; then
@@ -184,6 +204,7 @@ case "$action" in
     phase pip install_pip "${pip_modules[@]}"
     phase build build OFF "${programs[@]}"
     phase package install_package
+    link_programs
     phase data bash scripts/prepare_data.sh "$build_dir"
     phase bench python3 bench/torch_peer.py --build "$build_dir" "${@:2}"
     report_phases
@@ -198,6 +219,7 @@ case "$action" in
     phase pip install_pip "${pip_modules[@]}" "${pip_test_modules[@]}"
     phase build build ON
     phase package install_package
+    link_programs
     phase data bash scripts/prepare_data.sh "$build_dir"
     status=0
     t0=$SECONDS
