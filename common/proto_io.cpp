@@ -96,14 +96,24 @@ Status ReadTextProto(const std::string& path, google::protobuf::Message* message
   return ParseTextProto(text, path, message);
 }
 
-Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message* message,
-                              const std::string& repeated_field, std::vector<int>* lines) {
+namespace {
+
+// Reads and parses `path` into `message`, recording where each field was.
+Status ReadTextProtoWithLocations(const std::string& path, google::protobuf::Message* message,
+                                  google::protobuf::TextFormat::ParseInfoTree* tree) {
   std::string text;
   PSTRAIN_RETURN_IF_ERROR(ReadFileToString(path, &text));
   google::protobuf::TextFormat::Parser parser;
+  parser.WriteLocationsTo(tree);
+  return ParseWithParser(parser, text, path, message);
+}
+
+}  // namespace
+
+Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message* message,
+                              const std::string& repeated_field, std::vector<int>* lines) {
   google::protobuf::TextFormat::ParseInfoTree tree;
-  parser.WriteLocationsTo(&tree);
-  PSTRAIN_RETURN_IF_ERROR(ParseWithParser(parser, text, path, message));
+  PSTRAIN_RETURN_IF_ERROR(ReadTextProtoWithLocations(path, message, &tree));
   lines->clear();
   const auto* field = message->GetDescriptor()->FindFieldByName(repeated_field);
   if (field == nullptr || !field->is_repeated()) return Status::Ok();
@@ -114,12 +124,8 @@ Status ReadTextProtoWithLines(const std::string& path, google::protobuf::Message
 
 Status ReadTextProtoWithFieldLines(const std::string& path, google::protobuf::Message* message,
                                    std::map<std::string, int>* lines) {
-  std::string text;
-  PSTRAIN_RETURN_IF_ERROR(ReadFileToString(path, &text));
-  google::protobuf::TextFormat::Parser parser;
   google::protobuf::TextFormat::ParseInfoTree tree;
-  parser.WriteLocationsTo(&tree);
-  PSTRAIN_RETURN_IF_ERROR(ParseWithParser(parser, text, path, message));
+  PSTRAIN_RETURN_IF_ERROR(ReadTextProtoWithLocations(path, message, &tree));
   lines->clear();
   std::vector<const google::protobuf::FieldDescriptor*> fields;
   message->GetReflection()->ListFields(*message, &fields);

@@ -30,20 +30,15 @@ Result<std::unique_ptr<Net>> Net::FromFile(const std::string& path, NetOptions o
   return Create(param, options);
 }
 
-namespace {
-
-// "file:line: layer 'x' (Type)" for layer i of a net whose layer lines are `lines`.
-std::string Place(const std::string& source, const std::vector<int>& lines, int i,
-                  const caffe::LayerParameter& layer) {
+std::string LayerPlace(const std::string& source, const std::vector<int>& lines, int i,
+                       const caffe::LayerParameter& layer) {
   std::string where = source;
   if (i < static_cast<int>(lines.size()) && lines[i] > 0) where += ":" + std::to_string(lines[i]);
   return where + ": layer '" + layer.name() + "' (" + layer.type() + ")";
 }
 
-}  // namespace
-
 std::string Net::Where(int layer_index) const {
-  return Place(source_, lines_, layer_index, param_.layer(layer_index));
+  return LayerPlace(source_, lines_, layer_index, param_.layer(layer_index));
 }
 
 Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options) {
@@ -69,7 +64,7 @@ Status Net::Init(const caffe::NetParameter& in_param, const NetOptions& options)
   for (int i = 0; i < upgraded.layer_size(); ++i) {  // FilterNet's rule, with the line
     const auto& layer = upgraded.layer(i);
     if (layer.include_size() > 0 && layer.exclude_size() > 0) {
-      return Status::Error(Place(source_, lines_, i, layer) +
+      return Status::Error(LayerPlace(source_, lines_, i, layer) +
                            ": has both include and exclude rules; give one or the other");
     }
   }

@@ -62,6 +62,12 @@ struct NetOptions {
   bool fuse_layers = true;
 };
 
+// "file:line: layer 'x' (Type)" for layer i of a net read from `source` whose
+// layers start at `lines` (1-based; 0 or missing: no line), as build errors
+// name a layer.
+std::string LayerPlace(const std::string& source, const std::vector<int>& lines, int i,
+                       const caffe::LayerParameter& layer);
+
 // False when the environment variable PSTRAIN_FUSE_LAYERS is 0 or false
 // (read on every call; NetOptions::fuse_layers).
 bool LayerFusionEnabled();
@@ -162,7 +168,7 @@ class Net {
   // that Eltwise (eltwise_layer.hpp). Runs after ComputeBackwardNeeds, before
   // engine auto (net_fusion.cpp).
   void FuseLayers();
-  void BackwardLayer(int i);  // with the hooks
+  void BackwardLayer(int i);                   // with the hooks
   bool WorksInPlaceOn(int i, int next) const;  // net_fusion.cpp
   bool ReluInPlaceOn(int i, int next) const;
   std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"

@@ -66,13 +66,6 @@ Status ReplaceDataLayer(caffe::LayerParameter* layer, caffe::Phase phase) {
   return Status::Ok();
 }
 
-std::string Place(const std::string& source, const std::vector<int>& lines, int i,
-                  const caffe::LayerParameter& layer) {
-  std::string where = source;
-  if (i < static_cast<int>(lines.size()) && lines[i] > 0) where += ":" + std::to_string(lines[i]);
-  return where + ": layer '" + layer.name() + "' (" + layer.type() + ")";
-}
-
 }  // namespace
 
 Result<NetWithoutData> NetParamWithoutData(const caffe::NetParameter& param,
@@ -95,7 +88,7 @@ Result<NetWithoutData> NetParamWithoutData(const caffe::NetParameter& param,
   for (int i = 0; i < out.param.layer_size(); ++i) {
     caffe::LayerParameter* layer = out.param.mutable_layer(i);
     if (layer->type() != "Data" || !KeptIn(*layer, merged)) continue;
-    const std::string where = Place(source, lines, i, *layer);
+    const std::string where = LayerPlace(source, lines, i, *layer);
     PSTRAIN_RETURN_IF_ERROR(ReplaceDataLayer(layer, merged.phase()).WithContext(where));
   }
   out.layer_lines = std::move(lines);

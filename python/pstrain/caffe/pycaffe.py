@@ -111,6 +111,19 @@ def _set_batch(net, arrays: dict, attribute: str, wanted: list, what: str) -> No
                              f"shape {tuple(blob.shape)} ({e})") from None
 
 
+def _run(net, first: int, last: int, wanted: set, inputs: dict, attribute: str,
+         expected: list, what: str, run) -> dict:
+    """The part forward and backward share: check the names asked for, write
+    the keyword arrays into `attribute` (data or diff), run, return the views."""
+    for name in wanted:
+        if name not in net.blobs:
+            raise KeyError(f"no blob named {name!r} in net {net.name!r}")
+    if inputs:
+        _set_batch(net, inputs, attribute, expected, what)
+    run(first, last)
+    return {name: getattr(net.blobs[name], attribute) for name in wanted}
+
+
 def _net_forward(self, blobs=None, start=None, end=None, **kwargs) -> dict:
     """Runs the net forward (from layer `start` to layer `end`, inclusive, by
     name); keyword arguments set input blobs first. Returns {name: data view}
@@ -118,18 +131,10 @@ def _net_forward(self, blobs=None, start=None, end=None, **kwargs) -> dict:
     blobs = list(blobs or [])
     first = _layer_index(self, start) if start is not None else 0
     if end is not None:
-        last = _layer_index(self, end)
-        wanted = set(self.top_names[end] + blobs)
+        last, wanted = _layer_index(self, end), set(self.top_names[end] + blobs)
     else:
-        last = len(self.layers) - 1
-        wanted = set(self.outputs + blobs)
-    for name in wanted:
-        if name not in self.blobs:
-            raise KeyError(f"no blob named {name!r} in net {self.name!r}")
-    if kwargs:
-        _set_batch(self, kwargs, "data", self.inputs, "Input")
-    self._forward(first, last)
-    return {name: self.blobs[name].data for name in wanted}
+        last, wanted = len(self.layers) - 1, set(self.outputs + blobs)
+    return _run(self, first, last, wanted, kwargs, "data", self.inputs, "Input", self._forward)
 
 
 def _net_backward(self, diffs=None, start=None, end=None, **kwargs) -> dict:
@@ -139,18 +144,11 @@ def _net_backward(self, diffs=None, start=None, end=None, **kwargs) -> dict:
     diffs = list(diffs or [])
     first = _layer_index(self, start) if start is not None else len(self.layers) - 1
     if end is not None:
-        last = _layer_index(self, end)
-        wanted = set(self.bottom_names[end] + diffs)
+        last, wanted = _layer_index(self, end), set(self.bottom_names[end] + diffs)
     else:
-        last = 0
-        wanted = set(self.inputs + diffs)
-    for name in wanted:
-        if name not in self.blobs:
-            raise KeyError(f"no blob named {name!r} in net {self.name!r}")
-    if kwargs:
-        _set_batch(self, kwargs, "diff", self.outputs, "Output")
-    self._backward(first, last)
-    return {name: self.blobs[name].diff for name in wanted}
+        last, wanted = 0, set(self.inputs + diffs)
+    return _run(self, first, last, wanted, kwargs, "diff", self.outputs, "Output",
+                self._backward)
 
 
 def _net_batch(self, arrays: dict) -> Iterator[dict]:
