@@ -6,11 +6,6 @@
 
 namespace pstrain {
 
-Status SigmoidLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
-  if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
-  return Status::Ok();
-}
-
 void SigmoidLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();

@@ -1,25 +1,22 @@
 // Sigmoid: y = 1 / (1 + exp(-x)). Backward uses only the top data and diff:
 // dx = dy * y * (1 - y).
-// One bottom, one top of the same shape; may run in place (top == bottom).
+// A NeuronLayer: one bottom, one top of its shape, may run in place.
 #pragma once
 
 #include <vector>
 
-#include "worker/layer.hpp"
+#include "worker/layers/neuron_layer.hpp"
 
 namespace pstrain {
 
-class SigmoidLayer : public Layer {
+class SigmoidLayer : public NeuronLayer {
  public:
-  explicit SigmoidLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  explicit SigmoidLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
 
-  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "Sigmoid"; }
 #ifdef PSTRAIN_HAVE_CUDA
   bool HasGpuPath() const override { return true; }
 #endif
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;

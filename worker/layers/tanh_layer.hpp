@@ -1,25 +1,22 @@
 // TanH: y = tanh(x). Backward uses only the top data and diff:
 // dx = dy * (1 - y^2).
-// One bottom, one top of the same shape; may run in place (top == bottom).
+// A NeuronLayer: one bottom, one top of its shape, may run in place.
 #pragma once
 
 #include <vector>
 
-#include "worker/layer.hpp"
+#include "worker/layers/neuron_layer.hpp"
 
 namespace pstrain {
 
-class TanHLayer : public Layer {
+class TanHLayer : public NeuronLayer {
  public:
-  explicit TanHLayer(const caffe::LayerParameter& param) : Layer(param) {}
+  explicit TanHLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
 
-  Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
   const char* type() const override { return "TanH"; }
 #ifdef PSTRAIN_HAVE_CUDA
   bool HasGpuPath() const override { return true; }
 #endif
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
