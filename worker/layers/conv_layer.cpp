@@ -134,6 +134,10 @@ void Col2ImImage(const float* col, int channels, int height, int width, const Co
 
 }  // namespace
 
+Status ParseConvGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g) {
+  return ParseGeometry(p, g);
+}
+
 ConvolutionLayer::ConvolutionLayer(const caffe::LayerParameter& param) : Layer(param) {}
 ConvolutionLayer::~ConvolutionLayer() = default;
 

@@ -47,6 +47,11 @@ struct ConvGeometry {
   int dilation_h = 1, dilation_w = 1;
 };
 
+// Reads and checks the geometry of `p` (kernel, pad, stride, dilation,
+// num_output, group); the error says which field is wrong. Shared with
+// Deconvolution (deconv_layer.hpp).
+Status ParseConvGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g);
+
 class ConvolutionLayer : public Layer {
  public:
   explicit ConvolutionLayer(const caffe::LayerParameter& param);
