@@ -16,6 +16,12 @@ as the run folder here):
     later;
   - fetch(): snapshots written on a host are copied back with `ssh HOST cat`.
 
+The environment that decides how the CPU libraries compute (FORWARDED_ENV_PREFIXES:
+OpenBLAS's core type and cache sizes, OpenMP's, oneDNN's and MKL's settings) is
+passed on to every remote process, as srun passes the environment on: without
+it, OpenBLAS on another host may pick another kernel, and bsp across hosts
+would no longer equal bsp on one host bit for bit.
+
 ssh runs with BatchMode=yes (never a password prompt), the user's own keys and
 ~/.ssh/config, and keep-alives that end a session whose host stops answering
 within SERVER_ALIVE_S; remote.ssh_options come after these and override them.
@@ -23,6 +29,7 @@ within SERVER_ALIVE_S; remote.ssh_options come after these and override them.
 from __future__ import annotations
 
 import io
+import os
 import pathlib
 import shlex
 import subprocess
@@ -97,9 +104,11 @@ class Remote:
         return str(local)
 
     def command(self, host: Host, argv: list[str], env: dict[str, str] | None = None) -> list[str]:
-        """The ssh command line that runs argv (a local command line) on `host`."""
+        """The ssh command line that runs argv (a local command line) on `host`, with
+        `env` and the forwarded part of this environment (forwarded_environment)."""
         args = [self.program(pathlib.Path(argv[0]))] + [self.to_host(a, host) for a in argv[1:]]
-        prefix = ["env"] + [f"{k}={v}" for k, v in (env or {}).items()] if env else []
+        env = {**forwarded_environment(), **(env or {})}
+        prefix = ["env"] + [f"{k}={v}" for k, v in env.items()] if env else []
         line = (f"cd {shlex.quote(self.workdir(host))} && exec sh -c {shlex.quote(_WRAPPER)} "
                 f"pstrain-run " + shlex.join(prefix + args))
         return self.ssh_base(host) + [line]
@@ -148,6 +157,16 @@ class Remote:
         if done.returncode != 0:
             raise JobError(f"ssh {host.name}: cannot read {path}: {_why(done)}")
         return done.stdout
+
+
+# Environment variables that change what the CPU libraries compute or how.
+FORWARDED_ENV_PREFIXES = ("OPENBLAS_", "OMP_", "GOMP_", "ONEDNN_", "DNNL_", "MKL_")
+
+
+def forwarded_environment() -> dict[str, str]:
+    """This process's variables that remote processes get too (FORWARDED_ENV_PREFIXES)."""
+    return {k: v for k, v in sorted(os.environ.items())
+            if k.startswith(FORWARDED_ENV_PREFIXES)}
 
 
 def _why(done: subprocess.CompletedProcess) -> str:

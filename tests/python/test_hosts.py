@@ -3,6 +3,7 @@ the job keys that go with it, and the ssh command lines (no ssh is run here;
 tests/multihost runs the real thing)."""
 from __future__ import annotations
 
+import os
 import pathlib
 import shlex
 
@@ -103,7 +104,13 @@ def test_job_keys_for_hostfiles(tmp_path):
         Job.from_yaml(write_job(tmp_path, j)).plan()
 
 
-def test_ssh_command_lines(tmp_path):
+def test_ssh_command_lines(tmp_path, monkeypatch):
+    # The CPU libraries' settings go along (the same kernels on every host); others do not.
+    for name in list(os.environ):
+        if name.startswith(("OPENBLAS_", "OMP_", "GOMP_", "ONEDNN_", "DNNL_", "MKL_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("PSTRAIN_NOT_FORWARDED", "1")
     run = tmp_path / "runs" / "j"
     remote = Remote(RemoteConfig(ssh_options=["-o", "Port=2222"], workdir="/scratch/{host}/{name}",
                                  program_dir="/opt/pstrain/bin"), run, "j")
@@ -115,8 +122,10 @@ def test_ssh_command_lines(tmp_path):
     assert cmd[-2] == "bob@node-7"
     line = shlex.split(cmd[-1])
     assert line[:3] == ["cd", "/scratch/node-7/j", "&&"]
-    assert line[-5:] == ["env", "CUDA_VISIBLE_DEVICES=1", "/opt/pstrain/bin/ps-worker",
-                         "--solver", "/scratch/node-7/j/solver.prototxt"]
+    assert line[-6:] == ["env", "OPENBLAS_CORETYPE=Haswell", "CUDA_VISIBLE_DEVICES=1",
+                         "/opt/pstrain/bin/ps-worker", "--solver",
+                         "/scratch/node-7/j/solver.prototxt"]
+    assert "PSTRAIN_NOT_FORWARDED=1" not in line
     assert remote.to_local("/scratch/node-7/j/snapshots/x.caffemodel", host) == \
         f"{run}/snapshots/x.caffemodel"
     assert remote.to_local("/elsewhere/x", host) == "/elsewhere/x"
