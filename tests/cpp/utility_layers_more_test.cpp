@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "tests/cpp/layer_test_util.hpp"
+#include "tests/cpp/net_test_util.hpp"
+#include "worker/net.hpp"
 
 namespace pstrain {
 namespace {
@@ -22,6 +24,7 @@ void Set(Blob* blob, const std::vector<int>& shape, const std::vector<float>& va
 }
 
 std::vector<float> Data(const Blob& b) { return {b.cpu_data(), b.cpu_data() + b.count()}; }
+std::vector<float> Diff(const Blob& b) { return {b.cpu_diff(), b.cpu_diff() + b.count()}; }
 
 // Runs `proto` forward on bottoms of `shapes` holding `values`; returns the top.
 struct Forwarded {
@@ -92,6 +95,67 @@ TEST(UtilityLayersMoreTest, ArgMaxBadParameters) {
             "has");
 }
 
+// ---- BatchReindex ----
+
+TEST(UtilityLayersMoreTest, BatchReindexByHand) {
+  BlobSet bottom, top;
+  Set(bottom.Add({}), {3, 2}, {1, 2, 3, 4, 5, 6});
+  Set(bottom.Add({}), {4}, {2, 0, 2, 1});
+  top.Add({});
+  auto layer = MakeLayer("type: 'BatchReindex'", Engine::kReference);
+  ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+  EXPECT_EQ(top[0]->shape(), (std::vector<int>{4, 2}));
+  layer->Forward(bottom.vec(), top.vec());
+  EXPECT_EQ(Data(*top[0]), (std::vector<float>{5, 6, 1, 2, 5, 6, 3, 4}));
+  for (int i = 0; i < 8; ++i) top[0]->mutable_cpu_diff()[i] = static_cast<float>(i);
+  layer->Backward(top.vec(), {true, false}, bottom.vec());
+  // Sample 2 was picked twice: its diff sums top rows 0 and 2.
+  EXPECT_EQ(Diff(*bottom[0]), (std::vector<float>{2, 3, 6, 7, 0 + 4, 1 + 5}));
+  EXPECT_FALSE(layer->AllowForceBackward(1));
+  EXPECT_TRUE(layer->RuntimeStatus().ok());
+}
+
+TEST(UtilityLayersMoreTest, BatchReindexIndexOutOfRangeIsARunTimeError) {
+  const std::string net_text = R"(
+    layer { name: "in" type: "Input" top: "x" top: "i"
+            input_param { shape { dim: 3 dim: 2 } shape { dim: 2 } } }
+    layer { name: "pick" type: "BatchReindex" bottom: "x" bottom: "i" top: "y" })";
+  auto net = testing::BuildNet(net_text);
+  ASSERT_TRUE(net);
+  Set(net->blob_by_name("x"), {3, 2}, {1, 2, 3, 4, 5, 6});
+  Set(net->blob_by_name("i"), {2}, {0, 3});
+  net->Forward();
+  const Status status = net->RuntimeStatus();
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("pick"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(
+                "index 3 at position 1 of bottom 1 is outside [0, 3), the samples of bottom 0"),
+            std::string::npos)
+      << status.message();
+  EXPECT_EQ(Data(*net->blob_by_name("y")), (std::vector<float>{1, 2, 0, 0}));
+  Set(net->blob_by_name("i"), {2}, {-1, 0});
+  net->Forward();
+  EXPECT_NE(net->RuntimeStatus().message().find("index -1 at position 0"), std::string::npos);
+  Set(net->blob_by_name("i"), {2}, {2, 2});
+  net->Forward();
+  EXPECT_TRUE(net->RuntimeStatus().ok());
+  EXPECT_EQ(Data(*net->blob_by_name("y")), (std::vector<float>{5, 6, 5, 6}));
+}
+
+TEST(UtilityLayersMoreTest, BatchReindexBadShapes) {
+  EXPECT_EQ(SetUpError("type: 'BatchReindex'", {{3, 2}, {2, 1}}),
+            "bottom 1 (the indices) must have exactly one axis, got shape 2 1 (2)");
+  EXPECT_EQ(SetUpError("type: 'BatchReindex'", {{}, {2}}),
+            "bottom 0 must have an axis 0 to reindex, got shape (1)");
+}
+
+// Bottom 0 gaussian, bottom 1 the indices 3, 0, 3, 1, 0 into N = 4 samples.
+void FillReindex(const BlobVec& b) {
+  BlobSet::FillGaussian(b[0], 50);
+  const std::vector<float> index = {3, 0, 3, 1, 0};
+  std::copy(index.begin(), index.end(), b[1]->mutable_cpu_data());
+}
+
 // Gaussian values nudged off 0 (kinks).
 void Fill(const BlobVec& b) {
   for (size_t i = 0; i < b.size(); ++i) {
@@ -112,6 +176,55 @@ TEST(UtilityLayersMoreTest, ArgMaxOnGpu) {
     auto layer = MakeLayer(proto, Engine::kGpu);
     EXPECT_TRUE(layer->HasGpuPath());
     testing::ExpectEnginesAgree(proto, {{3, 5, 4}}, Fill, 0.f, 1, Engine::kGpu);
+  }
+}
+
+// ---- Gradients of every layer with one ----
+
+struct GradientCase {
+  std::string proto;
+  std::vector<std::vector<int>> shapes;
+  void (*fill)(const BlobVec&) = Fill;
+  std::vector<int> bottoms = {0};  // those with a gradient
+};
+
+std::vector<GradientCase> GradientCases() {
+  return {
+      {"type: 'BatchReindex'", {{4, 2, 3}, {5}}, FillReindex},
+  };
+}
+
+void CheckCase(const GradientCase& c, Engine engine) {
+  BlobSet bottom, top;
+  for (const auto& s : c.shapes) bottom.Add(s);
+  top.Add({});
+  c.fill(bottom.vec());
+  auto layer = MakeLayer(c.proto, engine);
+  ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+  if (engine == Engine::kGpu) {
+    ASSERT_TRUE(layer->HasGpuPath());
+    EXPECT_EQ(layer->Implementation(), "gpu");
+  }
+  testing::GradientCheckOptions options;
+  options.bottoms = c.bottoms;
+  CheckGradients(*layer, bottom.vec(), top.vec(), options);
+}
+
+TEST(UtilityLayersMoreTest, GradientsOnCpuEngines) {
+  for (const GradientCase& c : GradientCases()) {
+    for (Engine engine : {Engine::kReference, Engine::kFast}) {
+      SCOPED_TRACE(c.proto);
+      CheckCase(c, engine);
+    }
+  }
+}
+
+TEST(UtilityLayersMoreTest, GradientsOnGpu) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  for (const GradientCase& c : GradientCases()) {
+    SCOPED_TRACE(c.proto);
+    CheckCase(c, Engine::kGpu);
+    testing::ExpectEnginesAgree(c.proto, c.shapes, c.fill, 1e-4f, 1, Engine::kGpu);
   }
 }
 
