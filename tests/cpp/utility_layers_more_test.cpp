@@ -156,6 +156,67 @@ void FillReindex(const BlobVec& b) {
   std::copy(index.begin(), index.end(), b[1]->mutable_cpu_data());
 }
 
+// ---- MVN ----
+
+TEST(UtilityLayersMoreTest, MVNForwardByHand) {
+  const std::vector<float> x = {1, 3, 0, 4};  // 1 x 2 x 2: channels {1, 3} and {0, 4}
+  const float r = std::sqrt(2.5f);            // the root of {1, 3, 0, 4}'s variance
+  struct Case {
+    std::string param;
+    std::vector<float> y;
+  };
+  const std::vector<Case> cases = {
+      {"", {-1, 1, -1, 1}},  // per channel: s = 1 and 2
+      {"eps: 0.5", {-1 / 1.5f, 1 / 1.5f, -2 / 2.5f, 2 / 2.5f}},
+      {"across_channels: true", {-1 / r, 1 / r, -2 / r, 2 / r}},
+      {"normalize_variance: false", {-1, 1, -2, 2}},
+      {"normalize_variance: false across_channels: true", {-1, 1, -2, 2}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.param);
+    const Forwarded f = Forward("type: 'MVN' mvn_param { " + c.param + " }", {{1, 2, 2}}, {x});
+    EXPECT_EQ(f.shape, (std::vector<int>{1, 2, 2, 1}));  // Caffe's legacy 4-D top
+    ASSERT_EQ(f.y.size(), c.y.size());
+    for (size_t i = 0; i < c.y.size(); ++i) EXPECT_NEAR(f.y[i], c.y[i], 1e-6f) << i;
+  }
+}
+
+TEST(UtilityLayersMoreTest, MVNBackwardByHand) {
+  struct Case {
+    std::string param;
+    std::vector<float> dx;
+  };
+  const float r = std::sqrt(2.5f);
+  // dy = (1, 0, 0, 0). Across channels: y = (-1, 1, -2, 2) / r, mean(dy) = 1/4,
+  // mean(dy y) = -1 / (4 r): dx = (dy - 1/4 - y mean(dy y)) / r.
+  const std::vector<Case> cases = {
+      {"across_channels: true", {0.65f / r, -0.15f / r, -0.45f / r, -0.05f / r}},
+      {"normalize_variance: false", {0.5f, -0.5f, 0, 0}},
+      {"normalize_variance: false across_channels: true", {0.75f, -0.25f, -0.25f, -0.25f}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.param);
+    BlobSet bottom, top;
+    Set(bottom.Add({}), {1, 2, 2}, {1, 3, 0, 4});
+    top.Add({});
+    auto layer = MakeLayer("type: 'MVN' mvn_param { " + c.param + " }", Engine::kReference);
+    ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+    layer->Forward(bottom.vec(), top.vec());
+    std::fill(top[0]->mutable_cpu_diff(), top[0]->mutable_cpu_diff() + 4, 0.f);
+    top[0]->mutable_cpu_diff()[0] = 1;
+    layer->Backward(top.vec(), {true}, bottom.vec());
+    for (size_t i = 0; i < c.dx.size(); ++i) EXPECT_NEAR(bottom[0]->cpu_diff()[i], c.dx[i], 1e-6f);
+  }
+}
+
+TEST(UtilityLayersMoreTest, MVNBadParameters) {
+  EXPECT_EQ(SetUpError("type: 'MVN' mvn_param { eps: -1 }", {{2, 3}}),
+            "mvn_param.eps must be non-negative, got -1");
+  EXPECT_EQ(SetUpError("type: 'MVN'", {{1, 1, 1, 1, 2}}),
+            "MVN takes a bottom of at most 4 axes (num, channels, height, width), got shape 1 1 1 "
+            "1 2 (2)");
+}
+
 // Gaussian values nudged off 0 (kinks).
 void Fill(const BlobVec& b) {
   for (size_t i = 0; i < b.size(); ++i) {
@@ -191,6 +252,10 @@ struct GradientCase {
 std::vector<GradientCase> GradientCases() {
   return {
       {"type: 'BatchReindex'", {{4, 2, 3}, {5}}, FillReindex},
+      {"type: 'MVN'", {{2, 3, 2, 3}}},
+      {"type: 'MVN' mvn_param { across_channels: true }", {{2, 3, 4}}},
+      {"type: 'MVN' mvn_param { normalize_variance: false }", {{2, 3, 4}}},
+      {"type: 'MVN' mvn_param { normalize_variance: false across_channels: true }", {{3, 5}}},
   };
 }
 
