@@ -217,6 +217,66 @@ TEST(UtilityLayersMoreTest, MVNBadParameters) {
             "1 2 (2)");
 }
 
+// ---- Im2col ----
+
+TEST(UtilityLayersMoreTest, Im2colForwardByHand) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // 1 x 1 x 3 x 3
+  struct Case {
+    std::string param;
+    std::vector<int> shape;
+    std::vector<float> y;
+  };
+  // Top channel i kw + j: the input at kernel offset (i, j) of each window.
+  const std::vector<Case> cases = {
+      {"kernel_size: 2", {1, 4, 2, 2}, {1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9}},
+      {"kernel_size: 2 pad: 1 stride: 2",
+       {1, 4, 2, 2},
+       {0, 0, 0, 5, 0, 0, 4, 6, 0, 2, 0, 8, 1, 3, 7, 9}},
+      {"kernel_size: 2 dilation: 2", {1, 4, 1, 1}, {1, 3, 7, 9}},
+      {"kernel_h: 1 kernel_w: 3 stride_h: 2 stride_w: 1", {1, 3, 2, 1}, {1, 7, 2, 8, 3, 9}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.param);
+    const Forwarded f =
+        Forward("type: 'Im2col' convolution_param { " + c.param + " }", {{1, 1, 3, 3}}, {x});
+    EXPECT_EQ(f.shape, c.shape);
+    EXPECT_EQ(f.y, c.y);
+  }
+  // Channels outermost: channel c's kh kw rows, then channel c + 1's.
+  const Forwarded two = Forward("type: 'Im2col' convolution_param { kernel_size: 2 num_output: 7 }",
+                                {{1, 2, 2, 2}}, {{1, 2, 3, 4, 5, 6, 7, 8}});
+  EXPECT_EQ(two.shape, (std::vector<int>{1, 8, 1, 1}));
+  EXPECT_EQ(two.y, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST(UtilityLayersMoreTest, Im2colBackwardAddsBack) {
+  for (Engine engine : {Engine::kReference, Engine::kFast}) {
+    BlobSet bottom, top;
+    Set(bottom.Add({}), {1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+    top.Add({});
+    auto layer = MakeLayer("type: 'Im2col' convolution_param { kernel_size: 2 }", engine);
+    ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+    EXPECT_TRUE(layer->blobs().empty());  // nothing learnable
+    layer->Forward(bottom.vec(), top.vec());
+    std::fill(top[0]->mutable_cpu_diff(), top[0]->mutable_cpu_diff() + top[0]->count(), 1.f);
+    layer->Backward(top.vec(), {true}, bottom.vec());
+    // Each pixel gets one per window that holds it.
+    EXPECT_EQ(Diff(*bottom[0]), (std::vector<float>{1, 2, 1, 2, 4, 2, 1, 2, 1}));
+  }
+}
+
+TEST(UtilityLayersMoreTest, Im2colBadParameters) {
+  EXPECT_EQ(SetUpError("type: 'Im2col'", {{1, 1, 3, 3}}), "kernel_size must be given");
+  EXPECT_EQ(SetUpError("type: 'Im2col' convolution_param { kernel_size: 2 }", {{1, 3, 3}}),
+            "bottom 0 has 3 axes; only 2-D im2col (N, C, H, W) is supported");
+  EXPECT_EQ(
+      SetUpError("type: 'Im2col' convolution_param { kernel_size: 2 axis: 2 }", {{1, 1, 3, 3}}),
+      "Im2col supports only axis 1 (channels), got axis 2");
+  EXPECT_EQ(
+      SetUpError("type: 'Im2col' convolution_param { kernel_size: 2 stride: 0 }", {{1, 1, 3, 3}}),
+      "stride must be positive, got 0x0");
+}
+
 // Gaussian values nudged off 0 (kinks).
 void Fill(const BlobVec& b) {
   for (size_t i = 0; i < b.size(); ++i) {
@@ -256,6 +316,8 @@ std::vector<GradientCase> GradientCases() {
       {"type: 'MVN' mvn_param { across_channels: true }", {{2, 3, 4}}},
       {"type: 'MVN' mvn_param { normalize_variance: false }", {{2, 3, 4}}},
       {"type: 'MVN' mvn_param { normalize_variance: false across_channels: true }", {{3, 5}}},
+      {"type: 'Im2col' convolution_param { kernel_size: 3 pad: 1 stride: 2 }", {{2, 3, 5, 5}}},
+      {"type: 'Im2col' convolution_param { kernel_h: 2 kernel_w: 3 dilation: 2 }", {{1, 2, 6, 6}}},
   };
 }
 
