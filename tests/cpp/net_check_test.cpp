@@ -47,16 +47,16 @@ TEST(LayerRegistryTest, UnknownTypesSayWhatTheyAre) {
       << prior_box;
   EXPECT_FALSE(Contains(prior_box, "did you mean")) << prior_box;
   // Caffe's own types that PSTrain lacks say so, and are no misspelling of a near type.
-  const std::string deconvolution = UnknownTypeMessage("Deconvolution");
-  EXPECT_TRUE(Contains(deconvolution,
-                       "layer type 'Deconvolution' is a Caffe layer type that PSTrain does not "
+  const std::string window_data = UnknownTypeMessage("WindowData");
+  EXPECT_TRUE(Contains(window_data,
+                       "layer type 'WindowData' is a Caffe layer type that PSTrain does not "
                        "have"))
-      << deconvolution;
-  EXPECT_FALSE(Contains(deconvolution, "did you mean")) << deconvolution;
+      << window_data;
+  EXPECT_FALSE(Contains(window_data, "did you mean")) << window_data;
   EXPECT_TRUE(Contains(UnknownTypeMessage("HDF5Data"),
                        "layer type 'HDF5Data' is a Caffe layer type that PSTrain does not have "
                        "yet; convert the data into an LMDB with ps-data"));
-  for (const std::string& message : {prior_box, deconvolution}) {
+  for (const std::string& message : {prior_box, window_data}) {
     EXPECT_TRUE(Contains(message, "(known types: ")) << message;
   }
 }
