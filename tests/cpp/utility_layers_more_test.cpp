@@ -277,6 +277,80 @@ TEST(UtilityLayersMoreTest, Im2colBadParameters) {
       "stride must be positive, got 0x0");
 }
 
+// ---- SPP ----
+
+std::vector<float> Iota(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(i + 1);
+  return v;
+}
+
+TEST(UtilityLayersMoreTest, SPPForwardByHand) {
+  struct Case {
+    std::string param;
+    int side;
+    std::vector<int> shape;
+    std::vector<float> y;
+  };
+  // x = 1 .. side^2 in one plane. Level 0: the whole plane; level 1: 2 x 2 bins.
+  const std::vector<Case> cases = {
+      {"pyramid_height: 2", 4, {1, 5}, {16, 6, 8, 14, 16}},
+      {"pyramid_height: 2 pool: AVE", 4, {1, 5}, {8.5f, 3.5f, 5.5f, 11.5f, 13.5f}},
+      {"pyramid_height: 1", 4, {1, 1, 1, 1}, {16}},
+      // 3 x 3, level 1: kernel 2, pad 1: bins of rows {0}, {1, 2} and columns alike.
+      {"pyramid_height: 2", 3, {1, 5}, {9, 1, 3, 7, 9}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.param);
+    const Forwarded f = Forward("type: 'SPP' spp_param { " + c.param + " }",
+                                {{1, 1, c.side, c.side}}, {Iota(c.side * c.side)});
+    EXPECT_EQ(f.shape, c.shape);
+    EXPECT_EQ(f.y, c.y);
+  }
+  // Two channels: each level's bins channel by channel, levels one after the other.
+  std::vector<float> x = Iota(8);
+  const Forwarded two = Forward("type: 'SPP' spp_param { pyramid_height: 2 }", {{1, 2, 2, 2}}, {x});
+  EXPECT_EQ(two.shape, (std::vector<int>{1, 10}));
+  EXPECT_EQ(two.y, (std::vector<float>{4, 8, 1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST(UtilityLayersMoreTest, SPPBackwardAndReshape) {
+  for (Engine engine : {Engine::kReference, Engine::kFast}) {
+    BlobSet bottom, top;
+    Set(bottom.Add({}), {1, 1, 4, 4}, Iota(16));
+    top.Add({});
+    auto layer = MakeLayer("type: 'SPP' spp_param { pyramid_height: 2 }", engine);
+    ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+    layer->Forward(bottom.vec(), top.vec());
+    std::fill(top[0]->mutable_cpu_diff(), top[0]->mutable_cpu_diff() + 5, 1.f);
+    layer->Backward(top.vec(), {true}, bottom.vec());
+    std::vector<float> dx(16, 0.f);
+    dx[15] = 2;  // 16 is the max of level 0 and of its level-1 bin
+    dx[5] = dx[7] = dx[13] = 1;
+    EXPECT_EQ(Diff(*bottom[0]), dx);
+    // A new plane size rebuilds the levels.
+    Set(bottom[0], {1, 1, 3, 3}, Iota(9));
+    ASSERT_TRUE(layer->Reshape(bottom.vec(), top.vec()).ok());
+    layer->Forward(bottom.vec(), top.vec());
+    EXPECT_EQ(Data(*top[0]), (std::vector<float>{9, 1, 3, 7, 9}));
+  }
+}
+
+TEST(UtilityLayersMoreTest, SPPBadParameters) {
+  EXPECT_EQ(SetUpError("type: 'SPP'", {{1, 1, 4, 4}}),
+            "spp_param.pyramid_height must be set and in [1, 30], got none");
+  EXPECT_EQ(SetUpError("type: 'SPP' spp_param { pyramid_height: 0 }", {{1, 1, 4, 4}}),
+            "spp_param.pyramid_height must be set and in [1, 30], got 0");
+  EXPECT_EQ(SetUpError("type: 'SPP' spp_param { pyramid_height: 2 }", {{1, 3, 3}}),
+            "SPP needs a 4-D bottom (N, C, H, W) with H and W at least 1, got shape 1 3 3 (9)");
+  EXPECT_EQ(
+      SetUpError("type: 'SPP' spp_param { pyramid_height: 2 pool: STOCHASTIC }", {{1, 1, 4, 4}}),
+      "spp_param.pool: STOCHASTIC is not supported (only MAX and AVE)");
+  // Level 2 of a 5 x 5 plane: kernel 2, pad 2; the inner Pooling's own message.
+  EXPECT_EQ(SetUpError("type: 'SPP' spp_param { pyramid_height: 3 }", {{1, 1, 5, 5}}),
+            "level 2 pooling: pad 2x2 must be smaller than the kernel 2x2");
+}
+
 // Gaussian values nudged off 0 (kinks).
 void Fill(const BlobVec& b) {
   for (size_t i = 0; i < b.size(); ++i) {
@@ -300,6 +374,14 @@ TEST(UtilityLayersMoreTest, ArgMaxOnGpu) {
   }
 }
 
+// Distinct values 0.05 apart in a scrambled order (MAX pooling: no window
+// holds two values within the finite-difference step of each other).
+void FillDistinct(const BlobVec& b) {
+  const int64_t n = b[0]->count();  // REQUIRES: n is coprime with 37
+  float* d = b[0]->mutable_cpu_data();
+  for (int64_t j = 0; j < n; ++j) d[j] = static_cast<float>((j * 37) % n) * 0.05f - 3.f;
+}
+
 // ---- Gradients of every layer with one ----
 
 struct GradientCase {
@@ -318,6 +400,9 @@ std::vector<GradientCase> GradientCases() {
       {"type: 'MVN' mvn_param { normalize_variance: false across_channels: true }", {{3, 5}}},
       {"type: 'Im2col' convolution_param { kernel_size: 3 pad: 1 stride: 2 }", {{2, 3, 5, 5}}},
       {"type: 'Im2col' convolution_param { kernel_h: 2 kernel_w: 3 dilation: 2 }", {{1, 2, 6, 6}}},
+      {"type: 'SPP' spp_param { pyramid_height: 3 }", {{2, 2, 8, 8}}, FillDistinct},
+      {"type: 'SPP' spp_param { pyramid_height: 2 pool: AVE }", {{2, 3, 6, 7}}},
+      {"type: 'SPP' spp_param { pyramid_height: 1 pool: AVE }", {{1, 2, 3, 5}}},
   };
 }
 
