@@ -192,7 +192,7 @@ Status ConvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
   return Status::Ok();
 }
 
-Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+Status CheckConvBottoms(const BlobVec& bottom, int channels, const char* type) {
   const Blob& b0 = *bottom[0];
   for (size_t i = 1; i < bottom.size(); ++i) {
     if (bottom[i]->shape() != b0.shape()) {
@@ -202,12 +202,18 @@ Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
     }
   }
   if (b0.num_axes() != 4) {
-    return Status::Error("bottom 0 has " + Str(b0.num_axes()) + " axes; Convolution needs 4");
+    return Status::Error("bottom 0 has " + Str(b0.num_axes()) + " axes; " + type + " needs 4");
   }
-  if (b0.shape(1) != channels_) {
+  if (b0.shape(1) != channels) {
     return Status::Error("bottom 0 has " + Str(b0.shape(1)) +
-                         " channels, but the layer was set up for " + Str(channels_));
+                         " channels, but the layer was set up for " + Str(channels));
   }
+  return Status::Ok();
+}
+
+Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  PSTRAIN_RETURN_IF_ERROR(CheckConvBottoms(bottom, channels_, "Convolution"));
+  const Blob& b0 = *bottom[0];
   const int ext_h = geo_.dilation_h * (geo_.kernel_h - 1) + 1;
   const int ext_w = geo_.dilation_w * (geo_.kernel_w - 1) + 1;
   const int span_h = b0.shape(2) + 2 * geo_.pad_h - ext_h;

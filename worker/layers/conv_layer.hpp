@@ -52,6 +52,11 @@ struct ConvGeometry {
 // Deconvolution (deconv_layer.hpp).
 Status ParseConvGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g);
 
+// The bottoms a `type` layer (Convolution, Deconvolution) set up for
+// `channels` input channels can take: 4 axes, that many channels, all bottoms
+// of one shape; the error names the bottom and both shapes.
+Status CheckConvBottoms(const BlobVec& bottom, int channels, const char* type);
+
 class ConvolutionLayer : public Layer {
  public:
   explicit ConvolutionLayer(const caffe::LayerParameter& param);

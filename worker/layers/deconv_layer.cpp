@@ -115,21 +115,8 @@ Status DeconvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec& top)
 }
 
 Status DeconvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
+  PSTRAIN_RETURN_IF_ERROR(CheckConvBottoms(bottom, channels_, "Deconvolution"));
   const Blob& b0 = *bottom[0];
-  for (size_t i = 1; i < bottom.size(); ++i) {
-    if (bottom[i]->shape() != b0.shape()) {
-      return Status::Error("all bottoms must have the same shape: bottom " +
-                           Str(static_cast<int>(i)) + " is " + bottom[i]->shape_string() +
-                           ", bottom 0 is " + b0.shape_string());
-    }
-  }
-  if (b0.num_axes() != 4) {
-    return Status::Error("bottom 0 has " + Str(b0.num_axes()) + " axes; Deconvolution needs 4");
-  }
-  if (b0.shape(1) != channels_) {
-    return Status::Error("bottom 0 has " + Str(b0.shape(1)) +
-                         " channels, but the layer was set up for " + Str(channels_));
-  }
   const int ext_h = geo_.dilation_h * (geo_.kernel_h - 1) + 1;
   const int ext_w = geo_.dilation_w * (geo_.kernel_w - 1) + 1;
   const int64_t out_h = static_cast<int64_t>(geo_.stride_h) * (b0.shape(2) - 1) + ext_h -

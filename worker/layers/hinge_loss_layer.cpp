@@ -20,16 +20,8 @@ Status HingeLossLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 bool HingeLossLayer::CheckLabels(const Blob& labels) {
-  const float* label = labels.cpu_data();
-  last_error_ = Status::Ok();
-  for (int n = 0; n < num_; ++n) {
-    int value = 0;
-    if (!ReadLabel(label[n], &value) || value < 0 || value >= dim_) {
-      last_error_ = Status::Error(LabelOutOfRangeMessage(label[n], n, dim_));
-      return false;
-    }
-  }
-  return true;
+  last_error_ = CheckClassLabels(labels, num_, dim_);
+  return last_error_.ok();
 }
 
 void HingeLossLayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {

@@ -62,4 +62,15 @@ std::string LabelOutOfRangeMessage(float value, int64_t index, int num_classes) 
   return out.str();
 }
 
+Status CheckClassLabels(const Blob& labels, int num, int num_classes) {
+  const float* label = labels.cpu_data();
+  for (int n = 0; n < num; ++n) {
+    int value = 0;
+    if (!ReadLabel(label[n], &value) || value < 0 || value >= num_classes) {
+      return Status::Error(LabelOutOfRangeMessage(label[n], n, num_classes));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace pstrain

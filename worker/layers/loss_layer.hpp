@@ -50,4 +50,8 @@ bool ReadLabel(float value, int* label);
 // Message for a label outside [0, num_classes) that is not the ignore label.
 std::string LabelOutOfRangeMessage(float value, int64_t index, int num_classes);
 
+// The first of the `num` class labels in `labels` that is not a whole number in
+// [0, num_classes) (no ignore label), as an error; Ok when every one is.
+Status CheckClassLabels(const Blob& labels, int num, int num_classes);
+
 }  // namespace pstrain
