@@ -226,7 +226,8 @@ case "$action" in
     (cd "$build_dir" && ctest --output-on-failure -j "$jobs") || status=1
     phase_times+=("ctest $((SECONDS - t0)) s")
     t0=$SECONDS
-    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q --durations=15 tests || status=1
+    # -rs: every skipped test is listed with its reason.
+    PSTRAIN_BUILD_DIR="$build_dir" python3 -m pytest -q -rs --durations=15 tests || status=1
     phase_times+=("pytest $((SECONDS - t0)) s")
     report_phases
     exit $status
