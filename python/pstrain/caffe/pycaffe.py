@@ -26,34 +26,30 @@ AdaDeltaSolver = _core.AdaDeltaSolver
 AdamSolver = _core.AdamSolver
 
 
-def _cached(name: str):
-    """A read-only property. Not cached on the object as pycaffe does: the
-    blobs inside would keep their net alive and the net them, a cycle the
-    garbage collector cannot see through the engine's handles."""
-    def wrap(build):
-        return property(build, doc=build.__doc__)
-    return wrap
+# pycaffe caches these dictionaries on the net; here they are built at each
+# access: blobs cached on their net would keep it alive forever (each blob
+# handle keeps its net alive, a cycle the garbage collector cannot see).
 
 
-@_cached("_blobs_dict")
+@property
 def _net_blobs(self) -> collections.OrderedDict:
     """Every blob by name, input to output."""
     return collections.OrderedDict(zip(self._blob_names, self._blobs))
 
 
-@_cached("_blob_loss_weights_dict")
+@property
 def _net_blob_loss_weights(self) -> collections.OrderedDict:
     """Each blob's loss weight by name (0 for blobs that are not losses)."""
     return collections.OrderedDict(zip(self._blob_names, self._blob_loss_weights))
 
 
-@_cached("_layer_dict")
+@property
 def _net_layer_dict(self) -> collections.OrderedDict:
     """Every layer by name, input to output."""
     return collections.OrderedDict(zip(self._layer_names, self.layers))
 
 
-@_cached("_params_dict")
+@property
 def _net_params(self) -> collections.OrderedDict:
     """The learnable blobs of each layer that has some, by layer name."""
     return collections.OrderedDict((name, layer.blobs)
@@ -61,22 +57,22 @@ def _net_params(self) -> collections.OrderedDict:
                                    if len(layer.blobs) > 0)
 
 
-@_cached("_input_list")
+@property
 def _net_inputs(self) -> list:
     """Names of the net's input blobs (the tops of its Input layers)."""
     names = list(self.blobs.keys())
     return [names[i] for i in self._inputs]
 
 
-@_cached("_output_list")
+@property
 def _net_outputs(self) -> list:
     """Names of the blobs no layer consumes (losses, accuracies, probabilities)."""
     names = list(self.blobs.keys())
     return [names[i] for i in self._outputs]
 
 
-def _names_by_layer(ids_of, cache: str):
-    @_cached(cache)
+def _names_by_layer(ids_of):
+    @property
     def names(self) -> collections.OrderedDict:
         blob_names = list(self.blobs)
         return collections.OrderedDict(
@@ -261,8 +257,8 @@ Net.layer_dict = _net_layer_dict
 Net.params = _net_params
 Net.inputs = _net_inputs
 Net.outputs = _net_outputs
-Net.top_names = _names_by_layer(Net._top_ids, "_top_names")
-Net.bottom_names = _names_by_layer(Net._bottom_ids, "_bottom_names")
+Net.top_names = _names_by_layer(Net._top_ids)
+Net.bottom_names = _names_by_layer(Net._bottom_ids)
 Net.forward = _net_forward
 Net.backward = _net_backward
 Net.forward_all = _net_forward_all
