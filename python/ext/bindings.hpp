@@ -60,6 +60,9 @@ struct BlobHandle {
 };
 // The numpy view of a blob's data or diff (writeable, no copy).
 nb::object BlobArray(Blob* blob, bool diff);
+// A shape from Python arguments, f(2, 3) or f((2, 3)): checked dimensions, at
+// most Blob::kMaxAxes axes and kMaxBlobValues values; errors start with `what`.
+std::vector<int> ShapeFromArgs(const nb::args& args, const char* what);
 // A Python list of handles for a layer's bottoms or tops (valid during a call).
 nb::list BlobList(const BlobVec& blobs);
 

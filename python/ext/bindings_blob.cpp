@@ -11,37 +11,6 @@
 namespace pstrain::python {
 namespace {
 
-std::vector<int> ShapeArgs(const nb::args& args) {
-  std::vector<int> shape;
-  // Blob.reshape(2, 3) and Blob.reshape((2, 3)) both work.
-  nb::handle source = args;
-  if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) source = args[0];
-  for (nb::handle d : source) {
-    const long long v = nb::cast<long long>(d);
-    if (v < 0 || v > kMaxBlobValues) {
-      throw std::invalid_argument("Blob.reshape: dimension " + std::to_string(v) +
-                                  " is out of range");
-    }
-    shape.push_back(static_cast<int>(v));
-  }
-  if (shape.size() > static_cast<size_t>(Blob::kMaxAxes)) {
-    throw std::invalid_argument("Blob.reshape: at most " + std::to_string(Blob::kMaxAxes) +
-                                " axes");
-  }
-  return shape;
-}
-
-void CheckCount(const std::vector<int>& shape) {
-  int64_t count = 1;
-  for (int d : shape) {
-    count *= d;
-    if (count > kMaxBlobValues) {
-      throw std::invalid_argument("Blob.reshape: more than " + std::to_string(kMaxBlobValues) +
-                                  " values");
-    }
-  }
-}
-
 #ifdef PSTRAIN_HAVE_CUDA
 // DLPack hand-off of device memory (PyTorch's torch.from_dlpack, CuPy's
 // cupy.from_dlpack): no copy; the capsule holds the memory.
@@ -60,7 +29,39 @@ nb::object BlobDeviceArray(Blob* blob, bool diff) {
 }
 #endif
 
+void CheckCount(const std::vector<int>& shape, const char* what) {
+  int64_t count = 1;
+  for (int d : shape) {
+    count *= d;
+    if (count > kMaxBlobValues) {
+      throw std::invalid_argument(std::string(what) + ": more than " +
+                                  std::to_string(kMaxBlobValues) + " values");
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<int> ShapeFromArgs(const nb::args& args, const char* what) {
+  std::vector<int> shape;
+  // Blob.reshape(2, 3) and Blob.reshape((2, 3)) both work.
+  nb::handle source = args;
+  if (args.size() == 1 && !nb::isinstance<nb::int_>(args[0])) source = args[0];
+  for (nb::handle d : source) {
+    const long long v = nb::cast<long long>(d);
+    if (v < 0 || v > kMaxBlobValues) {
+      throw std::invalid_argument(std::string(what) + ": dimension " + std::to_string(v) +
+                                  " is out of range");
+    }
+    shape.push_back(static_cast<int>(v));
+  }
+  if (shape.size() > static_cast<size_t>(Blob::kMaxAxes)) {
+    throw std::invalid_argument(std::string(what) + ": at most " + std::to_string(Blob::kMaxAxes) +
+                                " axes");
+  }
+  CheckCount(shape, what);
+  return shape;
+}
 
 nb::object BlobArray(Blob* blob, bool diff) {
   std::vector<size_t> shape(blob->shape().begin(), blob->shape().end());
@@ -100,9 +101,7 @@ void BindBlob(nb::module_& m) {
           "reshape",
           [](BlobHandle& b, const nb::args& args, const nb::kwargs& kwargs) {
             if (kwargs.size() > 0) throw std::invalid_argument("Blob.reshape takes no keywords");
-            std::vector<int> shape = ShapeArgs(args);
-            CheckCount(shape);
-            b.blob->Reshape(shape);
+            b.blob->Reshape(ShapeFromArgs(args, "Blob.reshape"));
           },
           "Changes the shape (the memory is kept when the new count fits).")
       .def("__repr__", [](const BlobHandle& b) { return "<Blob " + b.blob->shape_string() + ">"; })

@@ -164,14 +164,7 @@ void BindLayer(nb::module_& m) {
       .def(
           "add_blob",
           [](LayerBlobs& b, const nb::args& args) {
-            std::vector<int> shape;
-            for (nb::handle d : args) {
-              const long long v = nb::cast<long long>(d);
-              if (v < 0 || v > kMaxBlobValues)
-                throw std::invalid_argument("add_blob: bad dimension");
-              shape.push_back(static_cast<int>(v));
-            }
-            b.layer->blobs().push_back(std::make_shared<Blob>(shape));
+            b.layer->blobs().push_back(std::make_shared<Blob>(ShapeFromArgs(args, "add_blob")));
           },
           "Appends a blob of the given shape (a parameter of a Python layer).");
 

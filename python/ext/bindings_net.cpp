@@ -23,6 +23,7 @@ struct NetState {
   std::vector<nb::object> input_arrays;
   std::vector<nb::object> before_forward, after_forward, before_backward, after_backward;
   std::unique_ptr<nb::python_error> hook_error;
+  std::vector<int> input_ids;  // the tops of the Input layers (fixed once the net is built)
   std::vector<std::vector<int>> input_shapes;
 };
 
@@ -37,9 +38,9 @@ std::vector<int> InputIds(const Net& net) {
   return ids;
 }
 
-std::vector<std::vector<int>> InputShapes(const Net& net) {
+std::vector<std::vector<int>> InputShapes(const NetState& state) {
   std::vector<std::vector<int>> shapes;
-  for (int id : InputIds(net)) shapes.push_back(net.blob(id)->shape());
+  for (int id : state.input_ids) shapes.push_back(state.net->blob(id)->shape());
   return shapes;
 }
 
@@ -91,7 +92,7 @@ float Forward(NetHandle& h, int start, int end) {
   LayerIndex(net, end, "end");
   // Caffe reshapes every layer before its forward; a net made once and fed
   // one shape needs it only when an input blob changed shape since.
-  const bool reshape = InputShapes(net) != h.state->input_shapes;
+  const bool reshape = InputShapes(*h.state) != h.state->input_shapes;
   Status status;
   float loss = 0.f;
   {
@@ -104,7 +105,7 @@ float Forward(NetHandle& h, int start, int end) {
   }
   RaiseHookError(h.state.get());
   ThrowIfError(status);
-  if (reshape) h.state->input_shapes = InputShapes(net);
+  if (reshape) h.state->input_shapes = InputShapes(*h.state);
   return loss;
 }
 
@@ -213,7 +214,8 @@ void MakeNet(NetHandle* self, const std::string& file, int phase, int level,
 std::shared_ptr<NetState> NewNetState(Net* net) {
   auto state = std::make_shared<NetState>();
   state->net = net;
-  state->input_shapes = InputShapes(*net);
+  state->input_ids = InputIds(*net);
+  state->input_shapes = InputShapes(*state);
   return state;
 }
 
@@ -250,7 +252,7 @@ void BindNet(nb::module_& m) {
                s = h.net->Reshape();
              }
              ThrowIfError(s);
-             h.state->input_shapes = InputShapes(*h.net);
+             h.state->input_shapes = InputShapes(*h.state);
            })
       .def("clear_param_diffs", [](NetHandle& h) { h.net->ClearParamDiffs(); })
       .def("copy_from",
@@ -300,7 +302,7 @@ void BindNet(nb::module_& m) {
                      for (const auto& layer : h.net->layers()) names.push_back(layer->name());
                      return names;
                    })
-      .def_prop_ro("_inputs", [](const NetHandle& h) { return InputIds(*h.net); })
+      .def_prop_ro("_inputs", [](const NetHandle& h) { return h.state->input_ids; })
       .def_prop_ro("_outputs",
                    [](const NetHandle& h) {
                      std::vector<int> ids;
