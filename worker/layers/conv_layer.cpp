@@ -162,32 +162,38 @@ Status ConvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
   }
   const std::vector<int> weight_shape = {geo_.num_output, channels_ / geo_.group, geo_.kernel_h,
                                          geo_.kernel_w};
-  const size_t num_params = geo_.bias_term ? 2 : 1;
-  if (!blobs_.empty()) {  // pre-loaded or shared: check, do not refill
-    if (blobs_.size() != num_params) {
+  return SetUpConvParams(p, weight_shape, geo_, context(), name(), &blobs_);
+}
+
+Status SetUpConvParams(const caffe::ConvolutionParameter& p, const std::vector<int>& weight_shape,
+                       const ConvGeometry& g, const NetContext& context, const std::string& name,
+                       std::vector<std::shared_ptr<Blob>>* blobs) {
+  if (!blobs->empty()) {  // pre-loaded or shared: check, do not refill
+    const size_t num_params = g.bias_term ? 2 : 1;
+    if (blobs->size() != num_params) {
       return Status::Error("expected " + Str(static_cast<int>(num_params)) + " param blobs, got " +
-                           Str(static_cast<int>(blobs_.size())));
+                           Str(static_cast<int>(blobs->size())));
     }
-    if (blobs_[0]->shape() != weight_shape) {
-      return Status::Error("weight shape " + blobs_[0]->shape_string() +
+    if ((*blobs)[0]->shape() != weight_shape) {
+      return Status::Error("weight shape " + (*blobs)[0]->shape_string() +
                            " does not match the layer's " + ShapeString(weight_shape));
     }
-    if (geo_.bias_term && blobs_[1]->shape() != std::vector<int>{geo_.num_output}) {
-      return Status::Error("bias shape " + blobs_[1]->shape_string() +
-                           " does not match the layer's " + ShapeString({geo_.num_output}));
+    if (g.bias_term && (*blobs)[1]->shape() != std::vector<int>{g.num_output}) {
+      return Status::Error("bias shape " + (*blobs)[1]->shape_string() +
+                           " does not match the layer's " + ShapeString({g.num_output}));
     }
     return Status::Ok();
   }
-  Rng rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
-  blobs_.push_back(std::make_shared<Blob>(weight_shape));
-  PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *blobs_[0], context().max_blob_values)
+  Rng rng(MixSeed(context.seed, std::hash<std::string>{}(name)));
+  blobs->push_back(std::make_shared<Blob>(weight_shape));
+  PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *(*blobs)[0], context.max_blob_values)
                               .WithContext("weight_filler"));
-  Fill(p.weight_filler(), rng, blobs_[0].get());
-  if (geo_.bias_term) {
-    blobs_.push_back(std::make_shared<Blob>(std::vector<int>{geo_.num_output}));
-    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *blobs_[1], context().max_blob_values)
+  Fill(p.weight_filler(), rng, (*blobs)[0].get());
+  if (g.bias_term) {
+    blobs->push_back(std::make_shared<Blob>(std::vector<int>{g.num_output}));
+    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *(*blobs)[1], context.max_blob_values)
                                 .WithContext("bias_filler"));
-    Fill(p.bias_filler(), rng, blobs_[1].get());
+    Fill(p.bias_filler(), rng, (*blobs)[1].get());
   }
   return Status::Ok();
 }

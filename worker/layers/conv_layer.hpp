@@ -57,6 +57,14 @@ Status ParseConvGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g);
 // of one shape; the error names the bottom and both shapes.
 Status CheckConvBottoms(const BlobVec& bottom, int channels, const char* type);
 
+// The learnable blobs of a Convolution or Deconvolution named `name`: ones
+// already there (loaded or shared) are checked against `weight_shape` and, with
+// bias_term, a bias of num_output; else they are made and filled from p's
+// fillers, seeded from the net's seed and the name.
+Status SetUpConvParams(const caffe::ConvolutionParameter& p, const std::vector<int>& weight_shape,
+                       const ConvGeometry& g, const NetContext& context, const std::string& name,
+                       std::vector<std::shared_ptr<Blob>>* blobs);
+
 class ConvolutionLayer : public Layer {
  public:
   explicit ConvolutionLayer(const caffe::LayerParameter& param);

@@ -67,33 +67,7 @@ Status DeconvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec& top)
   }
   const std::vector<int> weight_shape = {channels_, geo_.num_output / geo_.group, geo_.kernel_h,
                                          geo_.kernel_w};
-  const size_t num_params = geo_.bias_term ? 2 : 1;
-  if (!blobs_.empty()) {  // pre-loaded or shared: check, do not refill
-    if (blobs_.size() != num_params) {
-      return Status::Error("expected " + Str(static_cast<int>(num_params)) + " param blobs, got " +
-                           Str(static_cast<int>(blobs_.size())));
-    }
-    if (blobs_[0]->shape() != weight_shape) {
-      return Status::Error("weight shape " + blobs_[0]->shape_string() +
-                           " does not match the layer's " + ShapeString(weight_shape));
-    }
-    if (geo_.bias_term && blobs_[1]->shape() != std::vector<int>{geo_.num_output}) {
-      return Status::Error("bias shape " + blobs_[1]->shape_string() +
-                           " does not match the layer's " + ShapeString({geo_.num_output}));
-    }
-  } else {
-    Rng rng(MixSeed(context().seed, std::hash<std::string>{}(name())));
-    blobs_.push_back(std::make_shared<Blob>(weight_shape));
-    PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.weight_filler(), *blobs_[0], context().max_blob_values)
-                                .WithContext("weight_filler"));
-    Fill(p.weight_filler(), rng, blobs_[0].get());
-    if (geo_.bias_term) {
-      blobs_.push_back(std::make_shared<Blob>(std::vector<int>{geo_.num_output}));
-      PSTRAIN_RETURN_IF_ERROR(ValidateFiller(p.bias_filler(), *blobs_[1], context().max_blob_values)
-                                  .WithContext("bias_filler"));
-      Fill(p.bias_filler(), rng, blobs_[1].get());
-    }
-  }
+  PSTRAIN_RETURN_IF_ERROR(SetUpConvParams(p, weight_shape, geo_, context(), name(), &blobs_));
   // The adjoint convolution: num_output and channels swap roles.
   caffe::LayerParameter adjoint;
   adjoint.set_name(name() + " (adjoint convolution)");
