@@ -2,7 +2,7 @@
 
 The one home of PSTrain's PyTorch peers: bench/torch_peer.py builds LeNet,
 CIFAR-10 quick and AlexNet from configs/nets/*.prototxt with it, and
-tests/python/test_torch_peer.py checks its shapes against ps-net's. Runs under
+bench/torch_shapes.py checks its shapes against ps-net's. Runs under
 an interpreter that has torch (Debian's python3-torch: /usr/bin/python3);
 importing this module without torch works (parse_prototxt, caffe_pool_size),
 building a net needs it.
