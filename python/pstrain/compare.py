@@ -15,6 +15,7 @@ from .errors import JobError
 from .metrics import accuracy_of, read_records, run_span
 
 THRESHOLDS = (0.85, 0.88)  # the default: Fashion-MNIST LeNet's good and very good
+SWEEP_FILE = "sweep.json"  # a sweep folder's list of runs (sweep.py writes it)
 
 
 @dataclasses.dataclass
@@ -59,6 +60,39 @@ def load_run(run_dir: pathlib.Path) -> RunCurves:
                      train=[r for r in w0 if r.get("event") == "train" and r.get("loss") is not None],
                      train_by_rank=dict(sorted(by_rank.items())),
                      wall_seconds=round(end - start, 3))
+
+
+def read_sweep(folder: pathlib.Path) -> list[tuple[dict, int, RunCurves]]:
+    """The runs of a sweep folder (sweep.py): (grid point, seed, curves) each."""
+    path = folder / SWEEP_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise JobError(f"{folder}: not a sweep folder ({SWEEP_FILE}: {e})") from e
+    runs = []
+    for entry in data.get("runs", []):
+        run_dir = pathlib.Path(entry["run_dir"])
+        if not run_dir.is_absolute():
+            run_dir = folder / run_dir
+        runs.append((entry["point"], int(entry["seed"]), load_run(run_dir)))
+    return runs
+
+
+def is_sweep(folder: pathlib.Path) -> bool:
+    return (pathlib.Path(folder) / SWEEP_FILE).is_file()
+
+
+def point_label(point: dict[str, Any]) -> str:
+    """{"consistency.mode": "bsp", "cluster.workers": 4} -> "mode=bsp,workers=4"."""
+    return ",".join(f"{k.split('.')[-1]}={label_value(v)}" for k, v in point.items()) or "base"
+
+
+def label_value(v: Any) -> str:
+    """A value in a label: a mapping as its values joined ("{mode: ssp, staleness: 2}": ssp/2)."""
+    if isinstance(v, dict):
+        return "/".join(f"{k}:{label_value(x)}" if not isinstance(x, str) else x
+                        for k, x in v.items())
+    return str(v)
 
 
 def final_accuracy(summary: dict) -> str:
@@ -232,8 +266,7 @@ def compare(run_dirs: list[str | pathlib.Path], out: str | pathlib.Path,
     runs: list[RunCurves] = []
     for d in run_dirs:
         d = pathlib.Path(d)
-        if (d / "sweep.json").is_file():  # a sweep folder: all its runs, labelled by point
-            from .sweep import point_label, read_sweep
+        if is_sweep(d):  # a sweep folder: all its runs, labelled by point
             for point, seed, run in read_sweep(d):
                 run.label = f"{point_label(point)} s{seed}"
                 runs.append(run)

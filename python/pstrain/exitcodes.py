@@ -7,7 +7,12 @@
     75  a retryable failure (EX_TEMPFAIL): a peer gone or silent past its deadline
 
 A process killed by a signal (a negative return code from subprocess) is
-retryable as well: a worker is restarted only after one of those two.
+retryable as well. A remote process (an ssh session, a Slurm task) that ended
+with 255 was lost with its session or host (ssh's own status for a failed or
+lost connection; a task that sent no task_exit line, slurm.py): retryable too.
+`is_retryable` is the one place that decides: every launcher restarts or
+relocates exactly these failures (launch.py), and a server failure that is one
+of them restarts the job from its last checkpoint.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ FAILURE = 1
 USAGE = 2
 DIVERGED = 3
 RETRYABLE = 75
+LOST = 255     # a remote process's session or host was lost (remote processes only)
 
 _MEANING = {
     FAILURE: "a permanent failure",
@@ -25,9 +31,10 @@ _MEANING = {
 }
 
 
-def is_retryable(returncode: int) -> bool:
-    """True for an exit that may pass when the process is started again."""
-    return returncode == RETRYABLE or returncode < 0
+def is_retryable(returncode: int, *, remote: bool = False) -> bool:
+    """True for an exit that may pass when the process is started again: 75, a
+    death by signal, and for a remote process (`remote`) a lost session (255)."""
+    return returncode == RETRYABLE or returncode < 0 or (remote and returncode == LOST)
 
 
 def describe(returncode: int) -> str:

@@ -69,6 +69,12 @@ class ProcessHandle:
         return f"{self.name} on {self.host}" if self.host else self.name
 
     @property
+    def remote(self) -> bool:
+        """Whether the process runs beyond this machine's reach (an ssh session):
+        then a lost session reads as exit 255, retryable (exitcodes.is_retryable)."""
+        return self.host is not None
+
+    @property
     def pid(self) -> int:
         return self.proc.pid
 
@@ -171,7 +177,7 @@ class ProcessHandle:
         """'worker-1 exited with 1 (a permanent failure): <its last error line>'."""
         rc = self.poll()
         how = "is still running" if rc is None else exitcodes.describe(rc)
-        if self.host and rc == 255:
+        if self.host and rc == exitcodes.LOST:
             how = "lost its ssh session (the host stopped answering, or ssh failed)"
         tail = f": {self.tail[-1]}" if self.tail else ""
         return f"{self.where} {how}{tail}"

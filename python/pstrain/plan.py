@@ -1,6 +1,10 @@
 """From a validated JobConfig to a Plan: every file checked, the solver and net
 copies worked out, the exact command of every process. Checking a plan starts
-nothing and writes nothing (that is what --dry-run shows)."""
+nothing and writes nothing (that is what --dry-run shows).
+
+Where the processes run comes from the job's launcher as a Layout (layout.py),
+made before the plan (runner.py: launchers.launcher_for(...).layout): the plan
+asks it for each process's address and GPU and never which launcher it has."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,12 +15,10 @@ import shlex
 
 from . import caffe_schema, programs
 from .config import JobConfig
-from .hosts import Placement, place, read_hostfile
 from .errors import JobError
+from .layout import Layout
 from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, format_value,
                      net_paths, resolve_beside, weights_paths)
-
-SLURM_NODE = "@NODE@"     # hosts: slurm: replaced by each task's node name (slurmnode.py)
 
 # Wall-clock guards the orchestrator passes to the programs.
 WORKER_TIMEOUT_S = 120
@@ -37,13 +39,17 @@ class Plan:
     job_key: int
     server_bin: pathlib.Path
     worker_bin: pathlib.Path
+    layout: Layout                     # where each process runs (the launcher's, layout.py)
     resume_manifest: pathlib.Path | None = None
-    worker_gpus: list = dataclasses.field(default_factory=list)  # per rank: GPU id or None
-    placement: Placement | None = None   # hosts: hostfile; None: every process here
     # Worker 0's --weights on a fresh run: the job's weights:, else the solver's own.
     initial_weights: list[pathlib.Path] = dataclasses.field(default_factory=list)
     # Said at a run's start, shown by --dry-run (the solver's snapshot_prefix replaced, ...).
     warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def worker_gpus(self) -> list:
+        """Per worker rank: the GPU id it trains on, or None (the CPU)."""
+        return self.layout.worker_gpus
 
     def worker_gpu(self, rank: int):
         return self.worker_gpus[rank] if rank < len(self.worker_gpus) else None
@@ -109,11 +115,10 @@ class Plan:
         t = self.job.transport
         if t.kind == "ipc":
             return f"ipc://{self.run_dir / 'sockets' / f'server-{shard}.sock'}"
-        if self.placement is not None and t.interface == "127.0.0.1":
+        address = self.layout.server_address(shard)
+        if address is not None and t.interface == "127.0.0.1":
             # On its host, a server binds the address its peers reach it at.
-            return f"tcp://{self.placement.servers[shard].host.address}:0"
-        if self.job.cluster.hosts == "slurm" and t.interface == "127.0.0.1":
-            return f"tcp://{SLURM_NODE}:0"      # the node's name (slurmnode.py)
+            return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
@@ -131,10 +136,9 @@ class Plan:
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
-        if self.placement is not None:
-            cmd += ["--advertise", self.placement.servers[shard].host.address]
-        elif j.cluster.hosts == "slurm":
-            cmd += ["--advertise", SLURM_NODE]
+        address = self.layout.server_address(shard)
+        if address is not None:
+            cmd += ["--advertise", address]
         if self.resume_manifest is not None:
             cmd += ["--resume", str(self.resume_manifest)]
         return cmd
@@ -172,10 +176,9 @@ class Plan:
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
-        if self.placement is not None:
-            cmd += ["--advertise", self.placement.workers[rank].host.address]
-        elif j.cluster.hosts == "slurm":
-            cmd += ["--advertise", SLURM_NODE]
+        address = self.layout.worker_address(rank)
+        if address is not None:
+            cmd += ["--advertise", address]
         e = j.consistency
         if e.easgd is not None:
             cmd += ["--elastic", "easgd", "--exchange-period", str(e.easgd.tau),
@@ -202,25 +205,23 @@ class Plan:
         lines += ["# resolved job", self.job.to_yaml().rstrip(), "", "# processes",
                   f"# {self.job_key_note()}"]
         for k in range(servers):
-            where = f"# on {self.placement.servers[k]}\n" if self.placement else ""
+            place = self.layout.where("server", k)
+            where = f"# on {place}\n" if place else ""
             lines.append(where + shlex.join(self.server_command(k, endpoints[0])))
         for r in range(self.job.cluster.workers):
             gpu = self.worker_gpu(r)
             prefix = f"CUDA_VISIBLE_DEVICES={gpu} " if gpu is not None else ""
-            where = f"# on {self.placement.workers[r]}\n" if self.placement else ""
+            place = self.layout.where("worker", r)
+            where = f"# on {place}\n" if place else ""
             lines.append(where + prefix + shlex.join(self.worker_command(r, endpoints)))
         return "\n".join(lines)
 
 
-def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | None = None,
-              preparing_data: bool = False) -> Plan:
-    """Checks the cluster, the solver, its nets and their data; raises JobError."""
-    placement = None
-    if job.cluster.hosts == "hostfile":
-        placement = _place_hosts(job, source)
-        worker_gpus = [slot.gpu for slot in placement.workers]
-    else:
-        worker_gpus = _check_cluster(job, source)
+def make_plan(job: JobConfig, source: str, *, layout: Layout,
+              resume_manifest: pathlib.Path | None = None, preparing_data: bool = False) -> Plan:
+    """Checks the solver, its nets and their data; raises JobError. `layout`: where
+    the job's launcher runs each process (its `layout(job, source)`, which checks
+    the cluster section)."""
     if not job.solver.is_file():
         raise JobError(f"{source}: solver: file not found: {job.solver}")
     solver = SolverText.read(job.solver)
@@ -298,8 +299,8 @@ def make_plan(job: JobConfig, source: str, *, resume_manifest: pathlib.Path | No
                 missing_sources=missing, max_iter=max_iter,
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
-                worker_bin=programs.find_program("ps-worker"), resume_manifest=resume_manifest,
-                worker_gpus=worker_gpus, placement=placement, initial_weights=initial_weights,
+                worker_bin=programs.find_program("ps-worker"), layout=layout,
+                resume_manifest=resume_manifest, initial_weights=initial_weights,
                 warnings=warnings)
 
 
@@ -340,69 +341,3 @@ def _int_field(solver: SolverText, name: str, default: int) -> int:
         return int(values[-1]) if values else default
     except ValueError:
         return default
-
-
-def _place_hosts(job: JobConfig, source: str) -> Placement:
-    """hosts: hostfile: the hostfile read and every process placed (hosts.py)."""
-    c = job.cluster
-    assert c.hostfile is not None
-    if job.transport.kind != "tcp":
-        raise JobError(f"{source}: transport.kind: hosts: hostfile needs tcp (ipc sockets do "
-                       f"not cross hosts)")
-    if c.worker_devices not in ("cpu", "auto"):
-        raise JobError(f"{source}: cluster.worker_devices: with hosts: hostfile, list each "
-                       f"host's GPUs in the hostfile (gpus=0,1) and set cpu or auto here")
-    if c.server_device != "cpu":
-        raise JobError(f"{source}: cluster.server_device: with hosts: hostfile servers run on "
-                       f"the CPU (got {c.server_device})")
-    placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source)
-    if c.worker_devices == "cpu":
-        placement.workers = [dataclasses.replace(s, gpu=None) for s in placement.workers]
-    return placement
-
-
-def _check_cluster(job: JobConfig, source: str) -> list:
-    """Checks hosts and devices; returns each worker's GPU id (None: the CPU)."""
-    c = job.cluster
-    if c.hosts == "slurm":
-        from .slurm import check_allocation
-        check_allocation(c.servers, c.workers, source)
-        if job.transport.kind != "tcp":
-            raise JobError(f"{source}: transport.kind: hosts: slurm needs tcp (ipc sockets do "
-                           f"not cross nodes)")
-        if isinstance(c.worker_devices, list) or c.server_device != "cpu":
-            raise JobError(f"{source}: cluster.worker_devices: with hosts: slurm, GPUs come "
-                           f"from Slurm's GRES (remote.srun_options: ['--gpus-per-task=1']); "
-                           f"set worker_devices cpu or auto and server_device cpu")
-        return [None] * c.workers
-    gpus = None
-    if c.server_device.startswith("gpu:"):
-        gpus = programs.gpu_count()
-        n = int(c.server_device[4:])
-        if not programs.cuda_build():
-            raise JobError(f"{source}: cluster.server_device: server_device gpu:{n} needs a CUDA "
-                           f"build (nvcc was not found when PSTRAIN was built)")
-        if n >= gpus:
-            raise JobError(f"{source}: cluster.server_device: GPU {n} does not exist (this "
-                           f"machine has {gpus} GPUs per nvidia-smi -L)")
-    if isinstance(c.worker_devices, list):
-        gpus = programs.gpu_count() if gpus is None else gpus
-        if len(c.worker_devices) != c.workers:
-            raise JobError(f"{source}: cluster.worker_devices: lists {len(c.worker_devices)} GPUs "
-                           f"for {c.workers} workers (one entry per worker; entries may repeat "
-                           f"to share a GPU)")
-        if not programs.cuda_build():
-            raise JobError(f"{source}: cluster.worker_devices: GPU workers need a CUDA build "
-                           f"(nvcc was not found when PSTRAIN was built)")
-        absent = [g for g in c.worker_devices if g >= gpus]
-        if absent:
-            raise JobError(f"{source}: cluster.worker_devices: GPU {absent[0]} does not exist "
-                           f"(this machine has {gpus} GPUs per nvidia-smi -L)")
-    # worker_devices: auto uses GPUs when the build has CUDA and the machine GPUs; else the CPU.
-    if isinstance(c.worker_devices, list):
-        return list(c.worker_devices)
-    if c.worker_devices == "auto":
-        gpus = programs.gpu_count() if gpus is None else gpus
-        if gpus > 0 and programs.cuda_build():
-            return [rank % gpus for rank in range(c.workers)]
-    return [None] * c.workers

@@ -1,11 +1,16 @@
 """Job (the API's entry point) and the run: start the servers, then the workers,
 watch every process, restart a worker whose failure may pass (a retryable exit
 or a death by signal, see exitcodes), fail the job at once on any other worker
-failure, a server failure or a signal, and leave a complete run folder behind."""
+failure, a server failure or a signal, and leave a complete run folder behind.
+
+Processes are started, moved, stopped and their checkpoints collected through
+the job's launcher (launch.py's interface, chosen by cluster.hosts in
+launchers.py); nothing here asks which launcher it is."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import pathlib
 import queue
@@ -21,17 +26,14 @@ from . import caffe_schema, exitcodes, plots, programs, resume as resume_check, 
 from . import tensorboard
 from .config import JobConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
-from .hostrun import HostLauncher
+from .launch import CannotRelocate
 from .launcher import ProcessHandle
+from .launchers import launcher_for
 from .metrics import MetricsLog, read_records, summarize, to_record
 from .plan import Plan, make_plan
 from .progress import Progress, SilentProgress, make_progress
-from .slurm import SlurmLauncher
 
-SERVER_START_TIMEOUT_S = 30.0
-STOP_GRACE_S = 10.0
 SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
-SLURM_START_TIMEOUT_S = 120.0   # srun's step start included
 # A server's liveness warning (server/shard_service.cpp CheckLiveness).
 _SILENT = re.compile(r"warning: worker (\d+) \(clock (-?\d+)\) has been silent for ([\d.]+) s")
 
@@ -131,7 +133,7 @@ class Job:
         plan = _plan(config, self.source, manifest)
         if plan.missing_sources:
             _prepare_data(config, plan, say)
-            plan = make_plan(config, self.source, resume_manifest=manifest)
+            plan = _plan(config, self.source, manifest, preparing=False)
         if resume:
             resume_check.check_files(plan)
         for warning in plan.warnings:
@@ -175,7 +177,7 @@ class Job:
                 server_restarts += 1
                 say(f"[{config.name}] {result.summary['message']}; restarting the job from "
                     f"{manifest} ({server_restarts}/{limit})")
-                plan = make_plan(config, self.source, resume_manifest=manifest)
+                plan = _plan(config, self.source, manifest, preparing=False)
                 shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                                      quiet=progress == "lines")
 
@@ -201,9 +203,15 @@ def _private_files():
         os.umask(old)
 
 
-def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None) -> Plan:
-    preparing = config.data is not None and config.data.prepare is not None
-    return make_plan(config, source, resume_manifest=manifest, preparing_data=preparing)
+def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None,
+          preparing: bool | None = None) -> Plan:
+    """The job's plan with its launcher's layout. `preparing` (default: the job has
+    data.prepare): data sources may be missing, data.prepare makes them."""
+    if preparing is None:
+        preparing = config.data is not None and config.data.prepare is not None
+    layout = launcher_for(config.cluster.hosts).layout(config, source)
+    return make_plan(config, source, layout=layout, resume_manifest=manifest,
+                     preparing_data=preparing)
 
 
 def _prepare_data(job: JobConfig, plan: Plan, say: Callable[[str], None]) -> None:
@@ -228,9 +236,7 @@ class _Run:
     def __init__(self, plan: Plan, *, progress: Progress, timeout: float | None,
                  on_event: Callable[[dict], None] | None, server_restarts: int = 0):
         self.plan = plan
-        self.hosts = HostLauncher(plan) if plan.placement is not None else None
-        self.slurm = SlurmLauncher(plan) if plan.job.cluster.hosts == "slurm" else None
-        self._slurm_started: dict[int, ProcessHandle] = {}   # workers of the first step
+        self.launcher = launcher_for(plan.job.cluster.hosts)(plan, self._sink)
         self.server_lost = False          # a server failed in a way a restart may cure
         self.server_restarts = server_restarts
         self.job = plan.job
@@ -252,77 +258,16 @@ class _Run:
     def _sink(self, handle: ProcessHandle, event: dict) -> None:
         self.events.put((handle, event, time.time()))
 
-    def _start_slurm(self) -> None:
-        """One srun step for every process; endpoints go to the tasks on its stdin."""
-        assert self.slurm is not None
-        S, W = self.job.cluster.servers, self.job.cluster.workers
-        self.slurm.write_tasks()
-        handles = self.slurm.start(list(range(S + W)), self._sink)
-        step = self.slurm.steps[-1]
-        self.servers = [handles[k] for k in range(S)]
-        step.send({"coordinator": self.servers[0].wait_listening(SLURM_START_TIMEOUT_S)})
-        self.endpoints = [h.wait_listening(SLURM_START_TIMEOUT_S) for h in self.servers]
-        step.send({"servers": self.endpoints})
-        self._slurm_started = {r: handles[S + r] for r in range(W)}
-
     def _start_servers(self) -> None:
-        if self.slurm is not None:
-            self._start_slurm()
-            return
-        coordinator = None
-        if self.hosts is not None:
-            try:
-                self.hosts.stage()
-            except JobError as e:
-                raise RuntimeError(str(e)) from e
-        for k in range(self.job.cluster.servers):
-            cmd = self.plan.server_command(k, coordinator)
-            log = runfolder.log_path(self.plan.run_dir, "server", k)
-            if self.hosts is not None:
-                h = self.hosts.start("server", k, cmd, log, self._sink)
-            else:
-                h = ProcessHandle(cmd, role="server", rank=k, log_path=log, sink=self._sink)
-            self.servers.append(h)
-            endpoint = h.wait_listening(SERVER_START_TIMEOUT_S)
-            coordinator = coordinator or endpoint
-            self.endpoints.append(endpoint)
+        self.servers = self.launcher.start_servers()
+        self.endpoints = [h.endpoint for h in self.servers]
 
     def _start_worker(self, rank: int) -> None:
-        if rank in self._slurm_started:
-            self.workers[rank] = self._slurm_started.pop(rank)
-            return
-        log = runfolder.log_path(self.plan.run_dir, "worker", rank)
         if rank in self.workers:
+            log = runfolder.log_path(self.plan.run_dir, "worker", rank)
             with open(log, "a") as f:
                 f.write(f"--- ps-train: restart {self.restarts} of worker {rank} ---\n")
-        cmd = self.plan.worker_command(rank, self.endpoints)
-        if self.slurm is not None:   # a one-task step on the node it ran on
-            task = self.job.cluster.servers + rank
-            node = self.workers[rank].host if rank in self.workers else None
-            self.workers[rank] = self.slurm.start([task], self._sink, node=node)[task]
-            self.slurm.steps[-1].send({"servers": self.endpoints})
-            return
-        if self.hosts is not None:
-            self.workers[rank] = self.hosts.start("worker", rank, cmd, log, self._sink)
-            return
-        self.workers[rank] = ProcessHandle(cmd, role="worker", rank=rank, log_path=log,
-                                           sink=self._sink, env=self.plan.worker_env(rank))
-
-    def _all(self) -> list[ProcessHandle]:
-        return self.servers + list(self.workers.values())
-
-    def _stop_all(self) -> None:
-        """SIGTERM to everything still running (servers write an interrupted
-        checkpoint), a bounded wait, then SIGKILL whatever is left."""
-        running = [h for h in self._all() if h.poll() is None]
-        for h in running:
-            h.terminate()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for h in running:
-            if h.wait(max(0.1, deadline - time.monotonic())) is None:
-                h.kill()
-        if self.slurm is not None:
-            self.slurm.stop()
+        self.workers[rank] = self.launcher.start_worker(rank, self.endpoints)
 
     # -- events --------------------------------------------------------------
 
@@ -364,15 +309,15 @@ class _Run:
                     self.on_event(stall)
                 self.progress.notice(f"stall: {where} (rank {rank}, last clock {clock}) has "
                                      f"been silent for {m.group(3)} s ({handle.name} noticed)")
-        if kind == "snapshot" and self.hosts is not None and handle.host and event.get("path"):
+        if kind == "snapshot" and event.get("path"):
             try:
-                event["path"] = self.hosts.collect_snapshot(str(event["path"]))
+                self.launcher.collect_checkpoint(handle, event)
             except JobError as e:
                 self.progress.notice(f"snapshot at iteration {event.get('iter')} not copied "
                                      f"back: {e}")
 
     def _retryable(self, h: ProcessHandle, rc: int) -> bool:
-        return exitcodes.is_retryable(rc) or (h.host is not None and rc == 255)
+        return exitcodes.is_retryable(rc, remote=h.remote)
 
     # -- the watch loop ------------------------------------------------------
 
@@ -392,10 +337,10 @@ class _Run:
         except RuntimeError as e:
             status, message = "failed", str(e)
         finally:
-            self._stop_all()
+            self.launcher.stop()
             restore()
         train_end = time.time()
-        for h in self._all():
+        for h in self.launcher.started:
             h.join_output()
         self._drain(0)
         self.progress.close()   # the end and its reason are said by Job.run (_said)
@@ -433,15 +378,14 @@ class _Run:
                 restart = {"time": round(time.time(), 3), "role": "worker", "rank": rank,
                            "iter": self.last_iter.get(rank), "event": "restart", "exit": rc,
                            "restarts": self.restarts}
+                try:
+                    placed = self.launcher.relocate(rank, h, rc)
+                except CannotRelocate as e:
+                    return "failed", f"{why}; {e}"
                 where = ""
-                if self.hosts is not None:
-                    before = self.hosts.worker_slot(rank)
-                    slot = self.hosts.relocate_worker(rank) if rc == 255 else before
-                    if slot is None:
-                        return "failed", (f"{why}; {before.host.name} does not answer ssh and "
-                                          f"no spare slot is left in the hostfile")
-                    where = f" on {slot}"
-                    restart["host"] = slot.host.address
+                if placed is not None:
+                    where = f" on {placed.label}"
+                    restart["host"] = placed.address
                 self.metrics.add(restart)
                 if self.on_event is not None:
                     self.on_event(restart)
@@ -484,12 +428,10 @@ class _Run:
         return (runfolder.checkpoint_iteration(manifest) or 0) if manifest else 0
 
     def write_summary(self, summary: dict) -> None:
-        import json
         (self.plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
     def _finish(self, status: str, message: str, t0: float, train_start: float,
                 train_end: float) -> RunResult:
-        import json
         run_dir = self.plan.run_dir
         records = read_records(run_dir / "metrics.jsonl")
         if status == "ok" and self.finished != set(self.workers):
@@ -518,8 +460,9 @@ class _Run:
         except OSError as e:
             summary["tensorboard_error"] = str(e)
         summary["server_restarts"] = self.server_restarts
-        if self.hosts is not None or self.slurm is not None:
-            summary["hosts"] = {h.name: h.host for h in self._all()}
+        if self.launcher.remote:
+            summary["hosts"] = {h.name: h.host
+                                for h in self.servers + list(self.workers.values())}
         self.write_summary(summary)
         snapshot = pathlib.Path(summary["snapshot"]) if summary["snapshot"] else None
         return RunResult(summary=summary, metrics=records, snapshot=snapshot, run_dir=run_dir)

@@ -1,5 +1,5 @@
-"""cluster.hosts: slurm: every process as a task of one `srun` step inside the
-allocation ps-train runs in (sbatch or salloc).
+"""cluster.hosts: slurm (launch.py's interface): every process as a task of one
+`srun` step inside the allocation ps-train runs in (sbatch or salloc).
 
 Tasks 0..S-1 are the servers, S..S+W-1 the workers (SLURM_PROCID; Slurm's
 own distribution puts them on nodes, SLURM_NODEID / SLURM_LOCALID say where).
@@ -26,14 +26,19 @@ import sys
 import threading
 import time
 
-from . import runfolder
 from .caffelog import CaffeLog
+from .config import JobConfig
 from .errors import JobError
+from .launch import Launcher
 from .launcher import EventSink, ProcessHandle, _die_with_parent, caffe_log_path
+from .layout import Layout
+from .plan import Plan
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
 _WORKER_ON = re.compile(r'"message":"worker \d+ on ([^"]+)"')
 PLAN_FILE = "slurm_tasks.json"
+NODE = "@NODE@"     # replaced by each task's node name (slurmnode.py)
+START_TIMEOUT_S = 120.0   # srun's step start included
 
 
 def check_allocation(servers: int, workers: int, source: str) -> None:
@@ -125,7 +130,8 @@ class SlurmStep:
 
 
 class TaskHandle(ProcessHandle):
-    """A ProcessHandle for one task of a SlurmStep (no process of its own here)."""
+    """A ProcessHandle for one task of a SlurmStep (no process of its own here).
+    Remote: a task that ended without its task_exit line reads 255 (lost)."""
 
     def __init__(self, step: SlurmStep, task: int, *, role: str, rank: int,
                  log_path: pathlib.Path, sink: EventSink | None):
@@ -149,6 +155,10 @@ class TaskHandle(ProcessHandle):
     @property
     def pid(self) -> int:
         return self._step.proc.pid
+
+    @property
+    def remote(self) -> bool:
+        return True
 
     def take_task_line(self, text: str) -> None:
         if self._ended.is_set():
@@ -199,14 +209,77 @@ class TaskHandle(ProcessHandle):
         self._ended.wait(timeout)
 
 
-class SlurmLauncher:
-    """The runner's side of a Slurm job: write the task plan, start steps."""
+class SlurmLayout(Layout):
+    """Every process on the node Slurm gives its task: each binds and advertises
+    the node's name (@NODE@, filled in by slurmnode.py); GPUs come from GRES."""
 
-    def __init__(self, plan):
-        self.plan = plan
+    def __init__(self, workers: int):
+        super().__init__([None] * workers)
+
+    def server_address(self, shard: int) -> str | None:
+        return NODE
+
+    def worker_address(self, rank: int) -> str | None:
+        return NODE
+
+
+class SlurmLauncher(Launcher):
+    """One srun step for every process; endpoints go to the tasks on its stdin. A
+    restarted worker is a one-task step on the node it ran on."""
+
+    name = "slurm"
+    remote = True
+
+    def __init__(self, plan: Plan, sink: EventSink):
+        super().__init__(plan, sink)
         self.options = list(plan.job.remote.srun_options)
         self.steps: list[SlurmStep] = []
-        self.nodes: dict[int, str] = {}          # worker rank -> the node it ran on
+        self._held: dict[int, TaskHandle] = {}      # workers of the first step, not yet taken
+        self._workers: dict[int, TaskHandle] = {}   # each worker's latest task
+
+    @classmethod
+    def layout(cls, job: JobConfig, source: str) -> SlurmLayout:
+        c = job.cluster
+        check_allocation(c.servers, c.workers, source)
+        if job.transport.kind != "tcp":
+            raise JobError(f"{source}: transport.kind: hosts: slurm needs tcp (ipc sockets do "
+                           f"not cross nodes)")
+        if isinstance(c.worker_devices, list) or c.server_device != "cpu":
+            raise JobError(f"{source}: cluster.worker_devices: with hosts: slurm, GPUs come "
+                           f"from Slurm's GRES (remote.srun_options: ['--gpus-per-task=1']); "
+                           f"set worker_devices cpu or auto and server_device cpu")
+        return SlurmLayout(c.workers)
+
+    def start_servers(self) -> list[ProcessHandle]:
+        S, W = self.plan.job.cluster.servers, self.plan.job.cluster.workers
+        self.write_tasks()
+        handles = self._start_step(list(range(S + W)))
+        step = self.steps[-1]
+        servers: list[ProcessHandle] = [handles[k] for k in range(S)]
+        step.send({"coordinator": servers[0].wait_listening(START_TIMEOUT_S)})
+        endpoints = [h.wait_listening(START_TIMEOUT_S) for h in servers]
+        step.send({"servers": endpoints})
+        self._held = {r: handles[S + r] for r in range(W)}
+        return servers
+
+    def start_worker(self, rank: int, endpoints: list[str]) -> ProcessHandle:
+        if rank in self._held:
+            self._workers[rank] = self._held.pop(rank)
+            return self._workers[rank]
+        task = self.plan.job.cluster.servers + rank
+        previous = self._workers.get(rank)
+        node = previous.host if previous is not None else None
+        self._workers[rank] = self._start_step([task], node=node)[task]
+        self.steps[-1].send({"servers": endpoints})
+        return self._workers[rank]
+
+    def release(self) -> None:
+        for step in self.steps:
+            step.stop()
+        for step in self.steps:
+            step.join(10)
+
+    # -- steps -------------------------------------------------------------------
 
     def write_tasks(self) -> None:
         j = self.plan.job
@@ -217,21 +290,15 @@ class SlurmLauncher:
         data = {"tasks": tasks, "gpu_from_slurm": j.cluster.worker_devices != "cpu"}
         (self.plan.run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1) + "\n")
 
-    def start(self, tasks: list[int], sink: EventSink, node: str | None = None
-              ) -> dict[int, TaskHandle]:
+    def _start_step(self, tasks: list[int], node: str | None = None) -> dict[int, TaskHandle]:
+        """A step running `tasks` of the plan (on `node` when given), every task tracked."""
         step = SlurmStep(self.plan.run_dir, tasks, self.options, node)
         S = self.plan.job.cluster.servers
         for t in tasks:
             role, rank = ("server", t) if t < S else ("worker", t - S)
             step.handles[t] = TaskHandle(step, t, role=role, rank=rank,
-                                         log_path=runfolder.log_path(self.plan.run_dir, role,
-                                                                     rank), sink=sink)
+                                         log_path=self.log_path(role, rank), sink=self.sink)
+            self.track(step.handles[t])
         step.start_reading()
         self.steps.append(step)
         return step.handles
-
-    def stop(self) -> None:
-        for step in self.steps:
-            step.stop()
-        for step in self.steps:
-            step.join(10)

@@ -25,12 +25,12 @@ from typing import Any, Callable
 
 import yaml
 
-from .compare import THRESHOLDS, RunCurves, load_run, save_figure, threshold_label, to_csv
+from .compare import (SWEEP_FILE, THRESHOLDS, RunCurves, label_value, point_label, read_sweep,
+                      save_figure, threshold_label, to_csv)
 from .config import apply_overrides, load_yaml, parse_job
-from .metrics import accuracy_of
 from .errors import JobError
-
-SWEEP_FILE = "sweep.json"
+from .metrics import accuracy_of
+from .runner import Job
 
 
 def parse_grid(items: list[str]) -> list[tuple[str, list[Any]]]:
@@ -64,20 +64,8 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
-def point_label(point: dict[str, Any]) -> str:
-    """{"consistency.mode": "bsp", "cluster.workers": 4} -> "mode=bsp,workers=4"."""
-    return ",".join(f"{k.split('.')[-1]}={_flat(v)}" for k, v in point.items()) or "base"
-
-
-def _flat(v: Any) -> str:
-    """A value in a label: a mapping as its values joined ("{mode: ssp, staleness: 2}": ssp/2)."""
-    if isinstance(v, dict):
-        return "/".join(f"{k}:{_flat(x)}" if not isinstance(x, str) else x for k, x in v.items())
-    return str(v)
-
-
 def _folder_part(point: dict[str, Any]) -> str:
-    text = "-".join(f"{k.split('.')[-1]}{_flat(v)}" for k, v in point.items()) or "base"
+    text = "-".join(f"{k.split('.')[-1]}{label_value(v)}" for k, v in point.items()) or "base"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)
 
 
@@ -87,8 +75,6 @@ def run_sweep(job_path: pathlib.Path, grid: list[tuple[str, list[Any]]], seeds: 
               say: Callable[[str], None] = print) -> pathlib.Path:
     """Runs every grid point with seeds 1..seeds; returns the sweep folder.
     Every point is validated (a dry plan) before the first run starts."""
-    from .runner import Job  # the runner imports compare; keep the import local
-
     if seeds < 1:
         raise JobError(f"--seeds must be at least 1, got {seeds}")
     base = load_yaml(job_path)
@@ -127,25 +113,6 @@ def run_sweep(job_path: pathlib.Path, grid: list[tuple[str, list[Any]]], seeds: 
             f"final accuracy {acc if acc is not None else '-'}")
     write_report(out, thresholds)
     return out
-
-
-def read_sweep(folder: pathlib.Path) -> list[tuple[dict, int, RunCurves]]:
-    path = folder / SWEEP_FILE
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise JobError(f"{folder}: not a sweep folder ({SWEEP_FILE}: {e})") from e
-    runs = []
-    for entry in data.get("runs", []):
-        run_dir = pathlib.Path(entry["run_dir"])
-        if not run_dir.is_absolute():
-            run_dir = folder / run_dir
-        runs.append((entry["point"], int(entry["seed"]), load_run(run_dir)))
-    return runs
-
-
-def is_sweep(folder: pathlib.Path) -> bool:
-    return (pathlib.Path(folder) / SWEEP_FILE).is_file()
 
 
 def mean_sd(values: list[float]) -> tuple[float | None, float | None]:
