@@ -18,8 +18,8 @@ their pushes (no early pull).
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
 
-The defaults are the calibration of the validation run docs/scaling.md quotes
-(bench/data/scaling_validation_run1.json: message_us, server_ns_per_byte,
+The defaults are the calibration of validation run 1, which docs/scaling.md's predictions
+use (bench/data/scaling_validation_run1.json: message_us, server_ns_per_byte,
 worker_ns_per_byte).
 """
 from __future__ import annotations

@@ -34,7 +34,7 @@ job), and "compute in the job" (the workers' time outside their pull waits: a ch
 the communication terms alone).
 
 --recompute FILE predicts again, with the current model, for the rounds stored in an
-earlier --json-out (bench/data/scaling_validation.json is the run docs/scaling.md quotes).
+earlier --json-out (bench/data/scaling_validation_run14.json is the run docs/scaling.md quotes).
 
 usage: python3 bench/scaling_validate.py [--build build] [--quick] [--rounds 3] [--markdown]
                                          [--json-out FILE] [--no-netns] [--recompute FILE]

@@ -34,7 +34,7 @@ Status TuneMallocForLargeFrames(size_t keep_free_bytes = size_t{1} << 30);
 // descriptors) with that tunable added to GLIBC_TUNABLES, once. It returns
 // (doing nothing) when the tunable is already set, when THP is `never`, when
 // PSTRAIN_MALLOC_HUGETLB=0, or when exec fails. Call it first in main(),
-// before any thread starts. Measured (docs/benchmarks.md, 2026-12-05):
+// before any thread starts. Measured (docs/benchmarks-history.md, 2026-12-05):
 // ps-bench 16 MB +2 %, 64 MB +5 %.
 void ReexecWithHugePageHeap(char** argv);
 
