@@ -117,6 +117,60 @@ def test_a_killed_worker_task_is_restarted_as_a_step_of_its_own(tmp_path, slurm,
     assert "--- ps-train: restart 1 of worker 1 ---" in (run / "logs/worker-1.log").read_text()
 
 
+def test_a_killed_server_task_restarts_the_job_from_its_checkpoint(tmp_path, slurm,
+                                                                    fashion_mnist):
+    # docs/user-guide.md, Slurm: "a lost server restarts the job from the last checkpoint".
+    # bsp, 60 iterations, a checkpoint at 30; worker 1 straggles 300 ms an iteration, so
+    # that the server is killed between the checkpoint and the end.
+    job = job_dict(tmp_path, "slurmlost")
+    job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 300}
+    job["remote"] = {"srun_options": ["--overcommit"]}
+    path = tmp_path / "slurmlost.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    out = tmp_path / "sbatch.out"
+    submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
+                          "--overcommit", f"--output={out}", f"--chdir={ROOT}",
+                          str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    run = tmp_path / "runs" / "slurmlost"
+    manifest = run / "snapshots" / "slurmlost_iter_30.manifest"
+    deadline = time.monotonic() + 300
+    killed = None
+    while time.monotonic() < deadline:
+        if killed is None and manifest.exists():
+            servers = [p for p in slurm.pids() if _is_program(p, b"ps-server")]
+            assert len(servers) == 1, servers
+            os.kill(servers[0], signal.SIGKILL)
+            killed = servers[0]
+        if killed and not slurm.run("squeue", "--noheader", f"--jobs={job_id}").stdout.strip():
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"Slurm job {job_id} not done after 300 s (server killed: {killed}): "
+                    f"{out.read_text() if out.exists() else ''}")
+    text = out.read_text() if out.exists() else ""
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "ok", (summary["message"], text)
+    assert summary["server_restarts"] == 1, text
+    assert summary["resumed_from"] == str(manifest)
+    assert summary["iterations"] == 60
+    assert f"restarting the job from {manifest} (1/2)" in text
+    assert (run / "snapshots" / "slurmlost_iter_60.caffemodel").is_file()
+    # The restarted job ran as a Slurm step again: a new server process, every task on the node.
+    assert summary["hosts"] == {"server-0": slurm.node, "worker-0": slurm.node,
+                                "worker-1": slurm.node}
+    assert not [p for p in slurm.pids() if _is_program(p, b"ps-server")
+                or _is_program(p, b"ps-worker")]
+
+
+def _is_program(pid: int, name: bytes) -> bool:
+    try:
+        return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(name)
+    except OSError:
+        return False
+
+
 def _is_worker(pid: int, rank: int) -> bool:
     try:
         args = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
