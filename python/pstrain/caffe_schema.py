@@ -13,8 +13,8 @@ tokenizer-based checks (the programs still parse every file themselves).
 `check_solver` and `check_net` parse a user's file with protobuf's text_format
 into SolverParameter / NetParameter, so every unknown field, misspelt enum value
 and malformed value is reported as `<the user's file>:<line>:<column>: ...`, then
-check what a run uses beyond the schema: lr_policy and solver type names, and
-every data layer's LMDB source and mean_file. `check_in_engine` then builds the
+check what a run uses beyond the schema: lr_policy and solver type names (the
+engine's own lists, engine.py), and every data layer's LMDB source and mean_file. `check_in_engine` then builds the
 nets in the engine (`ps-net check`).
 """
 from __future__ import annotations
@@ -31,10 +31,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
-from . import programs
+from . import engine, programs
 
-LR_POLICIES = ("fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid")
-SOLVER_TYPES = ("SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta", "Adam")
 # Layer types that read an LMDB through data_param.
 _DATA_LAYERS = ("Data",)
 
@@ -167,12 +165,13 @@ def check_solver(path: pathlib.Path, caffe: CaffeMessages) -> Any:
     text = path.read_text()
     solver = caffe.cls("SolverParameter")()
     parse(path, text, solver)
-    if solver.HasField("lr_policy") and solver.lr_policy not in LR_POLICIES:
+    policies, types = engine.lr_policies(), engine.solver_types()
+    if solver.HasField("lr_policy") and solver.lr_policy not in policies:
         raise SchemaError(f"{path}:{_line_of(text, 'lr_policy')}: lr_policy "
-                          f"'{solver.lr_policy}' is not one of {', '.join(LR_POLICIES)}")
-    if solver.HasField("type") and solver.type not in SOLVER_TYPES:
+                          f"'{solver.lr_policy}' is not one of {', '.join(policies)}")
+    if solver.HasField("type") and solver.type not in types:
         raise SchemaError(f"{path}:{_line_of(text, 'type')}: solver type '{solver.type}' is "
-                          f"not one of {', '.join(SOLVER_TYPES)}")
+                          f"not one of {', '.join(types)}")
     return solver
 
 

@@ -15,12 +15,13 @@ import pathlib
 import re
 from typing import Any
 
-from . import prototxt
+from . import engine, prototxt
 
 
 # Scalar (and repeated scalar) fields of caffe.SolverParameter (proto/caffe.proto),
 # name -> (kind, repeated). Message fields (net_param, train_state, ...) cannot be
-# overridden from a job file; edit the solver for those.
+# overridden from a job file; edit the solver for those. A kind "string:engine" or
+# "enum:engine" takes its values from the engine (ENGINE_NAMES).
 SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
     "net": ("string", False),
     "train_net": ("string", False),
@@ -34,7 +35,7 @@ SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
     "average_loss": ("int", False),
     "max_iter": ("int", False),
     "iter_size": ("int", False),
-    "lr_policy": ("string:fixed,step,exp,inv,multistep,poly,sigmoid", False),
+    "lr_policy": ("string:engine", False),
     "gamma": ("float", False),
     "power": ("float", False),
     "momentum": ("float", False),
@@ -50,15 +51,22 @@ SOLVER_FIELDS: dict[str, tuple[str, bool]] = {
     "solver_mode": ("enum:CPU,GPU", False),
     "device_id": ("int", False),
     "random_seed": ("int", False),
-    "type": ("string:SGD,Nesterov,AdaGrad,RMSProp,AdaDelta,Adam", False),
+    "type": ("string:engine", False),
     "delta": ("float", False),
     "momentum2": ("float", False),
     "rms_decay": ("float", False),
     "debug_info": ("bool", False),
     "snapshot_after_train": ("bool", False),
-    "solver_type": ("enum:SGD,NESTEROV,ADAGRAD,RMSPROP,ADADELTA,ADAM", False),
+    "solver_type": ("enum:engine", False),
     "layer_wise_reduce": ("bool", False),
     "weights": ("string", True),
+}
+# The names the engine accepts for these fields (pstrain._core, engine.py). Caffe's
+# legacy solver_type enum names the same solvers upper-cased (SGD, NESTEROV, ...).
+ENGINE_NAMES = {
+    "lr_policy": engine.lr_policies,
+    "type": engine.solver_types,
+    "solver_type": lambda: tuple(t.upper() for t in engine.solver_types()),
 }
 # Fields the orchestrator owns: overriding them would break the run folder.
 RESERVED_FIELDS = {"net", "train_net", "test_net", "snapshot_prefix"}
@@ -96,6 +104,8 @@ def check_override(name: str, value: Any) -> str | None:
         return f"'{name}' is set by ps-train (the run folder); change the solver file instead"
     kind, repeated = SOLVER_FIELDS[name]
     values = value if repeated and isinstance(value, list) else [value]
+    if kind.endswith(":engine"):
+        kind = kind.replace("engine", ",".join(ENGINE_NAMES[name]()))
     for v in values:
         problem = _check_scalar(kind, v)
         if problem:
