@@ -87,6 +87,8 @@ void BindNet(nb::module_& m);
 void BindSolver(nb::module_& m);
 void BindPsClient(nb::module_& m);
 void BindModuleFunctions(nb::module_& m);
+// net_shapes, key_placement, solver_type_list, lr_policy_list (bindings_engine.cpp).
+void BindEngineQueries(nb::module_& m);
 // Installs the bridge through which Python layers run (worker/layers/python_layer.hpp).
 void InstallPythonLayerBridge();
 // The Python object behind a Python layer (null handle for other layers).

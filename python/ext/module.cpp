@@ -152,5 +152,6 @@ NB_MODULE(_core, m) {
   py::BindSolver(m);
   py::BindPsClient(m);
   py::BindModuleFunctions(m);
+  py::BindEngineQueries(m);
   py::InstallPythonLayerBridge();
 }

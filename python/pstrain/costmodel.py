@@ -1,8 +1,8 @@
 """Scaling on paper: a cost model of one PSTrain iteration for W workers and S servers.
 
 Inputs: per-layer compute (the JSON lines of `ps-net time --json`), the net's learnable
-parameters (shape inference over its prototxt), the server placement of their chunks
-(the same greedy balance as common/ps/key_placement.cpp), link bandwidth and latency,
+parameters and the server placement of their chunks (both the engine's own answers,
+through pstrain._core: engine.py), link bandwidth and latency,
 the server's cost per byte and per message. Output: predicted iteration time and
 images/s under bsp, ssp and asp, with the bottleneck named. docs/scaling.md derives
 and documents every equation; the comments below name them (E1..E7).
@@ -19,6 +19,7 @@ import math
 import pathlib
 import sys
 
+from . import engine
 from .errors import JobError
 
 
@@ -85,139 +86,31 @@ class Param:
     values: int
 
 
-_SAME_SHAPE = {"ReLU", "Sigmoid", "TanH", "Dropout", "LRN", "BatchNorm", "Scale", "Bias", "Power",
-               "AbsVal", "BNLL", "ELU", "Exp", "Log", "PReLU", "Softmax", "Split", "Eltwise",
-               "Threshold", "Clip", "Swish", "MVN"}
-_SCALAR = {"SoftmaxWithLoss", "EuclideanLoss", "Accuracy", "SigmoidCrossEntropyLoss",
-           "HingeLoss", "InfogainLoss", "ContrastiveLoss", "Silence"}
-
-
-def _ints(field, default: int) -> tuple[int, int]:
-    vals = list(field)
-    if not vals:
-        return default, default
-    return (vals[0], vals[-1]) if len(vals) <= 2 else (vals[0], vals[1])
-
-
-def _conv_geometry(p) -> tuple[tuple[int, int], ...]:
-    kh, kw = (p.kernel_h, p.kernel_w) if p.kernel_h else _ints(p.kernel_size, 1)
-    sh, sw = (p.stride_h, p.stride_w) if p.stride_h else _ints(p.stride, 1)
-    ph, pw = (p.pad_h, p.pad_w) if p.pad_h or p.pad_w else _ints(p.pad, 0)
-    dh, dw = _ints(p.dilation, 1)
-    return (kh, kw), (sh, sw), (ph, pw), (dh, dw)
+# pycaffe's convention for a layer's blobs: params[name][0] the weights, [1] the biases.
+_BLOB_ROLES = ("weight", "bias")
 
 
 def net_params(path: str | pathlib.Path) -> list[Param]:
-    """The parameters PSTrain's servers hold (lr_mult != 0) of the TRAIN-phase net, by shape
-    inference from its Input/DummyData shapes. BatchNorm statistics stay on the worker (Caffe
-    fixes their lr_mult at 0), as do parameters with `param { lr_mult: 0 }`."""
-    from . import caffe_schema
+    """The parameters that learn in the TRAIN-phase net, as the engine builds it
+    (engine.net_shapes: no activations allocated), in the order ps-worker registers
+    them, a shared one once: lr_mult != 0 and a gradient computed (`learns`). So
+    BatchNorm's statistics (no gradient; Caffe's solver never updates them) and
+    parameters with `param { lr_mult: 0 }` stay out. A parameter is named
+    "<layer>/weight", "<layer>/bias" (its blob 0, 1; "<layer>/<i>" after) or by its
+    ParamSpec name."""
     path = pathlib.Path(path)
-    caffe = caffe_schema.messages()
-    if caffe is None:
-        raise CostModelError("protoc or proto/caffe.proto not found: cannot read net prototxts")
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise CostModelError(f"{path}: cannot read the net: {e.strerror}") from None
-    net = caffe.cls("NetParameter")()
-    try:
-        caffe_schema.parse(path, text, net)
-    except caffe_schema.SchemaError as e:
-        raise CostModelError(str(e)) from None
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, shape in zip(net.input, net.input_shape):
-        shapes[name] = tuple(shape.dim)
-    params: list[Param] = []
-    for layer in net.layer:
-        if any(rule.HasField("phase") and rule.phase != 0 for rule in layer.include):
+        net = engine.net_shapes(path)
+    except (ValueError, RuntimeError, OSError) as e:   # the engine's message, file:line
+        raise CostModelError(f"{path}: {e}" if str(path) not in str(e) else str(e)) from None
+    params = []
+    for p in net["params"]:
+        if p["lr_mult"] == 0 or not p["learns"]:
             continue
-        if any(rule.HasField("phase") and rule.phase == 0 for rule in layer.exclude):
-            continue
-        where = f"{path}: layer \"{layer.name}\" ({layer.type})"
-        try:
-            bottoms = [shapes[b] for b in layer.bottom]
-        except KeyError as e:
-            raise CostModelError(f"{where}: bottom {e} has no known shape") from None
-        own: list[tuple[str, tuple[int, ...]]] = []
-        t = layer.type
-        if t in ("Input", "DummyData"):
-            src = layer.input_param.shape if t == "Input" else layer.dummy_data_param.shape
-            tops = [tuple(s.dim) for s in src]
-            if len(tops) == 1:
-                tops *= len(layer.top)
-        elif t in ("Convolution", "Deconvolution"):
-            p = layer.convolution_param
-            n, c, h, w = bottoms[0]
-            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _conv_geometry(p)
-            g = p.group or 1
-            if t == "Convolution":
-                oh = (h + 2 * ph - (dh * (kh - 1) + 1)) // sh + 1
-                ow = (w + 2 * pw - (dw * (kw - 1) + 1)) // sw + 1
-                own.append(("weight", (p.num_output, c // g, kh, kw)))
-            else:
-                oh = sh * (h - 1) + dh * (kh - 1) + 1 - 2 * ph
-                ow = sw * (w - 1) + dw * (kw - 1) + 1 - 2 * pw
-                own.append(("weight", (c, p.num_output // g, kh, kw)))
-            if p.bias_term:
-                own.append(("bias", (p.num_output,)))
-            tops = [(n, p.num_output, oh, ow)]
-        elif t == "Pooling":
-            p = layer.pooling_param
-            n, c, h, w = bottoms[0]
-            if p.global_pooling:
-                oh = ow = 1
-            else:
-                kh, kw = (p.kernel_h, p.kernel_w) if p.kernel_h else (p.kernel_size,) * 2
-                sh, sw = (p.stride_h, p.stride_w) if p.stride_h else (p.stride,) * 2
-                ph, pw = (p.pad_h, p.pad_w) if p.pad_h or p.pad_w else (p.pad,) * 2
-                oh = math.ceil((h + 2 * ph - kh) / sh) + 1
-                ow = math.ceil((w + 2 * pw - kw) / sw) + 1
-                if ph or pw:
-                    oh -= (oh - 1) * sh >= h + ph
-                    ow -= (ow - 1) * sw >= w + pw
-            tops = [(n, c, oh, ow)]
-        elif t == "InnerProduct":
-            p = layer.inner_product_param
-            axis = p.axis % len(bottoms[0])
-            k = math.prod(bottoms[0][axis:])
-            own.append(("weight", (k, p.num_output) if p.transpose else (p.num_output, k)))
-            if p.bias_term:
-                own.append(("bias", (p.num_output,)))
-            tops = [bottoms[0][:axis] + (p.num_output,)]
-        elif t in ("Scale", "Bias") and len(bottoms) == 1:
-            p = layer.scale_param if t == "Scale" else layer.bias_param
-            axis = p.axis % len(bottoms[0])
-            n_axes = p.num_axes if p.num_axes >= 0 else len(bottoms[0]) - axis
-            own.append(("scale" if t == "Scale" else "bias", bottoms[0][axis:axis + n_axes]))
-            if t == "Scale" and p.bias_term:
-                own.append(("bias", bottoms[0][axis:axis + n_axes]))
-            tops = [bottoms[0]]
-        elif t == "PReLU":
-            own.append(("slope", (1,) if layer.prelu_param.channel_shared else (bottoms[0][1],)))
-            tops = [bottoms[0]]
-        elif t in _SAME_SHAPE:
-            tops = [bottoms[0]] * len(layer.top)
-        elif t == "Concat":
-            axis = (layer.concat_param.axis if layer.concat_param.HasField("axis") else 1)
-            axis %= len(bottoms[0])
-            size = sum(b[axis] for b in bottoms)
-            tops = [bottoms[0][:axis] + (size,) + bottoms[0][axis + 1:]]
-        elif t == "Flatten":
-            tops = [bottoms[0][:1] + (math.prod(bottoms[0][1:]),)]
-        elif t in _SCALAR:
-            tops = [()] * len(layer.top)
-        else:
-            raise CostModelError(f"{where}: layer type not known to the cost model; give a "
-                                 "deploy net with Input or DummyData and standard layers")
-        if t == "BatchNorm":
-            own = []  # mean, variance, moving-average factor: local statistics
-        for i, (pname, shape) in enumerate(own):
-            lr = layer.param[i].lr_mult if i < len(layer.param) else 1.0
-            if lr != 0:
-                params.append(Param(layer.name, f"{layer.name}/{pname}", math.prod(shape)))
-        for top, shape in zip(layer.top, tops):
-            shapes[top] = shape
+        name = p["name"]
+        if name == f"{p['layer']}/{p['index']}" and p["index"] < len(_BLOB_ROLES):
+            name = f"{p['layer']}/{_BLOB_ROLES[p['index']]}"
+        params.append(Param(p["layer"], name, p["count"]))
     return params
 
 
@@ -231,20 +124,14 @@ class Chunk:
 
 
 def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
-    """common/ps/key_placement.cpp in Python: chunks of at most chunk_bytes in parameter
-    order, largest first (ties: lower id) to the lightest shard (ties: lower shard)."""
-    if servers < 1 or chunk_bytes < 4:
-        raise CostModelError("servers must be >= 1 and chunk_bytes >= 4")
-    step = chunk_bytes // 4
-    pieces = [(p, min(step, n - off)) for p, n in enumerate(sizes) for off in range(0, n, step)]
-    order = sorted(range(len(pieces)), key=lambda i: -pieces[i][1])  # stable: ties by id
-    load = [0] * servers
-    shard = [0] * len(pieces)
-    for i in order:
-        s = min(range(servers), key=lambda k: (load[k], k))
-        shard[i] = s
-        load[s] += pieces[i][1]
-    return [Chunk(p, n, shard[i]) for i, (p, n) in enumerate(pieces)]
+    """The servers' own placement (common/ps/key_placement.hpp, asked through
+    engine.key_placement): chunks of at most chunk_bytes in parameter order, largest
+    first (ties: lower id) to the lightest shard (ties: lower shard)."""
+    try:
+        chunks = engine.key_placement(sizes, servers, chunk_bytes)
+    except (ValueError, RuntimeError) as e:
+        raise CostModelError(f"key placement: {e}") from None
+    return [Chunk(param, length, shard) for _, param, _, length, shard in chunks]
 
 
 # ---------------------------------------------------------------- the model

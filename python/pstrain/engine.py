@@ -42,14 +42,15 @@ def net_shapes(path: str | os.PathLike, phase: str = "TRAIN") -> dict[str, Any]:
     "top_shapes", "param_shapes"}], "params": [{"layer", "layer_index", "index",
     "name", "shape", "count", "lr_mult", "decay_mult", "learns"}]}, params in the
     order ps-worker registers them ("learns": the layer computes the parameter's
-    gradient; false for lr_mult 0 and BatchNorm's statistics). Raises ValueError naming file:line and layer, or
-    FileNotFoundError."""
+    gradient; false for lr_mult 0 and BatchNorm's statistics). A net the engine
+    refuses raises its message (ValueError, RuntimeError, FileNotFoundError)
+    naming file:line and layer."""
     return core().net_shapes(os.fspath(path), phase)
 
 
 def key_placement(sizes: list[int], servers: int, chunk_bytes: int
                   ) -> list[tuple[int, int, int, int, int]]:
     """The servers' chunks (common/ps/key_placement.hpp) of parameters with `sizes`
-    values: (id, param, offset, length, shard) in chunk id order. Raises
-    ValueError for servers < 1, chunk_bytes < 4 or a negative size."""
+    values: (id, param, offset, length, shard) in chunk id order. Raises the
+    engine's error (RuntimeError) for servers < 1, chunk_bytes < 4 or a negative size."""
     return [tuple(c) for c in core().key_placement(list(sizes), servers, chunk_bytes)]
