@@ -145,6 +145,10 @@ class Layer {
   virtual bool AutoTopBlobs() const { return false; }
   // False for bottoms that cannot take a gradient (labels).
   virtual bool AllowForceBackward(int /*bottom_index*/) const { return true; }
+  // True for a layer whose tops' shapes depend on its bottoms' values (Filter):
+  // its Forward reshapes its tops, and Net reshapes every layer after it
+  // before that layer's forward (Caffe reshapes every layer before each Forward).
+  virtual bool ReshapesTopsInForward() const { return false; }
   // Loss layers give their first top a default loss weight of 1.
   virtual bool IsLoss() const { return false; }
   // Bad input met while running (a corrupt LMDB record, a label out of

@@ -263,10 +263,20 @@ float Net::Forward() { return ForwardFromTo(0, static_cast<int>(layers_.size()) 
 float Net::ForwardFromTo(int start, int end) {
   float loss = 0.f;
   ForwardContext batch;  // from the last data source so far
+  forward_status_ = Status::Ok();
+  bool shapes_may_change = false;  // a layer before reshaped its tops in this forward
   for (int i = start; i <= end; ++i) {
+    if (shapes_may_change) {
+      Status s = layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);
+      if (!s.ok()) {
+        forward_status_ = s.WithContext(Where(i));
+        break;
+      }
+    }
     if (hooks_.before_forward) hooks_.before_forward(i);
     layers_[i]->set_forward_context(batch);
     loss += layers_[i]->Forward(bottom_vecs_[i], top_vecs_[i]);
+    shapes_may_change = shapes_may_change || layers_[i]->ReshapesTopsInForward();
     if (hooks_.after_forward) hooks_.after_forward(i);
     const int64_t first = layers_[i]->DeliveredFirstSample();
     if (first >= 0) batch.first_sample = first;
@@ -287,7 +297,9 @@ void Net::BackwardFromTo(int start, int end) {
 
 void Net::BackwardLayer(int i) {
   if (hooks_.before_backward) hooks_.before_backward(i);
-  if (layer_need_backward_[i]) {
+  // After a forward stopped by a layer that refused its new shapes, the layers
+  // past it hold stale shapes: no backward runs on them.
+  if (layer_need_backward_[i] && forward_status_.ok()) {
     layers_[i]->Backward(top_vecs_[i], bottom_need_backward_[i], bottom_vecs_[i]);
   }
   if (hooks_.after_backward) hooks_.after_backward(i);
@@ -298,6 +310,7 @@ void Net::ClearParamDiffs() {
 }
 
 Status Net::RuntimeStatus() const {
+  if (!forward_status_.ok()) return forward_status_;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Status s = layers_[i]->RuntimeStatus();
     if (!s.ok()) return s.WithContext(Where(static_cast<int>(i)));

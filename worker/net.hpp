@@ -102,7 +102,10 @@ class Net {
   void ClearParamDiffs();
   // Replaces the hooks run around each layer by Forward* and Backward*.
   void set_layer_hooks(LayerHooks hooks) { hooks_ = std::move(hooks); }
-  // The first run-time error any layer met (see Layer::RuntimeStatus), named.
+  // The first run-time error any layer met (see Layer::RuntimeStatus), named;
+  // or the last forward's: a layer after one whose tops change shape in
+  // forward (Layer::ReshapesTopsInForward) that refused its new bottom shapes
+  // (that forward stopped there).
   Status RuntimeStatus() const;
   // Re-runs every layer's Reshape (after an input shape changed).
   Status Reshape();
@@ -194,6 +197,7 @@ class Net {
   std::vector<std::string> output_names_;
   std::vector<ImplementationChoice> implementation_choices_;
   LayerHooks hooks_;
+  Status forward_status_;  // the last ForwardFromTo's reshape error, if any
 };
 
 }  // namespace pstrain
