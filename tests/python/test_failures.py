@@ -60,7 +60,12 @@ def test_unknown_layer_type_fails_at_once_naming_the_users_file(tmp_path, fashio
         log = (result.run_dir / "logs" / f"worker-{rank}.log").read_text()
         assert "restart" not in log
         assert log.count("unknown layer type 'Frobnicate'") <= 1
-    assert s["wall_seconds"] < 60
+    # At once: no iteration ran, and ps-train stopped the server (SIGTERM) before any
+    # worker had initialised it, instead of leaving it to its idle timeout.
+    assert s["iterations"] == 0
+    server_log = (result.run_dir / "logs" / "server-0.log").read_text().splitlines()
+    assert server_log[-1].endswith(
+        '"message":"interrupted: no checkpoint (not initialised, nothing to save)"}'), server_log
     assert not leftover_processes(str(result.run_dir))
 
 
