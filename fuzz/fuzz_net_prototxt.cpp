@@ -42,17 +42,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.context.engine = pstrain::Engine::kReference;
   options.context.max_blob_values = kMaxBlobValues;
   auto net = pstrain::Net::Create(param, options);
-  if (std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr) {  // what a seed reaches
-    std::fprintf(stderr, "  %s\n", net.ok() ? "built" : net.status().message().c_str());
-  }
+  // What a seed reaches, one line each: "built" or why not, then "ran" (one
+  // forward and backward, run-time status Ok), "ran: <error>" or why not run.
+  const bool verbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "  %s\n", net.ok() ? "built" : net.status().message().c_str());
   if (!net.ok()) return 0;
-  if (ReadsData(param)) return 0;
+  if (ReadsData(param)) {
+    if (verbose) std::fprintf(stderr, "  not run: reads data\n");
+    return 0;
+  }
   int64_t total = 0;
   for (const auto& layer_tops : net.value()->top_vecs()) {
     for (const pstrain::Blob* top : layer_tops) total += top->count();
   }
-  if (total > kMaxBlobValues) return 0;  // keep one pass cheap
+  if (total > kMaxBlobValues) {  // keep one pass cheap
+    if (verbose)
+      std::fprintf(stderr, "  not run: tops hold %lld values\n", static_cast<long long>(total));
+    return 0;
+  }
   net.value()->ForwardBackward();
-  (void)net.value()->RuntimeStatus();
+  const pstrain::Status status = net.value()->RuntimeStatus();
+  if (verbose)
+    std::fprintf(stderr, "  ran%s%s\n", status.ok() ? "" : ": ", status.message().c_str());
   return 0;
 }
