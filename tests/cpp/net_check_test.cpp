@@ -53,8 +53,8 @@ TEST(LayerRegistryTest, UnknownTypesSayWhatTheyAre) {
                        "have"))
       << window_data;
   EXPECT_FALSE(Contains(window_data, "did you mean")) << window_data;
-  EXPECT_TRUE(Contains(UnknownTypeMessage("HDF5Data"),
-                       "layer type 'HDF5Data' is a Caffe layer type that PSTrain does not have "
+  EXPECT_TRUE(Contains(UnknownTypeMessage("WindowData"),
+                       "layer type 'WindowData' is a Caffe layer type that PSTrain does not have "
                        "yet; convert the data into an LMDB with ps-data"));
   for (const std::string& message : {prior_box, window_data}) {
     EXPECT_TRUE(Contains(message, "(known types: ")) << message;
@@ -159,8 +159,9 @@ TEST_F(NetCheckTest, EachProblemIsNamedByFileAndLine) {
                                               "layer { name: \"h5\" type: \"HDF5Data\" top: "
                                               "\"h\" hdf5_data_param { source: \"h5list.txt\" "
                                               "batch_size: 2 } }\n"));
-  EXPECT_TRUE(Contains(hdf5, net + ":9: layer 'h5' (HDF5Data): layer type 'HDF5Data' is a Caffe "
-                                   "layer type that PSTrain does not have yet"))
+  // HDF5Data reads its list of files (and each file's datasets) at set-up.
+  EXPECT_TRUE(Contains(hdf5, net + ":9: layer 'h5' (HDF5Data): h5list.txt: cannot open the list "
+                                   "of HDF5 files"))
       << hdf5;
   // A solver's weights file that is not there stops the check too, named by the solver's line.
   const std::string weights = CheckError(DataNet(lmdb), "weights: \"absent.caffemodel\"\n");

@@ -212,8 +212,7 @@ BROKEN = {
                   "layer 'p' (PriorBox): unknown layer type 'PriorBox': not a Caffe layer type"),
     "hdf5": ('layer { name: "h5" type: "HDF5Data" top: "h" hdf5_data_param { source: '
              '"h5list.txt" batch_size: 4 } }',
-             "layer 'h5' (HDF5Data): layer type 'HDF5Data' is a Caffe layer type that PSTrain "
-             "does not have yet"),
+             "layer 'h5' (HDF5Data): h5list.txt: cannot open the list of HDF5 files"),
 }
 
 

@@ -1,0 +1,228 @@
+#include "worker/data/hdf5_file.hpp"
+
+#include <hdf5.h>
+
+#include <climits>
+#include <filesystem>
+
+#include "common/blob.hpp"
+
+namespace pstrain {
+namespace {
+
+// libhdf5 prints an error stack to stderr for every failed call unless told
+// not to; our errors are Status values.
+void SilenceHdf5() {
+  static const bool silenced = [] {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    return true;
+  }();
+  (void)silenced;
+}
+
+std::string ClassName(H5T_class_t c) {
+  switch (c) {
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_REFERENCE:
+      return "reference";
+    case H5T_VLEN:
+      return "variable-length";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_TIME:
+      return "time";
+    default:
+      return "unknown";
+  }
+}
+
+// An open dataset, closed at scope exit.
+class DatasetId {
+ public:
+  explicit DatasetId(hid_t id) : id_(id) {}
+  ~DatasetId() {
+    if (id_ >= 0) H5Dclose(id_);
+  }
+  DatasetId(const DatasetId&) = delete;
+  DatasetId& operator=(const DatasetId&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+};
+
+struct Space {
+  explicit Space(hid_t id) : id(id) {}
+  ~Space() {
+    if (id >= 0) H5Sclose(id);
+  }
+  Space(const Space&) = delete;
+  Space& operator=(const Space&) = delete;
+  hid_t id;
+};
+
+struct Type {
+  explicit Type(hid_t id) : id(id) {}
+  ~Type() {
+    if (id >= 0) H5Tclose(id);
+  }
+  Type(const Type&) = delete;
+  Type& operator=(const Type&) = delete;
+  hid_t id;
+};
+
+std::string RowShapeString(const std::vector<int>& row) {
+  std::string s;
+  for (int d : row) s += (s.empty() ? "" : " x ") + std::to_string(d);
+  return s.empty() ? "scalars" : s;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Hdf5Reader>> Hdf5Reader::Open(const std::string& path) {
+  SilenceHdf5();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::NotFound(path + ": no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) return Status::Corruption(path + ": not an HDF5 file");
+  std::unique_ptr<Hdf5Reader> reader(new Hdf5Reader(path));
+  reader->file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (reader->file_ < 0) return Status::IOError(path + ": cannot open HDF5 file");
+  return reader;
+}
+
+Hdf5Reader::~Hdf5Reader() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+Result<std::vector<int>> Hdf5Reader::Shape(const std::string& dataset) const {
+  const std::string where = path_ + ": dataset '" + dataset + "'";
+  if (H5Lexists(file_, dataset.c_str(), H5P_DEFAULT) <= 0) {
+    return Status::NotFound(where + " not found");
+  }
+  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
+  if (!id.ok()) return Status::Corruption(where + " is not a dataset");
+  Type type(H5Dget_type(id.get()));
+  const H5T_class_t c = H5Tget_class(type.id);
+  if (c != H5T_FLOAT && c != H5T_INTEGER) {
+    return Status::InvalidArgument(where + " holds " + ClassName(c) +
+                                   " values; HDF5Data reads float, double and integer datasets");
+  }
+  Space space(H5Dget_space(id.get()));
+  const int ndims = H5Sget_simple_extent_ndims(space.id);
+  if (ndims < 0) return Status::Corruption(where + ": cannot read its dimensions");
+  if (ndims == 0) return Status::InvalidArgument(where + " is a scalar; it needs an axis of rows");
+  if (ndims > Blob::kMaxAxes) {
+    return Status::InvalidArgument(where + " has " + std::to_string(ndims) + " axes, more than " +
+                                   std::to_string(Blob::kMaxAxes));
+  }
+  std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  std::vector<int> shape;
+  for (hsize_t d : dims) {
+    if (d > static_cast<hsize_t>(INT_MAX)) {
+      return Status::InvalidArgument(where + " has a dimension of " + std::to_string(d) +
+                                     ", more than " + std::to_string(INT_MAX));
+    }
+    shape.push_back(static_cast<int>(d));
+  }
+  return shape;
+}
+
+Status Hdf5Reader::Read(const std::string& dataset, std::vector<float>* values) const {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int> shape, Shape(dataset));
+  int64_t count = 1;
+  for (int d : shape) count *= d;
+  values->resize(static_cast<size_t>(count));
+  if (count == 0) return Status::Ok();
+  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
+  if (H5Dread(id.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values->data()) < 0) {
+    return Status::Corruption(path_ + ": dataset '" + dataset + "': cannot read its values");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Hdf5AppendWriter>> Hdf5AppendWriter::Create(const std::string& path) {
+  SilenceHdf5();
+  std::unique_ptr<Hdf5AppendWriter> writer(new Hdf5AppendWriter(path));
+  writer->file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (writer->file_ < 0) return Status::IOError(path + ": cannot create HDF5 file");
+  return writer;
+}
+
+Hdf5AppendWriter::~Hdf5AppendWriter() {
+  for (Dataset& d : datasets_) {
+    if (d.id >= 0) H5Dclose(d.id);
+  }
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+int64_t Hdf5AppendWriter::rows(const std::string& dataset) const {
+  for (const Dataset& d : datasets_) {
+    if (d.name == dataset) return d.rows;
+  }
+  return 0;
+}
+
+Status Hdf5AppendWriter::Append(const std::string& dataset, const std::vector<int>& shape,
+                                const float* values) {
+  const std::string where = path_ + ": dataset '" + dataset + "'";
+  PSTRAIN_CHECK(!shape.empty());
+  const std::vector<int> row_shape(shape.begin() + 1, shape.end());
+  const size_t rank = shape.size();
+  Dataset* d = nullptr;
+  for (Dataset& existing : datasets_) {
+    if (existing.name == dataset) d = &existing;
+  }
+  if (d == nullptr) {
+    std::vector<hsize_t> dims(rank), max_dims(rank), chunk(rank);
+    for (size_t a = 0; a < rank; ++a) {
+      dims[a] = 0;
+      max_dims[a] = a == 0 ? H5S_UNLIMITED : static_cast<hsize_t>(shape[a]);
+      chunk[a] = a == 0 ? 1 : std::max<hsize_t>(1, static_cast<hsize_t>(shape[a]));
+    }
+    chunk[0] = std::max<hsize_t>(1, static_cast<hsize_t>(shape[0]));
+    Space space(H5Screate_simple(static_cast<int>(rank), dims.data(), max_dims.data()));
+    const hid_t properties = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(properties, static_cast<int>(rank), chunk.data());
+    const hid_t id = H5Dcreate2(file_, dataset.c_str(), H5T_IEEE_F32LE, space.id, H5P_DEFAULT,
+                                properties, H5P_DEFAULT);
+    H5Pclose(properties);
+    if (id < 0) return Status::IOError(where + ": cannot create it");
+    datasets_.push_back({dataset, id, row_shape, 0});
+    d = &datasets_.back();
+  } else if (d->row_shape != row_shape) {
+    return Status::InvalidArgument(where + " has rows of " + RowShapeString(d->row_shape) +
+                                   ", got " + RowShapeString(row_shape));
+  }
+  if (shape[0] == 0) return Status::Ok();
+  std::vector<hsize_t> total(rank), start(rank, 0), count(rank);
+  for (size_t a = 0; a < rank; ++a) {
+    total[a] = static_cast<hsize_t>(shape[a]);
+    count[a] = static_cast<hsize_t>(shape[a]);
+  }
+  total[0] = static_cast<hsize_t>(d->rows + shape[0]);
+  start[0] = static_cast<hsize_t>(d->rows);
+  if (H5Dset_extent(d->id, total.data()) < 0) return Status::IOError(where + ": cannot grow it");
+  Space file_space(H5Dget_space(d->id));
+  H5Sselect_hyperslab(file_space.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  Space memory_space(H5Screate_simple(static_cast<int>(rank), count.data(), nullptr));
+  if (H5Dwrite(d->id, H5T_NATIVE_FLOAT, memory_space.id, file_space.id, H5P_DEFAULT, values) < 0) {
+    return Status::IOError(where + ": cannot write rows " + std::to_string(d->rows) + " to " +
+                           std::to_string(d->rows + shape[0] - 1));
+  }
+  d->rows += shape[0];
+  if (H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) return Status::IOError(path_ + ": cannot flush");
+  return Status::Ok();
+}
+
+}  // namespace pstrain

@@ -1,0 +1,76 @@
+// HDF5 files as Caffe's HDF5Data and HDF5Output layers use them: whole
+// datasets read as float32 (HDF5 converts float, double and integer data),
+// and datasets written as float32 and grown along their first axis.
+//
+// libhdf5's C API (Debian's libhdf5-dev, the serial build): it is not
+// thread-safe, so one thread at a time may use these in a process. Its own
+// error printing is switched off; every error is a Status naming the file and
+// the dataset.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+
+namespace pstrain {
+
+class Hdf5Reader {
+ public:
+  // Errors: "<path>: no such file" (NotFound), "<path>: not an HDF5 file"
+  // (Corruption), "<path>: cannot open HDF5 file" (IOError).
+  static Result<std::unique_ptr<Hdf5Reader>> Open(const std::string& path);
+  ~Hdf5Reader();
+  Hdf5Reader(const Hdf5Reader&) = delete;
+  Hdf5Reader& operator=(const Hdf5Reader&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The dataset's dimensions. Errors: "<path>: dataset 'x' not found",
+  // "<path>: dataset 'x' holds <class> values; HDF5Data reads float, double
+  // and integer datasets", "<path>: dataset 'x' is a scalar; it needs an axis
+  // of rows", "<path>: dataset 'x' has N axes, more than 32", a dimension over
+  // INT_MAX.
+  Result<std::vector<int>> Shape(const std::string& dataset) const;
+  // Reads the whole dataset as float32, row-major. `values` is resized.
+  Status Read(const std::string& dataset, std::vector<float>* values) const;
+
+ private:
+  explicit Hdf5Reader(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+  int64_t file_ = -1;  // hid_t
+};
+
+// Creates (truncates) `path` and appends rows to float32 datasets, each with
+// an unlimited first axis. One writer per file.
+class Hdf5AppendWriter {
+ public:
+  // Errors: "<path>: cannot create HDF5 file" (IOError).
+  static Result<std::unique_ptr<Hdf5AppendWriter>> Create(const std::string& path);
+  ~Hdf5AppendWriter();
+  Hdf5AppendWriter(const Hdf5AppendWriter&) = delete;
+  Hdf5AppendWriter& operator=(const Hdf5AppendWriter&) = delete;
+
+  // Appends shape[0] rows (values: product(shape) floats) to `dataset`,
+  // creating it at the first call; later calls must give the same shape after
+  // the first axis ("<path>: dataset 'x' has rows of 3 x 1 x 1, got 4 x 1 x 1")
+  // and the file is flushed after each call.
+  Status Append(const std::string& dataset, const std::vector<int>& shape, const float* values);
+  // Rows written to `dataset` so far (0 before the first Append).
+  int64_t rows(const std::string& dataset) const;
+
+ private:
+  explicit Hdf5AppendWriter(std::string path) : path_(std::move(path)) {}
+  struct Dataset {
+    std::string name;
+    int64_t id = -1;  // hid_t
+    std::vector<int> row_shape;
+    int64_t rows = 0;
+  };
+  std::string path_;
+  int64_t file_ = -1;  // hid_t
+  std::vector<Dataset> datasets_;
+};
+
+}  // namespace pstrain
