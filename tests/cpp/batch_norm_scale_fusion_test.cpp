@@ -83,6 +83,19 @@ void ExpectVectorsNear(const std::vector<float>& a, const std::vector<float>& b,
   ExpectBlobsNear(a.data(), b.data(), static_cast<int64_t>(a.size()), kTolerance, what);
 }
 
+// A gradient arrived: every value finite, and at least a quarter of them
+// non-zero (two all-zero diffs would compare equal).
+void ExpectAGradient(const std::vector<float>& diff, const std::string& what) {
+  ASSERT_FALSE(diff.empty()) << what;
+  size_t non_zero = 0;
+  for (size_t i = 0; i < diff.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(diff[i])) << what << " [" << i << "] = " << diff[i];
+    non_zero += diff[i] != 0.f;
+  }
+  EXPECT_GE(4 * non_zero, diff.size())
+      << what << ": " << non_zero << " of " << diff.size() << " values non-zero";
+}
+
 std::vector<float> Data(const Blob& blob) {
   return std::vector<float>(blob.cpu_data(), blob.cpu_data() + blob.count());
 }
@@ -407,10 +420,13 @@ TEST(BatchNormScaleFusionTest, TimedWithoutALossAsTheLayersApart) {
   ASSERT_NE(t.net, nullptr);
   Net* reference = t.reference.get();
   Net* net = t.net.get();
+  ExpectAGradient(Diff(*net->blob_by_name("c")), "the BatchNorm's bottom diff");
   ExpectVectorsNear(Diff(*reference->blob_by_name("c")), Diff(*net->blob_by_name("c")),
                     "the BatchNorm's bottom diff");
   for (const char* layer : {"conv", "scale"}) {
     for (size_t p = 0; p < reference->layer_by_name(layer)->blobs().size(); ++p) {
+      ExpectAGradient(Diff(*net->layer_by_name(layer)->blobs()[p]),
+                      std::string(layer) + " param " + std::to_string(p));
       ExpectVectorsNear(Diff(*reference->layer_by_name(layer)->blobs()[p]),
                         Diff(*net->layer_by_name(layer)->blobs()[p]),
                         std::string(layer) + " param " + std::to_string(p));
@@ -511,6 +527,7 @@ TEST(EltwiseReluFusionTest, TimedWithoutALossAsTheLayersApart) {
                       std::string("data of ") + blob);
   }
   for (const char* blob : {"a", "b"}) {
+    ExpectAGradient(Diff(*net->blob_by_name(blob)), std::string("diff of ") + blob);
     ExpectVectorsNear(Diff(*reference->blob_by_name(blob)), Diff(*net->blob_by_name(blob)),
                       std::string("diff of ") + blob);
   }
