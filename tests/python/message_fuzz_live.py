@@ -16,10 +16,11 @@ concern, not the decoder's. Afterwards:
   - VmRSS (/proc/<pid>/status) grew by at most RSS_BOUND_MB over the whole run, and
     its anonymous memory (RssAnon: the heap, where a leak lands) by at most
     RSS_STEADY_BOUND_MB after the warm-up (the first WARM_UP_STEPS of the STEPS
-    batches of messages: allocator arenas, ZeroMQ's buffers and pages of code
-    reached for the first time grow there). 20,000 messages leave 15,000 after
+    batches of messages: allocator arenas and ZeroMQ's buffers grow there; the
+    stranger waits for the server every SYNC_EVERY messages, so that its queue
+    is as deep in every step). 20,000 messages leave 15,000 after
     the warm-up: a leak of 1 KB a message would add 15 MB there, where runs
-    without one grow by 0.05-0.8 MB (a million: 0.1 MB);
+    without one grow by 0-0.5 MB (a million: 1 MB);
   - the server's log grew by at most LOG_BOUND_BYTES.
 
     python3 tests/python/message_fuzz_live.py --messages 1000000   # the full run
@@ -57,6 +58,9 @@ STEPS = 8
 RSS_BOUND_MB = 8
 WARM_UP_STEPS = 2
 RSS_STEADY_BOUND_MB = 4
+# The stranger waits for the server every SYNC_EVERY messages: what waits in the server's
+# ZeroMQ queue (and the heap it leaves behind) stays the same from step to step.
+SYNC_EVERY = 500
 LOG_BOUND_BYTES = 256 * 1024
 
 
@@ -256,18 +260,23 @@ def run_session(build_dir: pathlib.Path, workdir: pathlib.Path, messages: int, s
         anon_by_step = []  # RssAnon after each step's messages were handled
         sent = 0
 
-        def disturb(count: int, t: int) -> None:
-            nonlocal sent
-            for _ in range(count):
-                stranger_socket.send_multipart(stranger.draw(t))
-                sent += 1
+        def handled() -> None:
             # The stranger's messages are handled before its STATS is answered.
             stranger_socket.send(header(STATS, key=key, role=CONTROL))
             while True:
                 reply = stranger_socket.recv_multipart()
                 if parse(reply[0]).get(1, [0])[-1] == STATS:
-                    anon_by_step.append(rss_kb(server.pid, "RssAnon"))
                     return
+
+        def disturb(count: int, t: int) -> None:
+            nonlocal sent
+            for i in range(count):
+                stranger_socket.send_multipart(stranger.draw(t))
+                sent += 1
+                if (i + 1) % SYNC_EVERY == 0:
+                    handled()
+            handled()
+            anon_by_step.append(rss_kb(server.pid, "RssAnon"))
 
         ask([header(HELLO, key=key, world_size=1)], HELLO_ACK)
         ask([header(INIT_PUSH, key=key, chunks=CHUNKS, params=[("w", [2, 3]), ("b", [2])])]
