@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import pathlib
-import re
 import statistics
 
 import pytest
