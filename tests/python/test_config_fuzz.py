@@ -2,7 +2,9 @@
 job file holds, Job.from_yaml gives a validated JobConfig or raises JobError
 with one line that names the file; no other exception escapes. Three sources
 of input: arbitrary bytes, YAML documents built from the job schema's own keys
-with hostile values, and the committed configs/*.yaml with random edits.
+(every section: security, remote, the research methods, transport.compression
+and shared_memory_mb too) with hostile values, and every job under configs/
+(configs/experiments/ too) with random edits, each file in turn.
 
 Examples per property: PSTRAIN_FUZZ_EXAMPLES (default 40, seeded, so CI is
 reproducible); e.g. PSTRAIN_FUZZ_EXAMPLES=20000 for a long run."""
@@ -21,26 +23,45 @@ from hypothesis import strategies as st  # noqa: E402
 
 from ps_train_util import ROOT  # noqa: E402
 from pstrain import Job, JobError  # noqa: E402
+from pstrain import config  # noqa: E402
 from pstrain.config import JobConfig  # noqa: E402
 
 EXAMPLES = int(os.environ.get("PSTRAIN_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
+# near_valid_documents runs once per key of the schema (~70): half the examples each.
+FUZZ_EACH_KEY = settings(FUZZ, max_examples=max(5, EXAMPLES // 2))
 
-# Every key the schema knows, with the solver fields ps-train overrides most.
-TOP_KEYS = ["name", "solver", "solver_overrides", "cluster", "consistency", "transport", "data",
-            "output", "restart", "engine"]
+# Every key the schema knows (python/pstrain/config.py), with the solver fields
+# ps-train overrides most. A section may also be given as a scalar where the
+# schema allows a short form (security: none, transport.compression: fp16).
+TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consistency",
+            "transport", "data", "output", "restart", "engine", "remote", "security"]
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
-                "hosts", "straggler"],
-    "consistency": ["mode", "staleness"],
-    "transport": ["kind", "interface", "chunk_bytes"],
+                "hosts", "hostfile", "straggler"],
+    "consistency": ["mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd", "easgd",
+                    "local_sgd"],
+    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression"],
     "data": ["prepare"],
-    "restart": ["max_worker_restarts"],
+    "restart": ["max_worker_restarts", "max_server_restarts"],
+    "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
+    "security": ["auth", "nonfinite"],
     "solver_overrides": ["max_iter", "base_lr", "test_iter", "stepvalue", "lr_policy", "type",
-                         "snapshot_prefix", "net", "momentum", "display"],
+                         "snapshot_prefix", "net", "momentum", "display", "random_seed"],
 }
-STRAGGLER_KEYS = ["rank", "delay_ms", "jitter_ms"]
+# Sections inside sections: (section, key) -> its keys.
+SUBSECTION_KEYS = {
+    ("cluster", "straggler"): ["rank", "delay_ms", "jitter_ms"],
+    ("consistency", "dc_asgd"): ["lambda", "adaptive", "momentum", "epsilon"],
+    ("consistency", "easgd"): ["tau", "alpha"],
+    ("consistency", "local_sgd"): ["tau"],
+    ("transport", "compression"): ["method", "ratio", "error_feedback"],
+}
+# Words each key takes, so that documents get past the first check often enough
+# to reach the later ones.
+KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "topk", "sign", "hostfile", "slurm",
+               "local", "ssh", "{run_dir}", "{host}", "-o", "BatchMode=yes", "--exclusive"]
 
 # Values chosen to break readers: wrong types, extremes, NUL bytes, ~user paths,
 # names of other keys, the right words in the wrong case.
@@ -52,7 +73,8 @@ SCALARS = st.one_of(
     st.sampled_from(["", "~", "~nosuchuser_pstrain/x", "a\x00b", "cpu", "gpu:0", "gpu:-1", "auto",
                      "bsp", "ssp", "asp", "BSP", "tcp", "ipc", "fast", "reference", "gpu",
                      "fashion-mnist", "nets/lenet_solver.prototxt", "../" * 40, "/", ".",
-                     "0.0.0.0", "1e-3", "nan", "-1", "x" * 5000, "é∂\u202e", "\ud7ff"]),
+                     "0.0.0.0", "1e-3", "nan", "-1", "x" * 5000, "é∂\u202e", "\ud7ff"]
+                    + KNOWN_WORDS),
 )
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4),
@@ -61,26 +83,96 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
 
 
 @st.composite
+def sections(draw, name: str) -> dict:
+    """A section over its keys; a key with keys of its own is sometimes a section too."""
+    section: dict = {}
+    for sub in draw(st.lists(st.sampled_from(SECTION_KEYS[name]), unique=True)):
+        inner = SUBSECTION_KEYS.get((name, sub))
+        if inner is not None and draw(st.booleans()):
+            section[sub] = {k: draw(VALUES) for k in draw(st.lists(st.sampled_from(inner),
+                                                                   unique=True))}
+        else:
+            section[sub] = draw(VALUES)
+    return section
+
+
+@st.composite
 def schema_documents(draw) -> dict:
     """A job dict over the schema's keys (sometimes a near-miss key) with hostile values."""
     doc: dict = {}
     for key in draw(st.lists(st.sampled_from(TOP_KEYS), unique=True)):
         if key in SECTION_KEYS and draw(st.booleans()):
-            section: dict = {}
-            for sub in draw(st.lists(st.sampled_from(SECTION_KEYS[key]), unique=True)):
-                if sub == "straggler" and draw(st.booleans()):
-                    section[sub] = {k: draw(VALUES) for k in
-                                    draw(st.lists(st.sampled_from(STRAGGLER_KEYS), unique=True))}
-                else:
-                    section[sub] = draw(VALUES)
-            doc[key] = section
+            doc[key] = draw(sections(key))
         else:
             doc[key] = draw(VALUES)
     if draw(st.booleans()):
         doc.setdefault("name", "job")
         doc.setdefault("solver", "solver.prototxt")
     if draw(st.integers(0, 9)) == 0:
-        doc[draw(st.sampled_from(["nmae", "clustr", "cluster.workers", 7, None]))] = draw(VALUES)
+        doc[draw(st.sampled_from(["nmae", "clustr", "cluster.workers", "securty", 7, None]))] = \
+            draw(VALUES)
+    return doc
+
+
+# A valid job, every section given; near_valid_documents breaks one to three keys of
+# it, so that each key's own check is reached (a document broken everywhere stops
+# at its first bad key, and the sections read last would never be tried).
+VALID = {
+    "name": "near", "solver": "solver.prototxt",
+    "solver_overrides": {"max_iter": 40, "snapshot": 0},
+    "cluster": {"servers": 1, "workers": 3, "worker_devices": "cpu", "threads_per_worker": 1,
+                "hosts": "local", "straggler": {"rank": 1, "delay_ms": 5, "jitter_ms": 1}},
+    "consistency": {"mode": "asp", "staleness_lr": True,
+                    "dc_asgd": {"lambda": 0.1, "adaptive": True, "momentum": 0.9,
+                                "epsilon": 1e-6}},
+    "transport": {"kind": "tcp", "interface": "127.0.0.1", "chunk_bytes": 4096,
+                  "shared_memory_mb": 8,
+                  "compression": {"method": "topk", "ratio": 0.1, "error_feedback": False}},
+    "data": {"prepare": "fashion-mnist"}, "output": "runs",
+    "restart": {"max_worker_restarts": 1, "max_server_restarts": 1}, "engine": "fast",
+    "remote": {"ssh": "ssh", "ssh_options": ["-o", "BatchMode=yes"], "workdir": "{run_dir}",
+               "program_dir": "", "srun_options": ["--exclusive"]},
+    "security": {"auth": "curve", "nonfinite": "drop"},
+}
+KEY_PATHS = ([(k,) for k in TOP_KEYS]
+             + [(s, k) for s, keys in SECTION_KEYS.items() for k in keys]
+             + [(s, k, kk) for (s, k), keys in SUBSECTION_KEYS.items() for kk in keys])
+
+
+def set_key(doc: dict, path: tuple, value) -> None:
+    """doc[path[0]][path[1]]... = value (a missing or scalar section becomes a mapping);
+    the value DELETE removes the key."""
+    node = doc
+    for part in path[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    if value is DELETE:
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = value
+
+
+DELETE = object()
+
+
+@st.composite
+def near_valid_documents(draw, path: tuple) -> dict:
+    """VALID with `path` given a hostile value (near-miss words and short strings as
+    often as other scalars and nested values), sometimes another key too, sometimes
+    on the other research methods."""
+    import copy
+    doc = copy.deepcopy(VALID)
+    if draw(st.booleans()):  # the other research methods: bsp with backups, or elastic
+        doc["consistency"] = draw(st.sampled_from([
+            {"mode": "bsp", "backup_workers": 1},
+            {"mode": "bsp", "easgd": {"tau": 4, "alpha": 0.2}},
+            {"mode": "bsp", "local_sgd": {"tau": 2}}]))
+    hostile = st.one_of(st.sampled_from(KNOWN_WORDS + ["", "x", "curve ", "NONE", "0"]),
+                        st.text(max_size=12), SCALARS, VALUES, st.just(DELETE))
+    set_key(doc, path, draw(hostile))
+    if draw(st.integers(0, 3)) == 0:
+        set_key(doc, draw(st.sampled_from(KEY_PATHS)), draw(hostile))
     return doc
 
 
@@ -89,7 +181,10 @@ OVERRIDES = st.lists(st.one_of(
     st.builds(lambda k, v: f"{k}={v}",
               st.sampled_from(["cluster.workers", "consistency.mode", "name", "cluster",
                                "solver_overrides.max_iter", "transport.chunk_bytes", "a.b.c",
-                               "name.x", ""]),
+                               "name.x", "", "security", "security.nonfinite",
+                               "consistency.dc_asgd.lambda", "consistency.easgd",
+                               "transport.compression", "transport.compression.ratio",
+                               "transport.shared_memory_mb", "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)
 
 
@@ -103,10 +198,30 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
         assert "\n" not in message and "\r" not in message, f"not one line: {message!r}"
         assert str(path) in message, f"does not name the file: {message!r}"
         return
-    assert isinstance(job.config, JobConfig)
-    assert job.config.cluster.workers >= 1 and job.config.cluster.servers >= 1
-    assert job.config.consistency.mode in ("bsp", "ssp", "asp")
-    assert job.config.solver.is_absolute() and job.config.output.is_absolute()
+    c = job.config
+    assert isinstance(c, JobConfig)
+    assert c.cluster.workers >= 1 and c.cluster.servers >= 1
+    assert c.consistency.mode in ("bsp", "ssp", "asp")
+    assert c.solver.is_absolute() and c.output.is_absolute()
+    # The newer sections come out validated too.
+    assert c.security.auth in config.AUTH and c.security.nonfinite in config.NONFINITE
+    assert not (c.security.auth == "none" and c.transport.kind == "tcp"
+                and not config.is_loopback(c.transport.interface))
+    compression = c.transport.compression
+    assert compression.method in config.COMPRESSIONS and 0 < compression.ratio <= 1
+    assert isinstance(compression.error_feedback, bool)
+    assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
+    m = c.consistency
+    assert 0 <= m.backup_workers < c.cluster.workers
+    assert m.backup_workers == 0 or m.mode == "bsp"
+    assert isinstance(m.staleness_lr, bool) and not (m.staleness_lr and m.mode == "bsp")
+    if m.dc_asgd is not None:
+        assert m.mode != "bsp" and m.dc_asgd.lambda_ > 0 and 0 <= m.dc_asgd.momentum < 1
+        assert m.dc_asgd.epsilon > 0
+    assert m.easgd is None or m.local_sgd is None
+    for elastic in (m.easgd, m.local_sgd):
+        assert elastic is None or elastic.tau >= 1
+    assert all(isinstance(o, str) for o in c.remote.ssh_options + c.remote.srun_options)
 
 
 @pytest.fixture(scope="module")
@@ -135,20 +250,56 @@ def test_schema_shaped_documents_give_a_config_or_one_line_error(scratch, doc, o
     check(path, overrides or None)
 
 
-CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+def test_the_valid_base_of_near_valid_documents_reads(scratch):
+    path = scratch / "valid.yaml"
+    path.write_text(yaml.safe_dump(VALID))
+    assert Job.from_yaml(path).config.transport.compression.method == "topk"
 
 
-@FUZZ
-@given(st.sampled_from(CONFIGS), st.lists(st.tuples(
+@pytest.mark.parametrize("path", KEY_PATHS, ids=".".join)
+@FUZZ_EACH_KEY
+@given(data=st.data())
+def test_near_valid_documents_give_a_config_or_one_line_error(scratch, path, data):
+    doc = data.draw(near_valid_documents(path))
+    target = scratch / "near.yaml"
+    try:
+        text = yaml.safe_dump(doc, allow_unicode=True)
+    except yaml.YAMLError:
+        return
+    target.write_text(text, encoding="utf-8", errors="surrogatepass")
+    check(target)
+
+
+# Every job under configs/ (configs/experiments/ too; configs/nets holds prototxts).
+CONFIGS = sorted((ROOT / "configs").rglob("*.yaml"))
+EDITS = st.lists(st.tuples(
     st.integers(0, 10_000), st.integers(0, 40),
     st.sampled_from(["", "\n", ":", "- ", "{", "[", "]", "}", "'", '"', "&a ", "*a", "!!python/",
-                     "\t", "  ", "#", "? ", "0x", "-", "~", "null", "\x00", "\\"])), max_size=5))
+                     "\t", "  ", "#", "? ", "0x", "-", "~", "null", "\x00", "\\",
+                     "security: none\n", "compression: {method: topk, ratio: 2}\n",
+                     "dc_asgd: {lambda: 0}\n", "shared_memory_mb: -1\n", "remote: {ssh: 7}\n"])),
+    max_size=5)
+
+
+def test_every_committed_job_reads_and_is_fuzzed():
+    names = {str(c.relative_to(ROOT / "configs")) for c in CONFIGS}
+    assert {"fmnist_lenet.yaml", "experiments/fmnist_compression.yaml",
+            "experiments/fmnist_stale.yaml"} <= names, names
+    for path in CONFIGS:
+        assert isinstance(Job.from_yaml(path).config, JobConfig), path
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda p: str(p.relative_to(ROOT / "configs")))
+@FUZZ
+@given(edits=EDITS)
 def test_edited_real_job_files_give_a_config_or_one_line_error(scratch, config, edits):
     text = config.read_text()
     for position, cut, insert in edits:
         at = position % (len(text) + 1)
         text = text[:at] + insert + text[at + cut:]
-    path = scratch / config.name  # relative paths resolve against the scratch folder
+    folder = scratch / config.parent.relative_to(ROOT / "configs")
+    folder.mkdir(exist_ok=True)  # relative paths resolve against the scratch folder
+    path = folder / config.name
     path.write_text(text)
     check(path)
 
@@ -158,6 +309,10 @@ def test_edited_real_job_files_give_a_config_or_one_line_error(scratch, config, 
     (b"[" * 2000, "nested too deeply"),
     (b"name: a\nsolver: \"s\\0x\"\n", "solver: contains a NUL character"),
     (b"name: a\nsolver: s\noutput: ~nosuchuser_pstrain/runs\n", "output: cannot expand"),
+    # near_valid_documents: a key holding a line break gave a two-line error.
+    (b'name: a\nsolver: s\ncluster: {"\\n": 1}\n', "unknown key 'cluster.\\n'"),
+    (b'name: a\nsolver: s\nsolver_overrides: {"x\\ty": 1}\n',
+     "solver_overrides.x\\ty: 'x\\ty' is not a SolverParameter field"),
 ])
 def test_inputs_the_fuzzer_found_give_one_line_errors(scratch, text, expected):
     path = scratch / "found.yaml"
