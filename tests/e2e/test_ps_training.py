@@ -172,10 +172,6 @@ def test_bsp_through_shared_memory_is_bit_identical_to_tcp(build_dir, fashion_mn
         assert d["shared_memory_bytes_received"] == 0 and d["shared_memory_bytes_sent"] == 0
 
 
-def pull_wait(result, source: str) -> float:
-    return sum(e["pull_wait_seconds"] for e in result.of("train", source))
-
-
 def reported_iters(result, source: str) -> list:
     return [e["iter"] for e in result.of("train", source)]
 

@@ -60,11 +60,10 @@ def test_kill_9_of_ps_train_leaves_nothing_on_any_host(tmp_path, hosts, fashion_
         assert len(no_programs_left(hosts)) == 3
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        killed_at = time.monotonic()
         # SIGTERM through each session's end; the server saves its shard first
-        # (30 s: a loaded machine is slow to do that).
+        # (30 s: a loaded machine is slow to do that). The wait is the assertion:
+        # it fails when a process is still there after 30 s.
         wait_for(lambda: not leftovers(hosts), 30, "every process on every host to end")
-        assert time.monotonic() - killed_at <= 30
     finally:
         if proc.poll() is None:
             proc.kill()
