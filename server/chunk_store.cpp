@@ -46,6 +46,8 @@ Result<ChunkStore> ChunkStore::Create(const KeyPlacement& placement, int shard,
   }
   store.scratch_.resize(static_cast<size_t>(longest));
   if (device >= 0) {
+    PSTRAIN_RETURN_IF_ERROR(optim::CheckGpuKernel(hyper.type)
+                                .WithContext("server_device gpu:" + std::to_string(device)));
     std::vector<int64_t> lengths;
     for (const Slot& s : store.slots_) lengths.push_back(s.length);
     PSTRAIN_ASSIGN_OR_RETURN(store.device_,
@@ -137,7 +139,7 @@ void ChunkStore::ApplyGradient(uint32_t id, const float* grad, float grad_scale,
     // The device copies the gradient in; no host scratch needed.
     Slot& s = slot(id);
     const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale};
-    device_->Apply(LocalIndex(id), hyper_, in, s.param, grad);
+    device_->Apply(LocalIndex(id), *rule_, in, s.param, grad);
     Changed(s);
     return;
   }

@@ -11,7 +11,6 @@
 #include "common/cuda/cuda_check.hpp"
 #include "common/cuda/device_allocator.hpp"
 #include "common/cuda/gpu_context.hpp"
-#include "common/cuda/update_rules_gpu.hpp"
 #endif
 
 namespace pstrain::server {
@@ -43,7 +42,7 @@ DeviceChunks::DeviceChunks(std::unique_ptr<State> state) : state_(std::move(stat
 DeviceChunks::~DeviceChunks() = default;
 void DeviceChunks::Upload(int, int, const float*) { PSTRAIN_CHECK(false); }
 void DeviceChunks::Download(int, int, float*) { PSTRAIN_CHECK(false); }
-void DeviceChunks::Apply(int, const optim::SolverHyper&, const optim::StepInputs&,
+void DeviceChunks::Apply(int, const optim::UpdateRule&, const optim::StepInputs&,
                          const optim::ParamHyper&, const float*) {
   PSTRAIN_CHECK(false);
 }
@@ -129,7 +128,7 @@ void DeviceChunks::Download(int c, int k, float* host) {
   GpuContext::ForThisThread().Synchronize();  // also reports an update kernel that failed
 }
 
-void DeviceChunks::Apply(int c, const optim::SolverHyper& hyper, const optim::StepInputs& in,
+void DeviceChunks::Apply(int c, const optim::UpdateRule& rule, const optim::StepInputs& in,
                          const optim::ParamHyper& param, const float* grad) {
   State& s = *state_;
   const cudaStream_t stream = s.Stream();
@@ -137,8 +136,10 @@ void DeviceChunks::Apply(int c, const optim::SolverHyper& hyper, const optim::St
   // caller may reuse it; the kernel below is ordered after the copy.
   PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(s.grad, grad, s.Bytes(c), cudaMemcpyHostToDevice, stream));
   std::vector<float*>& arrays = s.arrays[static_cast<size_t>(c)];
-  optim::ApplyUpdateGpu(hyper.type, hyper, in, param, arrays[0], s.grad, arrays.data() + 1,
-                        static_cast<size_t>(s.lengths[static_cast<size_t>(c)]), stream);
+  rule.ApplyOnDevice(in, param,
+                     optim::DeviceSlice{arrays[0], s.grad, arrays.data() + 1,
+                                        static_cast<size_t>(s.lengths[static_cast<size_t>(c)])},
+                     stream);
 }
 
 #endif  // PSTRAIN_HAVE_CUDA

@@ -40,9 +40,10 @@ class DeviceChunks {
   void Upload(int c, int k, const float* host);
   void Download(int c, int k, float* host);
 
-  // One solver step on local chunk `c` with the host gradient `grad` (copied
-  // to the device first; `grad` may be reused as soon as this returns).
-  void Apply(int c, const optim::SolverHyper& hyper, const optim::StepInputs& in,
+  // One solver step of `rule` on local chunk `c` with the host gradient
+  // `grad` (copied to the device first; `grad` may be reused as soon as this
+  // returns). REQUIRES: rule.has_gpu_kernel() (ChunkStore::Create checks).
+  void Apply(int c, const optim::UpdateRule& rule, const optim::StepInputs& in,
              const optim::ParamHyper& param, const float* grad);
 
  private:

@@ -1,5 +1,6 @@
 #include "server/shard_config.hpp"
 
+#include "common/optim/update_rule_registry.hpp"
 #include "server/device_chunks.hpp"
 
 namespace pstrain::server {
@@ -41,7 +42,13 @@ Status ValidateShardConfig(const ShardConfig& c) {
     return Status::Error("device must be -1 (cpu) or a CUDA device number, got " +
                          std::to_string(c.device));
   }
-  if (c.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(c.device));
+  if (c.device >= 0) {
+    PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(c.device));
+    // The updates run on the device: refuse a rule without a GPU kernel now,
+    // not at the first gradient.
+    PSTRAIN_RETURN_IF_ERROR(optim::CheckGpuKernel(c.hyper.type)
+                                .WithContext("solver: device gpu:" + std::to_string(c.device)));
+  }
   PSTRAIN_RETURN_IF_ERROR(ValidateUpdateMethods(c.methods, c.mode, c.num_workers));
   return optim::ValidateSolverHyper(c.hyper).WithContext("solver");
 }

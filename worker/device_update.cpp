@@ -6,7 +6,7 @@
 #include "common/cuda/cuda_check.hpp"
 #include "common/cuda/device_allocator.hpp"
 #include "common/cuda/gpu_context.hpp"
-#include "common/cuda/update_rules_gpu.hpp"
+#include "common/cuda/sum_squares.hpp"
 #endif
 
 namespace pstrain {
@@ -20,6 +20,9 @@ Result<std::unique_ptr<DeviceUpdate>> DeviceUpdate::Create(const optim::SolverHy
                                                            const HostHistory&) {
   return Status::FailedPrecondition("the GPU update needs a CUDA build");
 }
+Status DeviceUpdate::Supports(const optim::SolverHyper&) {
+  return Status::FailedPrecondition("the GPU update needs a CUDA build");
+}
 DeviceUpdate::DeviceUpdate(std::unique_ptr<State> state) : state_(std::move(state)) {}
 DeviceUpdate::~DeviceUpdate() = default;
 Result<double> DeviceUpdate::SumSquaresDiff() { return 0.0; }
@@ -28,8 +31,12 @@ Status DeviceUpdate::DownloadHistory(HostHistory*) { return Status::Ok(); }
 
 #else  // PSTRAIN_HAVE_CUDA
 
+Status DeviceUpdate::Supports(const optim::SolverHyper& hyper) {
+  return optim::CheckGpuKernel(hyper.type);
+}
+
 struct DeviceUpdate::State {
-  optim::SolverHyper hyper;
+  std::unique_ptr<optim::UpdateRule> rule;  // has_gpu_kernel()
   const std::vector<LearnableParam>* params = nullptr;
   std::vector<std::vector<float*>> history;  // [param][slot], device arrays
   double* sum = nullptr;                     // one double for SumSquaresDiff
@@ -47,8 +54,9 @@ struct DeviceUpdate::State {
 Result<std::unique_ptr<DeviceUpdate>> DeviceUpdate::Create(
     const optim::SolverHyper& hyper, const std::vector<LearnableParam>& params,
     const HostHistory& history) {
+  PSTRAIN_RETURN_IF_ERROR(Supports(hyper));
   auto state = std::make_unique<State>();
-  state->hyper = hyper;
+  PSTRAIN_ASSIGN_OR_RETURN(state->rule, optim::MakeUpdateRule(hyper));
   state->params = &params;
   cudaStream_t stream = GpuContext::ForThisThread().stream();
   state->history.assign(params.size(), {});
@@ -99,9 +107,11 @@ void DeviceUpdate::Apply(const optim::StepInputs& in) {
   for (size_t i = 0; i < params.size(); ++i) {
     const LearnableParam& p = params[i];
     if (p.lr_mult == 0.f) continue;  // as the CPU step: these weights stay
-    optim::ApplyUpdateGpu(s.hyper.type, s.hyper, in, optim::ParamHyper{p.lr_mult, p.decay_mult},
-                          p.blob->mutable_gpu_data(), p.blob->mutable_gpu_diff(),
-                          s.history[i].data(), static_cast<size_t>(p.blob->count()), stream);
+    s.rule->ApplyOnDevice(
+        in, optim::ParamHyper{p.lr_mult, p.decay_mult},
+        optim::DeviceSlice{p.blob->mutable_gpu_data(), p.blob->mutable_gpu_diff(),
+                           s.history[i].data(), static_cast<size_t>(p.blob->count())},
+        stream);
   }
 }
 

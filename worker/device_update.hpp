@@ -1,9 +1,10 @@
 // DeviceUpdate: the trainer's solver step on the GPU (CUDA builds only).
 //
 // When the train net runs on the GPU engine, the update rule runs where the
-// weights and gradients already are: one kernel per parameter
-// (optim::ApplyUpdateGpu, the same floats as the CPU rule) on the thread's
-// compute stream, with the rule's history arrays kept in device memory. Only
+// weights and gradients already are: one kernel per parameter (the rule's GPU
+// kernel, UpdateRule::ApplyOnDevice: the same floats as the CPU rule) on the
+// thread's compute stream, with the rule's history arrays kept in device
+// memory. Only
 // a snapshot downloads the history (DownloadHistory) and, through the blobs'
 // lazy sync, the weights; nothing is copied per step unless gradients are
 // clipped, which reads back one double (the global sum of squares).
@@ -28,9 +29,14 @@ class DeviceUpdate {
  public:
   // Device history for `params` (which must outlive this), uploaded from
   // `history` (zeros, or what a .solverstate restored). Out of device memory
-  // is ResourceExhausted; a build without CUDA fails.
+  // is ResourceExhausted; a build without CUDA or a rule without a GPU kernel
+  // fails (Supports).
   // REQUIRES: history has history_slots() slots of params.size() arrays of
   // each param's count().
+  // Ok when the device can run `hyper`'s rule: a CUDA build and a rule with a
+  // GPU kernel (optim::CheckGpuKernel's message otherwise). The trainer asks
+  // at Init, so a job is refused before its first step.
+  static Status Supports(const optim::SolverHyper& hyper);
   static Result<std::unique_ptr<DeviceUpdate>> Create(const optim::SolverHyper& hyper,
                                                       const std::vector<LearnableParam>& params,
                                                       const HostHistory& history);

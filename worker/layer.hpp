@@ -17,6 +17,7 @@
 // One thread drives a layer at a time.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,6 +120,15 @@ class Layer {
   // CpuImplementation() and GpuImplementation() of the base say so).
   void set_fused(bool fused) { fused_ = fused; }
   bool fused() const { return fused_; }
+  // Net::FuseLayers offers the first layer of a possible group each layer
+  // `next` after it that works in place on its first top (`top`, computed
+  // from `bottom`) under the same engine, in order, while it takes them:
+  // true when this layer will do next's work in its own passes (Net then
+  // marks `next` fused). The default takes nothing.
+  virtual bool TakeOver(Layer& /*next*/, Blob* /*bottom*/, Blob* /*top*/) { return false; }
+  // Type query: true when this layer's Caffe type is `name` (the registry
+  // gives each type name one class).
+  bool Is(const char* name) const { return std::strcmp(type(), name) == 0; }
   // What Forward/Backward run under the current engine: CpuImplementation()
   // under kFast, "reference" under kReference, GpuImplementation() under kGpu
   // for a layer with a GPU path (its fast CPU path's name otherwise).

@@ -173,8 +173,7 @@ class Net {
   void FuseLayers();
   void BackwardLayer(int i);                   // with the hooks
   bool WorksInPlaceOn(int i, int next) const;  // net_fusion.cpp
-  bool ReluInPlaceOn(int i, int next) const;
-  std::string Where(int layer_index) const;  // "file:line: layer 'x' (Type)"
+  std::string Where(int layer_index) const;    // "file:line: layer 'x' (Type)"
 
   std::string name_;
   caffe::Phase phase_ = caffe::TRAIN;

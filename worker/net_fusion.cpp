@@ -1,12 +1,10 @@
 // Net::FuseLayers: layers that run as one under the fast and GPU engines
-// (docs/architecture.md, "BatchNorm and Scale fused").
+// (docs/architecture.md, "BatchNorm and Scale fused"). Which layer takes over
+// which is the layers' own decision (Layer::TakeOver: BatchNorm takes a Scale
+// and a ReLU, an Eltwise SUM a ReLU); this file only finds the in-place runs.
 #include <cstdlib>
 #include <string>
 
-#include "worker/layers/batch_norm_layer.hpp"
-#include "worker/layers/eltwise_layer.hpp"
-#include "worker/layers/relu_layer.hpp"
-#include "worker/layers/scale_layer.hpp"
 #include "worker/net.hpp"
 
 namespace pstrain {
@@ -27,32 +25,16 @@ bool Net::WorksInPlaceOn(int i, int next) const {
          top_ids_[next].size() == 1 && top_ids_[next][0] == top;
 }
 
-bool Net::ReluInPlaceOn(int i, int next) const {
-  return dynamic_cast<ReLULayer*>(layers_[next].get()) != nullptr && WorksInPlaceOn(i, next);
-}
-
 void Net::FuseLayers() {
   const int n = static_cast<int>(layers_.size());
   for (int i = 0; i + 1 < n; ++i) {
-    // An Eltwise SUM and the ReLU on its top (the CPU engine only: on the GPU
-    // it would save one element-wise kernel's traffic).
-    auto* sum = dynamic_cast<EltwiseLayer*>(layers_[i].get());
-    if (sum != nullptr && sum->Sums() && sum->engine() == Engine::kFast &&
-        ReluInPlaceOn(i, i + 1)) {
-      sum->FuseRelu(layers_[i + 1]->layer_param().relu_param().negative_slope());
-      layers_[i + 1]->set_fused(true);
-      continue;
+    if (top_ids_[i].empty()) continue;
+    Blob* bottom = bottom_vecs_[i].empty() ? nullptr : bottom_vecs_[i][0];
+    // The layers right after i, in place on its top, as long as i takes them.
+    for (int next = i + 1; next < n && WorksInPlaceOn(i, next); ++next) {
+      if (!layers_[i]->TakeOver(*layers_[next], bottom, top_vecs_[i][0])) break;
+      layers_[next]->set_fused(true);
     }
-    auto* batch_norm = dynamic_cast<BatchNormLayer*>(layers_[i].get());
-    auto* scale = dynamic_cast<ScaleLayer*>(layers_[i + 1].get());
-    if (batch_norm == nullptr || scale == nullptr || batch_norm->loss(0) != 0.f) continue;
-    if (!WorksInPlaceOn(i, i + 1) || !scale->ScalesChannelsOf(*bottom_vecs_[i][0])) continue;
-    batch_norm->FuseScale(scale, bottom_vecs_[i][0], top_vecs_[i][0]);
-    scale->FuseInto(batch_norm);
-    // A ReLU in place on the same blob right after (ResNet's pattern).
-    if (i + 2 >= n || !ReluInPlaceOn(i, i + 2)) continue;
-    batch_norm->FuseRelu(layers_[i + 2]->layer_param().relu_param().negative_slope());
-    layers_[i + 2]->set_fused(true);
   }
 }
 

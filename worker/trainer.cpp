@@ -105,6 +105,11 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   }
 
   if (!options_.without_data) PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
+  if (options_.engine == Engine::kGpu) {
+    // The updates will run on the device: a rule without a GPU kernel is
+    // refused here, before the first step.
+    PSTRAIN_RETURN_IF_ERROR(DeviceUpdate::Supports(hyper_).WithContext(SolverPlace("type")));
+  }
   NetContext context = options.context;
   context.engine = options_.engine;
   caffe::SolverState resume_state;

@@ -6,9 +6,9 @@
 //   g  = local_rate * g
 #include <cmath>
 
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class AdaDeltaRule final : public UpdateRule {
@@ -37,10 +37,8 @@ class AdaDeltaRule final : public UpdateRule {
   float delta_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("AdaDelta", 4, AdaDeltaRule);  // GPU kernel: adadelta.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeAdaDelta(const SolverHyper& hyper) {
-  return std::make_unique<AdaDeltaRule>(hyper);
-}
-
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

@@ -2,9 +2,9 @@
 //   h = g^2 + h;  g = local_rate * (g / (sqrt(h) + delta)).
 #include <cmath>
 
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class AdaGradRule final : public UpdateRule {
@@ -27,10 +27,8 @@ class AdaGradRule final : public UpdateRule {
   float delta_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("AdaGrad", 2, AdaGradRule);  // GPU kernel: adagrad.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeAdaGrad(const SolverHyper& hyper) {
-  return std::make_unique<AdaGradRule>(hyper);
-}
-
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

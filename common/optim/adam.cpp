@@ -3,12 +3,14 @@
 //   m = (1 - beta1) * g + beta1 * m
 //   v = (1 - beta2) * g^2 + beta2 * v
 //   g = (local_rate * correction) * (m / (sqrt(v) + delta)),
-//   correction = sqrt(1 - beta2^t) / (1 - beta1^t)   (computed in double, as Caffe's pow does)
+//   correction = AdamBiasCorrection (adam.hpp; adam.cu uses the same)
+#include "common/optim/adam.hpp"
+
 #include <cmath>
 
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class AdamRule final : public UpdateRule {
@@ -20,10 +22,7 @@ class AdamRule final : public UpdateRule {
 
  protected:
   void ComputeUpdate(const StepInputs& in, float local_rate, const ParamSlice& s) const override {
-    const int t = in.iter + 1;
-    const float correction = static_cast<float>(std::sqrt(1.0 - std::pow(double{beta2_}, t)) /
-                                                (1.0 - std::pow(double{beta1_}, t)));
-    const float step = local_rate * correction;
+    const float step = local_rate * AdamBiasCorrection(hyper(), in.iter);
     const float keep_new1 = 1.f - beta1_;
     const float keep_new2 = 1.f - beta2_;
     float* g = s.diff;
@@ -42,10 +41,14 @@ class AdamRule final : public UpdateRule {
   float eps_hat_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("Adam", 5, AdamRule);  // GPU kernel: adam.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeAdam(const SolverHyper& hyper) {
-  return std::make_unique<AdamRule>(hyper);
+float AdamBiasCorrection(const SolverHyper& hyper, int iter) {
+  const int t = iter + 1;
+  return static_cast<float>(std::sqrt(1.0 - std::pow(double{hyper.momentum2}, t)) /
+                            (1.0 - std::pow(double{hyper.momentum}, t)));
 }
 
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

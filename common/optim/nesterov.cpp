@@ -1,8 +1,8 @@
 // Caffe's NesterovSolver::ComputeUpdateValue:
 //   h' = local_rate * g + momentum * h;  g = (1 + momentum) * h' - momentum * h.
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class NesterovRule final : public UpdateRule {
@@ -27,10 +27,8 @@ class NesterovRule final : public UpdateRule {
   float momentum_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("Nesterov", 1, NesterovRule);  // GPU kernel: nesterov.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeNesterov(const SolverHyper& hyper) {
-  return std::make_unique<NesterovRule>(hyper);
-}
-
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

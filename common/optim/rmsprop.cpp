@@ -2,9 +2,9 @@
 //   h = (1 - rms_decay) * g^2 + rms_decay * h;  g = local_rate * (g / (sqrt(h) + delta)).
 #include <cmath>
 
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class RmsPropRule final : public UpdateRule {
@@ -30,10 +30,8 @@ class RmsPropRule final : public UpdateRule {
   float delta_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("RMSProp", 3, RmsPropRule);  // GPU kernel: rmsprop.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeRmsProp(const SolverHyper& hyper) {
-  return std::make_unique<RmsPropRule>(hyper);
-}
-
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

@@ -1,7 +1,7 @@
 // Caffe's SGDSolver::ComputeUpdateValue: h = local_rate * g + momentum * h; g = h.
-#include "common/optim/rules.hpp"
+#include "common/optim/update_rule.hpp"
 
-namespace pstrain::optim::rules {
+namespace pstrain::optim {
 namespace {
 
 class SgdRule final : public UpdateRule {
@@ -60,10 +60,8 @@ class SgdRule final : public UpdateRule {
   float momentum_;
 };
 
+PSTRAIN_REGISTER_UPDATE_RULE("SGD", 0, SgdRule);  // GPU kernel: sgd.cu
+
 }  // namespace
 
-std::unique_ptr<UpdateRule> MakeSgd(const SolverHyper& hyper) {
-  return std::make_unique<SgdRule>(hyper);
-}
-
-}  // namespace pstrain::optim::rules
+}  // namespace pstrain::optim

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/optim/update_rule_registry.hpp"
+
 namespace pstrain::optim {
 namespace {
 
@@ -87,9 +89,10 @@ Status ValidateTypeSpecific(const SolverHyper& h) {
 }  // namespace
 
 Status ValidateSolverHyper(const SolverHyper& h) {
-  if (!Contains(kSolverTypes, h.type)) {
+  const std::vector<std::string> types = UpdateRuleRegistry::Global().Types();
+  if (!Contains(types, h.type)) {
     return Status::InvalidArgument("type: unknown solver type \"" + h.type +
-                                   "\"; known types: " + Join(kSolverTypes));
+                                   "\"; known types: " + Join(types));
   }
   if (!(h.base_lr >= 0.f)) {
     return Status::InvalidArgument("base_lr must be >= 0, got " + Num(h.base_lr));

@@ -16,16 +16,12 @@ namespace pstrain::optim {
 
 enum class Regularization { kL2, kL1 };
 
-// Solver type names, exactly as Caffe spells them.
-inline constexpr std::array<std::string_view, 6> kSolverTypes = {"SGD",     "Nesterov", "AdaGrad",
-                                                                 "RMSProp", "AdaDelta", "Adam"};
-
 // Learning rate policies, exactly as Caffe spells them.
 inline constexpr std::array<std::string_view, 7> kLrPolicies = {
     "fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid"};
 
 struct SolverHyper {
-  std::string type = "SGD";  // one of kSolverTypes
+  std::string type = "SGD";  // a registered rule (UpdateRuleRegistry::Types())
   float base_lr = 0.f;
   std::string lr_policy = "fixed";  // one of kLrPolicies
   float gamma = 0.f;

@@ -12,6 +12,10 @@
 //   2. rate  = LearningRate(hyper, iter)
 //   3. for every slice: rule.Apply({rate, iter, clip / iter_size}, ...)
 //   4. iter += 1
+// Each rule is common/optim/<rule>.cpp (its UpdateRule) beside <rule>.cu (its
+// GPU kernel), both registered under Caffe's type name
+// (update_rule_registry.hpp); the scalars both start from (LocalStepOf)
+// exist once, in step.hpp.
 #pragma once
 
 #include <cstddef>
@@ -19,29 +23,11 @@
 #include <span>
 
 #include "common/optim/solver_hyper.hpp"
+#include "common/optim/step.hpp"
+#include "common/optim/update_rule_registry.hpp"
 #include "common/status.hpp"
 
 namespace pstrain::optim {
-
-// Per-parameter multipliers (Caffe's ParamSpec lr_mult / decay_mult).
-struct ParamHyper {
-  float lr_mult = 1.f;
-  float decay_mult = 1.f;
-};
-
-struct StepInputs {
-  float rate;  // LearningRate(hyper, iter)
-  int iter;    // the solver's iteration count BEFORE this step (Adam: t = iter + 1)
-  // ClipScale(...) / iter_size; 1 leaves the diff untouched. Caffe multiplies
-  // twice (clip, then 1 / iter_size) when both apply; one multiply may differ
-  // from that by an ulp.
-  float grad_scale;
-  // False: the caller discards the diff after the step (the parameter
-  // server's received frames), so a fused rule may leave it as it is instead
-  // of storing the update into it. Weights and history are the same floats
-  // either way.
-  bool diff_holds_update = true;
-};
 
 // One slice of a parameter. The rule reads and writes `data`, `diff` and every
 // history array in place; it owns none of them.
@@ -70,6 +56,15 @@ class UpdateRule {
   // REQUIRES: slice.history.size() == history_slots(); the arrays do not overlap.
   void Apply(const StepInputs& in, const ParamHyper& param, ParamSlice slice) const;
 
+  // True when the rule registered a GPU kernel (common/optim/<rule>.cu).
+  bool has_gpu_kernel() const { return gpu_kernel_ != nullptr; }
+  // Apply on device memory, queued on `stream`: the same floats as Apply.
+  // Nothing is queued for an empty slice.
+  // REQUIRES: has_gpu_kernel() (CheckGpuKernel at job start); the arrays are
+  // device memory of the current device, slice.history has history_slots().
+  void ApplyOnDevice(const StepInputs& in, const ParamHyper& param, const DeviceSlice& slice,
+                     GpuStream stream) const;
+
  protected:
   // Replaces slice.diff (already scaled and regularized) by the update value
   // and advances the history.
@@ -82,14 +77,18 @@ class UpdateRule {
                           const ParamSlice& /*slice*/) const {
     return false;
   }
-  Regularization regularization() const { return regularization_; }
+  const SolverHyper& hyper() const { return hyper_; }
+  Regularization regularization() const { return hyper_.regularization; }
 
  private:
-  float weight_decay_;
-  Regularization regularization_;
+  friend Result<std::unique_ptr<UpdateRule>> MakeUpdateRule(const SolverHyper& hyper);
+
+  SolverHyper hyper_;
+  GpuKernel gpu_kernel_ = nullptr;  // set by MakeUpdateRule from the registry
 };
 
-// The rule registered under hyper.type. Fails when hyper is not valid
+// The rule registered under hyper.type (update_rule_registry.hpp), with its
+// GPU kernel when it has one. Fails when hyper is not valid
 // (ValidateSolverHyper's message).
 Result<std::unique_ptr<UpdateRule>> MakeUpdateRule(const SolverHyper& hyper);
 

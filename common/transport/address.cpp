@@ -49,7 +49,10 @@ Result<std::string> ResolveHost(const std::string& host) {
   addrinfo* list = nullptr;
   int rc = getaddrinfo(host.c_str(), nullptr, &hints, &list);
   if (rc != 0) {
-    return Status::Error("cannot resolve host '" + host + "': " + gai_strerror(rc));
+    std::string message = "cannot resolve host '" + host + "': " + gai_strerror(rc);
+    // EAI_AGAIN: the name server did not answer (may pass); anything else is final.
+    if (rc == EAI_AGAIN) return Status::Unavailable(std::move(message));
+    return Status::NotFound(std::move(message));
   }
   std::string chosen;
   for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
@@ -60,7 +63,7 @@ Result<std::string> ResolveHost(const std::string& host) {
     if (a->ai_family == AF_INET6 && chosen.empty()) chosen = Numeric(a->ai_addr);
   }
   freeaddrinfo(list);
-  if (chosen.empty()) return Status::Error("cannot resolve host '" + host + "': no IP address");
+  if (chosen.empty()) return Status::NotFound("cannot resolve host '" + host + "': no IP address");
   return chosen;
 }
 
@@ -68,19 +71,19 @@ Result<std::string> ResolveHost(const std::string& host) {
 
 Result<std::string> MakeAddress(const std::string& kind, const std::string& host, int port) {
   if (kind != "tcp" && kind != "ipc" && kind != "inproc") {
-    return Status::Error("unknown transport '" + kind + "' (tcp, ipc or inproc)");
+    return Status::InvalidArgument("unknown transport '" + kind + "' (tcp, ipc or inproc)");
   }
-  if (host.empty()) return Status::Error(kind + " address needs a host");
+  if (host.empty()) return Status::InvalidArgument(kind + " address needs a host");
   if (kind == "inproc") return "inproc://" + host;
   if (kind == "ipc") {
     if (host.size() >= sizeof(sockaddr_un{}.sun_path)) {
-      return Status::Error("ipc path '" + host + "' is longer than " +
-                           std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes");
+      return Status::InvalidArgument("ipc path '" + host + "' is longer than " +
+                                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes");
     }
     return "ipc://" + host;
   }
   if (port < 0 || port > 65535) {
-    return Status::Error("port " + std::to_string(port) + " is outside [0, 65535]");
+    return Status::InvalidArgument("port " + std::to_string(port) + " is outside [0, 65535]");
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::string ip, ResolveHost(host));
   return "tcp://" + ip + ":" + (port == 0 ? std::string("*") : std::to_string(port));

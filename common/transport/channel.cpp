@@ -21,7 +21,7 @@ Context::Context() : impl_(std::make_unique<Impl>()) {}
 Context::~Context() = default;
 
 Status Context::AdmitKeys(std::map<std::string, std::string> admitted) {
-  if (impl_->zap) return Status::Error("the keys this context admits are already set");
+  if (impl_->zap) return Status::FailedPrecondition("the keys this context admits are already set");
   PSTRAIN_ASSIGN_OR_RETURN(impl_->zap,
                            ZapHandler::Start(impl_->context.handle(), std::move(admitted)));
   return Status::Ok();
@@ -49,10 +49,51 @@ using Clock = std::chrono::steady_clock;
 
 std::string ZmqError(int err) { return zmq_strerror(err); }
 
+// "<what>: <ZeroMQ's text>" with the kind the errno says: a peer gone or not
+// reachable is Unavailable, a wait that ran out (a full queue) is
+// DeadlineExceeded (both retryable); a terminated context is
+// FailedPrecondition, a bad argument InvalidArgument, no memory or file
+// descriptors ResourceExhausted, and the rest an IOError.
+Status ZmqStatus(int err, const std::string& what) {
+  std::string message = what + ": " + ZmqError(err);
+  switch (err) {
+    case EHOSTUNREACH:
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ENOTCONN:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case EINTR:
+      return Status::Unavailable(std::move(message));
+    case EAGAIN:
+    case ETIMEDOUT:
+      return Status::DeadlineExceeded(std::move(message));
+    case ETERM:
+    case EFSM:
+    case ENOTSUP:
+      return Status::FailedPrecondition(std::move(message));
+    case EINVAL:
+    case EFAULT:
+    case EMSGSIZE:
+    case EPROTONOSUPPORT:
+    case ENOCOMPATPROTO:
+    case ENODEV:
+      return Status::InvalidArgument(std::move(message));
+    case ENOMEM:
+    case ENOBUFS:
+    case EMFILE:
+    case EMTHREAD:
+      return Status::ResourceExhausted(std::move(message));
+    default:
+      return Status::IOError(std::move(message));
+  }
+}
+
 Status SetOption(zmq::socket_t& socket, int option, const void* value, size_t size,
                  const char* name) {
   if (zmq_setsockopt(socket.handle(), option, value, size) != 0) {
-    return Status::Error(std::string("cannot set ") + name + ": " + ZmqError(zmq_errno()));
+    return ZmqStatus(zmq_errno(), std::string("cannot set ") + name);
   }
   return Status::Ok();
 }
@@ -151,12 +192,14 @@ Status ZmqChannel::TakeFromRing(InMessage* message, const Frame& trailer_frame) 
     const RingSlot& slot = trailer.slots[i];
     Status refused = Status::Ok();
     if (slot.frame >= message->frames.size() || message->frames[slot.frame].size() != 0) {
-      refused = Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
-                              " is not an empty frame of the message");
+      refused =
+          Status::Corruption("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
+                             " is not an empty frame of the message");
     } else if (max_frame_bytes_ >= 0 && slot.bytes > static_cast<uint64_t>(max_frame_bytes_)) {
-      refused = Status::Error("shared-memory trailer: payload frame " + std::to_string(slot.frame) +
-                              " has " + std::to_string(slot.bytes) + " bytes, more than the " +
-                              std::to_string(max_frame_bytes_) + " a frame may have");
+      refused = Status::InvalidArgument("shared-memory trailer: payload frame " +
+                                        std::to_string(slot.frame) + " has " +
+                                        std::to_string(slot.bytes) + " bytes, more than the " +
+                                        std::to_string(max_frame_bytes_) + " a frame may have");
     } else if (auto payload = ring_reader_.Take(trailer.ring, slot); payload.ok()) {
       message->frames[slot.frame] = Frame::Of(payload.value());
       ring_traffic_.received += static_cast<int64_t>(slot.bytes);
@@ -178,11 +221,11 @@ Status ZmqChannel::Monitor(zmq::context_t& context) {
   const std::string address = "inproc://pstrain-monitor-" + std::to_string(next++);
   const int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
   if (zmq_socket_monitor(socket_.handle(), address.c_str(), events) != 0) {
-    return Status::Error(endpoint_ + ": cannot monitor handshakes: " + ZmqError(zmq_errno()));
+    return ZmqStatus(zmq_errno(), endpoint_ + ": cannot monitor handshakes");
   }
   monitor_ = zmq_socket(context.handle(), ZMQ_PAIR);
   if (monitor_ == nullptr || zmq_connect(monitor_, address.c_str()) != 0) {
-    return Status::Error(endpoint_ + ": cannot monitor handshakes: " + ZmqError(zmq_errno()));
+    return ZmqStatus(zmq_errno(), endpoint_ + ": cannot monitor handshakes");
   }
   int linger = 0;
   zmq_setsockopt(monitor_, ZMQ_LINGER, &linger, sizeof(linger));
@@ -213,14 +256,14 @@ Status ZmqChannel::SendError(const std::string& peer, int err) const {
                                     std::to_string(send_hwm_) + ") for " +
                                     std::to_string(send_timeout_ms_) + " ms");
   }
-  return Status::Error(where + ": " + ZmqError(err));
+  return ZmqStatus(err, where);
 }
 
 Status ZmqChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
   void* s = socket_.handle();
   if (router_) {
-    if (peer.empty()) return Status::Error(endpoint_ + ": send on a ROUTER needs a peer");
+    if (peer.empty()) return Status::InvalidArgument(endpoint_ + ": send on a ROUTER needs a peer");
     Frame route{std::string_view(peer)};
     if (zmq_msg_send(FrameAccess::Of(route), s, ZMQ_SNDMORE) < 0) {
       return SendError(peer, zmq_errno());
@@ -245,13 +288,13 @@ Result<std::optional<InMessage>> ZmqChannel::Receive(std::chrono::milliseconds t
       return ReadMessage(std::move(first));
     }
     if (zmq_errno() != EAGAIN) {
-      return Status::Error(endpoint_ + ": receive: " + ZmqError(zmq_errno()));
+      return ZmqStatus(zmq_errno(), endpoint_ + ": receive");
     }
     long wait_ms = RemainingMs(deadline);
     zmq_pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     int n = zmq_poll(&item, 1, wait_ms);
     if (n < 0 && zmq_errno() != EINTR) {
-      return Status::Error(endpoint_ + ": poll: " + ZmqError(zmq_errno()));
+      return ZmqStatus(zmq_errno(), endpoint_ + ": poll");
     }
     if (n == 0 && wait_ms == 0) return std::optional<InMessage>();
   }
@@ -267,7 +310,7 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
   while (more) {
     Frame part;
     if (zmq_msg_recv(FrameAccess::Of(part), socket_.handle(), 0) < 0) {
-      return Status::Error(endpoint_ + ": receive: " + ZmqError(zmq_errno()));
+      return ZmqStatus(zmq_errno(), endpoint_ + ": receive");
     }
     more = part.more();
     parts.push_back(std::move(part));
@@ -279,13 +322,13 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
   }
   std::string from = endpoint_ + ": message from " +
                      (router_ ? "peer '" + PrintablePeer(message.peer) + "'" : "the server");
-  if (parts.size() <= header_index) return Status::Error(from + ": no header frame");
+  if (parts.size() <= header_index) return Status::Corruption(from + ": no header frame");
   const Frame& head = parts[header_index];
   if (const char* user = zmq_msg_gets(FrameAccess::Of(parts[header_index]), "User-Id")) {
     message.user_id = user;
   }
   if (!message.header.ParseFromArray(head.data(), static_cast<int>(head.size()))) {
-    return Status::Error(from + ": header does not parse");
+    return Status::Corruption(from + ": header does not parse");
   }
   message.header_bytes = head.size();
   message.frames.reserve(parts.size() - header_index - 1);
@@ -359,20 +402,19 @@ Result<std::unique_ptr<Channel>> MakeChannel(Context& context, zmq::socket_type 
   try {
     socket = zmq::socket_t(ContextAccess::Of(context), type);
   } catch (const zmq::error_t& e) {
-    return Status::Error(address + ": cannot create socket: " + e.what());
+    return ZmqStatus(e.num(), address + ": cannot create socket");
   }
   std::string verb = router ? "bind" : "connect";
   const bool curve_server = router && !options.curve_secret_key.empty();
   if (curve_server && !ContextAccess::Admits(context)) {
-    return Status::Error("cannot bind " + address +
-                         " with CURVE: no keys are admitted (Context::AdmitKeys)");
+    return Status::FailedPrecondition("cannot bind " + address +
+                                      " with CURVE: no keys are admitted (Context::AdmitKeys)");
   }
   PSTRAIN_RETURN_IF_ERROR(
       Configure(socket, router, address, options).WithContext("cannot " + verb + " " + address));
   int rc = router ? zmq_bind(socket.handle(), address.c_str())
                   : zmq_connect(socket.handle(), address.c_str());
-  if (rc != 0)
-    return Status::Error("cannot " + verb + " " + address + ": " + ZmqError(zmq_errno()));
+  if (rc != 0) return ZmqStatus(zmq_errno(), "cannot " + verb + " " + address);
   std::string endpoint = address;
   if (router) {
     char buffer[1024];
@@ -400,21 +442,23 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
     return text;
   };
   if (static_cast<size_t>(header.chunks_size()) != message.payloads.size()) {
-    return Status::Error(where() + ": header lists " + std::to_string(header.chunks_size()) +
-                         " chunks but " + std::to_string(message.payloads.size()) +
-                         " payloads are given");
+    return Status::InvalidArgument(where() + ": header lists " +
+                                   std::to_string(header.chunks_size()) + " chunks but " +
+                                   std::to_string(message.payloads.size()) + " payloads are given");
   }
   for (int i = 0; i < header.chunks_size(); ++i) {
     // A compressed payload (dtype other than FLOAT32) has its encoding's size.
     if (header.dtype() == pstrain::FLOAT32 &&
         header.chunks(i).length() != message.payloads[i].count) {
-      return Status::Error(where() + ": chunk " + std::to_string(header.chunks(i).id()) +
-                           ": header says " + std::to_string(header.chunks(i).length()) +
-                           " values, the payload has " + std::to_string(message.payloads[i].count));
+      return Status::InvalidArgument(where() + ": chunk " + std::to_string(header.chunks(i).id()) +
+                                     ": header says " + std::to_string(header.chunks(i).length()) +
+                                     " values, the payload has " +
+                                     std::to_string(message.payloads[i].count));
     }
   }
   if (!header.IsInitialized()) {
-    return Status::Error(where() + ": header misses " + header.InitializationErrorString());
+    return Status::InvalidArgument(where() + ": header misses " +
+                                   header.InitializationErrorString());
   }
   std::vector<Frame> frames;
   frames.reserve(message.payloads.size() + 1);
@@ -445,8 +489,7 @@ Result<int> PollAny(const std::vector<Channel*>& channels, std::chrono::millisec
   while (true) {
     long wait_ms = RemainingMs(deadline);
     int n = zmq_poll(items.data(), static_cast<int>(items.size()), wait_ms);
-    if (n < 0 && zmq_errno() != EINTR)
-      return Status::Error(std::string("poll: ") + ZmqError(zmq_errno()));
+    if (n < 0 && zmq_errno() != EINTR) return ZmqStatus(zmq_errno(), "poll");
     for (size_t i = 0; n > 0 && i < items.size(); ++i) {
       if (items[i].revents & ZMQ_POLLIN) return static_cast<int>(i);
     }

@@ -1,6 +1,7 @@
 #include "common/transport/fault.hpp"
 
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -39,6 +40,12 @@ size_t FaultChannel::PickPayload(const std::vector<Frame>& frames, uint64_t rand
 Status FaultChannel::SendFrames(const std::string& peer, std::vector<Frame> frames) {
   PSTRAIN_CHECK(!frames.empty());
   ++counts_.messages;
+  if (counts_.failed < faults_.fail_sends) {
+    ++counts_.failed;
+    return Status::FromCode(faults_.fail_code, endpoint() + ": send: injected failure " +
+                                                   std::to_string(counts_.failed) + " of " +
+                                                   std::to_string(faults_.fail_sends));
+  }
   // Every decision is drawn for every message so that one fault's outcome
   // never shifts the draws of the next messages.
   const bool drop = Happens(faults_.drop);

@@ -1,5 +1,6 @@
 // A Channel wrapper for tests that damages outgoing messages: drops,
-// duplicates, delays or corrupts them with given probabilities. The choices
+// duplicates, delays or corrupts them with given probabilities, or fails the
+// first sends with a given status code (a peer gone, a full queue). The choices
 // come from a seeded generator of its own, so a given seed and sequence of
 // sends always gives the same faults. Receiving is passed through untouched.
 #pragma once
@@ -20,12 +21,17 @@ struct FaultSpec {
   double truncate_payload = 0;  // one non-empty payload cut to a shorter byte length
   int delay_ms = 0;             // every send waits this long first (order is kept)
   uint64_t seed = 1;
+  // The first `fail_sends` sends return a `fail_code` error and send nothing
+  // (before any of the above is drawn).
+  int fail_sends = 0;
+  StatusCode fail_code = StatusCode::kUnavailable;
 };
 
 // What a FaultChannel has done so far.
 struct FaultCounts {
   int64_t messages = 0;  // Send/SendFrames calls
   int64_t dropped = 0, duplicated = 0, header_corrupted = 0, payload_corrupted = 0, truncated = 0;
+  int64_t failed = 0;  // sends that returned the injected error
 };
 
 class FaultChannel : public Channel {

@@ -30,7 +30,8 @@ Result<pstrain::DataType> ParseCompression(const std::string& name) {
   if (name == "fp16") return pstrain::FLOAT16;
   if (name == "topk") return pstrain::TOP_K;
   if (name == "sign") return pstrain::SIGN_SCALED;
-  return Status::Error("compression \"" + name + "\" is not one of none, fp16, topk, sign");
+  return Status::InvalidArgument("compression \"" + name +
+                                 "\" is not one of none, fp16, topk, sign");
 }
 
 const char* CompressionName(pstrain::DataType dtype) {
@@ -48,45 +49,45 @@ const char* CompressionName(pstrain::DataType dtype) {
 
 Status CheckEncoded(pstrain::DataType dtype, const void* data, size_t bytes, uint64_t n) {
   const std::string name = pstrain::DataType_Name(dtype);
-  if (bytes % 4 != 0) return Status::Error(name + " payload of " + N(bytes) + " bytes");
+  if (bytes % 4 != 0) return Status::InvalidArgument(name + " payload of " + N(bytes) + " bytes");
   const size_t words = bytes / 4;
   switch (dtype) {
     case pstrain::FLOAT16:
       if (words != (n + 1) / 2) {
-        return Status::Error("FLOAT16 payload has " + N(bytes) + " bytes, " + N(n) +
-                             " values need " + N((n + 1) / 2 * 4));
+        return Status::InvalidArgument("FLOAT16 payload has " + N(bytes) + " bytes, " + N(n) +
+                                       " values need " + N((n + 1) / 2 * 4));
       }
       return Status::Ok();
     case pstrain::TOP_K: {
-      if (words < 1) return Status::Error("TOP_K payload is empty");
+      if (words < 1) return Status::InvalidArgument("TOP_K payload is empty");
       const uint64_t k = Word(data, 0);
       if (k > n || words != 1 + 2 * k) {
-        return Status::Error("TOP_K payload says k = " + N(k) + " for " + N(n) + " values in " +
-                             N(bytes) + " bytes");
+        return Status::InvalidArgument("TOP_K payload says k = " + N(k) + " for " + N(n) +
+                                       " values in " + N(bytes) + " bytes");
       }
       for (uint64_t j = 0; j < k; ++j) {
         const uint32_t index = Word(data, 1 + j);
-        if (index >= n) return Status::Error("TOP_K index " + N(index) + " >= " + N(n));
+        if (index >= n) return Status::InvalidArgument("TOP_K index " + N(index) + " >= " + N(n));
         if (j > 0 && index <= Word(data, j)) {
-          return Status::Error("TOP_K index " + N(index) + " after " + N(Word(data, j)));
+          return Status::InvalidArgument("TOP_K index " + N(index) + " after " + N(Word(data, j)));
         }
       }
       return Status::Ok();
     }
     case pstrain::SIGN_SCALED: {
       if (words != 1 + (n + 31) / 32) {
-        return Status::Error("SIGN_SCALED payload has " + N(bytes) + " bytes, " + N(n) +
-                             " values need " + N((1 + (n + 31) / 32) * 4));
+        return Status::InvalidArgument("SIGN_SCALED payload has " + N(bytes) + " bytes, " + N(n) +
+                                       " values need " + N((1 + (n + 31) / 32) * 4));
       }
       const float scale = FloatAt(data, 0);
       if (!std::isfinite(scale) || scale < 0) {
-        return Status::Error("SIGN_SCALED scale " + std::to_string(scale) +
-                             " is not a finite number >= 0");
+        return Status::InvalidArgument("SIGN_SCALED scale " + std::to_string(scale) +
+                                       " is not a finite number >= 0");
       }
       return Status::Ok();
     }
     default:
-      return Status::Error("dtype " + name + " is not a compressed encoding");
+      return Status::InvalidArgument("dtype " + name + " is not a compressed encoding");
   }
 }
 

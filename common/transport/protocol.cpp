@@ -60,18 +60,19 @@ Status CheckKind(const Header& h, Role receiver) {
   const std::string kind = MessageType_Name(h.type());
   const unsigned senders = Senders(h.type(), receiver);
   if (senders == 0) {
-    return Status::Error(std::string("a ") + RoleName(receiver) + " does not accept " + kind);
+    return Status::InvalidArgument(std::string("a ") + RoleName(receiver) + " does not accept " +
+                                   kind);
   }
   if ((senders & Bit(h.role())) == 0) {
     std::string who;
     for (Role r : {WORKER, SERVER, CONTROL}) {
       if (senders & Bit(r)) who += std::string(who.empty() ? "" : " or a ") + RoleName(r);
     }
-    return Status::Error(std::string("a ") + RoleName(receiver) + " accepts " + kind +
-                         " only from a " + who);
+    return Status::InvalidArgument(std::string("a ") + RoleName(receiver) + " accepts " + kind +
+                                   " only from a " + who);
   }
   auto needs = [&](bool has, const char* field) {
-    return has ? Status::Ok() : Status::Error(kind + " has no " + field);
+    return has ? Status::Ok() : Status::InvalidArgument(kind + " has no " + field);
   };
   switch (h.type()) {
     case HELLO:

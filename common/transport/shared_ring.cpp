@@ -101,8 +101,8 @@ bool LooksLikeTrailer(const void* bytes, size_t size) {
 Result<RingTrailer> DecodeTrailer(const void* bytes, size_t size) {
   const auto* p = static_cast<const unsigned char*>(bytes);
   if (size < kTrailerFixed || !LooksLikeTrailer(bytes, size)) {
-    return Status::Error("shared-memory trailer: " + std::to_string(size) +
-                         " bytes is not a trailer");
+    return Status::Corruption("shared-memory trailer: " + std::to_string(size) +
+                              " bytes is not a trailer");
   }
   RingTrailer t;
   t.ring.pid = Get<uint32_t>(p + 8);
@@ -112,8 +112,8 @@ Result<RingTrailer> DecodeTrailer(const void* bytes, size_t size) {
   const uint32_t count = Get<uint32_t>(p + 40);
   if ((size - kTrailerFixed) % kTrailerSlot != 0 ||
       (size - kTrailerFixed) / kTrailerSlot != count) {
-    return Status::Error("shared-memory trailer: it lists " + std::to_string(count) + " slots in " +
-                         std::to_string(size) + " bytes");
+    return Status::Corruption("shared-memory trailer: it lists " + std::to_string(count) +
+                              " slots in " + std::to_string(size) + " bytes");
   }
   for (uint32_t i = 0; i < count; ++i) {
     const unsigned char* s = p + kTrailerFixed + i * kTrailerSlot;
@@ -128,21 +128,21 @@ Result<RingTrailer> DecodeTrailer(const void* bytes, size_t size) {
 Result<std::unique_ptr<SendRing>> SendRing::Create(size_t data_bytes) {
   data_bytes = RoundUp(std::max<size_t>(data_bytes, kPage), kPage);
   if (data_bytes > kMaxDataBytes) {
-    return Status::Error("a shared-memory ring holds at most 4 GiB, not " +
-                         std::to_string(data_bytes) + " bytes");
+    return Status::InvalidArgument("a shared-memory ring holds at most 4 GiB, not " +
+                                   std::to_string(data_bytes) + " bytes");
   }
   std::unique_ptr<SendRing> ring(new SendRing());
   const size_t file_bytes = kDataAt + data_bytes;
   int fd = memfd_create("pstrain-ring", MFD_CLOEXEC);
-  if (fd < 0) return Status::Error(Errno("cannot create a shared-memory ring: memfd_create"));
+  if (fd < 0) return Status::IOError(Errno("cannot create a shared-memory ring: memfd_create"));
   if (ftruncate(fd, static_cast<off_t>(file_bytes)) != 0) {
-    Status error = Status::Error(Errno("cannot size a shared-memory ring: ftruncate"));
+    Status error = Status::IOError(Errno("cannot size a shared-memory ring: ftruncate"));
     close(fd);
     return error;
   }
   void* base = mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) {
-    Status error = Status::Error(Errno("cannot map a shared-memory ring: mmap"));
+    Status error = Status::IOError(Errno("cannot map a shared-memory ring: mmap"));
     close(fd);
     return error;
   }
@@ -153,7 +153,7 @@ Result<std::unique_ptr<SendRing>> SendRing::Create(size_t data_bytes) {
   ring->id_.file_bytes = file_bytes;
   if (getrandom(ring->id_.token, sizeof(ring->id_.token), 0) !=
       static_cast<ssize_t>(sizeof(ring->id_.token))) {
-    return Status::Error(Errno("cannot draw a shared-memory ring's token: getrandom"));
+    return Status::IOError(Errno("cannot draw a shared-memory ring's token: getrandom"));
   }
   RingHeader header{};
   std::memcpy(header.magic, kRingMagic, sizeof(kRingMagic));
@@ -241,24 +241,25 @@ Result<std::shared_ptr<RingReader::Mapping>> RingReader::Map(const RingId& ring)
   const std::string name = Name(ring);
   if (ring.fd < 0 || ring.file_bytes < kDataAt + kPage ||
       ring.file_bytes > kDataAt + kMaxDataBytes) {
-    return Status::Error(name + ": not a ring (" + std::to_string(ring.file_bytes) + " bytes)");
+    return Status::InvalidArgument(name + ": not a ring (" + std::to_string(ring.file_bytes) +
+                                   " bytes)");
   }
   const std::string path = "/proc/" + std::to_string(ring.pid) + "/fd/" + std::to_string(ring.fd);
   // Not blocking, not a controlling terminal: whatever the descriptor is, opening it
   // has no effect before it is checked to be a ring.
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return Status::Error(name + ": " + Errno(("cannot open " + path).c_str()));
+  if (fd < 0) return Status::Unavailable(name + ": " + Errno(("cannot open " + path).c_str()));
   struct stat st {};
   const bool stat_ok = fstat(fd, &st) == 0;
   if (!stat_ok || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
       static_cast<uint64_t>(st.st_size) != ring.file_bytes) {
     close(fd);
-    return Status::Error(name + ": " + path + " is not this user's ring of " +
-                         std::to_string(ring.file_bytes) + " bytes");
+    return Status::InvalidArgument(name + ": " + path + " is not this user's ring of " +
+                                   std::to_string(ring.file_bytes) + " bytes");
   }
   void* base = mmap(nullptr, ring.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);  // the mapping keeps the memory
-  if (base == MAP_FAILED) return Status::Error(name + ": " + Errno("mmap"));
+  if (base == MAP_FAILED) return Status::IOError(name + ": " + Errno("mmap"));
   auto mapping = std::make_shared<Mapping>();
   mapping->id = ring;
   mapping->base = static_cast<unsigned char*>(base);
@@ -268,7 +269,7 @@ Result<std::shared_ptr<RingReader::Mapping>> RingReader::Map(const RingId& ring)
       std::memcmp(header.token, ring.token, sizeof(ring.token)) != 0 ||
       header.entries != kEntries || header.data_offset != kDataAt ||
       header.data_bytes != ring.file_bytes - kDataAt) {
-    return Status::Error(name + ": its header does not match the message's token and size");
+    return Status::Corruption(name + ": its header does not match the message's token and size");
   }
   mapping->data_bytes = header.data_bytes;
   mappings_.push_back(mapping);
@@ -279,21 +280,22 @@ Result<std::shared_ptr<RingReader::Mapping>> RingReader::Map(const RingId& ring)
 Result<Payload> RingReader::Take(const RingId& ring, const RingSlot& slot) {
   PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, Map(ring));
   const std::string where = Name(ring) + ": slot " + std::to_string(slot.entry);
-  if (slot.entry >= kEntries) return Status::Error(where + ": no such slot");
+  if (slot.entry >= kEntries) return Status::InvalidArgument(where + ": no such slot");
   if (slot.bytes == 0 || slot.bytes % sizeof(float) != 0 || slot.offset % kSlotAlign != 0 ||
       slot.offset > mapping->data_bytes || slot.bytes > mapping->data_bytes - slot.offset) {
-    return Status::Error(where + ": " + std::to_string(slot.bytes) + " bytes at " +
-                         std::to_string(slot.offset) + " do not fit the ring's " +
-                         std::to_string(mapping->data_bytes));
+    return Status::InvalidArgument(where + ": " + std::to_string(slot.bytes) + " bytes at " +
+                                   std::to_string(slot.offset) + " do not fit the ring's " +
+                                   std::to_string(mapping->data_bytes));
   }
   const SlotPlace place = Places(mapping->base)[slot.entry];
   if (place.offset != slot.offset || place.bytes != slot.bytes) {
-    return Status::Error(where + ": the message's place differs from the ring's");
+    return Status::Corruption(where + ": the message's place differs from the ring's");
   }
   uint32_t held = 1;
   if (!States(mapping->base)[slot.entry].compare_exchange_strong(held, 2,
                                                                  std::memory_order_acquire)) {
-    return Status::Error(where + ": not held for a receiver (state " + std::to_string(held) + ")");
+    return Status::Corruption(where + ": not held for a receiver (state " + std::to_string(held) +
+                              ")");
   }
   unsigned char* data = mapping->base + kDataAt + slot.offset;
   const uint32_t entry = slot.entry;

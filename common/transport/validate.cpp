@@ -28,18 +28,19 @@ bool HasUnknownDtype(const Header& header) {
 Status CheckSender(const Header& h, const ValidationRules& rules) {
   if (h.role() == WORKER && rules.num_workers > 0 &&
       (h.sender() < 0 || h.sender() >= rules.num_workers)) {
-    return Status::Error("worker " + to_string(h.sender()) + " is not in this job (" +
-                         to_string(rules.num_workers) + " workers)");
+    return Status::InvalidArgument("worker " + to_string(h.sender()) + " is not in this job (" +
+                                   to_string(rules.num_workers) + " workers)");
   }
   if (h.role() == SERVER && rules.num_servers > 0 &&
       (h.sender() < 0 || h.sender() >= rules.num_servers)) {
-    return Status::Error("server " + to_string(h.sender()) + " is not in this job (" +
-                         to_string(rules.num_servers) + " servers)");
+    return Status::InvalidArgument("server " + to_string(h.sender()) + " is not in this job (" +
+                                   to_string(rules.num_servers) + " servers)");
   }
   if (h.type() == HELLO && h.has_world_size() && rules.num_workers > 0 &&
       h.world_size() != rules.num_workers) {
-    return Status::Error("world size " + to_string(h.world_size()) + " does not match this job (" +
-                         to_string(rules.num_workers) + " workers)");
+    return Status::InvalidArgument("world size " + to_string(h.world_size()) +
+                                   " does not match this job (" + to_string(rules.num_workers) +
+                                   " workers)");
   }
   return Status::Ok();
 }
@@ -48,8 +49,8 @@ Status CheckSender(const Header& h, const ValidationRules& rules) {
 Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
   if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
-    return Status::Error("header lists " + to_string(h.chunks_size()) + " chunks but " +
-                         to_string(message.frames.size()) + " payload frames follow");
+    return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) + " chunks but " +
+                                   to_string(message.frames.size()) + " payload frames follow");
   }
   if (rules.placement != nullptr) {
     PSTRAIN_RETURN_IF_ERROR(CheckChunkList(h, *rules.placement, rules.shard, false));
@@ -57,7 +58,7 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
     std::unordered_set<uint32_t> seen;
     for (const ChunkRef& ref : h.chunks()) {
       if (!seen.insert(ref.id()).second) {
-        return Status::Error("chunk " + to_string(ref.id()) + " appears twice");
+        return Status::InvalidArgument("chunk " + to_string(ref.id()) + " appears twice");
       }
     }
   }
@@ -65,24 +66,25 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above
     const size_t bytes = message.frames[static_cast<size_t>(i)].size();
     if (h.dtype() != FLOAT32) {
-      Status s = bytes % 4 == 0 ? CheckEncoded(h.dtype(), message.payload(static_cast<size_t>(i)),
-                                               bytes, needed)
-                                : Status::Error("payload of " + to_string(bytes) + " bytes");
+      Status s =
+          bytes % 4 == 0
+              ? CheckEncoded(h.dtype(), message.payload(static_cast<size_t>(i)), bytes, needed)
+              : Status::InvalidArgument("payload of " + to_string(bytes) + " bytes");
       if (!s.ok())
-        return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": " + s.message());
+        return Status::InvalidArgument("chunk " + to_string(h.chunks(i).id()) + ": " + s.message());
       continue;
     }
     if (needed > UINT64_MAX / sizeof(float) || bytes != needed * sizeof(float)) {
-      return Status::Error("chunk " + to_string(h.chunks(i).id()) + ": payload has " +
-                           to_string(bytes) + " bytes, the chunk needs " +
-                           to_string(needed * sizeof(float)));
+      return Status::InvalidArgument("chunk " + to_string(h.chunks(i).id()) + ": payload has " +
+                                     to_string(bytes) + " bytes, the chunk needs " +
+                                     to_string(needed * sizeof(float)));
     }
   }
   if (h.type() == PULL_REPLY && rules.placement != nullptr && rules.shard >= 0 &&
       h.reply_chunks_total() != rules.placement->shard_chunks(rules.shard).size()) {
-    return Status::Error("PULL_REPLY says " + to_string(h.reply_chunks_total()) +
-                         " chunks in all, shard " + to_string(rules.shard) + " holds " +
-                         to_string(rules.placement->shard_chunks(rules.shard).size()));
+    return Status::InvalidArgument("PULL_REPLY says " + to_string(h.reply_chunks_total()) +
+                                   " chunks in all, shard " + to_string(rules.shard) + " holds " +
+                                   to_string(rules.placement->shard_chunks(rules.shard).size()));
   }
   return Status::Ok();
 }
@@ -94,37 +96,38 @@ Status CheckChunkList(const Header& h, const KeyPlacement& placement, int shard,
   for (const ChunkRef& ref : h.chunks()) {
     const std::string name = "chunk " + to_string(ref.id());
     if (ref.id() >= placement.chunks().size()) {
-      return Status::Error(name + " does not exist (" + to_string(placement.chunks().size()) +
-                           " chunks)");
+      return Status::InvalidArgument(name + " does not exist (" +
+                                     to_string(placement.chunks().size()) + " chunks)");
     }
     const Chunk& chunk = placement.chunk(ref.id());
     if (shard >= 0 && chunk.shard != shard) {
-      return Status::Error(name + " is held by shard " + to_string(chunk.shard) + ", not shard " +
-                           to_string(shard));
+      return Status::InvalidArgument(name + " is held by shard " + to_string(chunk.shard) +
+                                     ", not shard " + to_string(shard));
     }
-    if (seen[ref.id()]) return Status::Error(name + " appears twice");
+    if (seen[ref.id()]) return Status::InvalidArgument(name + " appears twice");
     seen[ref.id()] = true;
     if (ref.length() != static_cast<uint64_t>(chunk.length)) {
-      return Status::Error(name + ": header says " + to_string(ref.length()) +
-                           " values, the chunk has " + to_string(chunk.length));
+      return Status::InvalidArgument(name + ": header says " + to_string(ref.length()) +
+                                     " values, the chunk has " + to_string(chunk.length));
     }
   }
   if (complete && shard >= 0 &&
       static_cast<size_t>(h.chunks_size()) != placement.shard_chunks(shard).size()) {
-    return Status::Error("it carries " + to_string(h.chunks_size()) + " of shard " +
-                         to_string(shard) + "'s " +
-                         to_string(placement.shard_chunks(shard).size()) + " chunks");
+    return Status::InvalidArgument("it carries " + to_string(h.chunks_size()) + " of shard " +
+                                   to_string(shard) + "'s " +
+                                   to_string(placement.shard_chunks(shard).size()) + " chunks");
   }
   return Status::Ok();
 }
 
 Status Validate(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
-  if (rules.job_key != 0 && h.job_key() != rules.job_key) return Status::Error("job key mismatch");
+  if (rules.job_key != 0 && h.job_key() != rules.job_key)
+    return Status::InvalidArgument("job key mismatch");
   if (rules.authenticated) {
     const std::string claimed = PeerName(h.role(), h.sender());
     if (message.user_id != claimed) {
-      return Status::Error(
+      return Status::InvalidArgument(
           "sent as " + claimed + " by " +
           (message.user_id.empty() ? "an unauthenticated peer" : "the key of " + message.user_id));
     }
@@ -133,37 +136,40 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
     const std::string kind = MessageType_Name(h.type());
     if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
         message.user_id != PeerName(WORKER, 0)) {
-      return Status::Error(kind +
-                           " is accepted only from the orchestrator's key or "
-                           "worker 0's");
+      return Status::InvalidArgument(kind +
+                                     " is accepted only from the orchestrator's key or "
+                                     "worker 0's");
     }
     if (!rules.authenticated && rules.job_key == 0) {
-      return Status::Error(kind +
-                           " from an unauthenticated peer (this server has "
-                           "neither CURVE keys nor a job key)");
+      return Status::InvalidArgument(kind +
+                                     " from an unauthenticated peer (this server has "
+                                     "neither CURVE keys nor a job key)");
     }
   }
-  if (HasUnknownDtype(h)) return Status::Error("unsupported dtype");
+  if (HasUnknownDtype(h)) return Status::InvalidArgument("unsupported dtype");
   if (h.dtype() != FLOAT32 && h.type() != PUSH) {
-    return Status::Error("dtype " + DataType_Name(h.dtype()) + " in a " +
-                         MessageType_Name(h.type()) + " (only a PUSH may be compressed)");
+    return Status::InvalidArgument("dtype " + DataType_Name(h.dtype()) + " in a " +
+                                   MessageType_Name(h.type()) + " (only a PUSH may be compressed)");
   }
   if (rules.receiver) PSTRAIN_RETURN_IF_ERROR(CheckKind(h, *rules.receiver));
   PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
   PSTRAIN_RETURN_IF_ERROR(CheckPayloads(message, rules));
   if (h.type() == PUSH || h.type() == PULL) {
-    if (!h.has_clock()) return Status::Error(MessageType_Name(h.type()) + " has no clock");
+    if (!h.has_clock())
+      return Status::InvalidArgument(MessageType_Name(h.type()) + " has no clock");
     if (h.clock() < rules.min_clock || h.clock() > rules.max_clock) {
-      return Status::Error("clock " + to_string(h.clock()) + " is outside [" +
-                           to_string(rules.min_clock) + ", " + to_string(rules.max_clock) + "]");
+      return Status::InvalidArgument("clock " + to_string(h.clock()) + " is outside [" +
+                                     to_string(rules.min_clock) + ", " +
+                                     to_string(rules.max_clock) + "]");
     }
   }
   if (h.has_after_push()) {
-    if (h.type() != PULL) return Status::Error("after_push in a " + MessageType_Name(h.type()));
+    if (h.type() != PULL)
+      return Status::InvalidArgument("after_push in a " + MessageType_Name(h.type()));
     if (h.after_push() < 0 || h.after_push() >= h.clock()) {
-      return Status::Error("PULL for iteration " + to_string(h.clock()) + " waits for push " +
-                           to_string(h.after_push()) + " (must be in [0, " +
-                           to_string(h.clock()) + "))");
+      return Status::InvalidArgument("PULL for iteration " + to_string(h.clock()) +
+                                     " waits for push " + to_string(h.after_push()) +
+                                     " (must be in [0, " + to_string(h.clock()) + "))");
     }
   }
   return Status::Ok();

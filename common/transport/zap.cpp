@@ -11,16 +11,16 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(void* zmq_context,
                                                       std::map<std::string, std::string> admitted) {
   void* socket = zmq_socket(zmq_context, ZMQ_REP);
   if (socket == nullptr) {
-    return Status::Error(std::string("ZAP handler: cannot create a socket: ") +
-                         zmq_strerror(zmq_errno()));
+    return Status::IOError(std::string("ZAP handler: cannot create a socket: ") +
+                           zmq_strerror(zmq_errno()));
   }
   int linger = 0;
   zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof(linger));
   if (zmq_bind(socket, "inproc://zeromq.zap.01") != 0) {
     const int err = zmq_errno();
     zmq_close(socket);
-    return Status::Error(std::string("ZAP handler: cannot bind inproc://zeromq.zap.01: ") +
-                         zmq_strerror(err));
+    return Status::IOError(std::string("ZAP handler: cannot bind inproc://zeromq.zap.01: ") +
+                           zmq_strerror(err));
   }
   std::unique_ptr<ZapHandler> handler(new ZapHandler(socket, std::move(admitted)));
   handler->thread_ = std::thread([raw = handler.get()] { raw->Loop(); });

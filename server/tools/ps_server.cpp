@@ -40,6 +40,7 @@
 #include "common/exit_code.hpp"
 #include "common/json_line.hpp"
 #include "common/optim/solver_proto.hpp"
+#include "common/optim/update_rule_registry.hpp"
 #include "common/proto_io.hpp"
 #include "common/transport/address.hpp"
 #include "common/transport/malloc_tuning.hpp"
@@ -122,6 +123,10 @@ Status Configure(Flags& f) {
   auto hyper = pstrain::optim::SolverHyperFromProto(solver);
   if (!hyper.ok()) return hyper.status().WithContext(f.solver);
   f.config.hyper = hyper.value();
+  if (f.config.device >= 0) {  // the updates run on the device: the rule needs a GPU kernel
+    PSTRAIN_RETURN_IF_ERROR(pstrain::optim::CheckGpuKernel(f.config.hyper.type)
+                                .WithContext(f.solver + ": --device " + f.device));
+  }
   f.config.job_key = f.job_key;
   f.max_iter = solver.max_iter();
   f.config.snapshot_interval = solver.snapshot();
@@ -285,32 +290,18 @@ int main(int argc, char** argv) try {
       "ipc: replies of 16 KB or more go through a shared-memory ring of this many MiB per "
       "worker connection (0: through the socket)");
   po::variables_map vm;
-  try {
-    po::store(
-        po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
-        vm);
-    pstrain::StoreEnvironment(desc, kEnvironmentAliases, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "ps-server: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::printf("%s\n", pstrain::VersionLine("ps-server").c_str());
-    return 0;
-  }
-  if (f.solver.empty()) {
-    std::fprintf(stderr, "ps-server: --solver is required\n");
-    return 2;
+  pstrain::FlagSpec spec;
+  spec.program = "ps-server";
+  spec.options = &desc;
+  spec.environment = &kEnvironmentAliases;
+  spec.required = {"solver"};
+  if (auto exit_code = pstrain::ParseFlags(pstrain::ArgsAfterName(argc, argv), spec, vm)) {
+    return *exit_code;
   }
   if (f.shared_memory_mb < 0 || f.shared_memory_mb > transport::kSharedRingMaxMb) {
-    std::fprintf(stderr, "ps-server: --shared-memory-mb must be in [0, %d], got %d\n",
-                 transport::kSharedRingMaxMb, f.shared_memory_mb);
-    return 2;
+    return pstrain::UsageError(spec, "--shared-memory-mb must be in [0, " +
+                                         std::to_string(transport::kSharedRingMaxMb) + "], got " +
+                                         std::to_string(f.shared_memory_mb));
   }
   const int shard = f.config.shard;
   if (Status s = Configure(f); !s.ok()) return Fail(shard, s);

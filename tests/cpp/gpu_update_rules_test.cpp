@@ -1,4 +1,5 @@
-// ApplyUpdateGpu against the CPU update rules: every rule, L2 and L1 decay,
+// Each rule's GPU kernel (UpdateRule::ApplyOnDevice) against its CPU rule:
+// every registered rule with a kernel, L2 and L1 decay,
 // gradient scaling and per-parameter multipliers, several steps; weights,
 // update values and every history array must be equal bit for bit. Skipped
 // without a CUDA device; compiled only in CUDA builds.
@@ -16,7 +17,6 @@
 #include <cuda_runtime.h>
 
 #include "common/cuda/cuda_check.hpp"
-#include "common/cuda/update_rules_gpu.hpp"
 
 namespace pstrain::optim {
 namespace {
@@ -104,8 +104,9 @@ void RunRule(const std::string& type, Regularization reg) {
     std::vector<float*> history_ptrs;
     for (auto& h : history) history_ptrs.push_back(h.data());
     (*rule)->Apply(in, param, ParamSlice{data.data(), diff.data(), history_ptrs, n});
-    ApplyUpdateGpu(type, hyper, in, param, d_data.get(), d_diff.get(), d_history_ptrs.data(), n,
-                   nullptr);
+    ASSERT_TRUE((*rule)->has_gpu_kernel()) << type;
+    (*rule)->ApplyOnDevice(
+        in, param, DeviceSlice{d_data.get(), d_diff.get(), d_history_ptrs.data(), n}, nullptr);
     PSTRAIN_CUDA_CHECK(cudaDeviceSynchronize());
     ExpectSame(data, d_data.Download(), step + " data");
     ExpectSame(diff, d_diff.Download(), step + " diff");
@@ -129,8 +130,7 @@ TEST_P(GpuUpdateRulesTest, EqualsCpuWithL1) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllRules, GpuUpdateRulesTest,
-                         ::testing::Values("SGD", "Nesterov", "AdaGrad", "RMSProp", "AdaDelta",
-                                           "Adam"),
+                         ::testing::ValuesIn(UpdateRuleRegistry::Global().GpuTypes()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -140,11 +140,13 @@ void CheckRule(const std::string& type, Regularization reg) {
 }
 
 TEST(UpdateRuleTest, EveryRuleMatchesCaffeFormulasL2) {
-  for (std::string_view t : kSolverTypes) CheckRule(std::string(t), Regularization::kL2);
+  for (const std::string& t : UpdateRuleRegistry::Global().Types())
+    CheckRule(std::string(t), Regularization::kL2);
 }
 
 TEST(UpdateRuleTest, EveryRuleMatchesCaffeFormulasL1) {
-  for (std::string_view t : kSolverTypes) CheckRule(std::string(t), Regularization::kL1);
+  for (const std::string& t : UpdateRuleRegistry::Global().Types())
+    CheckRule(std::string(t), Regularization::kL1);
 }
 
 // Hand-computed numbers for the two most common rules.
@@ -202,7 +204,7 @@ TEST(UpdateRuleTest, ZeroDecayAndUnitScaleLeaveGradientUntouched) {
 
 TEST(UpdateRuleTest, SlicesGiveBitIdenticalResults) {
   const Vec data = {0.3, -1.2, 0.0, 2.5, -0.7, 0.05, 1.1, -3.0, 0.9, -0.01};
-  for (std::string_view t : kSolverTypes) {
+  for (const std::string& t : UpdateRuleRegistry::Global().Types()) {
     for (Regularization reg : {Regularization::kL2, Regularization::kL1}) {
       SCOPED_TRACE(std::string(t));
       const SolverHyper hy = Hyper(std::string(t), reg);
@@ -312,7 +314,7 @@ TEST(ValidateTest, ValidHypersPass) {
   for (std::string_view p : kLrPolicies) {
     EXPECT_TRUE(ValidateSolverHyper(Policy(std::string(p))).ok()) << p;
   }
-  for (std::string_view t : kSolverTypes) {
+  for (const std::string& t : UpdateRuleRegistry::Global().Types()) {
     EXPECT_TRUE(ValidateSolverHyper(Hyper(std::string(t), Regularization::kL1)).ok()) << t;
   }
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/transport/fault.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/shard_service.hpp"
 #include "tests/cpp/shard_server_test_util.hpp"
@@ -166,6 +167,82 @@ TEST_F(PsClientTest, AServerInAnotherModeIsAnError) {
   int64_t clock = 0;
   EXPECT_EQ(client->Hello(&clock).message(),
             "server 0 (" + service_->endpoint() + ") runs ssp, this worker bsp");
+}
+
+// Each request and pull DEALER wrapped in a FaultChannel that fails its first
+// `fail_sends` sends with `code`; the wrappers, in connection order (request
+// channel of shard 0 first), stay reachable for their counts.
+struct FailingSends {
+  int fail_sends = 0;
+  StatusCode code = StatusCode::kUnavailable;
+  std::vector<transport::FaultChannel*> channels;
+  void Install(PsClientOptions* options) {
+    options->wrap_channel = [this](std::unique_ptr<transport::Channel> inner) {
+      transport::FaultSpec spec;
+      spec.fail_sends = fail_sends;
+      spec.fail_code = code;
+      auto wrapped = std::make_unique<transport::FaultChannel>(std::move(inner), spec);
+      channels.push_back(wrapped.get());
+      return std::unique_ptr<transport::Channel>(std::move(wrapped));
+    };
+  }
+};
+
+TEST_F(PsClientTest, ARetryableSendFailureIsSentAgain) {
+  StartService(ConsistencyMode::kBsp);
+  PsClientOptions options = ClientOptions(service_->endpoint(), ConsistencyMode::kBsp);
+  FailingSends failing{2, StatusCode::kUnavailable, {}};
+  failing.Install(&options);
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  int64_t clock = -1;
+  Status hello = client->Hello(&clock);
+  ASSERT_TRUE(hello.ok()) << hello.message();
+  EXPECT_EQ(clock, 0);
+  ASSERT_EQ(failing.channels.size(), 2u);  // shard 0's request and pull connections
+  EXPECT_EQ(failing.channels[0]->counts().failed, 2);
+  EXPECT_EQ(failing.channels[0]->counts().messages, 3);  // two failures, then the HELLO
+  EXPECT_EQ(client->traffic().send_retries, 2);
+}
+
+TEST_F(PsClientTest, ANonRetryableSendFailureIsNotSentAgain) {
+  StartService(ConsistencyMode::kBsp);
+  PsClientOptions options = ClientOptions(service_->endpoint(), ConsistencyMode::kBsp);
+  FailingSends failing{2, StatusCode::kInvalidArgument, {}};
+  failing.Install(&options);
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  int64_t clock = -1;
+  Status hello = client->Hello(&clock);
+  EXPECT_EQ(hello.ToString(), "InvalidArgument: server 0 (" + service_->endpoint() +
+                                  "): " + service_->endpoint() + ": send: injected failure 1 of 2");
+  EXPECT_EQ(failing.channels[0]->counts().messages, 1);
+  EXPECT_EQ(client->traffic().send_retries, 0);
+}
+
+TEST_F(PsClientTest, RetriesEndAtTheTimeoutWithTheLastFailure) {
+  StartService(ConsistencyMode::kBsp);
+  PsClientOptions options = ClientOptions(service_->endpoint(), ConsistencyMode::kBsp);
+  options.timeout = 1000ms;
+  FailingSends failing{1000, StatusCode::kDeadlineExceeded, {}};
+  failing.Install(&options);
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  int64_t clock = -1;
+  const auto start = std::chrono::steady_clock::now();
+  Status hello = client->Hello(&clock);
+  const auto took = std::chrono::steady_clock::now() - start;
+  // Tries after 0, 50, 150, 350 and 750 ms on an idle machine; never a wait
+  // that would end past the timeout.
+  const int64_t tries = failing.channels[0]->counts().failed;
+  EXPECT_GE(tries, 3);
+  EXPECT_LE(tries, 5);
+  EXPECT_EQ(client->traffic().send_retries, tries - 1);
+  EXPECT_EQ(hello.ToString(), "DeadlineExceeded: server 0 (" + service_->endpoint() + ") (" +
+                                  std::to_string(tries) + " tries): " + service_->endpoint() +
+                                  ": send: injected failure " + std::to_string(tries) + " of 1000");
+  EXPECT_GE(took, 150ms);  // at least the waits before the third try
+  EXPECT_LT(took, 1000ms + 500ms);
 }
 
 // A bare ROUTER stands in for server 0: it answers what the test makes it.

@@ -1,6 +1,7 @@
 #include "worker/layers/batch_norm_layer.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "common/math_cpu.hpp"
 #include "worker/layer_registry.hpp"
@@ -147,16 +148,23 @@ void BatchNormLayer::BackwardReference(const BlobVec& top, const std::vector<boo
   }
 }
 
-void BatchNormLayer::FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top) {
-  fused_scale_ = scale;
-  fused_bottom_ = bottom;
-  fused_top_ = top;
-  set_fused(true);
-}
-
-void BatchNormLayer::FuseRelu(float negative_slope) {
+bool BatchNormLayer::TakeOver(Layer& next, Blob* bottom, Blob* top) {
+  if (fused_scale_ == nullptr) {
+    if (!next.Is("Scale") || bottom == nullptr || loss(0) != 0.f) return false;
+    auto& scale = static_cast<ScaleLayer&>(next);  // Is("Scale"): the registry's ScaleLayer
+    if (!scale.ScalesChannelsOf(*bottom)) return false;
+    fused_scale_ = &scale;
+    fused_bottom_ = bottom;
+    fused_top_ = top;
+    set_fused(true);
+    scale.FuseInto(this);
+    return true;
+  }
+  // A ReLU in place on the same blob right after the Scale (ResNet's pattern).
+  if (fused_relu_ || !next.Is("ReLU")) return false;
   fused_relu_ = true;
-  relu_slope_ = negative_slope;
+  relu_slope_ = next.layer_param().relu_param().negative_slope();
+  return true;
 }
 
 void BatchNormLayer::ForwardFused(const BlobVec& bottom, const BlobVec& top) {

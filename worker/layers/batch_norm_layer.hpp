@@ -30,12 +30,13 @@
 #include <vector>
 
 #include "worker/layer.hpp"
+#include "worker/layers/fused_scale_owner.hpp"
 
 namespace pstrain {
 
 class ScaleLayer;
 
-class BatchNormLayer : public Layer {
+class BatchNormLayer : public Layer, public FusedScaleOwner {
  public:
   explicit BatchNormLayer(const caffe::LayerParameter& param);
   ~BatchNormLayer() override;
@@ -50,23 +51,18 @@ class BatchNormLayer : public Layer {
   int ExactNumTopBlobs() const override { return 1; }
   bool HasFastPath() const override { return true; }
 
-  // Takes over `scale`, which multiplies `top` in place (Net checks the
-  // pattern: ScaleLayer::ScalesChannelsOf). `bottom` is this layer's bottom,
-  // whose diff BackwardFused writes.
-  void FuseScale(ScaleLayer* scale, Blob* bottom, Blob* top);
+  // Net::FuseLayers: takes over a Scale that multiplies `top` in place by a
+  // learned per-channel scale (ScaleLayer::ScalesChannelsOf `bottom`, this
+  // layer's bottom, whose diff BackwardFused writes), then a ReLU in place
+  // after it; nothing else, and nothing when this layer has a loss weight.
+  bool TakeOver(Layer& next, Blob* bottom, Blob* top) override;
+  // The Scale taken over, or null.
   ScaleLayer* fused_scale() const { return fused_scale_; }
-  // Takes over the ReLU (in place, right after the Scale) as well.
-  // REQUIRES: FuseScale.
-  void FuseRelu(float negative_slope);
-  // The pair's backward, run from the Scale layer's Backward: adds the scale
-  // gradient (`scale_diff`) and the bias gradient (`bias_diff`, when the
-  // Scale has a bias) into the Scale's blobs, and writes this layer's bottom
-  // diff when `bottom_diff` (the Scale passes whether its bottom, this
-  // layer's top, wants a gradient: in a Net exactly when this layer's bottom
-  // does). This layer's own Backward then writes the bottom diff only if it
-  // is asked for one that was not written.
-  // REQUIRES: FuseScale, then Forward under the same engine.
-  void BackwardFused(bool scale_diff, bool bias_diff, bool bottom_diff);
+  // FusedScaleOwner's, run from the Scale layer's Backward. This layer's own
+  // Backward then writes the bottom diff only if it is asked for one that was
+  // not written.
+  // REQUIRES: a Scale taken over, then Forward under the same engine.
+  void BackwardFused(bool scale_diff, bool bias_diff, bool bottom_diff) override;
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;

@@ -116,10 +116,12 @@ void EltwiseLayer::BackwardReference(const BlobVec& top, const std::vector<bool>
   }
 }
 
-void EltwiseLayer::FuseRelu(float negative_slope) {
+bool EltwiseLayer::TakeOver(Layer& next, Blob*, Blob*) {
+  if (!Sums() || engine() != Engine::kFast || fused_relu_ || !next.Is("ReLU")) return false;
   fused_relu_ = true;
-  relu_slope_ = negative_slope;
+  relu_slope_ = next.layer_param().relu_param().negative_slope();
   set_fused(true);
+  return true;
 }
 
 namespace {

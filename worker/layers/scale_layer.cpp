@@ -6,7 +6,6 @@
 #include "common/math_cpu.hpp"
 #include "worker/filler.hpp"
 #include "worker/layer_registry.hpp"
-#include "worker/layers/batch_norm_layer.hpp"
 
 namespace pstrain {
 namespace {

@@ -15,10 +15,9 @@
 
 #include "worker/layer.hpp"
 #include "worker/layers/bias_layer.hpp"
+#include "worker/layers/fused_scale_owner.hpp"
 
 namespace pstrain {
-
-class BatchNormLayer;
 
 class ScaleLayer : public Layer {
  public:
@@ -37,12 +36,13 @@ class ScaleLayer : public Layer {
   // True when this layer, set up on `bottom` (N x C x ...), multiplies it by
   // its own learned [C] scale along axis 1: what a BatchNorm can take over.
   bool ScalesChannelsOf(const Blob& bottom) const;
-  // From now on `batch_norm` runs this layer's work (see above).
-  void FuseInto(BatchNormLayer* batch_norm) {
-    fused_into_ = batch_norm;
+  // From now on `owner` (the BatchNorm before it) runs this layer's work
+  // (see above).
+  void FuseInto(FusedScaleOwner* owner) {
+    fused_into_ = owner;
     set_fused(true);
   }
-  BatchNormLayer* fused_into() const { return fused_into_; }
+  FusedScaleOwner* fused_into() const { return fused_into_; }
   // The learned bias b, or null without bias_term.
   Blob* bias() const { return bias_index_ >= 0 ? blobs_[bias_index_].get() : nullptr; }
 
@@ -66,7 +66,7 @@ class ScaleLayer : public Layer {
   AxisBroadcast broadcast_;
   int bias_index_ = -1;  // index of b in blobs_, -1 without bias_term
   Blob input_;           // bottom 0's data when in place (for the scale gradient)
-  BatchNormLayer* fused_into_ = nullptr;
+  FusedScaleOwner* fused_into_ = nullptr;
 };
 
 }  // namespace pstrain

@@ -1,32 +1,24 @@
-// Sigmoid: y = 1 / (1 + exp(-x)). Backward uses only the top data and diff:
+// Sigmoid: y = 1 / (1 + exp(-x)), computed as 0.5 * tanh(0.5 x) + 0.5 (equal,
+// and it never overflows). Backward uses only the top data and diff:
 // dx = dy * y * (1 - y).
-// A NeuronLayer: one bottom, one top of its shape, may run in place.
+// A TopOnlyActivationLayer: one bottom, one top of its shape, may run in place.
 #pragma once
 
-#include <vector>
+#include <cmath>
 
-#include "worker/layers/neuron_layer.hpp"
+#include "worker/layers/top_only_activation_layer.hpp"
 
 namespace pstrain {
 
-class SigmoidLayer : public NeuronLayer {
+struct SigmoidMath {
+  PSTRAIN_ACTIVATION_FN static float Forward(float x) { return 0.5f * tanhf(0.5f * x) + 0.5f; }
+  PSTRAIN_ACTIVATION_FN static float Backward(float y, float dy) { return dy * y * (1.f - y); }
+};
+
+class SigmoidLayer : public TopOnlyActivationLayer<SigmoidMath> {
  public:
-  explicit SigmoidLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-
+  using TopOnlyActivationLayer::TopOnlyActivationLayer;
   const char* type() const override { return "Sigmoid"; }
-#ifdef PSTRAIN_HAVE_CUDA
-  bool HasGpuPath() const override { return true; }
-#endif
-
- protected:
-  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
-                         const BlobVec& bottom) override;
-#ifdef PSTRAIN_HAVE_CUDA
-  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                   const BlobVec& bottom) override;
-#endif
 };
 
 }  // namespace pstrain

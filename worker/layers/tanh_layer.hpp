@@ -1,32 +1,23 @@
 // TanH: y = tanh(x). Backward uses only the top data and diff:
 // dx = dy * (1 - y^2).
-// A NeuronLayer: one bottom, one top of its shape, may run in place.
+// A TopOnlyActivationLayer: one bottom, one top of its shape, may run in place.
 #pragma once
 
-#include <vector>
+#include <cmath>
 
-#include "worker/layers/neuron_layer.hpp"
+#include "worker/layers/top_only_activation_layer.hpp"
 
 namespace pstrain {
 
-class TanHLayer : public NeuronLayer {
+struct TanHMath {
+  PSTRAIN_ACTIVATION_FN static float Forward(float x) { return tanhf(x); }
+  PSTRAIN_ACTIVATION_FN static float Backward(float y, float dy) { return dy * (1.f - y * y); }
+};
+
+class TanHLayer : public TopOnlyActivationLayer<TanHMath> {
  public:
-  explicit TanHLayer(const caffe::LayerParameter& param) : NeuronLayer(param) {}
-
+  using TopOnlyActivationLayer::TopOnlyActivationLayer;
   const char* type() const override { return "TanH"; }
-#ifdef PSTRAIN_HAVE_CUDA
-  bool HasGpuPath() const override { return true; }
-#endif
-
- protected:
-  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
-                         const BlobVec& bottom) override;
-#ifdef PSTRAIN_HAVE_CUDA
-  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                   const BlobVec& bottom) override;
-#endif
 };
 
 }  // namespace pstrain

@@ -17,7 +17,7 @@ namespace pstrain {
 struct DeviceGradients::State {};
 
 Result<std::unique_ptr<DeviceGradients>> DeviceGradients::Create(const std::vector<Blob*>&) {
-  return Status::Error("the GPU engine needs a CUDA build");
+  return Status::FailedPrecondition("the GPU engine needs a CUDA build");
 }
 DeviceGradients::DeviceGradients(std::unique_ptr<State> state) : state_(std::move(state)) {}
 DeviceGradients::~DeviceGradients() = default;

@@ -16,7 +16,7 @@ Result<ElasticOptions::Method> ParseElasticMethod(const std::string& name) {
   if (name == "none") return ElasticOptions::Method::kNone;
   if (name == "easgd") return ElasticOptions::Method::kEasgd;
   if (name == "average") return ElasticOptions::Method::kAverage;
-  return Status::Error("\"" + name + "\" is not one of none, easgd, average");
+  return Status::InvalidArgument("\"" + name + "\" is not one of none, easgd, average");
 }
 
 ElasticExchange::ElasticExchange(

@@ -20,6 +20,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Send's waits between tries of a retryable failure: doubling, capped.
+constexpr std::chrono::milliseconds kFirstRetryWait{50};
+constexpr std::chrono::milliseconds kLastRetryWait{1000};
+
 // "120 s", "0.3 s".
 std::string SecondsText(std::chrono::milliseconds ms) {
   if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
@@ -161,7 +165,7 @@ class PsClient::SendTracker {
 Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
                                                     const PsClientOptions& options,
                                                     std::vector<PsParam> params) {
-  if (options.servers.empty()) return Status::Error("no parameter servers given");
+  if (options.servers.empty()) return Status::InvalidArgument("no parameter servers given");
   std::unique_ptr<PsClient> client(new PsClient());
   client->options_ = options;
   client->params_ = std::move(params);
@@ -182,6 +186,7 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
       PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
       PSTRAIN_ASSIGN_OR_RETURN(
           auto channel, transport::ConnectDealer(context, options.servers[k], dealer_options));
+      if (options.wrap_channel) channel = options.wrap_channel(std::move(channel));
       client->channel_ptrs_.push_back(channel.get());
       owned->push_back(std::move(channel));
     }
@@ -216,8 +221,22 @@ Status PsClient::Send(int shard, OutMessage message, bool pull_connection) {
   int64_t bytes = static_cast<int64_t>(message.header.ByteSizeLong());
   for (const auto& p : message.payloads) bytes += static_cast<int64_t>(p.bytes());
   auto& channel = pull_connection ? pull_channels_[shard] : channels_[shard];
-  Status s = channel->Send("", std::move(message));
-  if (!s.ok()) return s.WithContext(ServerName(static_cast<size_t>(shard)));
+  const auto start = Clock::now();
+  auto wait = kFirstRetryWait;
+  for (int tries = 1;; ++tries) {
+    // A copy per try shares the payloads (no bytes are copied).
+    Status s = channel->Send("", message);
+    if (s.ok()) break;
+    const bool in_time = Clock::now() - start + wait <= options_.timeout;
+    if (!s.IsRetryable() || !in_time) {
+      std::string context = ServerName(static_cast<size_t>(shard));
+      if (tries > 1) context += " (" + std::to_string(tries) + " tries)";
+      return s.WithContext(context);
+    }
+    ++traffic_.send_retries;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(2 * wait, kLastRetryWait);
+  }
   if (heartbeats_) heartbeats_->Sent(static_cast<size_t>(shard));
   traffic_.bytes_sent += bytes;
   return Status::Ok();
@@ -253,7 +272,8 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
   }
   const auto type = message.header.type();
   if (type == pstrain::ERROR) {
-    return Status::Error(ServerName(k) + " refused a request: " + message.header.text());
+    return Status::FailedPrecondition(ServerName(k) +
+                                      " refused a request: " + message.header.text());
   }
   const int shard = static_cast<int>(k);
   if (type == pstrain::PUSH_ACK) {
@@ -296,8 +316,8 @@ Status PsClient::Hello(int64_t* clock) {
     auto ack = transport::ReadHelloAck(replies[k].header);
     if (!ack.ok()) return ack.status().WithContext(ServerName(k));
     if (ack->mode != options_.mode) {
-      return Status::Error(ServerName(k) + " runs " + ModeName(ack->mode) + ", this worker " +
-                           ModeName(options_.mode));
+      return Status::FailedPrecondition(ServerName(k) + " runs " + ModeName(ack->mode) +
+                                        ", this worker " + ModeName(options_.mode));
     }
     if (shard_has_chunks_[k]) smallest = std::min(smallest, ack->clock);
   }
@@ -331,7 +351,7 @@ Status PsClient::InitPush() {
 }
 
 Status PsClient::Pull(int64_t clock) {
-  if (pull_outstanding_) return Status::Error("a pull is already outstanding");
+  if (pull_outstanding_) return Status::FailedPrecondition("a pull is already outstanding");
   pull_arrived_.assign(placement_.chunks().size(), 0);
   pull_missing_.assign(channels_.size(), 0);
   pull_version_.assign(channels_.size(), INT64_MIN);
@@ -369,17 +389,18 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
   const std::string server = ServerName(static_cast<size_t>(shard));
   const size_t k = static_cast<size_t>(shard);
   if (!pull_outstanding_ || !shard_has_chunks_[k]) {
-    return Status::Error(server + " sent a pull reply that no pull asked for");
+    return Status::InvalidArgument(server + " sent a pull reply that no pull asked for");
   }
   if (reply.header.clock() != pull_clock_) {
-    return Status::Error(server + " answered a pull for iteration " +
-                         std::to_string(reply.header.clock()) + ", expected " +
-                         std::to_string(pull_clock_));
+    return Status::InvalidArgument(server + " answered a pull for iteration " +
+                                   std::to_string(reply.header.clock()) + ", expected " +
+                                   std::to_string(pull_clock_));
   }
   for (int i = 0; i < reply.header.chunks_size(); ++i) {
     const uint32_t id = reply.header.chunks(i).id();
     if (pull_arrived_[id]) {
-      return Status::Error(server + " sent chunk " + std::to_string(id) + " twice for one pull");
+      return Status::InvalidArgument(server + " sent chunk " + std::to_string(id) +
+                                     " twice for one pull");
     }
     pull_arrived_[id] = 1;
     const Chunk& c = placement_.chunk(id);
@@ -393,7 +414,7 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
 }
 
 Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files) {
-  if (!pull_outstanding_) return Status::Error("WaitPull without a Pull");
+  if (!pull_outstanding_) return Status::FailedPrecondition("WaitPull without a Pull");
   const auto start = Clock::now();
   auto last_heard = start;
   auto missing = [&] {

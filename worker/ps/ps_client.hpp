@@ -32,7 +32,15 @@
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
 // shard. Every wait is bounded by `timeout`: a shard that stays silent that
-// long is an error naming its address.
+// long is an error naming its address (DeadlineExceeded).
+// Retries: a send that fails with a retryable status (Status::IsRetryable: a
+// shard gone or not reachable, a queue still full after the socket's send
+// timeout) is sent again, after 50 ms, then twice as long each time up to
+// 1 s, until it goes through or `timeout` has passed since the first try;
+// then the last failure is returned, saying how many tries were made. Nothing
+// else is retried: a failure of another kind (a malformed message, a refused
+// request) returns at once, and a shard silent for `timeout` is already past
+// the bound. A failed ZeroMQ send queues nothing, so a retry never duplicates.
 // Liveness: while the client exists, a thread of its own sends HEARTBEAT to
 // every shard it has sent nothing else for `heartbeat_interval` (also while
 // the caller computes), on connections of its own.
@@ -40,6 +48,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +96,10 @@ struct PsClientOptions {
   pstrain::DataType compression = pstrain::FLOAT32;
   double topk_ratio = 0.01;
   bool error_feedback = true;  // top-k and sign: carry what the encoding lost to the next push
+  // Tests: wraps each request and pull DEALER as it is connected (e.g. in a
+  // transport::FaultChannel that fails sends). Empty: none.
+  std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>
+      wrap_channel;
 };
 
 struct PsTraffic {
@@ -94,6 +107,7 @@ struct PsTraffic {
   int64_t bytes_received = 0;
   double pull_wait_seconds = 0;  // time spent in WaitPull
   double push_wait_seconds = 0;  // time spent blocked on the in-flight window
+  int64_t send_retries = 0;      // sends tried again after a retryable failure
 };
 
 class PsClient {
@@ -142,7 +156,8 @@ class PsClient {
 
   PsClient() = default;
   transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
-  // On shard's pull connection when `pull_connection`, else on its main one.
+  // On shard's pull connection when `pull_connection`, else on its main one;
+  // a retryable failure is retried (see the top of this file).
   Status Send(int shard, transport::OutMessage message, bool pull_connection = false);
   // "server 1 (tcp://10.0.0.2:40001)"
   std::string ServerName(size_t shard) const;

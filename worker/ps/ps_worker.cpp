@@ -194,8 +194,9 @@ void PsWorker::OnEvent(TrainEvent* event) {
 Status PsWorker::FinishElastic(int iter) {
   const int period = options_.elastic.period;
   if (iter % period != 0) {
-    return Status::Error("max_iter " + std::to_string(iter) +
-                         " is not a multiple of the exchange period " + std::to_string(period));
+    return Status::InvalidArgument("max_iter " + std::to_string(iter) +
+                                   " is not a multiple of the exchange period " +
+                                   std::to_string(period));
   }
   if (iter > start_iter_) PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / period - 1));
   PSTRAIN_RETURN_IF_ERROR(client_->Flush());

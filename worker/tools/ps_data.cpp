@@ -214,25 +214,13 @@ int main(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("args", -1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argv_rewritten)
-                  .options(all)
-                  .positional(positional)
-                  .style(pstrain::CommandLineStyle())
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return Usage(e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << kUsage << visible << image_options;
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::cout << pstrain::VersionLine("ps-data") << "\n";
-    return 0;
-  }
+  pstrain::FlagSpec spec;
+  spec.program = "ps-data";
+  spec.options = &all;
+  spec.positional = positional;
+  spec.print_help = [&] { std::cout << kUsage << visible << image_options; };
+  spec.usage = Usage;
+  if (auto exit_code = pstrain::ParseFlags(argv_rewritten, spec, vm)) return *exit_code;
   if (args.empty()) return Usage("missing command (mnist, images or mean)");
   const std::string& command = args[0];
   const size_t given = args.size() - 1;

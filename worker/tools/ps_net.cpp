@@ -157,37 +157,21 @@ int SelectEngine(CommonFlags& flags, pstrain::Engine* engine) {
   return 0;
 }
 
-// Parses the flags of one command (plus --help and --version, which print
-// to stdout); returns 0 to go on, -1 when help or the version was printed,
-// else an exit status.
+// Parses the flags of one command (pstrain::ParseFlags; a usage error also
+// prints the command's options); returns 0 to go on, -1 when help or the
+// version was printed, else an exit status.
 int ParseFlags(int argc, char** argv, po::options_description& desc, po::variables_map& vm,
                const std::vector<std::string>& required,
                const po::positional_options_description& positional = {}) {
-  desc.add_options()("help,h", "show this help")("version", "print the version");
-  try {
-    po::store(po::command_line_parser(argc, argv)
-                  .options(desc)
-                  .positional(positional)
-                  .style(pstrain::CommandLineStyle())
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return Usage(e.what(), &desc);
-  }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return -1;
-  }
-  if (vm.count("version")) {
-    std::printf("%s\n", pstrain::VersionLine("ps-net").c_str());
-    return -1;
-  }
-  for (const auto& r : required) {
-    if (!vm.count(r) || vm[r].as<std::string>().empty())
-      return Usage("--" + r + " is required", &desc);
-  }
-  return 0;
+  pstrain::FlagSpec spec;
+  spec.program = "ps-net";
+  spec.options = &desc;
+  spec.positional = positional;
+  spec.required = required;
+  spec.usage = [&desc](const std::string& message) { return Usage(message, &desc); };
+  const auto exit_code = pstrain::ParseFlags(pstrain::ArgsAfterName(argc, argv), spec, vm);
+  if (!exit_code) return 0;
+  return *exit_code == 0 ? -1 : *exit_code;
 }
 
 // A train event as a JSON line (--json), else as Caffe's solver logs it.

@@ -113,30 +113,15 @@ int main(int argc, char** argv) {
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push");
   po::variables_map vm;
-  try {
-    po::store(
-        po::command_line_parser(argc, argv).options(desc).style(pstrain::CommandLineStyle()).run(),
-        vm);
-    pstrain::StoreEnvironment(desc, kEnvironmentAliases, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "ps-worker: %s\n", e.what());
-    return pstrain::kExitUsage;
+  pstrain::FlagSpec spec;
+  spec.program = "ps-worker";
+  spec.options = &desc;
+  spec.environment = &kEnvironmentAliases;
+  spec.required = {"solver", "servers"};
+  if (auto exit_code = pstrain::ParseFlags(pstrain::ArgsAfterName(argc, argv), spec, vm)) {
+    return *exit_code;
   }
-  if (vm.count("help")) {
-    std::cout << desc;
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::printf("%s\n", pstrain::VersionLine("ps-worker").c_str());
-    return 0;
-  }
-  const auto usage = [](const std::string& m) {
-    std::fprintf(stderr, "ps-worker: %s\n", m.c_str());
-    return pstrain::kExitUsage;
-  };
-  if (options.solver_path.empty()) return usage("--solver is required");
-  if (servers.empty()) return usage("--servers is required");
+  const auto usage = [&spec](const std::string& m) { return pstrain::UsageError(spec, m); };
   if (options.client.world_size < 1) return usage("--workers must be at least 1");
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
