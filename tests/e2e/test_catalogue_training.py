@@ -144,10 +144,40 @@ def test_fcn_segmentation_net_trains(build_dir, tmp_path):
 
 # --- LSTM: Caffe's RecurrentLayer (x, cont) ---------------------------------
 
+LSTM_DEPLOY = """
+name: "lstm_recall_deploy"
+layer { name: "input" type: "Input" top: "x" top: "cont"
+  input_param { shape { dim: 10 dim: 256 dim: 3 } shape { dim: 10 dim: 256 } } }
+layer { name: "lstm1" type: "LSTM" bottom: "x" bottom: "cont" top: "lstm1"
+  recurrent_param { num_output: 24 } }
+layer { name: "predict" type: "InnerProduct" bottom: "lstm1" top: "predict"
+  inner_product_param { num_output: 3 axis: 2 } }
+"""
+
+
 def test_lstm_sequence_net_trains(tmp_path):
     """Recalling the input of two timesteps before needs the recurrence: a net
-    without memory cannot do better than predicting 0 (the loss of iteration 0)."""
+    without memory cannot do better than predicting 0 (the loss of iteration 0).
+    The trained weights, in pstrain.caffe, then recall across timesteps and
+    forget where cont starts a new sequence."""
     net = (NETS / "lstm_recall.prototxt").read_text().replace("BATCH", "16")
     result = train(tmp_path, "lstm", net, workers=2, max_iter=220, display=20,
                    solver='type: "Adam"\nbase_lr: 0.01\nmomentum: 0.9\nmomentum2: 0.999')
     assert_trains(result, 200)
+
+    import pstrain.caffe as caffe
+    (tmp_path / "deploy.prototxt").write_text(LSTM_DEPLOY)
+    deploy = caffe.Net(str(tmp_path / "deploy.prototxt"), caffe.TEST,
+                       weights=str(result.snapshot))
+    x = np.random.default_rng(5).uniform(-1, 1, (10, 256, 3)).astype(np.float32)
+    cont = np.ones((10, 256), np.float32)
+    cont[0] = cont[5] = 0          # two sequences a stream: timesteps 0-4 and 5-9
+    deploy.blobs["x"].data[...] = x
+    deploy.blobs["cont"].data[...] = cont
+    predict = deploy.forward()["predict"]
+    error = ((predict[2:] - x[:-2]) ** 2).mean(axis=(1, 2))   # at timesteps 2..9
+    recalled = error[[0, 1, 2, 5, 6, 7]]      # timesteps 2-4 and 7-9: in the sequence
+    forgotten = error[[3, 4]]                 # timesteps 5, 6: recall before the start
+    print(f"mean squared recall error by timestep 2..9: {np.round(error, 4)}")
+    # Nothing known: the best guess is 0, whose error is E[x^2] = 1/3.
+    assert recalled.max() < 0.1 and forgotten.min() > 0.25, error
