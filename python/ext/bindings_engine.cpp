@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/optim/solver_hyper.hpp"
+#include "common/optim/update_rule_registry.hpp"
 #include "common/ps/key_placement.hpp"
 #include "python/ext/bindings.hpp"
 #include "worker/net_check.hpp"
@@ -141,8 +142,9 @@ void BindEngineQueries(nb::module_& m) {
         nb::arg("chunk_bytes"),
         "The servers' chunks of parameters of `param_sizes` values each "
         "(common/ps/key_placement.hpp): (id, param, offset, length, shard) in chunk id order.");
-  m.def("solver_type_list", [] { return Names(optim::kSolverTypes); },
-        "Caffe's solver type names the update rules implement (SolverParameter.type).");
+  m.def("solver_type_list", [] { return optim::UpdateRuleRegistry::Global().Types(); },
+        "The solver type names of the registered update rules (SolverParameter.type), "
+        "Caffe's six first in Caffe's order.");
   m.def("lr_policy_list", [] { return Names(optim::kLrPolicies); },
         "Caffe's learning rate policies the engine implements (SolverParameter.lr_policy).");
 }
