@@ -21,12 +21,6 @@ namespace {
 // Virtual address space only: LMDB grows its file as records are written.
 constexpr size_t kImageSetMapSize = size_t{1} << 40;
 
-struct ListEntry {
-  std::string path;
-  int label = 0;
-  int line = 0;  // 1-based line in the list file
-};
-
 Status CheckOptions(const ImageSetOptions& o) {
   if (o.backend != "lmdb") {
     return Status::InvalidArgument("--backend " + o.backend +
@@ -47,7 +41,9 @@ Status CheckOptions(const ImageSetOptions& o) {
   return Status::Ok();
 }
 
-Result<std::vector<ListEntry>> ReadList(const std::string& list_file) {
+}  // namespace
+
+Result<std::vector<ListEntry>> ReadImageList(const std::string& list_file) {
   std::ifstream in(list_file);
   if (!in) {
     return Status::NotFound(list_file + ": cannot open (" + std::strerror(errno) + ")");
@@ -79,6 +75,8 @@ Result<std::vector<ListEntry>> ReadList(const std::string& list_file) {
   if (entries.empty()) return Status::InvalidArgument(list_file + ": holds no images");
   return entries;
 }
+
+namespace {
 
 // The Datum value for one image.
 Result<std::string> MakeRecord(const ImageSetOptions& o, const ListEntry& entry,
@@ -134,7 +132,7 @@ Result<std::string> MakeRecord(const ImageSetOptions& o, const ListEntry& entry,
 Result<ImageSetConversion> ConvertImageSet(const ImageSetOptions& o) {
   PSTRAIN_RETURN_IF_ERROR(CheckOptions(o));
   PSTRAIN_RETURN_IF_ERROR(CheckLmdbOutputFree(o.out));
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ListEntry> entries, ReadList(o.list_file));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ListEntry> entries, ReadImageList(o.list_file));
   if (o.shuffle) {
     std::mt19937_64 rng(o.seed);
     for (size_t i = entries.size(); i > 1; --i) {

@@ -20,6 +20,20 @@
 
 namespace pstrain {
 
+// One line of an image list: "relative/path label".
+struct ListEntry {
+  std::string path;
+  int label = 0;
+  int line = 0;  // 1-based line in the list file
+};
+
+// Reads a list file of lines "relative/path label" (the label is the last
+// space- or tab-separated field, so paths may hold spaces; blank lines are
+// skipped), as convert_imageset and Caffe's ImageData layer read it. Errors:
+// "<list>: cannot open (...)", "<list>: holds no images", "<list>:<line>:
+// expected 'PATH LABEL' ...", "<list>:<line>: label 'x' is not an integer".
+Result<std::vector<ListEntry>> ReadImageList(const std::string& list_file);
+
 struct ImageSetOptions {
   std::string list_file;
   std::string root;  // prefixed to each listed path ("" = as listed)
