@@ -17,6 +17,7 @@ nets) and exercising the same layers and parameters.
 from __future__ import annotations
 
 import gzip
+import json
 import pathlib
 import struct
 import subprocess
@@ -87,6 +88,38 @@ def train(tmp: pathlib.Path, name: str, net: str, *, workers: int, max_iter: int
     assert result.ok, result.summary
     assert result.summary["iterations"] == max_iter
     return result
+
+
+def weight_diff(build_dir: pathlib.Path, a: pathlib.Path, b: pathlib.Path,
+                max_rel: float) -> tuple[int, dict]:
+    """`ps-net diff` of two .caffemodel files: (exit status, report); 0 when every
+    value agrees within max_rel (it fails on NaN and on a blob missing from either)."""
+    done = subprocess.run([str(build_dir / "bin" / "ps-net"), "diff", str(a), str(b), "--json",
+                           "--max-rel", repr(max_rel)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode in (0, 1) and done.stdout, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def assert_bsp_is_large_batch(build_dir, tmp, name: str, make_net, batch: int, solver: str,
+                              iters: int = 20) -> None:
+    """bsp with 2 workers of `batch` ends where 1 worker of 2 x `batch` does, within
+    1e-5 after `iters` iterations; the control, 1 worker of `batch`, does not."""
+    two = train(tmp, f"{name}-w2", make_net(batch), workers=2, max_iter=iters, display=1,
+                solver=solver)
+    one = train(tmp, f"{name}-w1", make_net(2 * batch), workers=1, max_iter=iters, display=1,
+                solver=solver)
+    half = train(tmp, f"{name}-half", make_net(batch), workers=1, max_iter=iters, display=1,
+                 solver=solver)
+    code, report = weight_diff(build_dir, one.snapshot, two.snapshot, 1e-5)
+    print(f"{name}: 2 workers of {batch} against 1 of {2 * batch}: max_rel "
+          f"{report['max_rel']:.3g}, max_abs {report['max_abs']:.3g}")
+    assert code == 0 and report["equal"], report
+    # The control: half the data per step ends far outside 1e-5, so the match
+    # above needs worker 1 to have read the other half of each large batch.
+    code, control = weight_diff(build_dir, one.snapshot, half.snapshot, 1e-5)
+    print(f"{name}: control, 1 worker of {batch}: max_rel {control['max_rel']:.3g}")
+    assert code == 1 and not control["mismatches"] and control["max_rel"] > 1e-3, control
 
 
 def losses(result: RunResult) -> dict[int, float]:
@@ -181,3 +214,47 @@ def test_lstm_sequence_net_trains(tmp_path):
     print(f"mean squared recall error by timestep 2..9: {np.round(error, 4)}")
     # Nothing known: the best guess is 0, whose error is E[x^2] = 1/3.
     assert recalled.max() < 0.1 and forgotten.min() > 0.25, error
+
+
+# --- HDF5Data regression -----------------------------------------------------
+
+def write_regression_h5(folder: pathlib.Path) -> pathlib.Path:
+    """Two .h5 files (160 and 96 rows) of inputs x in [-1, 1]^4 and targets
+    (sin(pi x0) x1, x2^2 - x3), and the source list naming them."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(11)
+    folder.mkdir(parents=True)
+    names = []
+    for i, rows in enumerate((160, 96)):
+        x = rng.uniform(-1, 1, (rows, 4)).astype(np.float32)
+        target = np.stack([np.sin(np.pi * x[:, 0]) * x[:, 1], x[:, 2] ** 2 - x[:, 3]], axis=1)
+        names.append(folder / f"part{i}.h5")
+        with h5py.File(names[-1], "w") as f:
+            f["data"] = x
+            f["target"] = target.astype(np.float32)
+    source = folder / "source.txt"
+    source.write_text("".join(f"{name}\n" for name in names))
+    return source
+
+
+def hdf5_net(source: pathlib.Path, batch: int) -> str:
+    net = (NETS / "hdf5_regression.prototxt").read_text()
+    return net.replace("SOURCE", str(source)).replace("BATCH", str(batch))
+
+
+HDF5_SOLVER = "base_lr: 0.1\nmomentum: 0.9\nweight_decay: 0.0005"
+
+
+def test_hdf5_regression_trains(tmp_path):
+    source = write_regression_h5(tmp_path / "data")
+    result = train(tmp_path, "hdf5", hdf5_net(source, 16), workers=2, max_iter=200,
+                   display=20, solver=HDF5_SOLVER)
+    assert_trains(result, 180)
+
+
+def test_hdf5_bsp_two_workers_equal_one_with_twice_the_batch(build_dir, tmp_path):
+    """20 iterations of 16 rows: the stream wraps around the 256 rows and crosses
+    from one file to the other, in both jobs."""
+    source = write_regression_h5(tmp_path / "data")
+    assert_bsp_is_large_batch(build_dir, tmp_path, "hdf5", lambda b: hdf5_net(source, b), 8,
+                              HDF5_SOLVER)
