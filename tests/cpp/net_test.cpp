@@ -268,6 +268,28 @@ TEST(NetTest, LearnableParamsOrderAndMultipliers) {
   EXPECT_TRUE(net->layer_by_name("ip1")->param_propagate_down(1));
 }
 
+// Caffe's BatchNorm pins its statistics to lr_mult 0 when the prototxt gives no
+// specs (or fewer than three), so no solver step, weight decay included, touches
+// them and ps-worker keeps them local.
+TEST(NetTest, BatchNormStatisticsNeverLearnWithoutSpecs) {
+  for (const char* specs : {"", "param { lr_mult: 0 decay_mult: 0 }"}) {
+    SCOPED_TRACE(specs);
+    auto net = BuildNet(std::string(R"(
+      layer { name: "in" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 } } }
+      layer { name: "bn" type: "BatchNorm" bottom: "data" top: "bn" )") +
+                        specs + " }");
+    ASSERT_NE(net, nullptr);
+    const auto& params = net->learnable_params();
+    ASSERT_EQ(params.size(), 3u);
+    // Given specs go as Caffe's UpgradeNetBatchNorm drops them: decay_mult is
+    // the default either way, and lr_mult 0 keeps it from mattering.
+    for (const auto& p : params) {
+      EXPECT_EQ(p.lr_mult, 0.f) << p.name;
+      EXPECT_EQ(p.decay_mult, 1.f) << p.name;
+    }
+  }
+}
+
 constexpr const char* kPruneNet = R"(
   layer { name: "in" type: "Input" top: "data" top: "label"
           input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } } }

@@ -27,6 +27,10 @@ Status BatchNormLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
           ")");
     }
   }
+  // As Caffe does: the statistics never learn. A spec the prototxt leaves out is
+  // pinned to lr_mult 0, so no solver step (weight decay included) touches them
+  // and ps-worker keeps them local (Net::AppendParams reads this copy).
+  while (param_.param_size() < 3) param_.add_param()->set_lr_mult(0.f);
   if (bottom[0]->num_axes() == 0) return Status::Error("BatchNorm needs a bottom with an axis");
   channels_ = bottom[0]->num_axes() == 1 ? 1 : bottom[0]->shape(1);
   if (blobs_.empty()) {
