@@ -3,7 +3,6 @@
 //   ps-server --shard K --num-servers S --workers W --bind tcp://127.0.0.1:0
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
 //             [--staleness-per-worker S0,S1,...]   (ssp; server/policies/ssp_per_worker.cpp)
-//             [--staleness-per-worker S0,S1,...]   (ssp; server/policies/ssp_per_worker.cpp)
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
 //             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
@@ -118,10 +117,6 @@ Status Configure(Flags& f) {
   f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
   PSTRAIN_ASSIGN_OR_RETURN(f.config.nonfinite, ParseNonFinitePolicy(f.nonfinite));
-  if (!f.staleness_per_worker.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(f.config.staleness_per_worker,
-                             ParseStalenessList(f.staleness_per_worker));
-  }
   if (!f.staleness_per_worker.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(f.config.staleness_per_worker,
                              ParseStalenessList(f.staleness_per_worker));
@@ -262,8 +257,6 @@ int main(int argc, char** argv) try {
       "device", po::value(&f.device)->default_value("cpu"),
       "where the weights live and updates run: cpu or gpu:N (CUDA builds)")(
       "staleness", po::value(&f.config.staleness)->default_value(0), "ssp staleness bound")(
-      "staleness-per-worker", po::value(&f.staleness_per_worker),
-      "ssp: one staleness bound per worker, as 2,4 (instead of --staleness)")(
       "staleness-per-worker", po::value(&f.staleness_per_worker),
       "ssp: one staleness bound per worker, as 2,4 (instead of --staleness)")(
       "chunk-bytes", po::value(&f.config.chunk_bytes)->default_value(1 << 20), "chunk size")(
