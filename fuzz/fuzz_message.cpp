@@ -1,7 +1,7 @@
 // Fuzz target "message": network messages into one parameter-server shard,
-// through the same steps ShardService takes for each arrival: frame 0 parsed
+// through the same steps ShardLoop takes for each arrival: frame 0 parsed
 // as a pstrain::Header, payload frames aligned, transport::Validate against
-// ShardServer::RulesFor, then ShardServer::Handle. The worker side's checks of
+// ShardState::RulesFor, then ShardState::Handle. The worker side's checks of
 // server answers (Validate as a WORKER, ReadHelloAck) see the same headers.
 //
 // Input layout (fuzz/message_input.hpp writes it; the seeds are real
@@ -28,14 +28,14 @@
 #include "common/transport/validate.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 
 namespace {
 
 using pstrain::server::Incoming;
 using pstrain::server::Outgoing;
 using pstrain::server::ShardConfig;
-using pstrain::server::ShardServer;
+using pstrain::server::ShardState;
 
 void Require(bool holds, const char* what) {
   if (!holds) {
@@ -65,11 +65,11 @@ const bool kVerbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pstrain::fuzz::MessageInput input(data, size);
   ShardConfig config = pstrain::fuzz::SetupConfig(input.setup());
-  ShardServer shard(config);
+  ShardState shard(config);
   shard.log = [](const std::string& line) {
     if (kVerbose) std::fprintf(stderr, "  log: %s\n", line.c_str());
   };
-  auto now = ShardServer::TimePoint{} + std::chrono::hours(1);
+  auto now = ShardState::TimePoint{} + std::chrono::hours(1);
 
   std::vector<std::string> frames;
   while (input.Next(&frames)) {

@@ -4,7 +4,7 @@
 //                fuzz_util.hpp, solver type by byte 0 (SGD, Adam, AdaDelta,
 //                RMSProp); a trainer that accepts it takes one step.
 //   byte 0 odd:  a shard checkpoint (<prefix>.shard<k>.state, pstrain.ShardState)
-//                through ShardServer::Restore with the set-up of
+//                through ShardState::Restore with the set-up of
 //                fuzz/message_input.hpp (byte 0 >> 1); a restored shard then
 //                answers a HELLO and a PULL of every worker.
 // The rest of the input is the file. Property: each loader accepts or refuses
@@ -18,7 +18,7 @@
 #include "common/proto_io.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 #include "worker/trainer.hpp"
 
 namespace {
@@ -48,12 +48,12 @@ void CaffeSolverState(uint8_t setup, const std::string& path) {
 
 void ShardState(uint8_t setup, const std::string& path) {
   pstrain::server::ShardConfig config = pstrain::fuzz::SetupConfig(setup >> 1);
-  auto shard = pstrain::server::ShardServer::Restore(config, path);
+  auto shard = pstrain::server::ShardState::Restore(config, path);
   if (!shard.ok()) return;
-  pstrain::server::ShardServer& server = shard.value();
+  pstrain::server::ShardState& server = shard.value();
   server.log = [](const std::string&) {};
   (void)server.Stats();
-  const auto now = pstrain::server::ShardServer::TimePoint{} + std::chrono::hours(1);
+  const auto now = pstrain::server::ShardState::TimePoint{} + std::chrono::hours(1);
   for (int w = 0; w < config.num_workers; ++w) {
     const pstrain::transport::Origin worker{pstrain::WORKER, w, config.job_key};
     for (const pstrain::Header& h :

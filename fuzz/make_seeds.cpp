@@ -8,7 +8,7 @@
 //   corpus/datum/        Datum records as ps-data writes them (uint8, float)
 //   corpus/caffemodel/   the small net's .caffemodel (Net::WriteCaffemodel)
 //   corpus/solverstate/  Trainer snapshots (.solverstate) for SGD and Adam,
-//                        and a shard checkpoint (ShardServer::WriteCheckpoint)
+//                        and a shard checkpoint (ShardState::WriteCheckpoint)
 // The text prototxt corpus is configs/nets/*.prototxt, copied by scripts/fuzz.sh.
 // Run by hand after a format change; the output is committed.
 #include <unistd.h>
@@ -26,7 +26,7 @@
 #include "common/transport/protocol.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 #include "worker/trainer.hpp"
 
 namespace {
@@ -95,9 +95,8 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
   for (pstrain::MessageType type : tail) {
     pstrain::Header h = pstrain::transport::NewHeader(w0, type);
     if (type == pstrain::NORM_PARTIAL || type == pstrain::NORM_TOTAL) {
-      h = pstrain::transport::NewHeader({pstrain::SERVER, 1 - config.shard, config.job_key}, type);
-      h.set_clock(0);
-      h.set_sum_squares(2.5);
+      h = pstrain::transport::NormHeader({pstrain::SERVER, 1 - config.shard, config.job_key}, type,
+                                         /*clock=*/0, /*sum_squares=*/2.5);
     }
     pstrain::fuzz::AppendMessage({Frame(h)}, &out);
   }
@@ -179,14 +178,14 @@ void FileSeeds(const fs::path& fuzz_dir, const fs::path& scratch) {
     Write(fuzz_dir / ("corpus/solverstate/" + std::string(type) + "_iter_2"), setup + state);
   }
   // A shard checkpoint after one bsp step (set-up 0: bsp, one worker).
-  pstrain::server::ShardServer shard(pstrain::fuzz::SetupConfig(0));
+  pstrain::server::ShardState shard(pstrain::fuzz::SetupConfig(0));
   shard.log = [](const std::string&) {};
   const std::string session = Session(0, 1, {});
   pstrain::fuzz::MessageInput input(reinterpret_cast<const uint8_t*>(session.data()),
                                     session.size());
   input.setup();
   std::vector<std::string> frames;
-  const auto now = pstrain::server::ShardServer::TimePoint{};
+  const auto now = pstrain::server::ShardState::TimePoint{};
   while (input.Next(&frames)) {
     pstrain::server::Incoming in{"peer", {}, {}};
     (void)in.header.ParseFromString(frames[0]);

@@ -2,7 +2,7 @@
 // bounded rate, so that a flood of garbage cannot fill a disk. The first
 // `full_lines` reports are logged as they are; after that one line per
 // `interval` says how many more there were ("... 9,940 more dropped in the
-// last 10.0 s (10,000 in all)"). Used by one thread (ShardService's).
+// last 10.0 s (10,000 in all)"). Used by one thread (ShardLoop's).
 #pragma once
 
 #include <chrono>

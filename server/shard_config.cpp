@@ -1,6 +1,9 @@
 #include "server/shard_config.hpp"
 
+#include <charconv>
+
 #include "common/optim/update_rule_registry.hpp"
+#include "server/consistency_policy.hpp"
 #include "server/device_chunks.hpp"
 
 namespace pstrain::server {
@@ -9,6 +12,23 @@ Result<NonFinitePolicy> ParseNonFinitePolicy(const std::string& text) {
   if (text == "drop") return NonFinitePolicy::kDrop;
   if (text == "stop") return NonFinitePolicy::kStop;
   return Status::InvalidArgument("--nonfinite: \"" + text + "\" is not drop or stop");
+}
+
+Result<std::vector<int>> ParseStalenessList(const std::string& text) {
+  std::vector<int> values;
+  const char* p = text.data();
+  const char* end = p + text.size();
+  while (p < end || values.empty()) {
+    int v = 0;
+    const auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (next != end && *next != ',') || (next + 1 == end && *next == ',')) {
+      return Status::InvalidArgument("--staleness-per-worker: \"" + text +
+                                     "\" is not a list of integers (as 2,4)");
+    }
+    values.push_back(v);
+    p = next == end ? end : next + 1;
+  }
+  return values;
 }
 
 Status ValidateShardConfig(const ShardConfig& c) {
@@ -50,6 +70,7 @@ Status ValidateShardConfig(const ShardConfig& c) {
                                 .WithContext("solver: device gpu:" + std::to_string(c.device)));
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateUpdateMethods(c.methods, c.mode, c.num_workers));
+  PSTRAIN_RETURN_IF_ERROR(PolicyRegistry::Global().Validate(c));
   return optim::ValidateSolverHyper(c.hyper).WithContext("solver");
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/optim/solver_hyper.hpp"
 #include "common/ps/consistency_mode.hpp"
@@ -28,6 +29,9 @@ struct ShardConfig {
   int num_workers = 1;
   ConsistencyMode mode = ConsistencyMode::kBsp;
   int staleness = 0;  // ssp only: a pull for iteration t waits until every clock >= t - staleness
+  // ssp only, one per worker: worker w's own bound instead of `staleness`
+  // (server/policies/ssp_per_worker.cpp); empty: `staleness` for all.
+  std::vector<int> staleness_per_worker;
   optim::SolverHyper hyper;
   int64_t chunk_bytes = 1 << 20;  // KeyPlacement's chunk size
   uint64_t job_key = 0;           // every incoming header must carry it; 0 disables the check
@@ -40,7 +44,12 @@ struct ShardConfig {
   NonFinitePolicy nonfinite = NonFinitePolicy::kStop;
 };
 
-// Ok when `config` describes a shard that can run; otherwise the first
+// "2,4" -> {2, 4} (the ps-server flag --staleness-per-worker); error:
+// `--staleness-per-worker: "2,x" is not a list of integers (as 2,4)`.
+Result<std::vector<int>> ParseStalenessList(const std::string& text);
+
+// Ok when `config` describes a shard that can run (a registered consistency
+// policy serves it, server/consistency_policy.hpp); otherwise the first
 // offending field, its value and what is allowed.
 Status ValidateShardConfig(const ShardConfig& config);
 

@@ -17,7 +17,7 @@
 //                      averaging: a push carries a weight delta, not a gradient;
 //                      the shard adds it to the weights (bsp: the W deltas of a
 //                      step summed in rank order) and runs no solver.
-// The functions are pure; ShardServer keeps the state (served weights, ms).
+// The functions are pure; ShardState keeps the state (served weights, ms).
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 // PeerLiveness: when each peer was last heard from, to find the silent ones.
 //
 // ZeroMQ's own heartbeats (SocketOptions) close dead tcp connections; this
-// table is the application's view: ShardService marks a worker heard on every
+// table is the application's view: ShardLoop marks a worker heard on every
 // valid message (HEARTBEAT included) and reports the workers silent for
 // longer than kSilenceWarning (protocol.hpp). Not thread-safe: one owner
 // thread.

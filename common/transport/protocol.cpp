@@ -149,6 +149,14 @@ Header ErrorHeader(const Origin& server, const Header& request, const std::strin
   return h;
 }
 
+Header NormHeader(const Origin& server, MessageType type, int64_t clock, double sum_squares) {
+  PSTRAIN_CHECK(type == NORM_PARTIAL || type == NORM_TOTAL);
+  Header h = NewHeader(server, type);
+  h.set_clock(clock);
+  h.set_sum_squares(sum_squares);
+  return h;
+}
+
 Result<HelloAck> ReadHelloAck(const Header& header) {
   auto mode = ParseConsistencyMode(header.text());
   if (!mode.ok()) return mode.status().WithContext("HELLO_ACK");
@@ -166,6 +174,28 @@ std::vector<size_t> PartStarts(const std::vector<size_t>& chunk_bytes, size_t pa
     in_part += chunk_bytes[i];
   }
   return starts;
+}
+
+std::vector<OutMessage> SplitMessage(OutMessage message, size_t part_bytes) {
+  std::vector<size_t> bytes;
+  for (const Payload& p : message.payloads) bytes.push_back(p.bytes());
+  const std::vector<size_t> starts = PartStarts(bytes, part_bytes);
+  std::vector<OutMessage> parts;
+  if (starts.size() < 2) {
+    parts.push_back(std::move(message));
+    return parts;
+  }
+  for (size_t part = 0; part < starts.size(); ++part) {
+    const size_t end = part + 1 < starts.size() ? starts[part + 1] : message.payloads.size();
+    OutMessage piece{message.header, {}};
+    piece.header.clear_chunks();
+    for (size_t i = starts[part]; i < end; ++i) {
+      *piece.header.add_chunks() = message.header.chunks(static_cast<int>(i));
+      piece.payloads.push_back(std::move(message.payloads[i]));
+    }
+    parts.push_back(std::move(piece));
+  }
+  return parts;
 }
 
 }  // namespace pstrain::transport

@@ -28,6 +28,7 @@
 
 #include "common/ps/consistency_mode.hpp"
 #include "common/status.hpp"
+#include "common/transport/message.hpp"
 #include "proto/pstrain.pb.h"
 
 namespace pstrain::transport {
@@ -50,6 +51,13 @@ inline constexpr size_t kMessagePartBytes = size_t{1} << 20;
 // consecutive chunks of at most `part_bytes` in all, each run at least one
 // chunk. Returns the index where each run starts (empty for no chunks).
 std::vector<size_t> PartStarts(const std::vector<size_t>& chunk_bytes, size_t part_bytes);
+
+// `message` as consecutive parts of at most `part_bytes` of payload each
+// (PartStarts over its payloads' bytes()): each part has the header's fields,
+// the run of chunks it carries and their payloads, in order. A message of at
+// most one part comes back whole. Both PUSH (PsClient) and PULL_REPLY
+// (ShardLoop) are split by it. REQUIRES: one payload per header chunk.
+std::vector<OutMessage> SplitMessage(OutMessage message, size_t part_bytes = kMessagePartBytes);
 
 // Ok when a process of role `receiver` accepts the kind of `header` from the
 // sender's role and the header has the fields the kind needs. Errors: "a
@@ -77,6 +85,10 @@ Header PushHeader(const Origin& worker, int64_t clock, double sum_squares);
 Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
                       ConsistencyMode mode, int world_size);
 Header ErrorHeader(const Origin& server, const Header& request, const std::string& why);
+// NORM_PARTIAL (a shard's part of step `clock`'s squared gradient norm, to
+// server 0) or NORM_TOTAL (server 0's sum of all parts, to the others).
+// REQUIRES: type is NORM_PARTIAL or NORM_TOTAL.
+Header NormHeader(const Origin& server, MessageType type, int64_t clock, double sum_squares);
 
 // What HELLO_ACK tells a worker. Error (the text is not a mode):
 // `HELLO_ACK: mode "x" is not one of bsp, ssp, asp`.

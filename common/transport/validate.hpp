@@ -1,7 +1,7 @@
 // Validate: every received message is checked once, where it enters a
 // process, before it touches state. A server drops a rejected message with the
 // reason logged and counted (ShardStats.bad_messages); a worker fails with the
-// reason. Code behind the entry (ShardServer::Handle, PsClient's handling of
+// reason. Code behind the entry (ShardState::Handle, PsClient's handling of
 // replies) takes validated messages and does not check them again.
 #pragma once
 

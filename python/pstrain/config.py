@@ -81,6 +81,7 @@ class LocalSgdConfig:
 class ConsistencyConfig:
     mode: str = "ssp"        # bsp | ssp | asp
     staleness: int = 2       # ssp bound; bsp is 0, asp unbounded
+    staleness_per_worker: list[int] | None = None  # ssp: worker w's own bound (replaces staleness)
     backup_workers: int = 0  # bsp: a step takes the first workers - backup_workers gradients
     staleness_lr: bool = False          # ssp/asp: each gradient's step / max(1, staleness)
     dc_asgd: DcAsgdConfig | None = None  # ssp/asp: delay compensation
@@ -344,11 +345,22 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
 
 
 def _consistency(r: _Reader, d: Any, workers: int) -> ConsistencyConfig:
-    r.section(d, "consistency", ("mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd",
-                                 "easgd", "local_sgd"))
+    r.section(d, "consistency", ("mode", "staleness", "staleness_per_worker", "backup_workers",
+                                 "staleness_lr", "dc_asgd", "easgd", "local_sgd"))
     mode = r.choice(d, "mode", "consistency.mode", "ssp", MODES)
     staleness = r.integer(d, "staleness", "consistency.staleness", 2 if mode == "ssp" else 0)
     c = ConsistencyConfig(mode, 0 if mode == "bsp" else staleness)
+    per_worker = d.get("staleness_per_worker")
+    if per_worker is not None:
+        key = "consistency.staleness_per_worker"
+        if mode != "ssp":
+            raise r.fail(key, f"applies to mode ssp only (mode is {mode})")
+        if (not isinstance(per_worker, list) or len(per_worker) != workers
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                           for v in per_worker)):
+            raise r.fail(key, f"must be a list of {workers} integers >= 0 (one per worker), "
+                         f"got {per_worker!r}")
+        c.staleness_per_worker = list(per_worker)
     c.backup_workers = r.integer(d, "backup_workers", "consistency.backup_workers", 0)
     if c.backup_workers > 0 and mode != "bsp":
         raise r.fail("consistency.backup_workers", f"applies to mode bsp only (mode is {mode})")
@@ -376,7 +388,7 @@ def _consistency(r: _Reader, d: Any, workers: int) -> ConsistencyConfig:
             continue
         key = f"consistency.{name}"
         r.section(e, key, ("tau", "alpha") if name == "easgd" else ("tau",))
-        other = [k for k in ("backup_workers", "staleness_lr", "dc_asgd",
+        other = [k for k in ("backup_workers", "staleness_lr", "dc_asgd", "staleness_per_worker",
                              "local_sgd" if name == "easgd" else "easgd") if d.get(k)]
         if other:
             raise r.fail(key, f"cannot be combined with consistency.{other[0]}")

@@ -416,7 +416,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             applied.append((s_cpu[k], k, nbytes))
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
-        # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardServer answered a pull
+        # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
         # whole (PullReply with every chunk of the shard, one message) once its single
         # thread reached the request, which came after this worker's pushes on the same
         # connection: after their apply. E4'' (streamed_pulls): the pull waits chunk by

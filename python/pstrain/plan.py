@@ -144,9 +144,12 @@ class Plan:
         return cmd
 
     def method_flags(self) -> list[str]:
-        """The servers' flags for consistency.backup_workers, staleness_lr, dc_asgd."""
+        """The servers' flags for consistency.backup_workers, staleness_lr, dc_asgd,
+        staleness_per_worker."""
         c = self.job.consistency
         flags: list[str] = []
+        if c.staleness_per_worker:
+            flags += ["--staleness-per-worker", ",".join(map(str, c.staleness_per_worker))]
         if c.backup_workers:
             flags += ["--backup-workers", str(c.backup_workers)]
         if c.staleness_lr:

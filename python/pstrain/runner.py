@@ -34,7 +34,7 @@ from .plan import Plan, make_plan
 from .progress import Progress, SilentProgress, make_progress
 
 SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
-# A server's liveness warning (server/shard_service.cpp CheckLiveness).
+# A server's liveness warning (server/shard_loop.cpp CheckLiveness).
 _SILENT = re.compile(r"warning: worker (\d+) \(clock (-?\d+)\) has been silent for ([\d.]+) s")
 
 

@@ -2,6 +2,7 @@
 //
 //   ps-server --shard K --num-servers S --workers W --bind tcp://127.0.0.1:0
 //             --solver S.prototxt [--mode bsp|ssp|asp] [--staleness N]
+//             [--staleness-per-worker S0,S1,...]   (ssp; server/policies/ssp_per_worker.cpp)
 //             [--coordinator ENDPOINT_OF_SERVER_0] [--resume X.manifest]
 //             [--chunk-bytes B] [--job-key K] [--json] [--idle-exit-s T]
 //             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
@@ -20,7 +21,7 @@
 //
 // Binds one ROUTER and prints the endpoint workers should use, first:
 //   {"event":"listening","endpoint":"tcp://127.0.0.1:40123",...}
-// then serves (ShardService) until a SHUTDOWN, a signal (SIGINT/SIGTERM: the
+// then serves (ShardLoop) until a SHUTDOWN, a signal (SIGINT/SIGTERM: the
 // shard writes <snapshot_prefix>_interrupted.shard<K>.state and exits 0), or
 // --idle-exit-s seconds without any message (exit 75, as any failure to
 // hear from a peer; exit statuses in common/exit_code.hpp). Its last line is
@@ -46,7 +47,7 @@
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
 #include "proto/caffe.pb.h"
-#include "server/shard_service.hpp"
+#include "server/shard_loop.hpp"
 
 namespace po = boost::program_options;
 using pstrain::JsonLine;
@@ -56,7 +57,7 @@ namespace transport = pstrain::transport;
 
 namespace {
 
-ShardService* g_service = nullptr;  // set while Run runs
+ShardLoop* g_service = nullptr;  // set while Run runs
 
 // Besides PSTRAIN_<FLAG> (common/environment_flags.hpp): role-neutral and DMLC names.
 const pstrain::EnvironmentAliases kEnvironmentAliases = {
@@ -71,7 +72,7 @@ void OnSignal(int) {
 struct Flags {
   ShardConfig config;
   std::string bind, advertise, coordinator, solver, mode = "bsp", resume, device = "cpu";
-  std::string keys, nonfinite = "stop";
+  std::string keys, nonfinite = "stop", staleness_per_worker;
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -117,6 +118,10 @@ Status Configure(Flags& f) {
   f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
   PSTRAIN_ASSIGN_OR_RETURN(f.config.nonfinite, ParseNonFinitePolicy(f.nonfinite));
+  if (!f.staleness_per_worker.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(f.config.staleness_per_worker,
+                             ParseStalenessList(f.staleness_per_worker));
+  }
   if (f.config.device >= 0) PSTRAIN_RETURN_IF_ERROR(CheckServerDevice(f.config.device));
   caffe::SolverParameter solver;
   PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.solver, &solver));
@@ -187,7 +192,7 @@ std::string Advertised(const std::string& endpoint, const std::string& advertise
 }
 
 // After a signal: the shard's state, to resume from.
-void SaveInterrupted(const ShardServer& shard, const Printer& printer) {
+void SaveInterrupted(const ShardState& shard, const Printer& printer) {
   const ShardConfig& c = shard.config();
   const std::string path =
       c.snapshot_prefix + "_interrupted.shard" + std::to_string(c.shard) + ".state";
@@ -221,8 +226,8 @@ void PrintDone(const pstrain::ShardStats& stats, transport::RingTraffic ring,
                 "done at version " + std::to_string(stats.version()));
 }
 
-pstrain::Result<ShardServer> MakeShard(const Flags& f) {
-  if (f.resume.empty()) return ShardServer(f.config);
+pstrain::Result<ShardState> MakeShard(const Flags& f) {
+  if (f.resume.empty()) return ShardState(f.config);
   pstrain::CheckpointManifest manifest;
   PSTRAIN_RETURN_IF_ERROR(pstrain::ReadTextProto(f.resume, &manifest));
   if (manifest.num_shards() != f.config.num_shards ||
@@ -231,7 +236,7 @@ pstrain::Result<ShardServer> MakeShard(const Flags& f) {
                          std::to_string(manifest.num_shards()) + " shards, the job " +
                          std::to_string(f.config.num_shards));
   }
-  return ShardServer::Restore(f.config, manifest.shard_files(f.config.shard));
+  return ShardState::Restore(f.config, manifest.shard_files(f.config.shard));
 }
 
 }  // namespace
@@ -257,6 +262,8 @@ int main(int argc, char** argv) try {
       "device", po::value(&f.device)->default_value("cpu"),
       "where the weights live and updates run: cpu or gpu:N (CUDA builds)")(
       "staleness", po::value(&f.config.staleness)->default_value(0), "ssp staleness bound")(
+      "staleness-per-worker", po::value(&f.staleness_per_worker),
+      "ssp: one staleness bound per worker, as 2,4 (instead of --staleness)")(
       "chunk-bytes", po::value(&f.config.chunk_bytes)->default_value(1 << 20), "chunk size")(
       "job-key", po::value(&f.job_key)->default_value(0), "the job's key")(
       "resume", po::value(&f.resume), "checkpoint manifest to resume from")(
@@ -319,7 +326,7 @@ int main(int argc, char** argv) try {
   const Printer printer(f.json, shard);
   if (Status s = transport::TuneMallocForLargeFrames(); !s.ok()) printer.Log(s.message());
 
-  ShardServiceOptions options;
+  ShardLoopOptions options;
   options.bind = bind_address.value();
   if (shard > 0) options.coordinator = f.coordinator;
   options.idle_exit = std::chrono::seconds(f.idle_exit_s);
@@ -328,9 +335,9 @@ int main(int argc, char** argv) try {
   options.keys = f.keys;
   options.shared_memory_mb = f.shared_memory_mb;
   transport::Context context;
-  auto created = ShardService::Create(context, std::move(made).value(), std::move(options));
+  auto created = ShardLoop::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());
-  ShardService& service = *created.value();
+  ShardLoop& service = *created.value();
   printer.Event(printer.Base("listening")
                     .Add("endpoint", Advertised(service.endpoint(), f.advertise))
                     .Add("mode", f.mode)
@@ -351,7 +358,7 @@ int main(int argc, char** argv) try {
   g_service = nullptr;
   if (!ended.ok()) return Fail(shard, ended.status());
 
-  if (ended.value() == ShardService::Ending::kStopped) {
+  if (ended.value() == ShardLoop::Ending::kStopped) {
     SaveInterrupted(service.shard(), printer);
   } else {
     PrintDone(service.shard().Stats(), service.ring_traffic(), printer);

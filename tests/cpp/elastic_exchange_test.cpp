@@ -1,5 +1,5 @@
 // ElasticExchange (the worker's side of EASGD and local SGD) against a real
-// elastic ShardService (bsp, two workers, tcp on 127.0.0.1, Run on a thread):
+// elastic ShardLoop (bsp, two workers, tcp on 127.0.0.1, Run on a thread):
 // model averaging leaves both workers on exactly the mean of their weights at
 // every exchange (docs/config-reference.md, "Local SGD"), EASGD moves each
 // worker by alpha * (x - c) and the center by the sum of those moves, each
@@ -13,8 +13,8 @@
 #include <chrono>
 #include <thread>
 
-#include "server/shard_service.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "server/shard_loop.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 
 namespace pstrain {
 namespace {
@@ -57,9 +57,9 @@ class ElasticExchangeTest : public ::testing::Test {
     server::ShardConfig config = Config(ConsistencyMode::kBsp, 2);
     config.methods.elastic = true;
     config.job_key = kJobKey;  // a shard without one refuses STATS
-    server::ShardServiceOptions service_options;
+    server::ShardLoopOptions service_options;
     service_options.bind = "tcp://127.0.0.1:0";
-    auto created = server::ShardService::Create(context_, server::ShardServer(std::move(config)),
+    auto created = server::ShardLoop::Create(context_, server::ShardState(std::move(config)),
                                                 service_options);
     ASSERT_TRUE(created.ok()) << created.status().message();
     service_ = std::move(created).value();
@@ -116,7 +116,7 @@ class ElasticExchangeTest : public ::testing::Test {
   }
 
   transport::Context context_;
-  std::unique_ptr<server::ShardService> service_;
+  std::unique_ptr<server::ShardLoop> service_;
   std::thread thread_;
   std::array<ElasticWorker, 2> workers_;
 };

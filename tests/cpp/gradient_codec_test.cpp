@@ -1,6 +1,6 @@
 // Gradient compression (common/transport/gradient_codec.hpp): each encoding
 // against hand-computed words, error feedback, the checks a receiver makes,
-// and a compressed push through Validate and ShardService's decoding path.
+// and a compressed push through Validate and ShardLoop's decoding path.
 #include "common/transport/gradient_codec.hpp"
 
 #include <gtest/gtest.h>

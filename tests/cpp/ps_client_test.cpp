@@ -1,4 +1,4 @@
-// PsClient against a real ShardService (tcp on 127.0.0.1, Run on a thread):
+// PsClient against a real ShardLoop (tcp on 127.0.0.1, Run on a thread):
 // a whole exchange against hand-computed weights, heartbeats that keep a busy
 // worker from being reported silent, a mode that differs from the servers',
 // and, against a bare ROUTER playing a server, a silent server and a malformed
@@ -14,8 +14,8 @@
 
 #include "common/transport/fault.hpp"
 #include "common/transport/protocol.hpp"
-#include "server/shard_service.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "server/shard_loop.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 
 namespace pstrain {
@@ -23,8 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using namespace server::test_support;  // NOLINT: the shard suites' net and gradients
-using server::ShardService;
-using server::ShardServiceOptions;
+using server::ShardLoop;
+using server::ShardLoopOptions;
 using transport::OutMessage;
 using transport::Payload;
 
@@ -44,7 +44,7 @@ class PsClientTest : public ::testing::Test {
     }
   }
 
-  void StartService(ConsistencyMode mode, ShardServiceOptions options = {}) {
+  void StartService(ConsistencyMode mode, ShardLoopOptions options = {}) {
     server::ShardConfig config = Config(mode, 1);
     config.job_key = job_key_;
     options.bind = "tcp://127.0.0.1:0";
@@ -52,7 +52,7 @@ class PsClientTest : public ::testing::Test {
       std::lock_guard<std::mutex> lock(mutex_);
       logs_.push_back(line);
     };
-    auto created = ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+    auto created = ShardLoop::Create(context_, server::ShardState(std::move(config)), options);
     ASSERT_TRUE(created.ok()) << created.status().message();
     service_ = std::move(created).value();
     thread_ = std::thread([this] { (void)service_->Run(); });
@@ -89,7 +89,7 @@ class PsClientTest : public ::testing::Test {
 
   Blob w_, b_;
   transport::Context context_;
-  std::unique_ptr<ShardService> service_;
+  std::unique_ptr<ShardLoop> service_;
   std::thread thread_;
   std::mutex mutex_;  // guards logs_ (the service thread writes them)
   std::vector<std::string> logs_;
@@ -135,7 +135,7 @@ TEST_F(PsClientTest, HelloInitPullPushGivesTheHandComputedStep) {
 }
 
 TEST_F(PsClientTest, HeartbeatsKeepAnIdleWorkerAlive) {
-  ShardServiceOptions options;
+  ShardLoopOptions options;
   options.poll = 10ms;
   options.tick = 20ms;
   // Heartbeats every 50 ms against a 1 s warning: only a stall of the

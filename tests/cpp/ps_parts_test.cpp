@@ -1,5 +1,5 @@
 // Pushes and pull replies larger than kMessagePartBytes travel as several
-// messages: PartStarts' cuts; a real PsClient against a real ShardService
+// messages: PartStarts' cuts; a real PsClient against a real ShardLoop
 // (tcp on 127.0.0.1 and inproc) whose blobs end up with exactly the floats
 // the update rule gives on whole parameters; a push applied chunk by chunk
 // (one message per chunk) and as one message giving the same weights; and
@@ -16,8 +16,8 @@
 #include "common/optim/update_rule.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/chunk_store.hpp"
-#include "server/shard_service.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "server/shard_loop.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 #include "worker/ps/ps_client.hpp"
 
 namespace pstrain {
@@ -33,6 +33,46 @@ TEST(PartStartsTest, CutsRunsOfAtMostPartBytes) {
   // A chunk larger than a part is a part of its own.
   EXPECT_EQ(PartStarts({10, 250, 10, 10}, 100), (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(PartStarts({60, 50, 50, 60}, 100), (std::vector<size_t>{0, 1, 3}));
+}
+
+// The one splitter of PUSH (PsClient) and PULL_REPLY (ShardLoop): runs of
+// consecutive chunks, each part with the header's other fields, payloads in order.
+TEST(PartStartsTest, SplitMessageCutsChunksAndPayloadsTogether) {
+  transport::OutMessage m{transport::PushHeader({WORKER, 1, 7}, 5, 2.5), {}};
+  std::vector<std::shared_ptr<const std::vector<float>>> buffers;
+  for (uint32_t id = 0; id < 4; ++id) {
+    transport::AddChunk(m.header, id, 10);
+    buffers.push_back(std::make_shared<const std::vector<float>>(10, static_cast<float>(id)));
+    m.payloads.push_back(transport::Payload::Of(buffers.back()));
+  }
+  const std::vector<transport::OutMessage> parts = transport::SplitMessage(m, 100);  // 40 B each
+  ASSERT_EQ(parts.size(), 2u);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    EXPECT_EQ(parts[k].header.type(), PUSH);
+    EXPECT_EQ(parts[k].header.clock(), 5);
+    EXPECT_EQ(parts[k].header.sum_squares(), 2.5);
+    ASSERT_EQ(parts[k].header.chunks_size(), 2);
+    ASSERT_EQ(parts[k].payloads.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t id = static_cast<uint32_t>(2 * k + static_cast<size_t>(i));
+      EXPECT_EQ(parts[k].header.chunks(i).id(), id);
+      EXPECT_EQ(parts[k].payloads[static_cast<size_t>(i)].bytes(), 40u);
+      EXPECT_EQ(parts[k].payloads[static_cast<size_t>(i)].data[0], static_cast<float>(id));
+    }
+  }
+  const std::vector<transport::OutMessage> whole = transport::SplitMessage(m, 160);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].header.chunks_size(), 4);
+}
+
+TEST(PartStartsTest, NormHeaderCarriesClockAndSumOfSquares) {
+  const Header h = transport::NormHeader({SERVER, 2, 9}, NORM_PARTIAL, 12, 0.75);
+  EXPECT_EQ(h.type(), NORM_PARTIAL);
+  EXPECT_EQ(h.role(), SERVER);
+  EXPECT_EQ(h.sender(), 2);
+  EXPECT_EQ(h.clock(), 12);
+  EXPECT_EQ(h.sum_squares(), 0.75);
+  EXPECT_TRUE(transport::CheckKind(h, SERVER).ok());
 }
 
 // Two parameters of 300,000 and 200,000 floats in chunks of 64 Ki floats
@@ -62,17 +102,17 @@ class PsPartsTest : public ::testing::TestWithParam<std::string> {
   }
 
   transport::Context context_;
-  std::unique_ptr<server::ShardService> service_;
+  std::unique_ptr<server::ShardLoop> service_;
   std::thread thread_;
 };
 
 TEST_P(PsPartsTest, ABigExchangeGivesTheRulesFloatsInTheBlobs) {
   server::ShardConfig config = MakeConfig();
   const optim::SolverHyper hyper = config.hyper;
-  server::ShardServiceOptions options;
+  server::ShardLoopOptions options;
   options.bind = GetParam() == "tcp" ? "tcp://127.0.0.1:0" : "inproc://ps-parts";
   auto created =
-      server::ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+      server::ShardLoop::Create(context_, server::ShardState(std::move(config)), options);
   ASSERT_TRUE(created.ok()) << created.status().message();
   service_ = std::move(created).value();
   thread_ = std::thread([this] { (void)service_->Run(); });
@@ -148,11 +188,11 @@ TEST_P(PsPartsTest, ABigExchangeGivesTheRulesFloatsInTheBlobs) {
 INSTANTIATE_TEST_SUITE_P(Transports, PsPartsTest, ::testing::Values("tcp", "inproc"));
 
 // One push of three chunks against three pushes of one chunk: the same floats.
-TEST(ShardServerPartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
+TEST(ShardStatePartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
   using namespace server::test_support;  // NOLINT
   for (ConsistencyMode mode : {ConsistencyMode::kBsp, ConsistencyMode::kAsp}) {
-    server::ShardServer whole(Config(mode, 1)), parts(Config(mode, 1));
-    for (server::ShardServer* s : {&whole, &parts}) {
+    server::ShardState whole(Config(mode, 1)), parts(Config(mode, 1));
+    for (server::ShardState* s : {&whole, &parts}) {
       (void)s->Handle(Hello(0, 1).get(), kT0);
       (void)s->Handle(Init(0, 1).get(), kT0);
     }
@@ -178,12 +218,12 @@ TEST(ShardServerPartsTest, AChunkWisePushGivesTheWholeMessagesWeights) {
 
 // The shard's scan for NaN and infinity runs block-wise (vectorised); it
 // still names the first bad value, in any block, and refuses the whole push.
-TEST(ShardServerPartsTest, TheNonFiniteScanNamesTheFirstBadValueOfALargeChunk) {
+TEST(ShardStatePartsTest, TheNonFiniteScanNamesTheFirstBadValueOfALargeChunk) {
   using namespace server::test_support;  // NOLINT
   server::ShardConfig config = Config(ConsistencyMode::kAsp, 1);
   config.chunk_bytes = 40000;  // one chunk of 10,000 values
   config.nonfinite = server::NonFinitePolicy::kDrop;
-  server::ShardServer shard(std::move(config));
+  server::ShardState shard(std::move(config));
   pstrain::ParamMeta big;
   big.set_name("big");
   big.add_shape(10000);

@@ -4,7 +4,7 @@
 // answers chunk by chunk as that push is applied. The shard by hand (a pull
 // that waits for its own push sees every chunk only after it, ssp's bound
 // still holds, bad after_push values are refused), and real PsClients against
-// a real ShardService over tcp and ipc in bsp (1 and 2 workers), ssp and asp
+// a real ShardLoop over tcp and ipc in bsp (1 and 2 workers), ssp and asp
 // (1 and 2 workers): a pull sent right behind an unacknowledged push gives
 // exactly the weights the update rule gives after that push, in blobs whose
 // sizes are no multiple of the chunk or part size. Every wait is bounded.
@@ -20,8 +20,8 @@
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/update_rule.hpp"
 #include "common/transport/validate.hpp"
-#include "server/shard_service.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "server/shard_loop.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 #include "worker/ps/ps_client.hpp"
 
 namespace pstrain {
@@ -153,7 +153,7 @@ class PsPullBesidePushTest : public ::testing::TestWithParam<Case> {
 
   transport::Context context_;
   std::string dir_;
-  std::unique_ptr<server::ShardService> service_;
+  std::unique_ptr<server::ShardLoop> service_;
   std::thread thread_;
   std::vector<std::unique_ptr<PsClient>> clients_;
 };
@@ -165,10 +165,10 @@ TEST_P(PsPullBesidePushTest, APullRightBehindItsPushGetsThePostUpdateWeights) {
   config.chunk_bytes = kChunkBytes;
   config.job_key = 43;
   const optim::SolverHyper hyper = config.hyper;
-  server::ShardServiceOptions options;
+  server::ShardLoopOptions options;
   options.bind = c.transport == "tcp" ? "tcp://127.0.0.1:0" : "ipc://" + dir_ + "/shard";
   auto created =
-      server::ShardService::Create(context_, server::ShardServer(std::move(config)), options);
+      server::ShardLoop::Create(context_, server::ShardState(std::move(config)), options);
   ASSERT_TRUE(created.ok()) << created.status().message();
   service_ = std::move(created).value();
   thread_ = std::thread([this] { (void)service_->Run(); });

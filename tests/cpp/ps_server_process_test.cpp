@@ -197,5 +197,33 @@ TEST(PsServerFlagsTest, AnUnknownModeIsOneClearError) {
   EXPECT_EQ(text, "ps-server 0: --mode: mode \"sync\" is not one of bsp, ssp, asp\n");
 }
 
+// The worked example's flag reaches the shard's config: each bad value is one
+// clear error naming the flag.
+TEST(PsServerFlagsTest, StalenessPerWorkerIsParsedAndValidated) {
+  const std::string bin = ProgramPath("ps-server");
+  const std::string solver =
+      std::string(PSTRAIN_SOURCE_DIR) + "/configs/nets/lenet_solver.prototxt";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--mode ssp --staleness-per-worker 1,x",
+       "ps-server 0: --staleness-per-worker: \"1,x\" is not a list of integers (as 2,4)\n"},
+      {"--mode bsp --staleness-per-worker 1,2",
+       "ps-server 0: --staleness-per-worker applies to ssp only, the mode is bsp\n"},
+      {"--mode ssp --staleness-per-worker 1,2,3",
+       "ps-server 0: --staleness-per-worker has 3 bounds for 2 workers (one per worker)\n"},
+  };
+  for (const auto& [flags, expected] : cases) {
+    FILE* out =
+        popen((bin + " --workers 2 --solver " + solver + " " + flags + " 2>&1").c_str(), "r");
+    ASSERT_NE(out, nullptr);
+    std::string text;
+    char line[512];
+    while (fgets(line, sizeof(line), out)) text += line;
+    const int status = pclose(out);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1) << flags;
+    EXPECT_EQ(text, expected) << flags;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain

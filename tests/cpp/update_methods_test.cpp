@@ -1,11 +1,11 @@
 // Research update methods (server/update_methods.hpp) against hand-computed
 // updates: backup workers in bsp, the staleness-aware rate and DC-ASGD (both
-// variants) in asp, driven through ShardServer with scripted messages.
+// variants) in asp, driven through ShardState with scripted messages.
 #include "server/update_methods.hpp"
 
 #include <gtest/gtest.h>
 
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 
 namespace pstrain::server {
 namespace {

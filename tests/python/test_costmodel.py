@@ -187,7 +187,7 @@ def test_asp_pulls_after_backward_and_whole_whatever_early_pull_says():
         r = predict(layers, params, 1, Cluster(workers=1, servers=1, mode=mode, early_pull=True,
                                                streamed_pulls=False, **LINK))
         # PsWorker sends an asp/ssp pull after the last push (OnGradientsReady): it reaches
-        # the server at 66 ms, after conv's push (in and applied at 66.04 ms); ShardServer
+        # the server at 66 ms, after conv's push (in and applied at 66.04 ms); ShardState
         # answers it whole: 4.004 MB leave 66.04..106.08 ms and arrive at 107.08 ms. (bsp
         # with the early pull: 97.04 ms, test above.)
         assert r.iteration_s == pytest.approx(0.10708, rel=1e-9)

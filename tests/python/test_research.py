@@ -48,6 +48,16 @@ def error_of(capsys, tmp_path, job: dict) -> str:
      "consistency.dc_asgd.momentum: must be a number >= 0 and < 1, got 1.0"),
     ({"mode": "bsp", "dc_asgd": {}},
      "consistency.dc_asgd: applies to modes ssp and asp only (bsp gradients are never stale)"),
+    ({"mode": "asp", "staleness_per_worker": [1, 2]},
+     "consistency.staleness_per_worker: applies to mode ssp only (mode is asp)"),
+    ({"mode": "ssp", "staleness_per_worker": [1, 2, 3]},
+     "consistency.staleness_per_worker: must be a list of 2 integers >= 0 (one per worker), "
+     "got [1, 2, 3]"),
+    ({"mode": "ssp", "staleness_per_worker": [1, -1]},
+     "consistency.staleness_per_worker: must be a list of 2 integers >= 0 (one per worker), "
+     "got [1, -1]"),
+    ({"mode": "ssp", "staleness_per_worker": [0, 2], "local_sgd": {"tau": 2}},
+     "consistency.local_sgd: cannot be combined with consistency.staleness_per_worker"),
     ({"mode": "asp", "backup_worker": 1},
      "unknown key 'consistency.backup_worker'; did you mean 'consistency.backup_workers'?"),
 ])
@@ -71,6 +81,16 @@ def test_method_flags_reach_the_servers_only(tmp_path, fashion_mnist):
     server = next(l for l in Job.from_yaml(write_job(tmp_path, job)).dry_run().splitlines()
                   if "ps-server" in l)
     assert "--backup-workers 1" in server
+
+
+def test_staleness_per_worker_reaches_the_servers_only(tmp_path, fashion_mnist):
+    job = base_job(tmp_path, consistency={"mode": "ssp", "staleness_per_worker": [0, 3]})
+    text = Job.from_yaml(write_job(tmp_path, job)).dry_run()
+    servers = [l for l in text.splitlines() if "ps-server" in l]
+    workers = [l for l in text.splitlines() if "ps-worker" in l]
+    assert servers and all("--staleness-per-worker 0,3" in l for l in servers)
+    assert workers and not any("--staleness-per-worker" in w for w in workers)
+    assert "staleness_per_worker:" in text  # the resolved job reads back as a job file
 
 
 def run_job(tmp_path, name: str, workers: int, consistency: dict, straggler=None):

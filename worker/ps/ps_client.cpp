@@ -527,11 +527,10 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
 
 Status PsClient::SendPush(int shard, const pstrain::Header& header, OutMessage message) {
   const size_t k = static_cast<size_t>(shard);
-  std::vector<size_t> bytes;
-  for (const Payload& p : message.payloads) bytes.push_back(p.bytes());
-  const std::vector<size_t> starts = transport::PartStarts(bytes, transport::kMessagePartBytes);
-  for (size_t part = 0; part < starts.size(); ++part) {
-    const size_t end = part + 1 < starts.size() ? starts[part + 1] : message.payloads.size();
+  pstrain::Header whole = header;
+  *whole.mutable_chunks() = std::move(*message.header.mutable_chunks());
+  for (OutMessage& piece :
+       transport::SplitMessage(OutMessage{std::move(whole), std::move(message.payloads)})) {
     const auto start = Clock::now();
     while (in_flight_[k] >= options_.max_pushes_in_flight) {
       PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
@@ -542,11 +541,6 @@ Status PsClient::SendPush(int shard, const pstrain::Header& header, OutMessage m
       // Pull replies that arrive meanwhile are copied in by ReceiveOne.
     }
     traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    OutMessage piece{header, {}};
-    for (size_t i = starts[part]; i < end; ++i) {
-      *piece.header.add_chunks() = message.header.chunks(static_cast<int>(i));
-      piece.payloads.push_back(std::move(message.payloads[i]));
-    }
     PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(piece)));
     ++in_flight_[k];
   }

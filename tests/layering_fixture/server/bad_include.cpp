@@ -1,3 +1,3 @@
 // A layering-check fixture: server/ includes the worker.
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 #include "worker/net.hpp"

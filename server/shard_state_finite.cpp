@@ -1,4 +1,4 @@
-// ShardServer: the check that keeps NaN and infinity out of the weights. A
+// ShardState: the check that keeps NaN and infinity out of the weights. A
 // PUSH or INIT_PUSH is scanned whole before any of it is used, so a refused
 // message changes nothing (docs/security.md, "Non-finite values").
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 
 namespace pstrain::server {
 namespace {
@@ -40,7 +40,7 @@ int64_t FirstNonFinite(const float* values, uint64_t count) {
 
 }  // namespace
 
-bool ShardServer::AllFinite(const Incoming& m, Out& out) {
+bool ShardState::AllFinite(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
   for (int i = 0; i < h.chunks_size(); ++i) {
     const float* values = m.payloads[static_cast<size_t>(i)];
@@ -51,8 +51,8 @@ bool ShardServer::AllFinite(const Incoming& m, Out& out) {
     if (const KeyPlacement* table = placement(); table != nullptr && id < table->chunks().size()) {
       const Chunk& chunk = table->chunk(id);
       where += " (parameter " + std::to_string(chunk.param);
-      if (static_cast<size_t>(chunk.param) < layout_.params.size()) {
-        where += " '" + layout_.params[static_cast<size_t>(chunk.param)].name() + "'";
+      if (static_cast<size_t>(chunk.param) < core_->layout.params.size()) {
+        where += " '" + core_->layout.params[static_cast<size_t>(chunk.param)].name() + "'";
       }
       where += ", value " + std::to_string(chunk.offset + at) + ")";
     } else {
@@ -66,7 +66,7 @@ bool ShardServer::AllFinite(const Incoming& m, Out& out) {
         where + " holds " + value;
     ++nonfinite_rejected_;
     nonfinite_last_ = what;
-    const bool stop = config_.nonfinite == NonFinitePolicy::kStop;
+    const bool stop = core_->config.nonfinite == NonFinitePolicy::kStop;
     LogDrop(what + (stop ? "; refused, the job stops (security.nonfinite: stop)"
                          : "; refused, nothing applied (security.nonfinite: drop)"));
     Outgoing reply;

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "server/drop_log.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 
 namespace pstrain::server {
 namespace {
@@ -19,7 +19,7 @@ std::vector<float> Poisoned(std::vector<float> values, size_t at, float bad) {
   return values;
 }
 
-TEST(ShardServerFinite, DropRefusesTheWholePushAndGoesOn) {
+TEST(ShardStateFinite, DropRefusesTheWholePushAndGoesOn) {
   ShardConfig config = Config(ConsistencyMode::kAsp, 2);
   config.nonfinite = NonFinitePolicy::kDrop;
   Shard shard(config);
@@ -52,7 +52,7 @@ TEST(ShardServerFinite, DropRefusesTheWholePushAndGoesOn) {
   EXPECT_NE(shard.Weights(), before);
 }
 
-TEST(ShardServerFinite, StopFailsTheShardAndKeepsTheWeights) {
+TEST(ShardStateFinite, StopFailsTheShardAndKeepsTheWeights) {
   ShardConfig config = Config(ConsistencyMode::kBsp, 1);
   config.nonfinite = NonFinitePolicy::kStop;
   Shard shard(config);

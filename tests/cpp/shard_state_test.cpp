@@ -1,19 +1,19 @@
-// ShardServer driven by scripted message arrivals: BSP aggregation (rank
+// ShardState driven by scripted message arrivals: BSP aggregation (rank
 // order, one step, arrival-order independent, chunk-wise pull replies),
 // SSP/ASP bounds and staleness, and the clip_gradients norm exchange between
 // two shards.
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 
 #include <gtest/gtest.h>
 
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 
 namespace pstrain::server {
 namespace {
 
 using namespace test_support;  // NOLINT: the suite's scripted messages
 
-TEST(ShardServerTest, BspAppliesOneStepOfTheAverage) {
+TEST(ShardStateTest, BspAppliesOneStepOfTheAverage) {
   Shard s(Config(ConsistencyMode::kBsp, 2));
   EXPECT_EQ(Count(s.Send(Init(0, 1)), pstrain::INIT_ACK), 1);
   for (int t = 0; t < 2; ++t) {
@@ -41,7 +41,7 @@ TEST(ShardServerTest, BspAppliesOneStepOfTheAverage) {
   EXPECT_EQ(stats.bad_messages(), 0);
 }
 
-TEST(ShardServerTest, BspWeightsDoNotDependOnArrivalOrder) {
+TEST(ShardStateTest, BspWeightsDoNotDependOnArrivalOrder) {
   // 3 workers, one message per (worker, chunk), shuffled differently each run.
   std::vector<float> first;
   std::mt19937 rng(7);
@@ -66,7 +66,7 @@ TEST(ShardServerTest, BspWeightsDoNotDependOnArrivalOrder) {
   }
 }
 
-TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
+TEST(ShardStateTest, BspPullWaitsForTheStepBefore) {
   // Each chunk goes out once its own step 0 is applied; the union of the
   // replies is the whole shard, the last part leaves at version 1.
   Shard s(Config(ConsistencyMode::kBsp, 2));
@@ -99,7 +99,7 @@ TEST(ShardServerTest, BspPullWaitsForTheStepBefore) {
   EXPECT_EQ(Count(s.Send(Push(0, 1, {2})), pstrain::PULL_REPLY), 0);  // nothing sent twice
 }
 
-TEST(ShardServerTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
+TEST(ShardStateTest, BspPullGetsTheEarlyChunkBeforeTheLateGradientsArrive) {
   Shard s(Config(ConsistencyMode::kBsp, 1));
   s.Send(Init(0, 1));
   EXPECT_EQ(Count(s.Send(Pull(0, 1)), pstrain::PULL_REPLY), 0);  // sent early
@@ -187,13 +187,13 @@ void RunFastAndSlow(ConsistencyMode mode, int staleness) {
   EXPECT_EQ(stats.version(), (pushed[0] + pushed[1]) / 2);
 }
 
-TEST(ShardServerTest, SspAnswersAPullExactlyWhenEveryClockIsWithinTheBound) {
+TEST(ShardStateTest, SspAnswersAPullExactlyWhenEveryClockIsWithinTheBound) {
   for (int s : {0, 1, 3}) RunFastAndSlow(ConsistencyMode::kSsp, s);
 }
 
-TEST(ShardServerTest, AspNeverDefers) { RunFastAndSlow(ConsistencyMode::kAsp, 0); }
+TEST(ShardStateTest, AspNeverDefers) { RunFastAndSlow(ConsistencyMode::kAsp, 0); }
 
-TEST(ShardServerTest, SspStalenessHistogram) {
+TEST(ShardStateTest, SspStalenessHistogram) {
   Shard s(Config(ConsistencyMode::kSsp, 2, 1));
   s.Send(Init(0, 1));
   const std::vector<uint32_t> all = {0, 1, 2};
@@ -219,7 +219,7 @@ TEST(ShardServerTest, SspStalenessHistogram) {
             (std::vector<int64_t>{3, 2}));
 }
 
-TEST(ShardServerTest, SspAppliesEachPushOnArrivalScaledByOneOverW) {
+TEST(ShardStateTest, SspAppliesEachPushOnArrivalScaledByOneOverW) {
   ShardConfig c = Config(ConsistencyMode::kSsp, 2, 1);
   c.hyper.momentum = 0;
   Shard s(c);
@@ -245,7 +245,7 @@ void Route(std::vector<Outgoing> out, int from, Shard& s0, Shard& s1) {
   }
 }
 
-TEST(ShardServerTest, ClipGradientsOverTwoShardsEqualsOneShard) {
+TEST(ShardStateTest, ClipGradientsOverTwoShardsEqualsOneShard) {
   auto clipped = [](ShardConfig c) {
     c.hyper.clip_gradients = 0.5f;
     c.hyper.momentum = 0.f;
@@ -284,7 +284,7 @@ TEST(ShardServerTest, ClipGradientsOverTwoShardsEqualsOneShard) {
   for (int i = 0; i < kValues; ++i) EXPECT_NEAR(a[i], x[i], 1e-6) << i;
 }
 
-TEST(ShardServerTest, NormMessagesOnlyWhenClipping) {
+TEST(ShardStateTest, NormMessagesOnlyWhenClipping) {
   Shard s(Config(ConsistencyMode::kBsp, 1, 0, 0, 2));
   s.Send(Init(0, 2));
   Message m(pstrain::NORM_PARTIAL, 1, 0, pstrain::SERVER);

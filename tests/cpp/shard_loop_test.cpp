@@ -1,9 +1,9 @@
-// ShardService, the ps-server loop, driven on real ZeroMQ sockets (tcp on
+// ShardLoop, the ps-server loop, driven on real ZeroMQ sockets (tcp on
 // 127.0.0.1, ephemeral ports) with Run on a thread of the test: a push/pull
 // round trip against hand-computed weights, bad messages dropped at entry
 // without an answer and counted in STATS, the liveness warnings, the idle
 // exit, and Stop. Every wait is bounded.
-#include "server/shard_service.hpp"
+#include "server/shard_loop.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "common/transport/protocol.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 
 namespace pstrain::server {
@@ -49,7 +49,7 @@ OutMessage WithChunks(pstrain::Header header, const std::vector<uint32_t>& ids,
   return m;
 }
 
-class ShardServiceTest : public ::testing::Test {
+class ShardLoopTest : public ::testing::Test {
  protected:
   void TearDown() override {
     channels_.clear();
@@ -63,13 +63,13 @@ class ShardServiceTest : public ::testing::Test {
   }
 
   // Creates the service and runs it on a thread.
-  void Start(ShardConfig config, ShardServiceOptions options = {}) {
+  void Start(ShardConfig config, ShardLoopOptions options = {}) {
     options.bind = "tcp://127.0.0.1:0";
     options.log = [this](const std::string& line) {
       std::lock_guard<std::mutex> lock(mutex_);
       logs_.push_back(line);
     };
-    auto created = ShardService::Create(context_, ShardServer(std::move(config)), options);
+    auto created = ShardLoop::Create(context_, ShardState(std::move(config)), options);
     ASSERT_TRUE(created.ok()) << created.status().message();
     service_ = std::move(created).value();
     thread_ = std::thread([this] { ended_.emplace(service_->Run()); });
@@ -128,15 +128,15 @@ class ShardServiceTest : public ::testing::Test {
   }
 
   transport::Context context_;
-  std::unique_ptr<ShardService> service_;
+  std::unique_ptr<ShardLoop> service_;
   std::vector<std::unique_ptr<transport::Channel>> channels_;  // closed before Join
   std::thread thread_;
-  std::optional<Result<ShardService::Ending>> ended_;
+  std::optional<Result<ShardLoop::Ending>> ended_;
   std::mutex mutex_;  // guards logs_ (the service thread writes them)
   std::vector<std::string> logs_;
 };
 
-TEST_F(ShardServiceTest, PushPullRoundTripGivesTheHandComputedStep) {
+TEST_F(ShardLoopTest, PushPullRoundTripGivesTheHandComputedStep) {
   Start(JobConfig(ConsistencyMode::kBsp, 1));
   transport::Channel& w0 = Connect("w0");
   InMessage ack = Ask(w0, OutMessage{transport::HelloHeader({pstrain::WORKER, 0, kJobKey}, 1), {}},
@@ -182,12 +182,12 @@ TEST_F(ShardServiceTest, PushPullRoundTripGivesTheHandComputedStep) {
   Ask(w0, OutMessage{WorkerHeader(pstrain::SHUTDOWN, 0), {}}, pstrain::SHUTDOWN);
   Join(/*stop=*/false);  // SHUTDOWN ends Run by itself
   ASSERT_TRUE(ended_.has_value() && ended_->ok());
-  EXPECT_EQ(ended_->value(), ShardService::Ending::kShutdown);
+  EXPECT_EQ(ended_->value(), ShardLoop::Ending::kShutdown);
   EXPECT_EQ(service_->shard().version(), 1);
 }
 
-TEST_F(ShardServiceTest, BadMessagesAreDroppedUnansweredAndCountedInStats) {
-  ShardServiceOptions options;
+TEST_F(ShardLoopTest, BadMessagesAreDroppedUnansweredAndCountedInStats) {
+  ShardLoopOptions options;
   options.drop_log_lines = 1000;  // every drop in full (the bound itself: the DropLog tests)
   Start(JobConfig(ConsistencyMode::kAsp, 2), options);
   transport::Channel& w0 = Connect("w0");
@@ -267,8 +267,8 @@ TEST_F(ShardServiceTest, BadMessagesAreDroppedUnansweredAndCountedInStats) {
   EXPECT_EQ(stats.header.stats().bad_messages(), kBadHeaders + kGarbage);
 }
 
-TEST_F(ShardServiceTest, StopReturnsPromptly) {
-  ShardServiceOptions options;
+TEST_F(ShardLoopTest, StopReturnsPromptly) {
+  ShardLoopOptions options;
   options.poll = 50ms;
   Start(JobConfig(ConsistencyMode::kSsp, 1), options);
   std::this_thread::sleep_for(100ms);  // Run is polling
@@ -277,11 +277,11 @@ TEST_F(ShardServiceTest, StopReturnsPromptly) {
   const auto took = Clock::now() - start;
   EXPECT_LT(took, 5s);  // a poll of 50 ms, not the idle bound
   ASSERT_TRUE(ended_.has_value() && ended_->ok());
-  EXPECT_EQ(ended_->value(), ShardService::Ending::kStopped);
+  EXPECT_EQ(ended_->value(), ShardLoop::Ending::kStopped);
 }
 
-TEST_F(ShardServiceTest, IdleExitIsAnErrorAfterTheBound) {
-  ShardServiceOptions options;
+TEST_F(ShardLoopTest, IdleExitIsAnErrorAfterTheBound) {
+  ShardLoopOptions options;
   options.poll = 20ms;
   options.idle_exit = 200ms;
   const auto start = Clock::now();
@@ -294,8 +294,8 @@ TEST_F(ShardServiceTest, IdleExitIsAnErrorAfterTheBound) {
       << ended_->status().message();
 }
 
-TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
-  ShardServiceOptions options;
+TEST_F(ShardLoopTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
+  ShardLoopOptions options;
   options.poll = 10ms;
   options.tick = 20ms;
   // 1 s: worker 0's heartbeats (every 20 ms) stay far inside it even when
@@ -337,8 +337,8 @@ TEST_F(ShardServiceTest, WarnsOnceAboutASilentWorkerAndWhenItIsBack) {
   EXPECT_TRUE(pstrain::testing::NothingArrives(w0, 50ms));
 }
 
-TEST_F(ShardServiceTest, AWorkerThatFinishedTrainingIsNotReportedSilent) {
-  ShardServiceOptions options;
+TEST_F(ShardLoopTest, AWorkerThatFinishedTrainingIsNotReportedSilent) {
+  ShardLoopOptions options;
   options.poll = 10ms;
   options.tick = 20ms;
   options.silence_warning = 300ms;

@@ -1,18 +1,18 @@
-// ShardServer's checkpoint barrier and Restore, initialisation, and valid
+// ShardState's checkpoint barrier and Restore, initialisation, and valid
 // messages that are wrong here (a future clock, a second init with other
 // parameters) or duplicates, driven by scripted arrivals. Malformed and stray
-// messages never reach the shard: shard_service_test.cpp drops them at entry.
+// messages never reach the shard: shard_loop_test.cpp drops them at entry.
 #include <gtest/gtest.h>
 
-#include "server/shard_server.hpp"
-#include "tests/cpp/shard_server_test_util.hpp"
+#include "server/shard_state.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
 
 namespace pstrain::server {
 namespace {
 
 using namespace test_support;  // NOLINT: the suite's scripted messages
 
-TEST(ShardServerTest, CheckpointBarrierCutsOneGlobalClockAndRestores) {
+TEST(ShardStateTest, CheckpointBarrierCutsOneGlobalClockAndRestores) {
   testing::TempDir dir;
   ShardConfig c = Config(ConsistencyMode::kSsp, 2, 3);
   c.snapshot_interval = 2;
@@ -38,7 +38,7 @@ TEST(ShardServerTest, CheckpointBarrierCutsOneGlobalClockAndRestores) {
   EXPECT_EQ(Count(s.Send(Pull(0, 3)), pstrain::PULL_REPLY), 1);
   EXPECT_TRUE(Find(s.Send(Pull(0, 3)), pstrain::PULL_REPLY)->header.text().empty());
 
-  auto restored = ShardServer::Restore(c, path);
+  auto restored = ShardState::Restore(c, path);
   ASSERT_TRUE(restored.ok()) << restored.status().message();
   EXPECT_EQ(restored->version(), 2);
   EXPECT_EQ(restored->clocks().clocks(), (std::vector<int64_t>{2, 2}));
@@ -69,26 +69,26 @@ TEST(ShardServerTest, CheckpointBarrierCutsOneGlobalClockAndRestores) {
   EXPECT_TRUE(Find(again.Send(Pull(0, 2)), pstrain::PULL_REPLY)->header.text().empty());
 }
 
-TEST(ShardServerTest, RestoreRejectsAStateOfAnotherShardLayout) {
+TEST(ShardStateTest, RestoreRejectsAStateOfAnotherShardLayout) {
   testing::TempDir dir;
   Shard s(Config(ConsistencyMode::kBsp, 2));
   s.Send(Init(0, 1));
   const std::string path = dir / "x.state";
   ASSERT_TRUE(s.server.WriteCheckpoint(path).ok());
   EXPECT_EQ(
-      ShardServer::Restore(Config(ConsistencyMode::kBsp, 2, 0, 0, 2), path).status().message(),
+      ShardState::Restore(Config(ConsistencyMode::kBsp, 2, 0, 0, 2), path).status().message(),
       path + ": the state is for shard 0 of 1, this server is shard 0 of 2");
-  EXPECT_EQ(ShardServer::Restore(Config(ConsistencyMode::kBsp, 3), path).status().message(),
+  EXPECT_EQ(ShardState::Restore(Config(ConsistencyMode::kBsp, 3), path).status().message(),
             path + ": the state has clocks of 2 workers, this job has 3");
   ShardConfig adam = Config(ConsistencyMode::kBsp, 2);
   adam.hyper.type = "Adam";
-  EXPECT_EQ(ShardServer::Restore(adam, path).status().message(),
+  EXPECT_EQ(ShardState::Restore(adam, path).status().message(),
             path + ": the state holds SGD history, this job's solver is Adam");
-  EXPECT_TRUE(ShardServer::Restore(Config(ConsistencyMode::kBsp, 2), path).ok());
-  EXPECT_FALSE(ShardServer::Restore(Config(ConsistencyMode::kBsp, 2), dir / "missing.state").ok());
+  EXPECT_TRUE(ShardState::Restore(Config(ConsistencyMode::kBsp, 2), path).ok());
+  EXPECT_FALSE(ShardState::Restore(Config(ConsistencyMode::kBsp, 2), dir / "missing.state").ok());
 }
 
-TEST(ShardServerTest, InitTwice) {
+TEST(ShardStateTest, InitTwice) {
   Shard s(Config(ConsistencyMode::kBsp, 1));
   s.Send(Init(0, 1));
   s.Send(Push(0, 0, {0, 1, 2}));
@@ -107,7 +107,7 @@ TEST(ShardServerTest, InitTwice) {
   EXPECT_EQ(s.server.Stats().bad_messages(), 1);
 }
 
-TEST(ShardServerTest, InitErrors) {
+TEST(ShardStateTest, InitErrors) {
   Shard s(Config(ConsistencyMode::kBsp, 2, 0, 1, 2));
   // An INIT_PUSH is checked against the placement the shard builds from it.
   auto out = s.Send(Init(1, 2).Chunk(0, {1, 2, 3, 4}));
@@ -132,7 +132,7 @@ TEST(ShardServerTest, InitErrors) {
   EXPECT_FALSE(s.server.initialized());
 }
 
-TEST(ShardServerTest, PullBeforeInitWaitsPushBeforeInitFails) {
+TEST(ShardStateTest, PullBeforeInitWaitsPushBeforeInitFails) {
   Shard s(Config(ConsistencyMode::kAsp, 1));
   EXPECT_TRUE(s.Send(Pull(0, 0)).empty());
   auto out = s.Send(Push(0, 0, {0}));
@@ -146,7 +146,7 @@ TEST(ShardServerTest, PullBeforeInitWaitsPushBeforeInitFails) {
   EXPECT_EQ(s.server.Stats().bad_messages(), 1);
 }
 
-TEST(ShardServerTest, WrongClockPushIsRejectedAndCounted) {
+TEST(ShardStateTest, WrongClockPushIsRejectedAndCounted) {
   Shard s(Config(ConsistencyMode::kSsp, 2, 1));
   s.Send(Init(0, 1));
   auto out = s.Send(Push(0, 1, {0}));
@@ -171,7 +171,7 @@ TEST(ShardServerTest, WrongClockPushIsRejectedAndCounted) {
   EXPECT_EQ(s.Weights(), kInitial);
 }
 
-TEST(ShardServerTest, DuplicateChunksAreDroppedNeverAppliedTwice) {
+TEST(ShardStateTest, DuplicateChunksAreDroppedNeverAppliedTwice) {
   ShardConfig c = Config(ConsistencyMode::kSsp, 1, 0);
   c.hyper.momentum = 0;
   Shard s(c);
@@ -194,7 +194,7 @@ TEST(ShardServerTest, DuplicateChunksAreDroppedNeverAppliedTwice) {
   EXPECT_EQ(stats.pushes_applied(), 1);
 }
 
-TEST(ShardServerTest, TickWarnsAboutLongWaits) {
+TEST(ShardStateTest, TickWarnsAboutLongWaits) {
   Shard s(Config(ConsistencyMode::kBsp, 3));
   s.Send(Init(0, 1));
   s.Send(Push(1, 0, {0, 1, 2}));
@@ -217,7 +217,7 @@ TEST(ShardServerTest, TickWarnsAboutLongWaits) {
             "shard 0: worker 1's pull for iteration 1 has waited 20.0 s for worker 2 (clock 0)");
 }
 
-TEST(ShardServerTest, PullsOfOneVersionShareTheSnapshotBuffers) {
+TEST(ShardStateTest, PullsOfOneVersionShareTheSnapshotBuffers) {
   Shard s(Config(ConsistencyMode::kAsp, 2));
   s.Send(Init(0, 1));
   auto a = s.Send(Pull(0, 0));
@@ -231,7 +231,7 @@ TEST(ShardServerTest, PullsOfOneVersionShareTheSnapshotBuffers) {
   EXPECT_NE(*d[0].payloads[1], *a[0].payloads[1]);
 }
 
-TEST(ShardServerTest, HelloStatsShutdown) {
+TEST(ShardStateTest, HelloStatsShutdown) {
   Shard s(Config(ConsistencyMode::kSsp, 2, 2));
   auto out = s.Send(Hello(1, 2));
   ASSERT_EQ(Count(out, pstrain::HELLO_ACK), 1);
@@ -259,7 +259,7 @@ TEST(ShardServerTest, HelloStatsShutdown) {
 
 // A worker replaced after being cut off may come back under the same routing
 // id; its HELLO still means the old process's deferred pulls must not be answered.
-TEST(ShardServerTest, AHelloUnderTheSameRoutingIdDropsTheRanksDeferredPulls) {
+TEST(ShardStateTest, AHelloUnderTheSameRoutingIdDropsTheRanksDeferredPulls) {
   Shard s(Config(ConsistencyMode::kBsp, 2));
   s.Send(Hello(1, 2));
   s.Send(Init(0, 1));
@@ -272,7 +272,7 @@ TEST(ShardServerTest, AHelloUnderTheSameRoutingIdDropsTheRanksDeferredPulls) {
   EXPECT_EQ(Count(s.Send(Pull(1, 1)), pstrain::PULL_REPLY), 1);  // the new one is answered
 }
 
-TEST(ShardServerTest, RulesForNameTheJobAndTheShardsChunks) {
+TEST(ShardStateTest, RulesForNameTheJobAndTheShardsChunks) {
   ShardConfig c = Config(ConsistencyMode::kAsp, 2, 0, 1, 2);
   c.job_key = 42;
   Shard s(c);
@@ -293,7 +293,7 @@ TEST(ShardServerTest, RulesForNameTheJobAndTheShardsChunks) {
   EXPECT_EQ(s.server.RulesFor(Init(1, 2).header()).placement, nullptr);
 }
 
-TEST(ShardServerTest, ConfigValidation) {
+TEST(ShardStateTest, ConfigValidation) {
   ShardConfig c = Config(ConsistencyMode::kSsp, 2);
   EXPECT_TRUE(ValidateShardConfig(c).ok());
   c.shard = 1;

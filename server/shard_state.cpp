@@ -1,5 +1,5 @@
-// ShardServer: construction, dispatch, HELLO, INIT_PUSH, STATS, checkpoints.
-#include "server/shard_server.hpp"
+// ShardState: construction, dispatch, HELLO, INIT_PUSH, STATS, checkpoints.
+#include "server/shard_state.hpp"
 
 #include <algorithm>
 
@@ -15,18 +15,18 @@ std::string Sender(const pstrain::Header& h) {
 
 }  // namespace
 
-ShardServer::ShardServer(ShardConfig config)
-    : config_(std::move(config)),
-      clocks_(config_.num_workers),
-      workers_(static_cast<size_t>(config_.num_workers)) {
-  PSTRAIN_CHECK_MSG(ValidateShardConfig(config_).ok(), ValidateShardConfig(config_).message());
+ShardState::ShardState(ShardConfig config) {
+  PSTRAIN_CHECK_MSG(ValidateShardConfig(config).ok(), ValidateShardConfig(config).message());
+  core_ = std::make_unique<ShardCore>(std::move(config));
+  policy_ = PolicyRegistry::Global().Create(*core_);
 }
 
-Result<ShardServer> ShardServer::Restore(ShardConfig config, const std::string& path) {
+Result<ShardState> ShardState::Restore(ShardConfig config, const std::string& path) {
   PSTRAIN_RETURN_IF_ERROR(ValidateShardConfig(config));
   PSTRAIN_ASSIGN_OR_RETURN(RestoredShard restored, ReadShardState(path, config));
   const ShardProgress& p = restored.progress;
-  if (config.mode == ConsistencyMode::kBsp) {
+  ShardState server(std::move(config));
+  if (server.policy_->BuffersSteps()) {
     for (int64_t clock : p.worker_clocks) {
       if (clock != p.version) {
         return Status::Error(path + ": not a bsp step boundary (a worker clock " +
@@ -35,64 +35,43 @@ Result<ShardServer> ShardServer::Restore(ShardConfig config, const std::string& 
       }
     }
   }
-  ShardServer server(std::move(config));
+  ShardCore& core = *server.core_;
   server.Install(std::move(restored.layout));
-  server.version_ = p.version;
-  server.pushes_applied_ = p.pushes_applied;
-  server.clocks_.Restore(p.worker_clocks, p.staleness_max);
-  server.staleness_histogram_ = p.staleness_histogram;
-  for (WorkerState& w : server.workers_) w.served_version = p.version;
+  core.version = p.version;
+  core.pushes_applied = p.pushes_applied;
+  core.clocks.Restore(p.worker_clocks, p.staleness_max);
+  core.staleness_histogram = p.staleness_histogram;
+  for (WorkerState& w : core.workers) w.served_version = p.version;
   // No new cut at or below the iteration resumed from.
-  server.checkpoint_cut_ = server.clocks_.min();
+  server.checkpoint_cut_ = core.clocks.min();
   return server;
 }
 
-void ShardServer::Install(ShardLayout layout) {
-  layout_ = std::move(layout);
-  const ChunkStore& store = *layout_.store;
-  for (WorkerState& w : workers_) {
+void ShardState::Install(ShardLayout layout) {
+  core_->layout = std::move(layout);
+  const ChunkStore& store = core_->store();
+  for (WorkerState& w : core_->workers) {
     w.arrived.assign(static_cast<size_t>(store.num_chunks()), 0);
     w.arrived_count = 0;
-    w.served_version = version_;
+    w.served_version = core_->version;
   }
-  if (config_.mode == ConsistencyMode::kBsp) {
-    std::vector<int64_t> lengths;
-    for (uint32_t id : store.chunk_ids()) lengths.push_back(store.length(id));
-    const int backups = config_.methods.backup_workers;
-    if (backups > 0) {
-      backup_step_.emplace(config_.num_workers, config_.num_workers - backups, lengths);
-    } else {
-      step_.emplace(config_.num_workers, lengths);
-    }
-    chunk_steps_.assign(lengths.size(), 0);
-  }
-  if (config_.methods.delay_compensation()) {
-    served_weights_.assign(static_cast<size_t>(config_.num_workers),
-                           std::vector<std::shared_ptr<const std::vector<float>>>(
-                               static_cast<size_t>(store.num_chunks())));
-    if (config_.methods.dc_adaptive) {
-      dc_mean_square_.clear();
-      for (uint32_t id : store.chunk_ids()) {
-        dc_mean_square_.emplace_back(static_cast<size_t>(store.length(id)), 0.f);
-      }
-    }
-  }
+  policy_->Install();
 }
 
-transport::ValidationRules ShardServer::RulesFor(const pstrain::Header& header) const {
+transport::ValidationRules ShardState::RulesFor(const pstrain::Header& header) const {
   transport::ValidationRules rules;
   rules.receiver = pstrain::SERVER;
-  rules.job_key = config_.job_key;
-  rules.num_workers = config_.num_workers;
-  rules.num_servers = config_.num_shards;
+  rules.job_key = core_->config.job_key;
+  rules.num_workers = core_->config.num_workers;
+  rules.num_servers = core_->config.num_shards;
   if (header.type() != pstrain::INIT_PUSH) {
     rules.placement = placement();
-    rules.shard = config_.shard;
+    rules.shard = core_->config.shard;
   }
   return rules;
 }
 
-std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
+std::vector<Outgoing> ShardState::Handle(const Incoming& m, TimePoint now) {
   Out out;
   const pstrain::Header& h = m.header;
   if (m.wire_bytes >= 0) {
@@ -147,9 +126,9 @@ std::vector<Outgoing> ShardServer::Handle(const Incoming& m, TimePoint now) {
   return out;
 }
 
-void ShardServer::OnHello(const Incoming& m, Out& out) {
+void ShardState::OnHello(const Incoming& m, Out& out) {
   const int w = m.header.sender();
-  WorkerState& worker = workers_[static_cast<size_t>(w)];
+  WorkerState& worker = core_->workers[static_cast<size_t>(w)];
   if (!worker.peer.empty()) {
     Log("worker " + std::to_string(w) + " reconnected (peer " + worker.peer + " -> " + m.peer +
         ")");
@@ -160,12 +139,13 @@ void ShardServer::OnHello(const Incoming& m, Out& out) {
   worker.peer = m.peer;
   Outgoing reply;
   reply.peer = m.peer;
-  reply.header = transport::HelloAckHeader(origin(), m.header, clocks_.clock(w), version_,
-                                           config_.mode, config_.num_workers);
+  reply.header =
+      transport::HelloAckHeader(origin(), m.header, core_->clocks.clock(w), core_->version,
+                                core_->config.mode, core_->config.num_workers);
   out.push_back(std::move(reply));
 }
 
-void ShardServer::OnInitPush(const Incoming& m, Out& out) {
+void ShardState::OnInitPush(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
   if (h.sender() != 0) {
     Reject(m, "only worker 0 sends the initial weights", out);
@@ -173,23 +153,24 @@ void ShardServer::OnInitPush(const Incoming& m, Out& out) {
   }
   std::vector<pstrain::ParamMeta> params(h.params().begin(), h.params().end());
   if (initialized()) {
-    if (!SameParams(params, layout_.params)) {
+    if (!SameParams(params, core_->layout.params)) {
       Reject(m, "its parameters differ from those this shard was initialized with", out);
       return;
     }
     Log("init push from worker 0 again: parameters match, weights kept (version " +
-        std::to_string(version_) + ")");
+        std::to_string(core_->version) + ")");
     out.push_back(Reply(m, pstrain::INIT_ACK));
-    out.back().header.set_version(version_);
+    out.back().header.set_version(core_->version);
     return;
   }
-  auto layout = MakeShardLayout(std::move(params), config_);
+  auto layout = MakeShardLayout(std::move(params), core_->config);
   if (!layout.ok()) {
     Reject(m, layout.status().message(), out);
     return;
   }
   ChunkStore& store = *layout->store;
-  if (Status s = transport::CheckChunkList(h, layout->placement, config_.shard, /*complete=*/true);
+  if (Status s =
+          transport::CheckChunkList(h, layout->placement, core_->config.shard, /*complete=*/true);
       !s.ok()) {
     Reject(m, s.message(), out);
     return;
@@ -200,57 +181,57 @@ void ShardServer::OnInitPush(const Incoming& m, Out& out) {
                                                 static_cast<size_t>(store.length(id))));
   }
   Install(std::move(layout).value());
-  Log("initialized by worker 0: " + std::to_string(layout_.params.size()) + " parameters, " +
-      std::to_string(layout_.store->num_chunks()) + " chunks here");
+  Log("initialized by worker 0: " + std::to_string(core_->layout.params.size()) + " parameters, " +
+      std::to_string(core_->layout.store->num_chunks()) + " chunks here");
   out.push_back(Reply(m, pstrain::INIT_ACK));
-  out.back().header.set_version(version_);
+  out.back().header.set_version(core_->version);
 }
 
-pstrain::ShardStats ShardServer::Stats() const {
+pstrain::ShardStats ShardState::Stats() const {
   pstrain::ShardStats s;
-  s.set_version(version_);
-  s.set_pushes_applied(pushes_applied_);
-  s.set_staleness_max(clocks_.max_gap());
-  for (int64_t n : staleness_histogram_) s.add_staleness_histogram(n);
+  s.set_version(core_->version);
+  s.set_pushes_applied(core_->pushes_applied);
+  s.set_staleness_max(core_->clocks.max_gap());
+  for (int64_t n : core_->staleness_histogram) s.add_staleness_histogram(n);
   s.set_bad_messages(bad_messages_);
   s.set_duplicates_dropped(duplicates_dropped_);
-  if (backup_dropped_ > 0) s.set_backup_dropped(backup_dropped_);
+  policy_->AddStats(s);
   s.set_connections_refused(connections_refused_);
   s.set_nonfinite_rejected(nonfinite_rejected_);
   if (!nonfinite_last_.empty()) s.set_nonfinite_last(nonfinite_last_);
   s.set_bytes_received(bytes_received_);
   s.set_bytes_sent(bytes_sent_);
-  for (int64_t clock : clocks_.clocks()) s.add_worker_clocks(clock);
+  for (int64_t clock : core_->clocks.clocks()) s.add_worker_clocks(clock);
   return s;
 }
 
-ShardProgress ShardServer::Progress() const {
+ShardProgress ShardState::Progress() const {
   ShardProgress p;
-  p.version = version_;
-  p.pushes_applied = pushes_applied_;
-  p.worker_clocks = clocks_.clocks();
-  if (config_.mode == ConsistencyMode::kBsp) {
+  p.version = core_->version;
+  p.pushes_applied = core_->pushes_applied;
+  p.worker_clocks = core_->clocks.clocks();
+  if (policy_->BuffersSteps()) {
     // Gradients buffered for the step not yet applied are not in the file.
-    for (int64_t& clock : p.worker_clocks) clock = std::min(clock, version_);
+    for (int64_t& clock : p.worker_clocks) clock = std::min(clock, core_->version);
   }
-  p.staleness_max = clocks_.max_gap();
-  p.staleness_histogram = staleness_histogram_;
+  p.staleness_max = core_->clocks.max_gap();
+  p.staleness_histogram = core_->staleness_histogram;
   return p;
 }
 
-Status ShardServer::WriteCheckpoint(const std::string& path) const {
+Status ShardState::WriteCheckpoint(const std::string& path) const {
   if (!initialized()) return Status::Error(path + ": nothing to write before the init push");
-  return WriteShardState(path, config_, layout_, Progress());
+  return WriteShardState(path, core_->config, core_->layout, Progress());
 }
 
-Outgoing ShardServer::Reply(const Incoming& m, pstrain::MessageType type) const {
+Outgoing ShardState::Reply(const Incoming& m, pstrain::MessageType type) const {
   Outgoing o;
   o.peer = m.peer;
   o.header = transport::ReplyHeader(origin(), m.header, type);
   return o;
 }
 
-void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
+void ShardState::Reject(const Incoming& m, const std::string& why, Out& out) {
   ++bad_messages_;
   LogDrop(pstrain::MessageType_Name(m.header.type()) + " from " + Sender(m.header) +
           " rejected: " + why);
@@ -260,16 +241,16 @@ void ShardServer::Reject(const Incoming& m, const std::string& why, Out& out) {
   out.push_back(std::move(reply));
 }
 
-void ShardServer::LogDrop(const std::string& line) const {
+void ShardState::LogDrop(const std::string& line) const {
   if (drop_log) {
-    drop_log("shard " + std::to_string(config_.shard) + ": " + line);
+    drop_log("shard " + std::to_string(core_->config.shard) + ": " + line);
   } else {
     Log(line);
   }
 }
 
-void ShardServer::Log(const std::string& line) const {
-  if (log) log("shard " + std::to_string(config_.shard) + ": " + line);
+void ShardState::Log(const std::string& line) const {
+  if (log) log("shard " + std::to_string(core_->config.shard) + ": " + line);
 }
 
 }  // namespace pstrain::server

@@ -1,5 +1,5 @@
-// Shared pieces of the ShardServer suites: a two-parameter net, scripted
-// HELLO/INIT/PULL/PUSH messages (valid ones: ShardServer::Handle takes only
+// Shared pieces of the ShardState suites: a two-parameter net, scripted
+// HELLO/INIT/PULL/PUSH messages (valid ones: ShardState::Handle takes only
 // what transport::Validate accepted), a shard wrapper that records what it
 // sends, and the hand-computed BSP trajectory.
 #pragma once
@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 #include "tests/cpp/data_test_util.hpp"
 
 namespace pstrain::server::test_support {
 
-using Time = ShardServer::TimePoint;
+using Time = ShardState::TimePoint;
 inline const Time kT0 = Time{} + std::chrono::hours(1);
 
 // The net: "w" (6 values) and "b" (2). With 16-byte chunks: chunk 0 = w[0,4),
@@ -164,7 +164,7 @@ struct Shard {
     }
     return v;
   }
-  ShardServer server;
+  ShardState server;
   std::vector<std::string> logs;
 };
 

@@ -1,4 +1,4 @@
-// ShardService: one shard's socket loop, the ps-server program without its
+// ShardLoop: one shard's socket loop, the ps-server program without its
 // flags and signals.
 //
 // Create binds the shard's ROUTER (and, on shards > 0, a DEALER to server 0
@@ -10,12 +10,12 @@
 //     key of the (role, sender) it claims; refused connections are counted
 //     (STATS connections_refused) and logged;
 //   - every message is validated once, on arrival, against
-//     ShardServer::RulesFor; one that fails (or whose header does not parse)
+//     ShardState::RulesFor; one that fails (or whose header does not parse)
 //     is logged with its reason, counted in the shard's bad_messages (STATS)
 //     and dropped without an answer; drops and refusals are logged in full
 //     for the first `drop_log_lines`, then as one count line per
 //     `drop_log_interval` (DropLog);
-//   - a valid one goes to ShardServer::Handle, and what Handle returns is sent
+//   - a valid one goes to ShardState::Handle, and what Handle returns is sent
 //     (NORM_TOTAL to every server that has sent this shard a message);
 //   - every `tick` the shard logs pulls that waited too long, and the
 //     liveness table is checked: a worker not heard from (any valid message,
@@ -43,11 +43,11 @@
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
-#include "server/shard_server.hpp"
+#include "server/shard_state.hpp"
 
 namespace pstrain::server {
 
-struct ShardServiceOptions {
+struct ShardLoopOptions {
   std::string bind = "tcp://127.0.0.1:0";  // an address as MakeAddress makes it; port 0: any
   std::string coordinator;                 // shards > 0: server 0's endpoint ("" = none)
   std::chrono::milliseconds idle_exit{
@@ -69,7 +69,7 @@ struct ShardServiceOptions {
   std::chrono::milliseconds drop_log_interval{10000};
 };
 
-class ShardService {
+class ShardLoop {
  public:
   enum class Ending {
     kShutdown,  // a SHUTDOWN was answered
@@ -77,12 +77,11 @@ class ShardService {
   };
 
   // Errors: the address cannot be bound, the coordinator cannot be connected.
-  static Result<std::unique_ptr<ShardService>> Create(transport::Context& context,
-                                                      ShardServer shard,
-                                                      ShardServiceOptions options);
-  ShardService(const ShardService&) = delete;
-  ShardService& operator=(const ShardService&) = delete;
-  ~ShardService();
+  static Result<std::unique_ptr<ShardLoop>> Create(transport::Context& context, ShardState shard,
+                                                   ShardLoopOptions options);
+  ShardLoop(const ShardLoop&) = delete;
+  ShardLoop& operator=(const ShardLoop&) = delete;
+  ~ShardLoop();
 
   // The bound endpoint, its port resolved ("tcp://127.0.0.1:40123").
   const std::string& endpoint() const;
@@ -96,22 +95,24 @@ class ShardService {
 
   // The shard, for its statistics and checkpoint once Run has returned.
   // REQUIRES: Run is not running.
-  ShardServer& shard() { return shard_; }
+  ShardState& shard() { return shard_; }
 
  private:
-  using TimePoint = ShardServer::TimePoint;
-  ShardService(ShardServer shard, ShardServiceOptions options);
+  using TimePoint = ShardState::TimePoint;
+  ShardLoop(ShardState shard, ShardLoopOptions options);
 
   Result<Ending> Serve();
   void Receive(transport::Channel* channel, TimePoint now);
   void SendAll(std::vector<Outgoing> outgoing);
+  // One message (or part) to where `o` goes.
+  void Send(const Outgoing& o, transport::OutMessage m);
   void CheckLiveness(TimePoint now);
   void CountRefusals(TimePoint now);
   void Heard(const pstrain::Header& header, TimePoint now);
   void Log(const std::string& line) const;
 
-  ShardServer shard_;
-  ShardServiceOptions options_;
+  ShardState shard_;
+  ShardLoopOptions options_;
   transport::Context* context_ = nullptr;  // not owned; outlives the service
   DropLog drops_;
   std::unique_ptr<transport::Channel> router_;

@@ -1,4 +1,4 @@
-#include "server/shard_service.hpp"
+#include "server/shard_loop.hpp"
 
 #include <cstdio>
 #include <utility>
@@ -20,7 +20,7 @@ std::string Seconds(Clock::duration d) {
 
 }  // namespace
 
-ShardService::ShardService(ShardServer shard, ShardServiceOptions options)
+ShardLoop::ShardLoop(ShardState shard, ShardLoopOptions options)
     : shard_(std::move(shard)),
       options_(std::move(options)),
       drops_(options_.log, options_.drop_log_lines, options_.drop_log_interval) {
@@ -29,12 +29,11 @@ ShardService::ShardService(ShardServer shard, ShardServiceOptions options)
   }
 }
 
-ShardService::~ShardService() = default;
+ShardLoop::~ShardLoop() = default;
 
-Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& context,
-                                                           ShardServer shard,
-                                                           ShardServiceOptions options) {
-  std::unique_ptr<ShardService> service(new ShardService(std::move(shard), std::move(options)));
+Result<std::unique_ptr<ShardLoop>> ShardLoop::Create(transport::Context& context, ShardState shard,
+                                                     ShardLoopOptions options) {
+  std::unique_ptr<ShardLoop> service(new ShardLoop(std::move(shard), std::move(options)));
   service->shard_.log = service->options_.log;
   service->shard_.drop_log = [raw = service.get()](const std::string& line) {
     raw->drops_.Report(line, Clock::now());
@@ -77,18 +76,18 @@ Result<std::unique_ptr<ShardService>> ShardService::Create(transport::Context& c
   return service;
 }
 
-const std::string& ShardService::endpoint() const { return router_->endpoint(); }
+const std::string& ShardLoop::endpoint() const { return router_->endpoint(); }
 
-transport::RingTraffic ShardService::ring_traffic() const { return router_->ring_traffic(); }
+transport::RingTraffic ShardLoop::ring_traffic() const { return router_->ring_traffic(); }
 
-Result<ShardService::Ending> ShardService::Run() {
+Result<ShardLoop::Ending> ShardLoop::Run() {
   Result<Ending> ended = Serve();
   CountRefusals(Clock::now());
   drops_.Flush(Clock::now(), /*force=*/true);
   return ended;
 }
 
-Result<ShardService::Ending> ShardService::Serve() {
+Result<ShardLoop::Ending> ShardLoop::Serve() {
   auto last_message = Clock::now();
   auto last_tick = last_message;
   while (!shard_.done()) {
@@ -115,7 +114,7 @@ Result<ShardService::Ending> ShardService::Serve() {
   return Ending::kShutdown;
 }
 
-void ShardService::Receive(transport::Channel* channel, TimePoint now) {
+void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
   auto received = channel->Receive(std::chrono::milliseconds(0));
   if (!received.ok()) {
     shard_.CountBadMessage();
@@ -155,66 +154,40 @@ void ShardService::Receive(transport::Channel* channel, TimePoint now) {
   SendAll(shard_.Handle(incoming, now));
 }
 
-namespace {
-
-// A PULL_REPLY of more than kMessagePartBytes as several PULL_REPLYs (same
-// fields, consecutive chunks), so the worker copies part k while part k+1
-// travels. The worker accepts a pull's chunks in any number of replies.
-std::vector<Outgoing> SplitReplies(std::vector<Outgoing> outgoing) {
-  std::vector<Outgoing> split;
+void ShardLoop::SendAll(std::vector<Outgoing> outgoing) {
   for (auto& o : outgoing) {
-    if (o.header.type() != pstrain::PULL_REPLY || o.payloads.size() < 2) {
-      split.push_back(std::move(o));
-      continue;
-    }
-    std::vector<size_t> bytes;
-    for (const auto& p : o.payloads) bytes.push_back(p->size() * sizeof(float));
-    const std::vector<size_t> starts = transport::PartStarts(bytes, transport::kMessagePartBytes);
-    if (starts.size() < 2) {
-      split.push_back(std::move(o));
-      continue;
-    }
-    for (size_t part = 0; part < starts.size(); ++part) {
-      const size_t end = part + 1 < starts.size() ? starts[part + 1] : o.payloads.size();
-      Outgoing piece;
-      piece.to = o.to;
-      piece.peer = o.peer;
-      piece.header = o.header;
-      piece.header.clear_chunks();
-      for (size_t i = starts[part]; i < end; ++i) {
-        *piece.header.add_chunks() = o.header.chunks(static_cast<int>(i));
-        piece.payloads.push_back(std::move(o.payloads[i]));
-      }
-      split.push_back(std::move(piece));
-    }
-  }
-  return split;
-}
-
-}  // namespace
-
-void ShardService::SendAll(std::vector<Outgoing> outgoing) {
-  outgoing = SplitReplies(std::move(outgoing));
-  for (auto& o : outgoing) {
-    transport::OutMessage m{std::move(o.header), {}};
-    for (const auto& p : o.payloads) m.payloads.push_back(transport::Payload::Of(p));
-    Status s;
-    if (o.to == Outgoing::To::kPeer) {
-      s = router_->Send(o.peer, std::move(m));
-    } else if (o.to == Outgoing::To::kCoordinator) {
-      s = coordinator_ ? coordinator_->Send("", std::move(m))
-                       : Status::Error("clipping needs --coordinator on shards > 0");
+    transport::OutMessage whole{std::move(o.header), {}};
+    for (const auto& p : o.payloads) whole.payloads.push_back(transport::Payload::Of(p));
+    // A PULL_REPLY of more than kMessagePartBytes goes as several PULL_REPLYs
+    // (same fields, consecutive chunks), so the worker copies part k while
+    // part k+1 travels. The worker accepts a pull's chunks in any number of replies.
+    std::vector<transport::OutMessage> parts;
+    if (whole.header.type() == pstrain::PULL_REPLY) {
+      parts = transport::SplitMessage(std::move(whole));
     } else {
-      for (const auto& [peer, unused] : server_peers_) {
-        Status one = router_->Send(peer, transport::OutMessage{m.header, m.payloads});
-        if (!one.ok()) s = one;
-      }
+      parts.push_back(std::move(whole));
     }
-    if (!s.ok()) Log("send failed: " + s.message());
+    for (transport::OutMessage& m : parts) Send(o, std::move(m));
   }
 }
 
-void ShardService::Heard(const pstrain::Header& header, TimePoint now) {
+void ShardLoop::Send(const Outgoing& o, transport::OutMessage m) {
+  Status s;
+  if (o.to == Outgoing::To::kPeer) {
+    s = router_->Send(o.peer, std::move(m));
+  } else if (o.to == Outgoing::To::kCoordinator) {
+    s = coordinator_ ? coordinator_->Send("", std::move(m))
+                     : Status::Error("clipping needs --coordinator on shards > 0");
+  } else {
+    for (const auto& [peer, unused] : server_peers_) {
+      Status one = router_->Send(peer, transport::OutMessage{m.header, m.payloads});
+      if (!one.ok()) s = one;
+    }
+  }
+  if (!s.ok()) Log("send failed: " + s.message());
+}
+
+void ShardLoop::Heard(const pstrain::Header& header, TimePoint now) {
   if (header.role() != pstrain::WORKER) return;  // validated: 0 <= sender < num_workers
   const std::string& name = worker_names_[static_cast<size_t>(header.sender())];
   if (auto it = reported_.find(name); it != reported_.end()) {
@@ -224,7 +197,7 @@ void ShardService::Heard(const pstrain::Header& header, TimePoint now) {
   liveness_.Heard(name, now);
 }
 
-void ShardService::CheckLiveness(TimePoint now) {
+void ShardLoop::CheckLiveness(TimePoint now) {
   for (const std::string& name : liveness_.Silent(now, options_.silence_warning)) {
     int w = 0;
     while (worker_names_[static_cast<size_t>(w)] != name) ++w;
@@ -241,7 +214,7 @@ void ShardService::CheckLiveness(TimePoint now) {
   }
 }
 
-void ShardService::CountRefusals(TimePoint now) {
+void ShardLoop::CountRefusals(TimePoint now) {
   int64_t refused = 0;
   const std::vector<std::string> lines = context_->TakeRefusals(&refused);
   for (const std::string& line : lines) drops_.Report(line, now);
@@ -257,7 +230,7 @@ void ShardService::CountRefusals(TimePoint now) {
   drops_.Flush(now);
 }
 
-void ShardService::Log(const std::string& line) const {
+void ShardLoop::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
 

@@ -1,0 +1,252 @@
+// The consistency policy: what a shard does with a gradient and when it may
+// answer a pull. ShardState (shard_state.hpp) is the dispatcher: it parses
+// messages, keeps the ChunkStore, the clocks, statistics and checkpoints in a
+// ShardCore, and asks its ConsistencyPolicy at four points:
+//
+//   OnGradient   a chunk of a worker's push arrived (deduplicated, in the
+//                push's order); the policy applies it, buffers it for a step
+//                or drops it.
+//   PullReady    the whole deferred pull may be answered now.
+//   ChunkReady   with PullsByChunk, one chunk of it may go out now.
+//   StepScale    the averaging factor of a step: clip / (gradients * iter_size),
+//                computed here and nowhere else (AveragingScale).
+//
+// Policies live in server/policies/, one file each, and register by name
+// (PSTRAIN_REGISTER_POLICY), as layers do (worker/layer_registry.hpp). A base
+// policy says which configs it serves (`wants`); of the bases that want a
+// config, the one of highest rank is made. Wrappers (`wants` true as well)
+// are then put around it in ascending rank, each forwarding what it does not
+// change (PolicyWrapper). pstrain_server is a shared library, so every
+// registration in it runs when it is loaded, whoever links it.
+//
+//   bsp             bsp.cpp             aggregate W gradients in rank order, one step
+//   backup_workers  backup_workers.cpp  bsp over the first W-b gradients of a step
+//   ssp, asp        ssp.cpp, asp.cpp    apply on arrival (arrival.hpp), bound t - s / none
+//   ssp_per_worker  ssp_per_worker.cpp  ssp with worker w's own bound s_w
+//   elastic         elastic.cpp         pushes are weight deltas (EASGD, local SGD)
+//   staleness_lr    staleness_lr.cpp    wrapper: scale by 1 / max(1, staleness)
+//   dc_asgd         dc_asgd.cpp         wrapper: delay compensation of each gradient
+//
+// Not thread-safe: the shard's one event loop calls everything.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.hpp"
+#include "common/transport/protocol.hpp"
+#include "proto/pstrain.pb.h"
+#include "server/clock_table.hpp"
+#include "server/shard_config.hpp"
+#include "server/shard_layout.hpp"
+#include "server/shard_messages.hpp"
+
+namespace pstrain::server {
+
+// clip / (gradients * iter_size): the factor that turns a sum of `gradients`
+// gradients, each accumulated over iter_size iterations, into their average
+// (times the clip factor). Every step of every policy is scaled by it.
+float AveragingScale(int gradients, int iter_size, float clip = 1.f);
+
+struct WorkerState {
+  std::string peer;           // latest peer that said HELLO as this rank
+  std::vector<char> arrived;  // per local chunk: received for the current clock
+  int arrived_count = 0;
+  int64_t served_version = 0;  // version of the weights last pulled
+};
+
+struct DeferredPull {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  std::string peer;
+  int worker = 0;
+  int64_t clock = 0;
+  TimePoint since, last_warning;
+  std::vector<char> sent;  // per local chunk: already in a partial reply
+  int sent_count = 0;
+  // ssp/asp: the puller's push that must be applied first (chunk by chunk),
+  // -1: none (the header's after_push).
+  int64_t after_push = -1;
+};
+
+// The state the dispatcher owns and policies read and advance. Lives at one
+// address for the shard's life (ShardState holds it in a unique_ptr), so a
+// policy keeps a reference to it.
+struct ShardCore {
+  explicit ShardCore(ShardConfig c);
+
+  ShardConfig config;
+  ClockTable clocks;
+  std::vector<WorkerState> workers;
+  ShardLayout layout;  // store unset until INIT_PUSH (or Restore)
+  // Global steps applied; the lr schedule's iteration. A policy advances it.
+  int64_t version = 0;
+  int64_t pushes_applied = 0;                // complete pushes (one per worker per step)
+  std::vector<int64_t> staleness_histogram;  // [k]: pushes applied k versions after served
+
+  // REQUIRES: initialised (INIT_PUSH or Restore).
+  ChunkStore& store() { return *layout.store; }
+  const ChunkStore& store() const { return *layout.store; }
+  int num_chunks() const { return layout.store->num_chunks(); }
+  // Worker w's chunk `local` of its current clock has arrived.
+  bool arrived(int w, int local) const {
+    return workers[static_cast<size_t>(w)].arrived[static_cast<size_t>(local)] != 0;
+  }
+  // Counts one push of worker w, of staleness version - its served version.
+  void RecordStaleness(int w);
+  // Counts n pushes of staleness 0.
+  void RecordFresh(int64_t n);
+  transport::Origin origin() const { return {pstrain::SERVER, config.shard, config.job_key}; }
+};
+
+// One chunk of a push, handed to the policy. `values` may be changed in place
+// (it is the received frame, valid during the call only).
+struct ChunkGradient {
+  int worker = 0;
+  int64_t iteration = 0;  // the push's clock
+  uint32_t id = 0;
+  int local = 0;  // the chunk's index in the store
+  float* values = nullptr;
+  // Apply-on-arrival policies: the factor of this chunk's step, PushScale of
+  // its push times what wrappers added (staleness_lr). Unused by bsp.
+  float scale = 1.f;
+};
+
+class ConsistencyPolicy {
+ public:
+  using Out = std::vector<Outgoing>;
+  virtual ~ConsistencyPolicy() = default;
+
+  // The store exists now (INIT_PUSH or Restore): size the policy's buffers.
+  virtual void Install() {}
+  // Why a push of iteration h.clock() == the worker's clock may not be taken,
+  // "" to take it (the dispatcher has refused other clocks already).
+  virtual std::string RefusePush(const pstrain::Header& push) const = 0;
+  // The scale every chunk of this push starts from (ChunkGradient::scale).
+  virtual float PushScale(const pstrain::Header& push) const = 0;
+  virtual void OnGradient(ChunkGradient& g) = 0;
+  // Worker w has pushed every chunk of its iteration here; its clock is
+  // advanced already.
+  virtual void WorkerCompleted(int w) = 0;
+  // Once per push, after OnGradient and WorkerCompleted: a step may be due.
+  virtual void AfterPush(Out& out) = 0;
+
+  // The pull's consistency bound holds (the dispatcher has checked the init
+  // push, after_push and the checkpoint barrier).
+  virtual bool PullReady(const DeferredPull& pull) const = 0;
+  // The pull may go out chunk by chunk (outside checkpoint barriers).
+  virtual bool PullsByChunk(const DeferredPull& pull) const = 0;
+  virtual bool ChunkReady(int local, const DeferredPull& pull) const = 0;
+  // At a checkpoint barrier of iteration t, with every clock at t: the
+  // weights hold step t - 1 (bsp: version >= t; on arrival: always).
+  virtual bool StepApplied(int64_t t) const = 0;
+  // The clock every worker must have reached for `pull` (its wait message).
+  virtual int64_t WaitBound(const DeferredPull& pull) const = 0;
+  // Worker w was sent `weights` as chunk `local` (DC-ASGD keeps them).
+  virtual void Served(int /*w*/, int /*local*/,
+                      const std::shared_ptr<const std::vector<float>>& /*weights*/) {}
+
+  // Gradients are held until a step (bsp): a checkpoint leaves them out and
+  // a restore must be a step boundary.
+  virtual bool BuffersSteps() const = 0;
+  // The number of gradients one step averages (W, or W-b with backups).
+  virtual int StepGradients() const = 0;
+  // AveragingScale(StepGradients(), iter_size, clip).
+  float StepScale(float clip = 1.f) const;
+
+  // Shards exchange gradient norms (bsp with clip_gradients).
+  virtual bool ExchangesNorms() const { return false; }
+  // REQUIRES (both): ExchangesNorms(); clock >= version. Server 0: shard's partial.
+  virtual void OnNormPartial(int /*shard*/, int64_t /*clock*/, double /*sum_squares*/,
+                             Out& /*out*/) {}
+  // Servers > 0: server 0's total.
+  virtual void OnNormTotal(int64_t /*clock*/, double /*total*/) {}
+  virtual void AddStats(pstrain::ShardStats& /*stats*/) const {}
+
+ protected:
+  explicit ConsistencyPolicy(ShardCore& core) : core_(core) {}
+  ShardCore& core_;
+};
+
+// A policy around another: forwards every call to `inner`. A wrapper
+// overrides what it changes and calls the inner policy for the rest.
+class PolicyWrapper : public ConsistencyPolicy {
+ public:
+  PolicyWrapper(ShardCore& core, std::unique_ptr<ConsistencyPolicy> inner)
+      : ConsistencyPolicy(core), inner_(std::move(inner)) {}
+
+  void Install() override { inner_->Install(); }
+  std::string RefusePush(const pstrain::Header& push) const override {
+    return inner_->RefusePush(push);
+  }
+  float PushScale(const pstrain::Header& push) const override { return inner_->PushScale(push); }
+  void OnGradient(ChunkGradient& g) override { inner_->OnGradient(g); }
+  void WorkerCompleted(int w) override { inner_->WorkerCompleted(w); }
+  void AfterPush(Out& out) override { inner_->AfterPush(out); }
+  bool PullReady(const DeferredPull& pull) const override { return inner_->PullReady(pull); }
+  bool PullsByChunk(const DeferredPull& pull) const override { return inner_->PullsByChunk(pull); }
+  bool ChunkReady(int local, const DeferredPull& pull) const override {
+    return inner_->ChunkReady(local, pull);
+  }
+  bool StepApplied(int64_t t) const override { return inner_->StepApplied(t); }
+  int64_t WaitBound(const DeferredPull& pull) const override { return inner_->WaitBound(pull); }
+  void Served(int w, int local, const std::shared_ptr<const std::vector<float>>& weights) override {
+    inner_->Served(w, local, weights);
+  }
+  bool BuffersSteps() const override { return inner_->BuffersSteps(); }
+  int StepGradients() const override { return inner_->StepGradients(); }
+  bool ExchangesNorms() const override { return inner_->ExchangesNorms(); }
+  void OnNormPartial(int shard, int64_t clock, double sum_squares, Out& out) override {
+    inner_->OnNormPartial(shard, clock, sum_squares, out);
+  }
+  void OnNormTotal(int64_t clock, double total) override { inner_->OnNormTotal(clock, total); }
+  void AddStats(pstrain::ShardStats& stats) const override { inner_->AddStats(stats); }
+
+ protected:
+  std::unique_ptr<ConsistencyPolicy> inner_;
+};
+
+// Policy name -> factory. Registration happens during static initialisation
+// (PSTRAIN_REGISTER_POLICY); lookups after main() starts are read-only.
+class PolicyRegistry {
+ public:
+  using BaseFactory = std::function<std::unique_ptr<ConsistencyPolicy>(ShardCore&)>;
+  using WrapperFactory = std::function<std::unique_ptr<ConsistencyPolicy>(
+      ShardCore&, std::unique_ptr<ConsistencyPolicy> inner)>;
+  struct Entry {
+    std::string name;
+    int rank = 0;  // bases: the highest wanting one is made; wrappers: inner first
+    std::function<bool(const ShardConfig&)> wants;
+    // Run for a config the entry wants; the error names the ps-server flag.
+    std::function<Status(const ShardConfig&)> validate;
+    BaseFactory base;        // set for a base policy
+    WrapperFactory wrapper;  // set for a wrapper
+  };
+
+  static PolicyRegistry& Global();
+  // REQUIRES: the name is not registered yet, exactly one factory set.
+  bool Add(Entry entry);
+  // Ok when a base wants `config` and every wanting entry accepts it.
+  Status Validate(const ShardConfig& config) const;
+  // The entries Create composes for `config`: the base, then the wrappers
+  // from the innermost out.
+  std::vector<std::string> Chosen(const ShardConfig& config) const;
+  // REQUIRES: Validate(core.config).ok().
+  std::unique_ptr<ConsistencyPolicy> Create(ShardCore& core) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::vector<const Entry*> Wanting(const ShardConfig& config) const;
+  std::map<std::string, Entry> entries_;
+};
+
+}  // namespace pstrain::server
+
+// In a policy's .cpp: PSTRAIN_REGISTER_POLICY(PolicyRegistry::Entry{...});
+#define PSTRAIN_REGISTER_POLICY(...)                                       \
+  static const bool PSTRAIN_CONCAT(pstrain_policy_registered_, __LINE__) = \
+      ::pstrain::server::PolicyRegistry::Global().Add(__VA_ARGS__)

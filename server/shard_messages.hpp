@@ -1,0 +1,40 @@
+// The messages a shard takes and gives, as ShardState sees them: validated,
+// without sockets (ShardLoop turns them into and out of ZeroMQ frames).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "proto/pstrain.pb.h"
+
+namespace pstrain::server {
+
+// A message as the transport delivers it, validated (transport::Validate with
+// ShardState::RulesFor(header)): one payload of chunks[i].length floats per
+// chunk, each chunk held by this shard (but for an INIT_PUSH, which the shard
+// checks against the layout it builds from it). The payloads stay valid for
+// the duration of Handle only.
+struct Incoming {
+  std::string peer;  // the transport's id of the sender, for replies
+  pstrain::Header header;
+  // One per header.chunks; the shard may overwrite them (gradients are applied
+  // in place, without a copy).
+  std::vector<float*> payloads;
+  // Payload bytes as they travelled (compressed pushes); -1: 4 per value.
+  int64_t wire_bytes = -1;
+};
+
+struct Outgoing {
+  enum class To {
+    kPeer,         // `peer`
+    kCoordinator,  // server 0 (NORM_PARTIAL)
+    kAllServers,   // every server but this one (NORM_TOTAL from server 0)
+  } to = To::kPeer;
+  std::string peer;
+  pstrain::Header header;
+  std::vector<std::shared_ptr<const std::vector<float>>> payloads;  // one per header.chunks
+};
+
+}  // namespace pstrain::server

@@ -1,0 +1,156 @@
+// ShardState: PULL (consistency bound, checkpoint barrier) and wait warnings.
+#include <algorithm>
+#include <cstdio>
+
+#include "server/shard_state.hpp"
+
+namespace pstrain::server {
+namespace {
+
+std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers) {
+  std::string text;
+  for (int w : workers) {
+    if (!text.empty()) text += ", ";
+    text += "worker " + std::to_string(w) + " (clock " + std::to_string(clocks.clock(w)) + ")";
+  }
+  return text;
+}
+
+}  // namespace
+
+void ShardState::OnPull(const Incoming& m, TimePoint now) {
+  const pstrain::Header& h = m.header;
+  // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
+  deferred_.push_back(DeferredPull{
+      m.peer, h.sender(), h.clock(), now, now, {}, 0, h.has_after_push() ? h.after_push() : -1});
+}
+
+bool ShardState::IsCheckpointIteration(int64_t t) const {
+  if (core_->config.final_iter > 0 && t == core_->config.final_iter) return true;
+  return core_->config.snapshot_interval > 0 && t > 0 && t % core_->config.snapshot_interval == 0;
+}
+
+bool ShardState::PullReady(const DeferredPull& pull) const {
+  const int64_t t = pull.clock;
+  if (!initialized()) return false;
+  const ShardCore& core = *core_;
+  if (pull.after_push >= 0 && core.clocks.clock(pull.worker) <= pull.after_push) return false;
+  if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
+    // One global cut: every worker has finished t iterations and none more.
+    if (!core.clocks.NotAt(t).empty()) return false;
+    return policy_->StepApplied(t);
+  }
+  return policy_->PullReady(pull);
+}
+
+bool ShardState::PullsByChunk(const DeferredPull& pull) const {
+  if (!initialized() || IsCheckpointIteration(pull.clock)) return false;
+  return policy_->PullsByChunk(pull);
+}
+
+void ShardState::ServeReadyPulls(Out& out) {
+  for (size_t i = 0; i < deferred_.size();) {
+    DeferredPull& pull = deferred_[i];
+    if (PullReady(pull)) {
+      if (IsCheckpointIteration(pull.clock) && pull.clock > checkpoint_cut_) {
+        CutCheckpoint(pull.clock);
+      }
+      const bool partly_sent = pull.sent_count > 0;
+      Outgoing rest = PullReply(pull, [](int) { return true; });
+      if (rest.header.chunks_size() > 0 || !partly_sent) out.push_back(std::move(rest));
+      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (PullsByChunk(pull)) {
+      auto ready = [this, &pull](int local) {
+        const size_t c = static_cast<size_t>(local);
+        return (c >= pull.sent.size() || !pull.sent[c]) && policy_->ChunkReady(local, pull);
+      };
+      bool any = false;
+      for (int c = 0; c < core_->layout.store->num_chunks() && !any; ++c) any = ready(c);
+      if (any) out.push_back(PullReply(pull, ready));
+    }
+    ++i;
+  }
+}
+
+void ShardState::CutCheckpoint(int64_t t) {
+  const std::string path = core_->config.snapshot_prefix + "_iter_" + std::to_string(t) + ".shard" +
+                           std::to_string(core_->config.shard) + ".state";
+  checkpoint_cut_ = t;
+  if (Status s = WriteCheckpoint(path); !s.ok()) {
+    checkpoint_path_.clear();
+    Log("checkpoint at iteration " + std::to_string(t) + " FAILED: " + s.message());
+    return;
+  }
+  checkpoint_path_ = path;
+  Log("checkpoint at iteration " + std::to_string(t) + " written to " + path);
+}
+
+Outgoing ShardState::PullReply(DeferredPull& pull, const std::function<bool(int)>& ready) {
+  ChunkStore& store = *core_->layout.store;
+  Outgoing o;
+  o.peer = pull.peer;
+  o.header = transport::NewHeader(origin(), pstrain::PULL_REPLY);
+  o.header.set_clock(pull.clock);
+  o.header.set_version(core_->version);
+  o.header.set_reply_chunks_total(static_cast<uint32_t>(store.num_chunks()));
+  if (IsCheckpointIteration(pull.clock) && pull.clock == checkpoint_cut_) {
+    o.header.set_text(checkpoint_path_);
+  }
+  pull.sent.resize(static_cast<size_t>(store.num_chunks()), 0);
+  for (int c = 0; c < store.num_chunks(); ++c) {
+    if (pull.sent[static_cast<size_t>(c)] || !ready(c)) continue;
+    pull.sent[static_cast<size_t>(c)] = 1;
+    ++pull.sent_count;
+    const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
+    transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
+    o.payloads.push_back(store.Snapshot(id));
+    policy_->Served(pull.worker, c, o.payloads.back());
+  }
+  if (pull.sent_count == store.num_chunks()) {
+    core_->workers[static_cast<size_t>(pull.worker)].served_version = core_->version;
+  }
+  return o;
+}
+
+std::string ShardState::WaitReason(const DeferredPull& pull) const {
+  const int64_t t = pull.clock;
+  if (!initialized()) return "the init push from worker 0";
+  if (pull.after_push >= 0 && core_->clocks.clock(pull.worker) <= pull.after_push) {
+    return "its own push of iteration " + std::to_string(pull.after_push) + " (clock " +
+           std::to_string(core_->clocks.clock(pull.worker)) + ")";
+  }
+  if (IsCheckpointIteration(t) && t > checkpoint_cut_) {
+    const std::vector<int> off = core_->clocks.NotAt(t);
+    if (!off.empty()) {
+      return "the checkpoint cut at iteration " + std::to_string(t) + ": " +
+             WorkerList(core_->clocks, off);
+    }
+  }
+  const int64_t bound = policy_->WaitBound(pull);
+  const std::vector<int> behind = core_->clocks.Below(bound);
+  if (!behind.empty()) return WorkerList(core_->clocks, behind);
+  std::string step = "step " + std::to_string(t - 1);
+  if (core_->config.hyper.clip_gradients >= 0) {
+    step += core_->config.shard == 0 ? " (gradient norms of the other servers)"
+                                     : " (the gradient norm total from server 0)";
+  }
+  return step;
+}
+
+std::vector<Outgoing> ShardState::Tick(TimePoint now) {
+  const auto warn = std::chrono::milliseconds(core_->config.wait_warn_ms);
+  for (DeferredPull& pull : deferred_) {
+    if (now - pull.since < warn || now - pull.last_warning < warn) continue;
+    pull.last_warning = now;
+    const double waited = std::chrono::duration<double>(now - pull.since).count();
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", waited);
+    Log("worker " + std::to_string(pull.worker) + "'s pull for iteration " +
+        std::to_string(pull.clock) + " has waited " + seconds + " s for " + WaitReason(pull));
+  }
+  return {};
+}
+
+}  // namespace pstrain::server
