@@ -46,12 +46,12 @@ fi
 
 # What building and running need. ocl-icd-opencl-dev: Debian's oneDNN CMake config
 # asks for OpenCL (it is only a Recommends of libdnnl-dev, which --no-install-recommends skips).
-# libhdf5-dev: the HDF5Data and HDF5Output layers.
+# libhdf5-dev: the HDF5Data and HDF5Output layers; libleveldb-dev: LevelDB data sources.
 apt_packages=(
   build-essential cmake pkg-config ccache
   libzmq3-dev cppzmq-dev libsodium-dev
   libprotobuf-dev protobuf-compiler
-  liblmdb-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libhdf5-dev
+  liblmdb-dev zlib1g-dev libpng-dev libjpeg62-turbo-dev libhdf5-dev libleveldb-dev
   libboost-program-options-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   dataset-fashion-mnist

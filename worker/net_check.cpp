@@ -31,12 +31,6 @@ Status ReplaceDataLayer(caffe::LayerParameter* layer, caffe::Phase phase) {
   if (p.batch_size() > static_cast<uint32_t>(INT32_MAX)) {
     return Status::InvalidArgument("data_param.batch_size is too large");
   }
-  if (p.has_backend() && p.backend() != caffe::DataParameter::LMDB) {
-    return Status::InvalidArgument(
-        "data_param.backend LEVELDB is not supported (only LMDB); "
-        "convert " +
-        p.source() + " to LMDB");
-  }
   if (p.rand_skip() != 0) {
     return Status::InvalidArgument(
         "data_param.rand_skip is not supported (sharding fixes the records each worker reads)");
@@ -53,7 +47,8 @@ Status ReplaceDataLayer(caffe::LayerParameter* layer, caffe::Phase phase) {
   ShardSpec shard;
   shard.batch_size = static_cast<int>(p.batch_size());
   PSTRAIN_ASSIGN_OR_RETURN(auto reader,
-                           ShardedBatchReader::Open(p.source(), transform, phase, shard));
+                           ShardedBatchReader::Open(p.source(), transform, phase, shard,
+                                                    BackendOf(p)));
   const std::vector<int> shape = reader->data_shape();
   layer->set_type("Input");
   layer->clear_data_param();

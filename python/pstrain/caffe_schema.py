@@ -203,13 +203,12 @@ def check_net(path: pathlib.Path, caffe: CaffeMessages) -> list[str]:
         line = layer_lines[index] if index < len(layer_lines) else 1
         place = f"{path}:{line}: layer '{layer.name}'"
         param = layer.data_param
-        if param.HasField("backend") and param.backend != param.LMDB:   # unset: LMDB
-            problems.append(f"{place}: data_param.backend LEVELDB is not supported (only "
-                            f"LMDB); convert the data with ps-data")
+        leveldb = param.HasField("backend") and param.backend == param.LEVELDB  # unset: LMDB
         if param.batch_size == 0:
             problems.append(f"{place}: data_param.batch_size must be at least 1")
         found = resolve_beside(param.source, path.parent) if param.source else None
-        if found is not None and found.is_dir() and not (found / "data.mdb").is_file():
+        marker, kind = ("CURRENT", "a LevelDB") if leveldb else ("data.mdb", "an LMDB")
+        if found is not None and found.is_dir() and not (found / marker).is_file():
             problems.append(f"{place}: data_param.source '{param.source}' is a folder without "
-                            f"data.mdb (not an LMDB)")
+                            f"{marker} (not {kind})")
     return problems

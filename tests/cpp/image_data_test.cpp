@@ -252,10 +252,9 @@ TEST(ImageSetTest, BadListsAndImagesNameTheListLine) {
   EXPECT_EQ(error("a.png 0\n", resize),
             "--resize_height and --resize_width go together (both > 0 to resize, both 0 not "
             "to); got 4 and 0");
-  ImageSetOptions leveldb = o;
-  leveldb.backend = "leveldb";
-  EXPECT_EQ(error("a.png 0\n", leveldb),
-            "--backend leveldb: only lmdb is supported (LevelDB is not built in)");
+  ImageSetOptions rocksdb = o;
+  rocksdb.backend = "rocksdb";
+  EXPECT_EQ(error("a.png 0\n", rocksdb), "--backend rocksdb: expected lmdb or leveldb");
 }
 
 TEST(ImageMeanTest, MeanOfEncodedRecordsIsThePixelMean) {

@@ -89,8 +89,9 @@ def test_errors_name_the_users_file_and_line(capsys, user_files, tmp_path):
          f"one with: ps-data mean LMDB mean.binaryproto)"),
         (dict(source=str(tmp_path)), f"{net}:2: layer 'data': data_param.source '{tmp_path}' is "
                                      f"a folder without data.mdb (not an LMDB)"),
-        (dict(backend="LEVELDB"), f"{net}:2: layer 'data': data_param.backend LEVELDB is not "
-                                  f"supported (only LMDB); convert the data with ps-data"),
+        (dict(backend="LEVELDB", source=str(tmp_path)),
+         f"{net}:2: layer 'data': data_param.source '{tmp_path}' is a folder without CURRENT "
+         f"(not a LevelDB)"),
     ]
     for change, expected in cases:
         job = user_files(**change)

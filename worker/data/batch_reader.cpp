@@ -6,11 +6,13 @@ namespace pstrain {
 
 Result<std::unique_ptr<ShardedBatchReader>> ShardedBatchReader::Open(
     const std::string& source, const caffe::TransformationParameter& transform, caffe::Phase phase,
-    const ShardSpec& shard) {
+    const ShardSpec& shard, DbBackend backend) {
   PSTRAIN_ASSIGN_OR_RETURN(ImageColor color, DecodeColorOf(transform));
-  PSTRAIN_ASSIGN_OR_RETURN(auto reader, LmdbReader::Open(source));
-  if (reader->count() == 0) return Status::Error(source + ": LMDB is empty");
-  LmdbRecord record;
+  PSTRAIN_ASSIGN_OR_RETURN(auto reader, OpenRecordReader(source, backend));
+  if (reader->count() == 0) {
+    return Status::Error(source + ": " + reader->backend_name() + " is empty");
+  }
+  DbRecord record;
   PSTRAIN_RETURN_IF_ERROR(reader->Next(&record));
   caffe::Datum first;
   PSTRAIN_RETURN_IF_ERROR(
@@ -34,7 +36,7 @@ Status ShardedBatchReader::Read(int64_t t, float* data, float* label) {
   PSTRAIN_RETURN_IF_ERROR(reader_->Seek(first_sample));
   const int64_t per_item = transformer_.output_count();
   const bool random = transformer_.NeedsRandom();
-  LmdbRecord record;
+  DbRecord record;
   for (int i = 0; i < shard_.batch_size; ++i) {
     PSTRAIN_RETURN_IF_ERROR(reader_->Next(&record));
     const std::string where = DescribeRecord(reader_->path(), record.index, record.key);

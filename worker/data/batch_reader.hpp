@@ -1,4 +1,5 @@
-// ShardedBatchReader: the batches one worker reads from an LMDB of Datums.
+// ShardedBatchReader: the batches one worker reads from an LMDB (or a LevelDB)
+// of Datums.
 //
 // Worker `rank` of `world_size` with batch size B reads, for global step t,
 // records [(t*W + rank)*B, (t*W + rank + 1)*B) modulo the record count, in key
@@ -21,7 +22,7 @@
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
 #include "worker/data/image_codec.hpp"
-#include "worker/data/lmdb_reader.hpp"
+#include "worker/data/record_reader.hpp"
 #include "worker/data/transform.hpp"
 
 namespace pstrain {
@@ -33,16 +34,23 @@ struct ShardSpec {
   uint64_t seed = 0;
 };
 
+// data_param.backend as a DbBackend. A data_param without a backend reads LMDB
+// (Caffe's default is LEVELDB; PSTrain's converters write LMDB).
+inline DbBackend BackendOf(const caffe::DataParameter& p) {
+  return p.has_backend() && p.backend() == caffe::DataParameter::LEVELDB ? DbBackend::kLevelDb
+                                                                         : DbBackend::kLmdb;
+}
+
 class ShardedBatchReader {
  public:
   // Opens `source`, reads and validates its first record (which fixes the
   // shape every record must have; encoded records are decoded first, see
   // ParseDatum), and sets up the transformer. Errors:
-  // "<source>: cannot open LMDB (...)", "<source>: LMDB is empty", a bad first
+  // "<source>: cannot open LMDB (...)" (or LevelDB), "<source>: LMDB is empty", a bad first
   // record (named by DescribeRecord), transform_param errors.
   static Result<std::unique_ptr<ShardedBatchReader>> Open(
       const std::string& source, const caffe::TransformationParameter& transform,
-      caffe::Phase phase, const ShardSpec& shard);
+      caffe::Phase phase, const ShardSpec& shard, DbBackend backend = DbBackend::kLmdb);
 
   // {B, C, H', W'}.
   std::vector<int> data_shape() const { return transformer_.OutputShape(shard_.batch_size); }
@@ -56,11 +64,11 @@ class ShardedBatchReader {
   Status Read(int64_t t, float* data, float* label);
 
  private:
-  ShardedBatchReader(std::unique_ptr<LmdbReader> reader, DataTransformer transformer,
+  ShardedBatchReader(std::unique_ptr<RecordReader> reader, DataTransformer transformer,
                      const ShardSpec& shard)
       : reader_(std::move(reader)), transformer_(std::move(transformer)), shard_(shard) {}
 
-  std::unique_ptr<LmdbReader> reader_;
+  std::unique_ptr<RecordReader> reader_;
   DataTransformer transformer_;
   ShardSpec shard_;
   caffe::Datum first_;                      // shape reference

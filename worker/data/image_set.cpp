@@ -14,6 +14,7 @@
 #include "worker/data/image_codec.hpp"
 #include "worker/data/lmdb_reader.hpp"
 #include "worker/data/lmdb_writer.hpp"
+#include "worker/data/record_writer.hpp"
 
 namespace pstrain {
 namespace {
@@ -22,10 +23,7 @@ namespace {
 constexpr size_t kImageSetMapSize = size_t{1} << 40;
 
 Status CheckOptions(const ImageSetOptions& o) {
-  if (o.backend != "lmdb") {
-    return Status::InvalidArgument("--backend " + o.backend +
-                                   ": only lmdb is supported (LevelDB is not built in)");
-  }
+  PSTRAIN_RETURN_IF_ERROR(ParseDbBackend(o.backend).status());
   if ((o.resize_height > 0) != (o.resize_width > 0) || o.resize_height < 0 || o.resize_width < 0) {
     return Status::InvalidArgument(
         "--resize_height and --resize_width go together (both > 0 to resize, both 0 not to); got " +
@@ -140,22 +138,24 @@ Result<ImageSetConversion> ConvertImageSet(const ImageSetOptions& o) {
     }
   }
   ImageSetConversion summary;
-  PSTRAIN_RETURN_IF_ERROR(BuildLmdb(o.out, kImageSetMapSize, [&](LmdbWriter& writer) {
-    char index[32];
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const ListEntry& entry = entries[i];
-      const std::string file =
-          o.root.empty() ? entry.path : (std::filesystem::path(o.root) / entry.path).string();
-      auto value = MakeRecord(o, entry, file, &summary, i == 0);
-      if (!value.ok()) {
-        return value.status().WithContext(o.list_file + ":" + std::to_string(entry.line));
-      }
-      std::snprintf(index, sizeof(index), "%08zu", i);
-      PSTRAIN_RETURN_IF_ERROR(writer.Put(std::string(index) + "_" + entry.path, value.value()));
-      ++summary.records;
-    }
-    return Status::Ok();
-  }));
+  PSTRAIN_ASSIGN_OR_RETURN(const DbBackend backend, ParseDbBackend(o.backend));
+  PSTRAIN_RETURN_IF_ERROR(
+      BuildRecordDb(o.out, backend, kImageSetMapSize, [&](RecordWriter& writer) {
+        char index[32];
+        for (size_t i = 0; i < entries.size(); ++i) {
+          const ListEntry& entry = entries[i];
+          const std::string file =
+              o.root.empty() ? entry.path : (std::filesystem::path(o.root) / entry.path).string();
+          auto value = MakeRecord(o, entry, file, &summary, i == 0);
+          if (!value.ok()) {
+            return value.status().WithContext(o.list_file + ":" + std::to_string(entry.line));
+          }
+          std::snprintf(index, sizeof(index), "%08zu", i);
+          PSTRAIN_RETURN_IF_ERROR(writer.Put(std::string(index) + "_" + entry.path, value.value()));
+          ++summary.records;
+        }
+        return Status::Ok();
+      }));
   return summary;
 }
 

@@ -5,11 +5,10 @@
 // is the last space-separated field, so paths may hold spaces; blank lines are
 // skipped), reads each image under `root`, and writes an LMDB of Datums with
 // keys "%08d_<path>" (the record's position, then its path, as
-// convert_imageset). A record is raw (C x H x W bytes, B, G, R planar) or,
-// with `encoded`, the PNG/JPEG bytes with Datum.encoded set: the image file
-// itself when nothing changes it, else the image re-encoded as `encode_type`
-// (default: the file's own format). The LMDB is written all or nothing
-// (lmdb_writer.hpp).
+// convert_imageset), or with backend "leveldb" a LevelDB of the same records. A record is raw (C x
+// H x W bytes, B, G, R planar) or, with `encoded`, the PNG/JPEG bytes with Datum.encoded set: the
+// image file itself when nothing changes it, else the image re-encoded as `encode_type` (default:
+// the file's own format). The LMDB is written all or nothing (lmdb_writer.hpp).
 #pragma once
 
 #include <cstdint>
@@ -43,10 +42,10 @@ struct ImageSetOptions {
   bool gray = false;     // 1 channel; else every image has 3 (B, G, R)
   bool shuffle = false;  // shuffle the lines (seeded by `seed`) before writing
   uint64_t seed = 0;
-  bool encoded = false;     // store PNG/JPEG bytes instead of raw pixels
-  std::string encode_type;  // "", "png" or "jpg"
-  bool check_size = false;  // refuse images whose size differs from the first's
-  std::string backend = "lmdb";
+  bool encoded = false;          // store PNG/JPEG bytes instead of raw pixels
+  std::string encode_type;       // "", "png" or "jpg"
+  bool check_size = false;       // refuse images whose size differs from the first's
+  std::string backend = "lmdb";  // or "leveldb" (Caffe's convert_imageset -backend)
 };
 
 struct ImageSetConversion {
@@ -59,7 +58,7 @@ struct ImageSetConversion {
 
 // Errors, each naming the place: bad options ("--resize_height and
 // --resize_width go together", "--encode_type jpeg2k: expected png or jpg",
-// "--backend leveldb: only lmdb is supported"), "<list>: cannot open",
+// "--backend x: expected lmdb or leveldb"), "<list>: cannot open",
 // "<list>: holds no images", "<list>:<line>: expected 'PATH LABEL' ...",
 // "<list>:<line>: label 'x' is not an integer", "<list>:<line>: <file>: cannot
 // read (...)" or "...: <DecodeImage's error>", "<list>:<line>: <file>: size

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/status.hpp"
+#include "worker/data/record_reader.hpp"
 
 struct MDB_env;
 struct MDB_txn;
@@ -23,33 +24,30 @@ namespace pstrain {
 
 // One record. key and value point into the memory map and stay valid as long
 // as the reader that returned them lives.
-struct LmdbRecord {
-  int64_t index = 0;  // position in key order, 0-based
-  std::string_view key;
-  std::string_view value;
-};
+using LmdbRecord = DbRecord;
 
-class LmdbReader {
+class LmdbReader : public RecordReader {
  public:
   // Errors: "<path>: cannot open LMDB (<reason>)" for a missing folder or one
   // that holds no LMDB.
   static Result<std::unique_ptr<LmdbReader>> Open(const std::string& path);
-  ~LmdbReader();
+  ~LmdbReader() override;
   LmdbReader(const LmdbReader&) = delete;
   LmdbReader& operator=(const LmdbReader&) = delete;
 
-  const std::string& path() const { return path_; }
-  int64_t count() const { return count_; }
+  const std::string& path() const override { return path_; }
+  int64_t count() const override { return count_; }
+  const char* backend_name() const override { return "LMDB"; }
   // Index of the record the next call to Next() returns.
   int64_t position() const { return position_; }
 
   // Positions the cursor at record k mod count(). Steps forward from the
   // current position when that is shorter, else from the first record.
   // REQUIRES: count() > 0 (an error otherwise).
-  Status Seek(int64_t k);
+  Status Seek(int64_t k) override;
   // Returns the record at the cursor and advances, wrapping to the first
   // record after the last. REQUIRES: count() > 0 (an error otherwise).
-  Status Next(LmdbRecord* record);
+  Status Next(LmdbRecord* record) override;
 
  private:
   explicit LmdbReader(std::string path) : path_(std::move(path)) {}

@@ -81,8 +81,8 @@ Status CheckLmdbOutputFree(const std::string& out_path) {
   return Status::Ok();
 }
 
-Status BuildLmdb(const std::string& out_path, size_t map_size,
-                 const std::function<Status(LmdbWriter&)>& write) {
+Status BuildFolderAtomically(const std::string& out_path,
+                             const std::function<Status(const std::string& tmp)>& build) {
   PSTRAIN_RETURN_IF_ERROR(CheckLmdbOutputFree(out_path));
   const fs::path out = OutputPath(out_path);
   std::error_code ec;
@@ -93,13 +93,7 @@ Status BuildLmdb(const std::string& out_path, size_t map_size,
     return Status::IOError(out_path + ": cannot create " + tmp.string() + " (" + ec.message() +
                            ")");
   }
-  Status status;
-  {
-    LmdbWriter writer;
-    status = writer.Open(tmp.string(), map_size);
-    if (status.ok()) status = write(writer);
-    if (status.ok()) status = writer.Finish();
-  }  // the environment is closed before the rename
+  Status status = build(tmp.string());
   if (status.ok()) {
     // RENAME_NOREPLACE: never replace an `out` created meanwhile; plain
     // rename on file systems without it.
@@ -112,6 +106,17 @@ Status BuildLmdb(const std::string& out_path, size_t map_size,
   }
   if (!status.ok()) fs::remove_all(tmp, ec);
   return status;
+}
+
+Status BuildLmdb(const std::string& out_path, size_t map_size,
+                 const std::function<Status(LmdbWriter&)>& write) {
+  return BuildFolderAtomically(out_path, [&](const std::string& tmp) {
+    LmdbWriter writer;  // the environment is closed before the rename
+    Status status = writer.Open(tmp, map_size);
+    if (status.ok()) status = write(writer);
+    if (status.ok()) status = writer.Finish();
+    return status;
+  });
 }
 
 }  // namespace pstrain

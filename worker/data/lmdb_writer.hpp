@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/status.hpp"
+#include "worker/data/record_writer.hpp"
 
 struct MDB_env;
 struct MDB_txn;
@@ -19,12 +20,12 @@ namespace pstrain {
 
 // Appends records to an LMDB being built; commits every kCommitEvery records.
 // One thread.
-class LmdbWriter {
+class LmdbWriter : public RecordWriter {
  public:
   static constexpr int kCommitEvery = 1000;
 
   LmdbWriter() = default;
-  ~LmdbWriter();
+  ~LmdbWriter() override;
   LmdbWriter(const LmdbWriter&) = delete;
   LmdbWriter& operator=(const LmdbWriter&) = delete;
 
@@ -32,7 +33,7 @@ class LmdbWriter {
   // `map_size` bytes.
   Status Open(const std::string& dir, size_t map_size);
   // REQUIRES: keys in strictly ascending byte order (records are appended).
-  Status Put(const std::string& key, const std::string& value);
+  Status Put(const std::string& key, const std::string& value) override;
   // Commits what is pending and flushes to disk.
   Status Finish();
 

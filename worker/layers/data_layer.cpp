@@ -17,10 +17,6 @@ Status DataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*top*/) 
   if (p.batch_size() > static_cast<uint32_t>(INT32_MAX)) {
     return Status::Error("data_param.batch_size is too large");
   }
-  if (p.has_backend() && p.backend() != caffe::DataParameter::LMDB) {
-    return Status::Error("data_param.backend LEVELDB is not supported (only LMDB); convert " +
-                         p.source() + " to LMDB");
-  }
   if (p.rand_skip() != 0) {
     return Status::Error(
         "data_param.rand_skip is not supported (sharding fixes the records "
@@ -43,7 +39,8 @@ Status DataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*top*/) 
   }
   if (context().start_iter < 0) return Status::Error("start_iter must be >= 0");
   PSTRAIN_ASSIGN_OR_RETURN(reader_,
-                           ShardedBatchReader::Open(p.source(), transform, phase(), shard));
+                           ShardedBatchReader::Open(p.source(), transform, phase(), shard,
+                                                    BackendOf(p)));
   data_shape_ = reader_->data_shape();
   depth_ = std::max<size_t>(1, p.prefetch());
   status_ = Status::Ok();

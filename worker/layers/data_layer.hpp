@@ -1,8 +1,8 @@
 // Data layer ("Data"): batches of Caffe Datums from an LMDB, transformed by
 // transform_param, read ahead by a prefetch thread, sharded across workers.
 //
-// data_param: source (an LMDB folder, relative paths from the current
-// directory, as Caffe), batch_size, backend (LMDB; LEVELDB is refused; unset
+// data_param: source (an LMDB or LevelDB folder, relative paths from the
+// current directory, as Caffe), batch_size, backend (LMDB or LEVELDB; unset
 // means LMDB), prefetch (queue depth, default 4). The deprecated data_param
 // scale / mean_file / crop_size / mirror are used when transform_param leaves
 // them unset. Tops: data (B x C x H' x W') and optionally label (B).

@@ -3,7 +3,7 @@
 //   ps-data mnist IMAGES LABELS OUT_LMDB [--json]
 //   ps-data images ROOTFOLDER LIST_FILE OUT_LMDB [--resize_height H --resize_width W]
 //                  [--gray] [--shuffle] [--encoded [--encode_type png|jpg]]
-//                  [--check_size] [--backend lmdb] [--seed N] [--json]
+//                  [--check_size] [--backend lmdb|leveldb] [--seed N] [--json]
 //   ps-data mean LMDB OUT.binaryproto [--json]
 //
 // mnist converts MNIST-format IDX files (gzipped or plain) into an LMDB of
@@ -208,7 +208,8 @@ int main(int argc, char** argv) {
       "png or jpg: the format of re-encoded images (default: the file's own)")(
       "check_size", po::bool_switch(&images.check_size),
       "refuse images whose size differs from the first one's")(
-      "backend", po::value(&images.backend)->default_value("lmdb"), "lmdb (the only one)");
+      "backend", po::value(&images.backend)->default_value("lmdb"),
+      "lmdb or leveldb: the database written");
   po::options_description all;
   all.add(visible).add(image_options).add_options()("args", po::value(&args));
   po::positional_options_description positional;
