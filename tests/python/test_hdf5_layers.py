@@ -72,3 +72,38 @@ layer { name: 'h5' type: 'HDF5Data' top: 'data' top: 'label'
     assert str(error.value) == (
         f"{tmp_path}/net.prototxt:2: layer 'h5' (HDF5Data): list.txt: s.h5: dataset 'data' holds "
         "string values; HDF5Data reads float, double and integer datasets")
+
+
+def test_ps_net_checks_and_trains_a_net_of_hdf5_data_and_filter(tmp_path):
+    """`ps-net check` builds the net (each file's datasets read at set-up) and
+    `ps-net train` runs it: a Filter keeps the rows whose label is non-zero, so
+    the layers after it see 1 or 2 rows from one batch to the next."""
+    import subprocess
+
+    from pstrain_testing import find_build_dir
+
+    ps_net = find_build_dir(["ps-net"]) / "bin" / "ps-net"
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["data"] = np.arange(8, dtype=np.float32).reshape(4, 2)
+        f["label"] = np.array([1, 0, 2, 3], dtype=np.float32)
+    (tmp_path / "list.txt").write_text(f"{tmp_path}/a.h5\n")
+    (tmp_path / "net.prototxt").write_text(f"""
+layer {{ name: 'h5' type: 'HDF5Data' top: 'data' top: 'label'
+        hdf5_data_param {{ source: '{tmp_path}/list.txt' batch_size: 2 }} }}
+layer {{ name: 'f' type: 'Filter' bottom: 'data' bottom: 'label' bottom: 'label'
+        top: 'kept' top: 'kept_label' }}
+layer {{ name: 'ip' type: 'InnerProduct' bottom: 'kept' top: 'y'
+        inner_product_param {{ num_output: 1 }} }}
+layer {{ name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 'kept_label' top: 'loss' }}
+""")
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{tmp_path}/net.prototxt"\nbase_lr: 0.01\nlr_policy: "fixed"\n'
+                      f'max_iter: 4\nsnapshot_prefix: "{tmp_path}/s"\n')
+    check = subprocess.run([str(ps_net), "check", "--solver", str(solver)], capture_output=True,
+                           text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+    assert "ok: TRAIN net '' (5 layers, 3 learnable values" in check.stdout
+    train = subprocess.run([str(ps_net), "train", "--solver", str(solver)], capture_output=True,
+                           text=True, timeout=120)
+    assert train.returncode == 0, train.stderr
+    assert "Optimization Done." in train.stdout + train.stderr
