@@ -1,5 +1,6 @@
 #include "server/shard_loop.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -197,6 +198,13 @@ void ShardLoop::Heard(const pstrain::Header& header, TimePoint now) {
   liveness_.Heard(name, now);
 }
 
+std::string SilenceWarning(const ShardLoopOptions::Silence& silence) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%.1f", silence.seconds);
+  return "warning: worker " + std::to_string(silence.worker) + " (clock " +
+         std::to_string(silence.clock) + ") has been silent for " + seconds + " s";
+}
+
 void ShardLoop::CheckLiveness(TimePoint now) {
   for (const std::string& name : liveness_.Silent(now, options_.silence_warning)) {
     int w = 0;
@@ -209,8 +217,13 @@ void ShardLoop::CheckLiveness(TimePoint now) {
     if (reported_.count(name) > 0) continue;
     const TimePoint last = liveness_.last_heard(name);
     reported_[name] = last;
-    Log("warning: " + name + " (clock " + std::to_string(clock) + ") has been silent for " +
-        Seconds(now - last) + " s");
+    const ShardLoopOptions::Silence silence{
+        w, clock, std::round(std::chrono::duration<double>(now - last).count() * 10) / 10};
+    if (options_.on_silence) {
+      options_.on_silence(silence);
+    } else {
+      Log(SilenceWarning(silence));
+    }
   }
 }
 

@@ -59,6 +59,15 @@ struct ShardLoopOptions {
   // silence is no longer reported.
   int64_t max_iter = 0;
   std::function<void(const std::string&)> log;  // one line each; may be empty
+  // A worker silent past silence_warning, reported once per silence. Unset:
+  // `log` gets SilenceWarning's sentence. ps-server prints it as a `stall`
+  // event, which ps-train reads by its fields, not by its words.
+  struct Silence {
+    int worker = 0;
+    int64_t clock = 0;  // the worker's clock here
+    double seconds = 0;
+  };
+  std::function<void(const Silence&)> on_silence;
   // A keys folder: this shard's key pair (server-K.key/.pub), the public keys
   // it admits and server 0's (for the coordinator DEALER). "": no CURVE.
   std::string keys;
@@ -68,6 +77,9 @@ struct ShardLoopOptions {
   int drop_log_lines = 10;
   std::chrono::milliseconds drop_log_interval{10000};
 };
+
+// "warning: worker 1 (clock 7) has been silent for 10.0 s".
+std::string SilenceWarning(const ShardLoopOptions::Silence& silence);
 
 class ShardLoop {
  public:

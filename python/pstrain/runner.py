@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import queue
-import re
 import signal
 import subprocess
 import sys
@@ -34,8 +33,6 @@ from .plan import Plan, make_plan
 from .progress import Progress, SilentProgress, make_progress
 
 SHUTDOWN_GRACE_S = 30.0    # servers and other workers after worker 0 finished
-# A server's liveness warning (server/shard_loop.cpp CheckLiveness).
-_SILENT = re.compile(r"warning: worker (\d+) \(clock (-?\d+)\) has been silent for ([\d.]+) s")
 
 
 @dataclasses.dataclass
@@ -278,8 +275,8 @@ class _Run:
             return
         while True:
             handle, event, now = item
-            self._on_host_event(handle, event, now)
-            record = to_record(event, handle.role, handle.rank, now)
+            consumed = self._on_host_event(handle, event, now)
+            record = None if consumed else to_record(event, handle.role, handle.rank, now)
             if record is not None:
                 if handle.role == "worker" and isinstance(record.get("iter"), int):
                     self.last_iter[handle.rank] = record["iter"]
@@ -292,29 +289,34 @@ class _Run:
             except queue.Empty:
                 return
 
-    def _on_host_event(self, handle: ProcessHandle, event: dict, now: float) -> None:
-        """Stall warnings name the host; snapshots written on a host are copied here."""
+    def _on_host_event(self, handle: ProcessHandle, event: dict, now: float) -> bool:
+        """Stall warnings name the host; snapshots written on a host are copied here.
+
+        True when the event became a record of its own (a server's stall report
+        becomes the silent worker's stall record)."""
         kind = event.get("event")
-        if kind == "log" and handle.role == "server":
-            m = _SILENT.search(str(event.get("message", "")))
-            if m:
-                rank, clock = int(m.group(1)), int(m.group(2))
-                where = self.workers[rank].where if rank in self.workers else f"worker-{rank}"
-                stall = {"time": round(now, 3), "role": "worker", "rank": rank,
-                         "iter": self.last_iter.get(rank), "event": "stall", "clock": clock,
-                         "silent_s": float(m.group(3)), "host": self.workers[rank].host
-                         if rank in self.workers else None, "reported_by": handle.name}
-                self.metrics.add(stall)
-                if self.on_event is not None:
-                    self.on_event(stall)
-                self.progress.notice(f"stall: {where} (rank {rank}, last clock {clock}) has "
-                                     f"been silent for {m.group(3)} s ({handle.name} noticed)")
+        if kind == "stall" and handle.role == "server":
+            # ps-server's report of a worker silent past its bound (ShardLoop's
+            # on_silence): worker, clock and silent_s as fields.
+            rank, clock, silent_s = int(event["worker"]), int(event["clock"]), event["silent_s"]
+            where = self.workers[rank].where if rank in self.workers else f"worker-{rank}"
+            stall = {"time": round(now, 3), "role": "worker", "rank": rank,
+                     "iter": self.last_iter.get(rank), "event": "stall", "clock": clock,
+                     "silent_s": float(silent_s), "host": self.workers[rank].host
+                     if rank in self.workers else None, "reported_by": handle.name}
+            self.metrics.add(stall)
+            if self.on_event is not None:
+                self.on_event(stall)
+            self.progress.notice(f"stall: {where} (rank {rank}, last clock {clock}) has "
+                                 f"been silent for {silent_s} s ({handle.name} noticed)")
+            return True
         if kind == "snapshot" and event.get("path"):
             try:
                 self.launcher.collect_checkpoint(handle, event)
             except JobError as e:
                 self.progress.notice(f"snapshot at iteration {event.get('iter')} not copied "
                                      f"back: {e}")
+        return False
 
     def _retryable(self, h: ProcessHandle, rc: int) -> bool:
         return exitcodes.is_retryable(rc, remote=h.remote)

@@ -332,6 +332,13 @@ int main(int argc, char** argv) try {
   options.idle_exit = std::chrono::seconds(f.idle_exit_s);
   options.max_iter = f.max_iter;
   options.log = [&](const std::string& line) { printer.Log(line); };
+  options.on_silence = [&](const ShardLoopOptions::Silence& silence) {
+    printer.Event(printer.Base("stall")
+                      .Add("worker", silence.worker)
+                      .Add("clock", silence.clock)
+                      .Add("silent_s", silence.seconds),
+                  SilenceWarning(silence));
+  };
   options.keys = f.keys;
   options.shared_memory_mb = f.shared_memory_mb;
   transport::Context context;
