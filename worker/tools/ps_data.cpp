@@ -5,13 +5,16 @@
 //                  [--gray] [--shuffle] [--encoded [--encode_type png|jpg]]
 //                  [--check_size] [--backend lmdb|leveldb] [--seed N] [--json]
 //   ps-data mean LMDB OUT.binaryproto [--json]
+//   ps-data siamese IMAGES LABELS OUT_DB [--backend lmdb|leveldb] [--seed N] [--json]
 //
 // mnist converts MNIST-format IDX files (gzipped or plain) into an LMDB of
 // Caffe Datums, as Caffe's convert_mnist_data does; images converts a list of
 // image files, as Caffe's convert_imageset does (its argument order: the
 // folder the list's paths are relative to, the list, the new database);
 // mean writes the mean image
-// of an LMDB as a BlobProto, as Caffe's compute_image_mean does. Caffe's
+// of an LMDB as a BlobProto, as Caffe's compute_image_mean does; siamese
+// writes the pair records of Caffe's convert_mnist_siamese_data (2-channel
+// Datums of two random images, label 1 when their classes agree). Caffe's
 // single-dash spellings (-resize_height=32, -gray) are accepted. Prints one
 // line on success (or with --json one JSON object). Errors: one line
 // "ps-data: <message>" on stderr; exit 2 for bad arguments, else as
@@ -29,6 +32,7 @@
 #include "common/json_line.hpp"
 #include "worker/data/image_set.hpp"
 #include "worker/data/mnist.hpp"
+#include "worker/data/record_writer.hpp"
 
 namespace po = boost::program_options;
 
@@ -38,13 +42,18 @@ constexpr const char* kUsage =
     "usage: ps-data mnist IMAGES LABELS OUT_LMDB [--json]\n"
     "       ps-data images ROOTFOLDER LIST_FILE OUT_LMDB [images options] [--json]\n"
     "       ps-data mean LMDB OUT.binaryproto [--json]\n"
+    "       ps-data siamese IMAGES LABELS OUT_DB [--backend lmdb|leveldb] [--seed N] [--json]\n"
     "  mnist:  converts MNIST-format IDX image and label files (gzipped or plain) into a new\n"
     "          LMDB of Caffe Datum records (keys %08d, as Caffe's convert_mnist_data).\n"
     "  images: converts the images listed in LIST_FILE (lines 'relative/path label', read\n"
     "          under ROOTFOLDER) into a new LMDB of Datums (keys %08d_path); Caffe's\n"
     "          convert_imageset with its arguments and flags; PNG and JPEG files.\n"
     "  mean:   writes the mean image of an LMDB of Datums as a binary BlobProto\n"
-    "          (1 x C x H x W, as Caffe's compute_image_mean) for transform_param.mean_file.\n";
+    "          (1 x C x H x W, as Caffe's compute_image_mean) for transform_param.mean_file.\n"
+    "  siamese: pairs of MNIST-format images for Caffe's siamese example, as Caffe's\n"
+    "          convert_mnist_siamese_data: one record per image (keys %08d), each two images\n"
+    "          drawn at random (seeded by --seed) as one 2-channel Datum, label 1 when their\n"
+    "          labels agree, else 0; LMDB by default (Caffe's example reads a LevelDB).\n";
 constexpr const char* kUsageHint = " (see ps-data --help)";
 
 int Fail(const std::string& message, int code) {
@@ -119,6 +128,31 @@ int RunImages(const std::vector<std::string>& args, pstrain::ImageSetOptions opt
     std::cout << "wrote " << r.records << (options.encoded ? " encoded" : "") << " records ("
               << shape << (r.same_size ? "" : " first; sizes differ") << ") to " << options.out
               << "\n";
+  }
+  return 0;
+}
+
+int RunSiamese(const std::vector<std::string>& args, const std::string& backend_name, uint64_t seed,
+               bool json) {
+  auto backend = pstrain::ParseDbBackend(backend_name);
+  if (!backend.ok()) return Usage(backend.status().message());
+  auto result = pstrain::ConvertMnistPairs(args[1], args[2], args[3], backend.value(), seed);
+  if (!result.ok()) return pstrain::ExitWith(result.status(), "ps-data");
+  const auto& r = result.value();
+  if (json) {
+    std::cout << pstrain::JsonLine()
+                     .Add("event", "ps-data")
+                     .Add("command", "siamese")
+                     .Add("records", static_cast<int64_t>(r.records))
+                     .Add("rows", static_cast<int64_t>(r.rows))
+                     .Add("cols", static_cast<int64_t>(r.cols))
+                     .Add("backend", backend_name)
+                     .Add("output", args[3])
+                     .str()
+              << "\n";
+  } else {
+    std::cout << "wrote " << r.records << " pair records (2x" << r.rows << "x" << r.cols << ") to "
+              << args[3] << "\n";
   }
   return 0;
 }
@@ -201,17 +235,19 @@ int main(int argc, char** argv) {
                                           "store 1-channel gray images (else 3 channels, B G R)")(
       "shuffle", po::bool_switch(&images.shuffle),
       "shuffle the list's order (seeded by --seed) before writing")(
-      "seed", po::value(&images.seed)->default_value(0), "seed of --shuffle")(
       "encoded", po::bool_switch(&images.encoded),
       "store PNG/JPEG bytes (Datum.encoded) instead of raw pixels")(
       "encode_type", po::value(&images.encode_type)->default_value(""),
       "png or jpg: the format of re-encoded images (default: the file's own)")(
       "check_size", po::bool_switch(&images.check_size),
-      "refuse images whose size differs from the first one's")(
-      "backend", po::value(&images.backend)->default_value("lmdb"),
-      "lmdb or leveldb: the database written");
+      "refuse images whose size differs from the first one's");
+  po::options_description db_options("images and siamese options");
+  db_options.add_options()("backend", po::value(&images.backend)->default_value("lmdb"),
+                           "lmdb or leveldb: the database written")(
+      "seed", po::value(&images.seed)->default_value(0),
+      "seed of images --shuffle and of siamese's pair draws");
   po::options_description all;
-  all.add(visible).add(image_options).add_options()("args", po::value(&args));
+  all.add(visible).add(image_options).add(db_options).add_options()("args", po::value(&args));
   po::positional_options_description positional;
   positional.add("args", -1);
   po::variables_map vm;
@@ -219,10 +255,10 @@ int main(int argc, char** argv) {
   spec.program = "ps-data";
   spec.options = &all;
   spec.positional = positional;
-  spec.print_help = [&] { std::cout << kUsage << visible << image_options; };
+  spec.print_help = [&] { std::cout << kUsage << visible << image_options << db_options; };
   spec.usage = Usage;
   if (auto exit_code = pstrain::ParseFlags(argv_rewritten, spec, vm)) return *exit_code;
-  if (args.empty()) return Usage("missing command (mnist, images or mean)");
+  if (args.empty()) return Usage("missing command (mnist, images, mean or siamese)");
   const std::string& command = args[0];
   const size_t given = args.size() - 1;
   auto wrong_count = [&](const char* expected) {
@@ -233,6 +269,15 @@ int main(int argc, char** argv) {
       if (!vm[option->long_name()].defaulted()) {
         return Usage("--" + option->long_name() + " is an option of 'ps-data images', not of '" +
                      command + "'");
+      }
+    }
+  }
+  if (command != "images" && command != "siamese") {
+    for (const auto& option : db_options.options()) {
+      if (!vm[option->long_name()].defaulted()) {
+        return Usage("--" + option->long_name() +
+                     " is an option of 'ps-data images' and 'ps-data siamese', not of '" + command +
+                     "'");
       }
     }
   }
@@ -248,5 +293,9 @@ int main(int argc, char** argv) {
     if (given != 2) return wrong_count("LMDB OUT.binaryproto");
     return RunMean(args, json);
   }
-  return Usage("unknown command '" + command + "' (mnist, images or mean)");
+  if (command == "siamese") {
+    if (given != 3) return wrong_count("IMAGES LABELS OUT_DB");
+    return RunSiamese(args, images.backend, images.seed, json);
+  }
+  return Usage("unknown command '" + command + "' (mnist, images, mean or siamese)");
 }
