@@ -258,3 +258,47 @@ def test_hdf5_bsp_two_workers_equal_one_with_twice_the_batch(build_dir, tmp_path
     source = write_regression_h5(tmp_path / "data")
     assert_bsp_is_large_batch(build_dir, tmp_path, "hdf5", lambda b: hdf5_net(source, b), 8,
                               HDF5_SOLVER)
+
+
+# --- Siamese: ContrastiveLoss on pairs made by ps-data ------------------------
+#
+# Caffe's example reads LevelDB pairs. LevelDB lets one process at a time open
+# a database (its LOCK file), so workers on one host cannot share one: the
+# jobs of 2 workers read the same pairs from an LMDB.
+
+def make_pairs(build_dir: pathlib.Path, out: pathlib.Path, backend: str) -> pathlib.Path:
+    """Fashion-MNIST's 60000 training images as 60000 random pairs (seed 1),
+    written by `ps-data siamese` as Caffe's create_mnist_siamese.sh writes its own."""
+    images = FASHION_MNIST / "train-images-idx3-ubyte.gz"
+    if not images.exists():
+        pytest.fail(f"{images} not found: install Debian's dataset-fashion-mnist package")
+    done = run(build_dir / "bin" / "ps-data", "siamese", images,
+               FASHION_MNIST / "train-labels-idx1-ubyte.gz", out, "--backend", backend,
+               "--seed", 1, "--json")
+    assert json.loads(done.stdout)["records"] == 60000
+    return out
+
+
+def siamese_net(source: pathlib.Path, backend: str, batch: int) -> str:
+    net = (NETS / "siamese_pairs.prototxt").read_text().replace("SOURCE", str(source))
+    return net.replace("BACKEND", backend).replace("BATCH", str(batch))
+
+
+SIAMESE_SOLVER = "base_lr: 0.01\nmomentum: 0.9\nweight_decay: 0"
+
+
+def test_siamese_net_trains_on_leveldb_pairs(build_dir, tmp_path):
+    source = make_pairs(build_dir, tmp_path / "pairs_leveldb", "leveldb")
+    result = train(tmp_path, "siamese", siamese_net(source, "LEVELDB", 32), workers=1,
+                   max_iter=200, display=20, solver=SIAMESE_SOLVER)
+    assert_trains(result, 180)
+
+
+def test_siamese_bsp_two_workers_equal_one_with_twice_the_batch(build_dir, tmp_path):
+    """2 workers over the LMDB of the pairs against 1 worker over the LevelDB of
+    the same pairs: the two databases deliver the same records in the same order."""
+    lmdb = make_pairs(build_dir, tmp_path / "pairs_lmdb", "lmdb")
+    leveldb = make_pairs(build_dir, tmp_path / "pairs_leveldb", "leveldb")
+    make_net = lambda b: siamese_net(lmdb, "LMDB", b) if b == 8 else \
+        siamese_net(leveldb, "LEVELDB", b)
+    assert_bsp_is_large_batch(build_dir, tmp_path, "siamese", make_net, 8, SIAMESE_SOLVER)
