@@ -46,16 +46,36 @@ TEST(LayerRegistryTest, UnknownTypesSayWhatTheyAre) {
   EXPECT_TRUE(Contains(prior_box, "unknown layer type 'PriorBox': not a Caffe layer type"))
       << prior_box;
   EXPECT_FALSE(Contains(prior_box, "did you mean")) << prior_box;
-  // Caffe's own types that PSTrain lacks say so, and are no misspelling of a near type.
-  const std::string window_data = UnknownTypeMessage("WindowData");
+  // Every Caffe type is registered now, so a Caffe type a registry lacks is
+  // shown with a registry of a few types: it says so, and is no misspelling of
+  // a near type; a data layer's also says how to read the data with Data.
+  LayerRegistry few;
+  for (const char* type : {"ReLU", "Convolution", "Data"}) {
+    few.Add(type, [](const caffe::LayerParameter& p) {
+      return std::move(LayerRegistry::Global().Create(p)).value();
+    });
+  }
+  auto few_message = [&](const std::string& type) {
+    caffe::LayerParameter param;
+    param.set_type(type);
+    auto layer = few.Create(param);
+    EXPECT_FALSE(layer.ok()) << type;
+    return layer.ok() ? "" : layer.status().message();
+  };
+  const std::string window_data = few_message("WindowData");
   EXPECT_TRUE(Contains(window_data,
-                       "layer type 'WindowData' is a Caffe layer type that PSTrain does not "
-                       "have"))
+                       "layer type 'WindowData' is a Caffe layer type that PSTrain does not have "
+                       "yet; convert the data into an LMDB with ps-data"))
       << window_data;
   EXPECT_FALSE(Contains(window_data, "did you mean")) << window_data;
-  EXPECT_TRUE(Contains(UnknownTypeMessage("WindowData"),
-                       "layer type 'WindowData' is a Caffe layer type that PSTrain does not have "
-                       "yet; convert the data into an LMDB with ps-data"));
+  const std::string tanh = few_message("TanH");
+  EXPECT_EQ(tanh,
+            "layer type 'TanH' is a Caffe layer type that PSTrain does not have (known types: "
+            "Convolution, Data, ReLU)");
+  // The global registry has every Caffe type, WindowData the last one added.
+  caffe::LayerParameter window_param;
+  window_param.set_type("WindowData");
+  EXPECT_TRUE(LayerRegistry::Global().Create(window_param).ok());
   for (const std::string& message : {prior_box, window_data}) {
     EXPECT_TRUE(Contains(message, "(known types: ")) << message;
   }
