@@ -4,6 +4,7 @@
 // set-up through the registry, then one forward and backward pass on the
 // CPU reference path when the net has no data layer reading files.
 //
+// Nets with a layer that writes files at set-up (HDF5Output) are not built.
 // Blobs are bounded (NetContext::max_blob_values, 1 << 20 values here), so a
 // prototxt asking for a huge shape is refused with an error naming the layer
 // rather than exhausting memory. Properties: Net::Create returns a net or an
@@ -31,12 +32,29 @@ bool ReadsData(const caffe::NetParameter& param) {
   return param.layers_size() > 0;  // V1 nets: checked by the upgrade, not run
 }
 
+// Layers that write files at set-up (HDF5Output creates its file_name): a
+// made-up net must not write wherever its text says, so none is built.
+bool WritesFiles(const caffe::NetParameter& param) {
+  for (const auto& layer : param.layer()) {
+    if (layer.type() == "HDF5Output") return true;
+  }
+  for (const auto& layer : param.layers()) {  // V1, upgraded by Net::Create
+    if (layer.type() == caffe::V1LayerParameter::HDF5_OUTPUT) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   caffe::NetParameter param;
   if (!pstrain::ParseTextProto(text, "fuzz.prototxt", &param).ok()) return 0;
+  const bool verbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
+  if (WritesFiles(param)) {
+    if (verbose) std::fprintf(stderr, "  not built: writes files\n");
+    return 0;
+  }
   pstrain::NetOptions options;
   options.source = "fuzz.prototxt";
   options.context.engine = pstrain::Engine::kReference;
@@ -44,7 +62,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto net = pstrain::Net::Create(param, options);
   // What a seed reaches, one line each: "built" or why not, then "ran" (one
   // forward and backward, run-time status Ok), "ran: <error>" or why not run.
-  const bool verbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "  %s\n", net.ok() ? "built" : net.status().message().c_str());
   if (!net.ok()) return 0;
   if (ReadsData(param)) {

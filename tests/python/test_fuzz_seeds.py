@@ -20,6 +20,8 @@ SEEDS = ROOT / "fuzz" / "corpus" / "net_prototxt"
 NOT_SEEDED = {
     "Python": "runs a user's module in an embedded interpreter: a fuzzer would import "
               "whatever module name it made up",
+    "HDF5Output": "creates its file_name at set-up: the fuzz target builds no net holding one "
+                  "(catalogue_hdf5_output.prototxt shows the refusal)",
 }
 
 MEMORY_DATA_REFUSED = (
@@ -34,6 +36,13 @@ NO_LMDB = ("fuzz.prototxt: layer 'mnist' (Data): /nonexistent/train_lmdb: cannot
            "(No such file or directory)")
 OUTCOMES = {
     "catalogue_memory_data.prototxt": [MEMORY_DATA_REFUSED],
+    "catalogue_hdf5_data.prototxt": [
+        "fuzz.prototxt: layer 'data' (HDF5Data): /nonexistent/source.txt: cannot open the list "
+        "of HDF5 files"],
+    "catalogue_hdf5_output.prototxt": ["not built: writes files"],
+    "catalogue_image_data.prototxt": [
+        "fuzz.prototxt: layer 'data' (ImageData): /nonexistent/list.txt: cannot open (No such "
+        "file or directory)"],
     "cifar10_quick_bench.prototxt": [
         "fuzz.prototxt: layer 'conv1' (Convolution): top 0 of shape 100 32 32 32 (3276800) is "
         "larger than the limit of 1048576 values"],
