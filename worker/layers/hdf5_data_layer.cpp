@@ -79,9 +79,7 @@ Status Hdf5DataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& top) 
   ordered_epoch_ = -1;
   loaded_epoch_ = -1;
   loaded_file_ = -1;
-  next_batch_ = context().start_iter;
-  delivered_first_ = -1;
-  status_ = Status::Ok();
+  StartStream();
   return Status::Ok();
 }
 
@@ -163,18 +161,8 @@ Status Hdf5DataLayer::ReadBatch(int64_t t, const BlobVec& top) {
                   static_cast<size_t>(row_size_[i]) * sizeof(float));
     }
   }
-  delivered_first_ = first;
+  set_delivered_first(first);
   return Status::Ok();
-}
-
-void Hdf5DataLayer::ForwardReference(const BlobVec& /*bottom*/, const BlobVec& top) {
-  if (!status_.ok()) return;
-  Status s = ReadBatch(next_batch_, top);
-  if (!s.ok()) {
-    status_ = s;
-    return;
-  }
-  ++next_batch_;
 }
 
 PSTRAIN_REGISTER_LAYER("HDF5Data", Hdf5DataLayer);

@@ -29,33 +29,24 @@
 #include <string>
 #include <vector>
 
-#include "worker/layer.hpp"
+#include "worker/layers/stream_data_layer.hpp"
 
 namespace pstrain {
 
-class Hdf5DataLayer : public Layer {
+class Hdf5DataLayer : public StreamDataLayer {
  public:
-  using Layer::Layer;
+  using StreamDataLayer::StreamDataLayer;
 
   const char* type() const override { return "HDF5Data"; }
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
-  bool IsDataSource() const override { return true; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
-  Status RuntimeStatus() const override { return status_; }
-  void SeekToBatch(int64_t t) override { next_batch_ = t; }
-  int64_t DeliveredFirstSample() const override { return delivered_first_; }
   // Rows in all files together.
   int64_t row_count() const { return total_rows_; }
   const std::vector<std::string>& files() const { return files_; }
 
- protected:
-  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardReference(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-
  private:
-  Status ReadBatch(int64_t t, const BlobVec& top);
+  Status ReadBatch(int64_t t, const BlobVec& top) override;
   // Makes `file` the loaded one, its rows ordered for pass `epoch`.
   Status Load(int64_t epoch, int file);
   void OrderFiles(int64_t epoch);
@@ -77,9 +68,6 @@ class Hdf5DataLayer : public Layer {
   std::vector<std::vector<float>> loaded_;  // per top: the loaded file's dataset
   std::vector<int64_t> row_order_;          // the loaded file's rows, in stream order
 
-  int64_t next_batch_ = 0;
-  int64_t delivered_first_ = -1;
-  Status status_;
 };
 
 }  // namespace pstrain

@@ -65,9 +65,7 @@ Status ImageDataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*to
       DataTransformer transformer,
       DataTransformer::Create(transform, phase(), shape_[0], shape_[1], shape_[2]));
   transformer_ = std::make_unique<DataTransformer>(std::move(transformer));
-  next_batch_ = context().start_iter;
-  delivered_first_ = -1;
-  status_ = Status::Ok();
+  StartStream();
   return Status::Ok();
 }
 
@@ -136,18 +134,8 @@ Status ImageDataLayer::ReadBatch(int64_t t, const BlobVec& top) {
     }
     if (top.size() > 1) top[1]->mutable_cpu_data()[n] = static_cast<float>(entry.label);
   }
-  delivered_first_ = first;
+  set_delivered_first(first);
   return Status::Ok();
-}
-
-void ImageDataLayer::ForwardReference(const BlobVec& /*bottom*/, const BlobVec& top) {
-  if (!status_.ok()) return;
-  Status s = ReadBatch(next_batch_, top);
-  if (!s.ok()) {
-    status_ = s;
-    return;
-  }
-  ++next_batch_;
 }
 
 PSTRAIN_REGISTER_LAYER("ImageData", ImageDataLayer);

@@ -37,37 +37,28 @@
 #include "worker/data/image_codec.hpp"
 #include "worker/data/image_set.hpp"
 #include "worker/data/transform.hpp"
-#include "worker/layer.hpp"
+#include "worker/layers/stream_data_layer.hpp"
 
 namespace pstrain {
 
-class ImageDataLayer : public Layer {
+class ImageDataLayer : public StreamDataLayer {
  public:
-  using Layer::Layer;
+  using StreamDataLayer::StreamDataLayer;
 
   const char* type() const override { return "ImageData"; }
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
-  bool IsDataSource() const override { return true; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
-  Status RuntimeStatus() const override { return status_; }
-  void SeekToBatch(int64_t t) override { next_batch_ = t; }
-  int64_t DeliveredFirstSample() const override { return delivered_first_; }
   // Lines of the list.
   int64_t line_count() const { return static_cast<int64_t>(lines_.size()); }
   // The list line at stream position p (after the skip and the shuffles).
   const ListEntry& LineAt(int64_t p);
 
- protected:
-  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardReference(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
-
  private:
   // Reads, decodes and resizes the image of `entry` into datum_ (raw, B G R planes).
   Status Load(const ListEntry& entry);
-  Status ReadBatch(int64_t t, const BlobVec& top);
+  Status ReadBatch(int64_t t, const BlobVec& top) override;
 
   std::vector<ListEntry> lines_;
   std::string root_;
@@ -85,9 +76,6 @@ class ImageDataLayer : public Layer {
   int64_t ordered_epoch_ = -1;
   std::vector<int64_t> order_;  // list lines of pass ordered_epoch_, in stream order
 
-  int64_t next_batch_ = 0;
-  int64_t delivered_first_ = -1;
-  Status status_;
 };
 
 }  // namespace pstrain

@@ -167,9 +167,7 @@ Status WindowDataLayer::LayerSetUp(const BlobVec& /*bottom*/, const BlobVec& /*t
         source_ + ": no foreground windows (overlap >= fg_threshold " +
         std::to_string(p.fg_threshold()) + "), but each batch takes " + std::to_string(num_fg_));
   }
-  next_batch_ = context().start_iter;
-  delivered_first_ = -1;
-  status_ = Status::Ok();
+  StartStream();
   return Status::Ok();
 }
 
@@ -383,18 +381,8 @@ Status WindowDataLayer::ReadBatch(int64_t t, const BlobVec& top) {
       if (top.size() > 1) top[1]->mutable_cpu_data()[item] = static_cast<float>(window.label);
     }
   }
-  delivered_first_ = slot * batch_size_;
+  set_delivered_first(slot * batch_size_);
   return Status::Ok();
-}
-
-void WindowDataLayer::ForwardReference(const BlobVec& /*bottom*/, const BlobVec& top) {
-  if (!status_.ok()) return;
-  Status s = ReadBatch(next_batch_, top);
-  if (!s.ok()) {
-    status_ = s;
-    return;
-  }
-  ++next_batch_;
 }
 
 PSTRAIN_REGISTER_LAYER("WindowData", WindowDataLayer);

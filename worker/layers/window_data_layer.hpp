@@ -52,13 +52,13 @@
 #include <vector>
 
 #include "worker/data/image_codec.hpp"
-#include "worker/layer.hpp"
+#include "worker/layers/stream_data_layer.hpp"
 
 namespace pstrain {
 
-class WindowDataLayer : public Layer {
+class WindowDataLayer : public StreamDataLayer {
  public:
-  using Layer::Layer;
+  using StreamDataLayer::StreamDataLayer;
 
   struct Window {
     int image = 0;  // index into images_
@@ -75,28 +75,19 @@ class WindowDataLayer : public Layer {
   const char* type() const override { return "WindowData"; }
   Status LayerSetUp(const BlobVec& bottom, const BlobVec& top) override;
   Status Reshape(const BlobVec& bottom, const BlobVec& top) override;
-  bool IsDataSource() const override { return true; }
-  int ExactNumBottomBlobs() const override { return 0; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
-  Status RuntimeStatus() const override { return status_; }
-  void SeekToBatch(int64_t t) override { next_batch_ = t; }
-  int64_t DeliveredFirstSample() const override { return delivered_first_; }
 
   const std::vector<Window>& foreground() const { return fg_; }
   const std::vector<Window>& background() const { return bg_; }
   int foreground_per_batch() const { return num_fg_; }
-
- protected:
-  void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
-  void BackwardReference(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
 
  private:
   Status ReadWindowFile(const std::string& file, const std::string& root);
   Result<Image> LoadImage(const WindowImage& image) const;
   // Writes sample `window` (mirrored or not) to out (3 x crop x crop floats).
   void CropWindow(const Image& image, const Window& window, bool mirror, float* out) const;
-  Status ReadBatch(int64_t t, const BlobVec& top);
+  Status ReadBatch(int64_t t, const BlobVec& top) override;
 
   std::string source_;
   std::vector<WindowImage> images_;
@@ -114,9 +105,6 @@ class WindowDataLayer : public Layer {
   std::vector<float> mean_channel_;  // mean_value per channel, or empty
   uint64_t seed_ = 0;
 
-  int64_t next_batch_ = 0;
-  int64_t delivered_first_ = -1;
-  Status status_;
 };
 
 }  // namespace pstrain
