@@ -40,6 +40,9 @@ OUTCOMES = {
         "fuzz.prototxt: layer 'data' (HDF5Data): /nonexistent/source.txt: cannot open the list "
         "of HDF5 files"],
     "catalogue_hdf5_output.prototxt": ["not built: writes files"],
+    "catalogue_window_data.prototxt": [
+        "fuzz.prototxt: layer 'data' (WindowData): window_data_param.source: "
+        "/nonexistent/windows.txt: cannot open (No such file or directory)"],
     "catalogue_image_data.prototxt": [
         "fuzz.prototxt: layer 'data' (ImageData): /nonexistent/list.txt: cannot open (No such "
         "file or directory)"],
