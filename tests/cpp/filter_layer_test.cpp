@@ -180,5 +180,28 @@ layer { name: 'r' type: 'Reshape' bottom: 'fx' top: 'r'
   EXPECT_TRUE(net->RuntimeStatus().ok());
 }
 
+// The GPU path: the same by-hand selection, then finite differences and the
+// reference's numbers for a random selector.
+TEST(FilterLayerTest, GpuPathAgreesWithTheReference) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  BlobSet bottom, top;
+  Set(bottom.Add({}), {4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  Set(bottom.Add({}), {4, 1}, {0, 1, 0, -2.5f});
+  top.Add({});
+  auto layer = MakeLayer(kFilter, Engine::kGpu);
+  ASSERT_TRUE(layer->SetUp(bottom.vec(), top.vec()).ok());
+  ASSERT_TRUE(layer->HasGpuPath());
+  EXPECT_EQ(layer->Implementation(), "gpu");
+  layer->Forward(bottom.vec(), top.vec());
+  EXPECT_EQ(Data(*top[0]), (std::vector<float>{10, 11, 30, 31}));
+  std::copy_n(std::vector<float>{1, 2, 3, 4}.data(), 4, top[0]->mutable_cpu_diff());
+  std::fill_n(bottom[0]->mutable_cpu_diff(), 8, 99.f);
+  layer->Backward(top.vec(), {true, false}, bottom.vec());
+  EXPECT_EQ(Diff(*bottom[0]), (std::vector<float>{0, 0, 1, 2, 0, 0, 3, 4}));
+  testing::GradientCheckOptions options;
+  options.bottoms = {0};
+  CheckGradients(*layer, bottom.vec(), top.vec(), options);
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -15,6 +15,10 @@
 // Backward: bottom k's diff is top k's diff at the kept samples and 0 at the
 // dropped ones. The selector takes no gradient (AllowForceBackward is false
 // for it, so Net never asks; Caffe aborts when asked).
+//
+// GPU: the selector is read on the host (as Caffe's filter_layer.cu does),
+// then one thread per top value gathers forward and one per bottom value
+// scatters backward, through the kept samples' indices uploaded each forward.
 #pragma once
 
 #include <vector>
@@ -37,6 +41,9 @@ class FilterLayer : public Layer {
     return bottom_index + 1 < num_bottoms_;
   }
   bool ReshapesTopsInForward() const override { return true; }
+#ifdef PSTRAIN_HAVE_CUDA
+  bool HasGpuPath() const override { return true; }
+#endif
   // Samples kept by the last Forward (or Reshape), in order.
   const std::vector<int>& kept() const { return kept_; }
 
@@ -44,6 +51,11 @@ class FilterLayer : public Layer {
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
   void BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
                          const BlobVec& bottom) override;
+#ifdef PSTRAIN_HAVE_CUDA
+  void ForwardGpu(const BlobVec& bottom, const BlobVec& top) override;
+  void BackwardGpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                   const BlobVec& bottom) override;
+#endif
 
  private:
   // Reads the selector (the last bottom) into kept_ and gives every top
@@ -54,6 +66,10 @@ class FilterLayer : public Layer {
   int num_bottoms_ = 0;
   std::vector<int> kept_;
   bool first_reshape_ = true;
+  // GPU path: kept_ as floats (forward's gather) and, per bottom sample, its
+  // slot in the top or -1 (backward's scatter).
+  Blob kept_index_;
+  Blob slot_of_;
 };
 
 }  // namespace pstrain
