@@ -8,7 +8,10 @@
 //     (builds the TRAIN and TEST nets with the solver's settings, reading only
 //     the first record of each data source: worker/net_check.hpp)
 //   ps-net test  --model M.prototxt --weights W.caffemodel [--iterations N]
-//   ps-net time  --model M.prototxt [--iterations N] [--batch B]
+//   ps-net time  --model M.prototxt [--iterations N] [--batch B] [--phase TRAIN|TEST]
+//     (train, test and time take Caffe's --level N and --stage a,b: the net
+//     state's level and stages, which a layer's include/exclude rules test;
+//     train gives them to the solver's train_state, as Caffe's tool does)
 //     (per layer: forward and backward ms and the implementation that ran)
 //   ps-net diff  A.caffemodel B.caffemodel [--max-rel R]
 //   ps-net devices (or device_query)
@@ -133,6 +136,63 @@ Status NoGpuFor(const std::string& flag, int device) {
   }
   if (flag == "all") return Status::FailedPrecondition("-gpu all: " + pstrain::DeviceSummary());
   return pstrain::CheckCudaDevice(device, "-gpu " + flag).WithContext("-gpu " + flag);
+}
+
+// Caffe's -phase (time only), -level and -stage: the NetState a net is built
+// with (pycaffe's Net(file, phase, level=, stages=)).
+struct NetStateFlags {
+  std::string phase;  // TRAIN, TEST (or train, test)
+  int level = 0;
+  std::string stage;  // comma-separated stages
+};
+
+void AddNetState(po::options_description& desc, NetStateFlags& flags, bool with_phase) {
+  if (with_phase) {
+    desc.add_options()("phase", po::value<std::string>(&flags.phase)->default_value("TRAIN"),
+                       "net phase: TRAIN or TEST (train, test)");
+  }
+  desc.add_options()("level", po::value<int>(&flags.level),
+                     "net state level (layers' include/exclude min_level, max_level)")(
+      "stage", po::value<std::string>(&flags.stage),
+      "net state stages, comma-separated (layers' include/exclude stage, not_stage)");
+}
+
+pstrain::Result<caffe::Phase> ParsePhase(const std::string& name) {
+  if (name == "TRAIN" || name == "train") return caffe::TRAIN;
+  if (name == "TEST" || name == "test") return caffe::TEST;
+  return Status::Error("--phase must be TRAIN or TEST (or train, test), got '" + name + "'");
+}
+
+// The stages of --stage "a,b": {"a", "b"}; "" gives none.
+pstrain::Result<std::vector<std::string>> ParseStages(const std::string& list) {
+  std::vector<std::string> stages;
+  if (list.empty()) return stages;
+  size_t begin = 0;
+  while (true) {
+    const size_t comma = list.find(',', begin);
+    const std::string stage = list.substr(begin, comma - begin);
+    if (stage.empty()) return Status::Error("--stage '" + list + "': a stage name is empty");
+    stages.push_back(stage);
+    if (comma == std::string::npos) return stages;
+    begin = comma + 1;
+  }
+}
+
+// Adds --level (when given) and --stage to `state`, as pycaffe's Net does
+// with level= and stages=; sets its phase from --phase when `with_phase`.
+// Returns 0, or the usage exit status for a bad flag.
+int ApplyNetState(const NetStateFlags& flags, const po::variables_map& vm, bool with_phase,
+                  caffe::NetState* state) {
+  if (with_phase) {
+    auto phase = ParsePhase(flags.phase);
+    if (!phase.ok()) return Usage(phase.status().message());
+    state->set_phase(phase.value());
+  }
+  auto stages = ParseStages(flags.stage);
+  if (!stages.ok()) return Usage(stages.status().message());
+  if (vm.count("level")) state->set_level(flags.level);
+  for (const std::string& stage : stages.value()) state->add_stage(stage);
+  return 0;
 }
 
 // The engine the flags ask for; with --gpu N, selects device N first. Returns
@@ -265,6 +325,7 @@ int TrainOnGpus(const std::vector<int>& gpus, const std::string& flag, const std
 
 int Train(int argc, char** argv) {
   CommonFlags common;
+  NetStateFlags net_state;
   std::string solver, weights, snapshot;
   bool dry_run = false;
   po::options_description desc("ps-net train");
@@ -274,18 +335,25 @@ int Train(int argc, char** argv) {
       "snapshot", po::value<std::string>(&snapshot), "resume from a .solverstate")(
       "dry-run", po::bool_switch(&dry_run),
       "with --gpu 0,1 or all: print the generated job and ps-train's dry run; start nothing");
+  AddNetState(desc, net_state, false);
   AddCommon(desc, common,
             "run on CUDA device N; several (0,1) or all: a local bsp parameter-server job "
             "with one worker per GPU, run by ps-train");
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"solver"}); rc != 0) return rc < 0 ? 0 : rc;
   if (!weights.empty() && !snapshot.empty()) return Usage("give --weights or --snapshot, not both");
+  caffe::NetState flag_state;  // --level and --stage (no phase)
+  if (int rc = ApplyNetState(net_state, vm, false, &flag_state); rc != 0) return rc;
   if (!common.gpu.empty()) {
     auto gpus = pstrain::ParseGpuList(common.gpu, pstrain::CudaDeviceCount());
     if (!gpus.ok()) return Usage(gpus.status().message());
     if (common.gpu == "all" && gpus.value().empty()) return Fail(NoGpuFor("all", 0));
     if (gpus.value().size() > 1) {
       if (common.json) return Usage("--json goes with one GPU; ps-train writes the job's metrics");
+      if (vm.count("level") || vm.count("stage")) {
+        return Usage("--level and --stage go with one GPU; with -gpu " + common.gpu +
+                     " set the solver's train_state { level stage } instead");
+      }
       return TrainOnGpus(gpus.value(), common.gpu, solver, weights, snapshot, dry_run,
                          CommandLine(argc, argv));
     }
@@ -303,7 +371,13 @@ int Train(int argc, char** argv) {
   options.resume_from = snapshot;
   options.weights = weights;
   options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json, &log); };
-  auto trainer = pstrain::Trainer::FromFile(solver, options);
+  // As Caffe's tool: --level and --stage go into the solver's train_state.
+  caffe::SolverParameter solver_param;
+  std::map<std::string, int> solver_lines;
+  Status read = pstrain::ReadTextProtoWithFieldLines(solver, &solver_param, &solver_lines);
+  if (!read.ok()) return Fail(read);
+  solver_param.mutable_train_state()->MergeFrom(flag_state);  // level replaced, stages added
+  auto trainer = pstrain::Trainer::Create(solver_param, solver, options, solver_lines);
   if (!trainer.ok()) return Fail(trainer.status());
   if (!common.json) {
     const caffe::SolverParameter& param = trainer.value()->solver();
@@ -365,12 +439,14 @@ int Check(int argc, char** argv) {
 
 int Test(int argc, char** argv) {
   CommonFlags common;
+  NetStateFlags net_state;
   std::string model, weights;
   int iterations = 50;
   po::options_description desc("ps-net test");
   desc.add_options()("model", po::value<std::string>(&model), "net prototxt (TEST phase)")(
       "weights", po::value<std::string>(&weights), "trained weights (.caffemodel)")(
       "iterations", po::value<int>(&iterations)->default_value(50), "test batches to run");
+  AddNetState(desc, net_state, false);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model", "weights"}); rc != 0) {
@@ -383,6 +459,7 @@ int Test(int argc, char** argv) {
 
   pstrain::NetOptions options;
   options.state.set_phase(caffe::TEST);
+  if (int rc = ApplyNetState(net_state, vm, false, &options.state); rc != 0) return rc;
   options.context.engine = engine;
   options.autotune = Autotune(common, engine);
   auto net = pstrain::Net::FromFile(model, options);
@@ -426,21 +503,23 @@ int Test(int argc, char** argv) {
 
 int Time(int argc, char** argv) {
   CommonFlags common;
-  std::string model, phase = "train";
+  NetStateFlags net_state;
+  std::string model;
   int iterations = 50;
   int batch = 0;
   po::options_description desc("ps-net time");
   desc.add_options()("model", po::value<std::string>(&model), "net prototxt")(
       "iterations", po::value<int>(&iterations)->default_value(50), "timed iterations")(
       "batch", po::value<int>(&batch)->default_value(0),
-      "batch size for Input/DummyData/Data layers (0: as in the file)")(
-      "phase", po::value<std::string>(&phase)->default_value("train"), "train or test");
+      "batch size for Input/DummyData/Data layers (0: as in the file)");
+  AddNetState(desc, net_state, true);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model"}); rc != 0) return rc < 0 ? 0 : rc;
   if (iterations < 1) return Usage("--iterations must be at least 1");
   if (batch < 0) return Usage("--batch must be >= 0");
-  if (phase != "train" && phase != "test") return Usage("--phase must be 'train' or 'test'");
+  pstrain::NetOptions options;
+  if (int rc = ApplyNetState(net_state, vm, true, &options.state); rc != 0) return rc;
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
@@ -455,8 +534,6 @@ int Time(int argc, char** argv) {
     lines.clear();
   }
   if (batch > 0) pstrain::OverrideBatchSize(&param, batch);
-  pstrain::NetOptions options;
-  options.state.set_phase(phase == "train" ? caffe::TRAIN : caffe::TEST);
   options.context.engine = engine;
   options.autotune = Autotune(common, engine);
   options.source = model;
