@@ -203,12 +203,33 @@ def check_net(path: pathlib.Path, caffe: CaffeMessages) -> list[str]:
         line = layer_lines[index] if index < len(layer_lines) else 1
         place = f"{path}:{line}: layer '{layer.name}'"
         param = layer.data_param
-        leveldb = param.HasField("backend") and param.backend == param.LEVELDB  # unset: LMDB
         if param.batch_size == 0:
             problems.append(f"{place}: data_param.batch_size must be at least 1")
         found = resolve_beside(param.source, path.parent) if param.source else None
-        marker, kind = ("CURRENT", "a LevelDB") if leveldb else ("data.mdb", "an LMDB")
-        if found is not None and found.is_dir() and not (found / marker).is_file():
-            problems.append(f"{place}: data_param.source '{param.source}' is a folder without "
-                            f"{marker} (not {kind})")
+        if found is not None and found.is_dir():
+            problem = _source_format_problem(found, param)
+            if problem:
+                problems.append(f"{place}: data_param.source '{param.source}' {problem}")
     return problems
+
+
+def _source_format_problem(folder: pathlib.Path, param: Any) -> str | None:
+    """What is wrong with a Data layer's source folder for its data_param.backend, as
+    the engine decides (worker/data/record_reader.hpp, OpenRecordReader): an unset
+    backend reads a LevelDB when the folder holds CURRENT and no data.mdb, an LMDB
+    otherwise (Caffe would read it as LEVELDB, its default); a named backend is
+    honoured, and a folder of the other format is refused."""
+    lmdb, leveldb = (folder / "data.mdb").is_file(), (folder / "CURRENT").is_file()
+    if not param.HasField("backend"):
+        wants_leveldb = leveldb and not lmdb
+    else:
+        wants_leveldb = param.backend == param.LEVELDB
+    if wants_leveldb:
+        if lmdb and not leveldb:
+            return ("is an LMDB, not a LevelDB (it holds data.mdb and no CURRENT): set "
+                    "data_param.backend: LMDB, or leave it unset to detect the format")
+        return None if leveldb else "is a folder without CURRENT (not a LevelDB)"
+    if leveldb and not lmdb:
+        return ("is a LevelDB, not an LMDB (it holds CURRENT and no data.mdb): set "
+                "data_param.backend: LEVELDB, or leave it unset to detect the format")
+    return None if lmdb else "is a folder without data.mdb (not an LMDB)"

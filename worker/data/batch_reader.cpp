@@ -6,7 +6,7 @@ namespace pstrain {
 
 Result<std::unique_ptr<ShardedBatchReader>> ShardedBatchReader::Open(
     const std::string& source, const caffe::TransformationParameter& transform, caffe::Phase phase,
-    const ShardSpec& shard, DbBackend backend) {
+    const ShardSpec& shard, std::optional<DbBackend> backend) {
   PSTRAIN_ASSIGN_OR_RETURN(ImageColor color, DecodeColorOf(transform));
   PSTRAIN_ASSIGN_OR_RETURN(auto reader, OpenRecordReader(source, backend));
   if (reader->count() == 0) {

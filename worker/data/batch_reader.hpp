@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,11 +35,13 @@ struct ShardSpec {
   uint64_t seed = 0;
 };
 
-// data_param.backend as a DbBackend. A data_param without a backend reads LMDB
-// (Caffe's default is LEVELDB; PSTrain's converters write LMDB).
-inline DbBackend BackendOf(const caffe::DataParameter& p) {
-  return p.has_backend() && p.backend() == caffe::DataParameter::LEVELDB ? DbBackend::kLevelDb
-                                                                         : DbBackend::kLmdb;
+// data_param.backend as a DbBackend; nullopt when it is unset, which detects
+// the format from the folder (OpenRecordReader): Caffe reads an unset backend
+// as LEVELDB (its default), PSTrain's converters and nets use LMDB, and
+// detection serves both.
+inline std::optional<DbBackend> BackendOf(const caffe::DataParameter& p) {
+  if (!p.has_backend()) return std::nullopt;
+  return p.backend() == caffe::DataParameter::LEVELDB ? DbBackend::kLevelDb : DbBackend::kLmdb;
 }
 
 class ShardedBatchReader {
@@ -46,11 +49,13 @@ class ShardedBatchReader {
   // Opens `source`, reads and validates its first record (which fixes the
   // shape every record must have; encoded records are decoded first, see
   // ParseDatum), and sets up the transformer. Errors:
-  // "<source>: cannot open LMDB (...)" (or LevelDB), "<source>: LMDB is empty", a bad first
-  // record (named by DescribeRecord), transform_param errors.
+  // OpenRecordReader's (a backend of nullopt detects the format), "<source>:
+  // LMDB is empty" (or LevelDB), a bad first record (named by DescribeRecord),
+  // transform_param errors.
   static Result<std::unique_ptr<ShardedBatchReader>> Open(
       const std::string& source, const caffe::TransformationParameter& transform,
-      caffe::Phase phase, const ShardSpec& shard, DbBackend backend = DbBackend::kLmdb);
+      caffe::Phase phase, const ShardSpec& shard,
+      std::optional<DbBackend> backend = DbBackend::kLmdb);
 
   // {B, C, H', W'}.
   std::vector<int> data_shape() const { return transformer_.OutputShape(shard_.batch_size); }

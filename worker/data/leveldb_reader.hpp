@@ -2,11 +2,21 @@
 // (what Caffe's convert_imageset -backend leveldb and convert_mnist_data
 // write), for data_param.backend LEVELDB.
 //
-// LevelDB locks a database while it is open (its LOCK file), so one process
-// at a time can read it: a second reader (another worker on the same host, or
-// a train and a test net of one process on the same source) is refused with
-// LevelDB's lock error. count() comes from one pass over the keys at Open.
-// REQUIRES: nobody writes the database while it is read.
+// The user's folder is never opened by LevelDB, which would lock it (its LOCK
+// file lets one process in) and write into it (LOG files, the recovery of its
+// log into a new table, a new MANIFEST). Open makes a private view instead: a
+// fresh directory <temp>/pstrain-leveldb-XXXXXX (mkdtemp, mode 0700, under
+// std::filesystem::temp_directory_path(), so $TMPDIR) that holds hard links to
+// the database's immutable tables (*.ldb, *.sst) and copies of its small
+// mutable files (CURRENT, MANIFEST-*, *.log); LOCK and LOG* are left out. A
+// table whose hard link fails (EXDEV: the temp dir is on another filesystem;
+// EPERM: a file of another user under protected_hardlinks) is copied. LevelDB
+// opens the view, so any number of readers (workers on one host, a train and
+// a test net on one source) read one database at once. The destructor deletes
+// the view; a process that dies without it leaves the view (links and small
+// copies) behind in the temp dir, and nothing in the user's folder.
+// count() comes from one pass over the keys at Open.
+// REQUIRES: nobody writes the database while it is opened or read.
 #pragma once
 
 #include <memory>
@@ -23,14 +33,20 @@ namespace pstrain {
 
 class LevelDbReader : public RecordReader {
  public:
-  // Errors: "<path>: cannot open LevelDB (<LevelDB's reason>)" (NotFound for
-  // a folder that holds no LevelDB; IOError otherwise, a held lock included).
+  // Checks `path` before anything is made, then opens a private view of it.
+  // Errors: NotFound "<path>: does not exist", "<path>: is not a folder",
+  // "<path>: is not a LevelDB (no CURRENT file)"; IOError "<path>: cannot make
+  // a private view of the LevelDB in <temp dir> (<reason>)", "<path>: cannot
+  // open LevelDB (<LevelDB's reason>)"; Corruption "<path>: cannot read
+  // LevelDB (...)".
   static Result<std::unique_ptr<LevelDbReader>> Open(const std::string& path);
   ~LevelDbReader() override;
   LevelDbReader(const LevelDbReader&) = delete;
   LevelDbReader& operator=(const LevelDbReader&) = delete;
 
   const std::string& path() const override { return path_; }
+  // The private view LevelDB has open (deleted by the destructor).
+  const std::string& view() const { return view_; }
   int64_t count() const override { return count_; }
   const char* backend_name() const override { return "LevelDB"; }
   int64_t position() const { return position_; }
@@ -44,6 +60,7 @@ class LevelDbReader : public RecordReader {
   Status EmptyError() const;
 
   std::string path_;
+  std::string view_;  // empty until made
   std::unique_ptr<leveldb::DB> db_;
   std::unique_ptr<leveldb::Iterator> it_;
   int64_t count_ = 0;

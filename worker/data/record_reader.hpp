@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,7 +39,19 @@ class RecordReader {
 
 enum class DbBackend { kLmdb, kLevelDb };
 
-// Opens `path` with `backend`'s reader (LmdbReader::Open, LevelDbReader::Open).
-Result<std::unique_ptr<RecordReader>> OpenRecordReader(const std::string& path, DbBackend backend);
+// The backend a folder's files show: LevelDB when it holds CURRENT and no
+// data.mdb, LMDB otherwise (data.mdb, or neither: a missing or empty folder is
+// left to the LMDB reader's own error). Reads the folder's listing only.
+DbBackend DetectDbBackend(const std::string& path);
+
+// Opens `path` for data_param.backend: nullopt (backend unset) detects the
+// format with DetectDbBackend; a named backend is honoured exactly, and a
+// folder that holds the other format is refused:
+//   "<path>: is a LevelDB, not an LMDB (it holds CURRENT and no data.mdb): set
+//    data_param.backend: LEVELDB, or leave it unset to detect the format"
+// (and the same with the two swapped). Otherwise LmdbReader::Open's or
+// LevelDbReader::Open's errors.
+Result<std::unique_ptr<RecordReader>> OpenRecordReader(const std::string& path,
+                                                       std::optional<DbBackend> backend);
 
 }  // namespace pstrain
