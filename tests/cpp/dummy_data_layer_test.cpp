@@ -96,8 +96,9 @@ Drawn Draw(const std::string& filler, int batch, int rank, int world, int steps,
            uint64_t seed = 1701, int64_t seek = -1) {
   auto layer = testing::MakeLayer(
       "name: 'd' type: 'DummyData' top: 'a' top: 'b' dummy_data_param { "
-      "shape { dim: " + std::to_string(batch) + " dim: 3 dim: 2 } shape { dim: " +
-          std::to_string(batch) + " } data_filler { " + filler + " } }",
+      "shape { dim: " +
+          std::to_string(batch) + " dim: 3 dim: 2 } shape { dim: " + std::to_string(batch) +
+          " } data_filler { " + filler + " } }",
       Engine::kFast);
   NetContext context = layer->context();
   context.rank = rank;
@@ -153,8 +154,8 @@ TEST(DummyDataLayerTest, TwoWorkersOfFourDrawExactlyWhatOneWorkerOfEightDraws) {
 TEST(DummyDataLayerTest, DrawsDependOnTheSeedAndTheStepOnly) {
   const std::string filler = "type: 'gaussian' std: 1";
   const Drawn run = Draw(filler, 4, 0, 1, 3);
-  EXPECT_EQ(Draw(filler, 4, 0, 1, 3).a, run.a);   // deterministic under a fixed seed
-  EXPECT_NE(Draw(filler, 4, 0, 1, 3, 7).a, run.a);  // another seed, other values
+  EXPECT_EQ(Draw(filler, 4, 0, 1, 3).a, run.a);            // deterministic under a fixed seed
+  EXPECT_NE(Draw(filler, 4, 0, 1, 3, 7).a, run.a);         // another seed, other values
   const Drawn seeked = Draw(filler, 4, 0, 1, 1, 1701, 2);  // SeekToBatch(2): step 2's values
   EXPECT_EQ(seeked.a[0], run.a[2]);
   EXPECT_EQ(seeked.b[0], run.b[2]);

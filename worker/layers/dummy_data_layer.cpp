@@ -130,9 +130,10 @@ void DummyDataLayer::FillTop(int top_index, int64_t step, Blob* top) {
   const caffe::FillerParameter& given = FillerOf(top_index);
   caffe::FillerParameter filler = SampleFiller(given, step_shape, world * top->count());
   const bool sparse = filler.type() == "gaussian" && filler.sparse() >= 0;
-  const float keep = sparse ? std::min(1.f, static_cast<float>(filler.sparse()) /
-                                                static_cast<float>(step_shape[0]))
-                            : 1.f;
+  const float keep =
+      sparse
+          ? std::min(1.f, static_cast<float>(filler.sparse()) / static_cast<float>(step_shape[0]))
+          : 1.f;
   filler.set_sparse(-1);  // the mask is drawn below, from the sample's Rng
   std::vector<int> sample_shape = top->shape();
   if (!sample_shape.empty()) sample_shape[0] = 1;
