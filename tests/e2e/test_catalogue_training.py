@@ -262,9 +262,9 @@ def test_hdf5_bsp_two_workers_equal_one_with_twice_the_batch(build_dir, tmp_path
 
 # --- Siamese: ContrastiveLoss on pairs made by ps-data ------------------------
 #
-# Caffe's example reads LevelDB pairs. LevelDB lets one process at a time open
-# a database (its LOCK file), so workers on one host cannot share one: the
-# jobs of 2 workers read the same pairs from an LMDB.
+# Caffe's example reads LevelDB pairs. Each worker reads the database through
+# its own private view (worker/data/leveldb_reader.hpp), so workers on one host
+# share one LevelDB folder.
 
 def make_pairs(build_dir: pathlib.Path, out: pathlib.Path, backend: str) -> pathlib.Path:
     """Fashion-MNIST's 60000 training images as 60000 random pairs (seed 1),
@@ -280,8 +280,11 @@ def make_pairs(build_dir: pathlib.Path, out: pathlib.Path, backend: str) -> path
 
 
 def siamese_net(source: pathlib.Path, backend: str, batch: int) -> str:
+    """The catalogue's siamese net over `source`; an empty `backend` leaves
+    data_param.backend unset, as Caffe's example net does."""
     net = (NETS / "siamese_pairs.prototxt").read_text().replace("SOURCE", str(source))
-    return net.replace("BACKEND", backend).replace("BATCH", str(batch))
+    net = net.replace("backend: BACKEND", f"backend: {backend}" if backend else "")
+    return net.replace("BATCH", str(batch))
 
 
 SIAMESE_SOLVER = "base_lr: 0.01\nmomentum: 0.9\nweight_decay: 0"
@@ -295,10 +298,12 @@ def test_siamese_net_trains_on_leveldb_pairs(build_dir, tmp_path):
 
 
 def test_siamese_bsp_two_workers_equal_one_with_twice_the_batch(build_dir, tmp_path):
-    """2 workers over the LMDB of the pairs against 1 worker over the LevelDB of
-    the same pairs: the two databases deliver the same records in the same order."""
-    lmdb = make_pairs(build_dir, tmp_path / "pairs_lmdb", "lmdb")
+    """2 workers on one host read one LevelDB folder at once (its backend unset, as
+    in Caffe's example net: the folder's CURRENT picks LevelDB) and end where 1
+    worker of twice the batch over the same LevelDB (backend LEVELDB) does; the
+    folder is left as it was."""
     leveldb = make_pairs(build_dir, tmp_path / "pairs_leveldb", "leveldb")
-    make_net = lambda b: siamese_net(lmdb, "LMDB", b) if b == 8 else \
-        siamese_net(leveldb, "LEVELDB", b)
+    before = {f.name: f.stat().st_mtime_ns for f in leveldb.iterdir()}
+    make_net = lambda b: siamese_net(leveldb, "" if b == 8 else "LEVELDB", b)
     assert_bsp_is_large_batch(build_dir, tmp_path, "siamese", make_net, 8, SIAMESE_SOLVER)
+    assert {f.name: f.stat().st_mtime_ns for f in leveldb.iterdir()} == before
