@@ -7,9 +7,10 @@
 // log into a new table, a new MANIFEST). Open makes a private view instead: a
 // fresh directory <temp>/pstrain-leveldb-XXXXXX (mkdtemp, mode 0700, under
 // std::filesystem::temp_directory_path(), so $TMPDIR) that holds hard links to
-// the database's immutable tables (*.ldb, *.sst) and copies of its small
-// mutable files (CURRENT, MANIFEST-*, *.log); LOCK and LOG* are left out. A
-// table whose hard link fails (EXDEV: the temp dir is on another filesystem;
+// the database's tables, MANIFEST-* and *.log (LevelDB, with reuse_logs off,
+// only reads those and writes new files beside them) and a copy of CURRENT
+// (replaced by a rename); LOCK and LOG* are left out. A file whose hard link
+// fails (EXDEV: the temp dir is on another filesystem;
 // EPERM: a file of another user under protected_hardlinks) is copied. LevelDB
 // opens the view, so any number of readers (workers on one host, a train and
 // a test net on one source) read one database at once. The destructor deletes
