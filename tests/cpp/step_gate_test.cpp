@@ -436,5 +436,29 @@ TEST(StepGateShardTest, TheGateStartsAtTheResumedClockAndWrapsEveryBase) {
   EXPECT_EQ(out[1].header.chunks_size(), 3);
 }
 
+TEST(StepGateShardTest, ACheckpointBarrierPullWaitsForTheGateToo) {
+  server::ShardConfig c = Config(ConsistencyMode::kSsp, 1, 1);
+  c.step_gate = true;
+  c.snapshot_interval = 2;
+  c.snapshot_prefix = (std::filesystem::temp_directory_path() /
+                       ("pstrain_step_gate_cut_" + std::to_string(getpid())))
+                          .string();
+  Shard shard(c);
+  (void)shard.Send(Hello(0, 1));
+  (void)shard.Send(Init(0, 1));
+  Message open(pstrain::GATE, 0, 2);
+  ASSERT_EQ(shard.Send(std::move(open)).size(), 1u);
+  for (int64_t t = 0; t < 2; ++t) (void)shard.Send(Push(0, t, {0, 1, 2}));
+  // Every clock is at the cut 2, so the barrier alone would answer (and cut) now.
+  EXPECT_TRUE(shard.Send(Pull(0, 2)).empty());
+  Message raise(pstrain::GATE, 0, 3);
+  auto out = shard.Send(std::move(raise));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].header.type(), pstrain::PULL_REPLY);
+  const std::string file = c.snapshot_prefix + "_iter_2.shard0.state";
+  EXPECT_EQ(out[1].header.text(), file);
+  std::filesystem::remove(file);
+}
+
 }  // namespace
 }  // namespace pstrain
