@@ -8,7 +8,7 @@
 // encoder output):
 //   byte 0    the shard's set-up: mode = b % 3 (bsp, ssp, asp); bit 2: two
 //             workers; bit 3: two shards; bit 4: this is shard 1 of two;
-//             bit 5: clip_gradients (norm exchange)
+//             bit 5: clip_gradients (norm exchange); bit 6: the step gate
 //   then      messages: u8 frame count (at most 8), then per frame a u16
 //             little-endian length and that many bytes (cut at the end).
 // Properties checked (a violation aborts): what Handle returns is sendable

@@ -3,8 +3,9 @@
 // programs produce:
 //   corpus/message/      worker sessions built with transport's header builders
 //                        (HELLO, INIT_PUSH, PULL, PUSH, HEARTBEAT, STATS,
-//                        SHUTDOWN; NORM_PARTIAL from another shard), in the
-//                        framing fuzz/message_input.hpp reads
+//                        SHUTDOWN, GATE to a --step-gate shard; NORM_PARTIAL
+//                        from another shard), in the framing
+//                        fuzz/message_input.hpp reads
 //   corpus/datum/        Datum records as ps-data writes them (uint8, float)
 //   corpus/caffemodel/   the small net's .caffemodel (Net::WriteCaffemodel)
 //   corpus/solverstate/  Trainer snapshots (.solverstate) for SGD and Adam,
@@ -46,9 +47,11 @@ std::string Floats(const std::vector<float>& v) {
 }
 
 // A session of worker `w` with the shard of `setup`: HELLO, (worker 0)
-// INIT_PUSH of the two-parameter net w[2x3], b[2], then `steps` rounds of
-// PULL and PUSH of every chunk this shard holds, then `tail` (STATS, SHUTDOWN...).
-std::string Session(uint8_t setup, int steps, const std::vector<pstrain::MessageType>& tail) {
+// INIT_PUSH of the two-parameter net w[2x3], b[2], (gate >= 0) a GATE to
+// `gate`, then `steps` rounds of PULL and PUSH of every chunk this shard
+// holds, then `tail` (STATS, SHUTDOWN...; a GATE there asks for gate 1).
+std::string Session(uint8_t setup, int steps, const std::vector<pstrain::MessageType>& tail,
+                    int64_t gate = -1) {
   const pstrain::server::ShardConfig config = pstrain::fuzz::SetupConfig(setup);
   auto placement =
       pstrain::KeyPlacement::Create({6, 2}, config.num_shards, config.chunk_bytes).value();
@@ -76,6 +79,9 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
   }
   frames[0] = Frame(init);
   pstrain::fuzz::AppendMessage(frames, &out);
+  if (gate >= 0) {
+    pstrain::fuzz::AppendMessage({Frame(pstrain::transport::GateHeader(w0, gate))}, &out);
+  }
   for (int t = 0; t < steps; ++t) {
     for (int w = 0; w < config.num_workers; ++w) {
       Origin worker{pstrain::WORKER, w, config.job_key};
@@ -98,6 +104,7 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
       h = pstrain::transport::NormHeader({pstrain::SERVER, 1 - config.shard, config.job_key}, type,
                                          /*clock=*/0, /*sum_squares=*/2.5);
     }
+    if (type == pstrain::GATE) h = pstrain::transport::GateHeader(w0, /*gate=*/1);
     pstrain::fuzz::AppendMessage({Frame(h)}, &out);
   }
   return out;
@@ -105,12 +112,15 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
 
 void MessageSeeds(const fs::path& dir) {
   using pstrain::HEARTBEAT, pstrain::STATS, pstrain::SHUTDOWN, pstrain::NORM_PARTIAL,
-      pstrain::NORM_TOTAL;
+      pstrain::NORM_TOTAL, pstrain::GATE;
   Write(dir / "bsp_one_worker", Session(0, 2, {HEARTBEAT, STATS, SHUTDOWN}));
   Write(dir / "ssp_two_workers", Session(1 | 4, 3, {STATS}));
   Write(dir / "asp_two_workers", Session(2 | 4, 2, {HEARTBEAT, SHUTDOWN}));
   Write(dir / "bsp_two_shards_clip_shard0", Session(4 | 8 | 32, 1, {NORM_PARTIAL}));
   Write(dir / "bsp_two_shards_clip_shard1", Session(4 | 8 | 16 | 32, 1, {NORM_TOTAL}));
+  // Set-up bit 6: --step-gate. The tail's GATE 1 is below the gate (refused).
+  Write(dir / "gate_bsp_one_worker", Session(64 | 2, 2, {GATE, STATS}, /*gate=*/2));
+  Write(dir / "gate_ssp_two_workers", Session(64 | 4 | 2, 3, {STATS, GATE}, /*gate=*/2));
   std::string hello(1, '\0');
   pstrain::fuzz::AppendMessage(
       {Frame(pstrain::transport::HelloHeader({pstrain::WORKER, 0, 77}, 1))}, &hello);

@@ -65,6 +65,7 @@ inline server::ShardConfig SetupConfig(uint8_t setup) {
   c.hyper.base_lr = 0.1f;
   c.hyper.momentum = 0.9f;
   if (setup & 32) c.hyper.clip_gradients = 1.0f;
+  c.step_gate = (setup & 64) != 0;
   c.chunk_bytes = 16;
   c.job_key = 77;
   return c;

@@ -26,6 +26,7 @@
 //   elastic         elastic.cpp         pushes are weight deltas (EASGD, local SGD)
 //   staleness_lr    staleness_lr.cpp    wrapper: scale by 1 / max(1, staleness)
 //   dc_asgd         dc_asgd.cpp         wrapper: delay compensation of each gradient
+//   step_gate       step_gate.cpp       wrapper: pulls for iterations >= the gate wait
 //
 // Not thread-safe: the shard's one event loop calls everything.
 #pragma once
@@ -87,6 +88,9 @@ struct ShardCore {
   int64_t version = 0;
   int64_t pushes_applied = 0;                // complete pushes (one per worker per step)
   std::vector<int64_t> staleness_histogram;  // [k]: pushes applied k versions after served
+  // config.step_gate: pulls for iterations >= gate wait (step_gate.cpp). The
+  // shard's start clock (0, or the clock resumed from), raised by GATE only.
+  int64_t gate = 0;
 
   // REQUIRES: initialised (INIT_PUSH or Restore).
   ChunkStore& store() { return *layout.store; }

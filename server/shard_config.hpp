@@ -42,6 +42,10 @@ struct ShardConfig {
   int device = -1;                // -1: weights and updates on the CPU; N: on CUDA device N
   UpdateMethods methods;          // backup workers, staleness-aware rate, DC-ASGD
   NonFinitePolicy nonfinite = NonFinitePolicy::kStop;
+  // The step gate (ps-server --step-gate, server/policies/step_gate.cpp): a
+  // pull for iteration t is answered only when t < the gate, which starts at
+  // the shard's start clock and is raised by GATE messages from a driver.
+  bool step_gate = false;
 };
 
 // "2,4" -> {2, 4} (the ps-server flag --staleness-per-worker); error:

@@ -44,6 +44,8 @@ Result<ShardState> ShardState::Restore(ShardConfig config, const std::string& pa
   for (WorkerState& w : core.workers) w.served_version = p.version;
   // No new cut at or below the iteration resumed from.
   server.checkpoint_cut_ = core.clocks.min();
+  // The step gate starts closed at the resumed clock: nothing computes until a driver opens it.
+  core.gate = core.clocks.min();
   return server;
 }
 
@@ -113,6 +115,9 @@ std::vector<Outgoing> ShardState::Handle(const Incoming& m, TimePoint now) {
       done_ = true;
       break;
     case pstrain::HEARTBEAT:
+      break;
+    case pstrain::GATE:
+      OnGate(m, out);
       break;
     default:
       Reject(m, "a server does not accept this message type", out);
@@ -185,6 +190,26 @@ void ShardState::OnInitPush(const Incoming& m, Out& out) {
       std::to_string(core_->layout.store->num_chunks()) + " chunks here");
   out.push_back(Reply(m, pstrain::INIT_ACK));
   out.back().header.set_version(core_->version);
+}
+
+void ShardState::OnGate(const Incoming& m, Out& out) {
+  if (!core_->config.step_gate) {
+    Reject(m, "this shard has no step gate (start ps-server with --step-gate)", out);
+    return;
+  }
+  const int64_t gate = m.header.clock();
+  if (gate < core_->gate) {
+    Reject(m,
+           "GATE " + std::to_string(gate) + " is below the current gate " +
+               std::to_string(core_->gate) + " (a step gate only rises)",
+           out);
+    return;
+  }
+  core_->gate = gate;  // Handle's ServeReadyPulls answers the pulls it opens
+  Outgoing reply = Reply(m, pstrain::GATE_ACK);
+  reply.header.set_clock(core_->clocks.min());
+  reply.header.set_version(core_->version);
+  out.push_back(std::move(reply));
 }
 
 pstrain::ShardStats ShardState::Stats() const {

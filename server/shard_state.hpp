@@ -23,6 +23,10 @@
 // its path in `text` (empty when the write failed; the failure is logged).
 // Barrier pulls are answered whole, in one PULL_REPLY.
 //
+// Step gate (config.step_gate, the step_gate policy wrapper): a pull for
+// iteration t >= gate() waits; GATE raises the gate (never lowers it) and is
+// answered with GATE_ACK (clock: the slowest worker's clock, version).
+//
 // Not thread-safe: one event loop calls everything.
 #pragma once
 
@@ -95,6 +99,8 @@ class ShardState {
   const Status& failure() const { return failure_; }
   bool initialized() const { return core_->layout.store.has_value(); }
   int64_t version() const { return core_->version; }
+  // The step gate (config.step_gate): pulls for iterations >= it wait.
+  int64_t gate() const { return core_->gate; }
   const ShardConfig& config() const { return core_->config; }
   const ClockTable& clocks() const { return core_->clocks; }
   const ChunkStore* store() const { return initialized() ? &core_->store() : nullptr; }
@@ -119,6 +125,9 @@ class ShardState {
   // shard_state.cpp: dispatch, HELLO, INIT_PUSH, replies.
   void OnHello(const Incoming& m, Out& out);
   void OnInitPush(const Incoming& m, Out& out);
+  // GATE (config.step_gate): raises core_->gate, answers GATE_ACK with the
+  // slowest worker's clock and the version; lowering it is refused.
+  void OnGate(const Incoming& m, Out& out);
   void Install(ShardLayout layout);
   transport::Origin origin() const { return core_->origin(); }
   Outgoing Reply(const Incoming& m, pstrain::MessageType type) const;

@@ -128,6 +128,9 @@ std::string ShardState::WaitReason(const DeferredPull& pull) const {
              WorkerList(core_->clocks, off);
     }
   }
+  if (core_->config.step_gate && t >= core_->gate) {
+    return "the step gate (at " + std::to_string(core_->gate) + ", raised by GATE)";
+  }
   const int64_t bound = policy_->WaitBound(pull);
   const std::vector<int> behind = core_->clocks.Below(bound);
   if (!behind.empty()) return WorkerList(core_->clocks, behind);

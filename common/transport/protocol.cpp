@@ -35,6 +35,7 @@ unsigned Senders(MessageType type, Role receiver) {
         return kServer;
       case STATS:
       case SHUTDOWN:
+      case GATE:
         return kWorker | kControl;
       default:
         return 0;
@@ -48,6 +49,7 @@ unsigned Senders(MessageType type, Role receiver) {
     case ERROR:
     case STATS:
     case SHUTDOWN:
+    case GATE_ACK:
       return kServer;
     default:
       return 0;
@@ -88,6 +90,11 @@ Status CheckKind(const Header& h, Role receiver) {
     case NORM_TOTAL:
       PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
       return needs(h.has_sum_squares(), "sum_squares");
+    case GATE:
+      return needs(h.has_clock(), "clock");
+    case GATE_ACK:
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
+      return needs(h.has_version(), "version");
     default:
       return Status::Ok();  // PUSH and PULL clocks: Validate checks them with their range
   }
@@ -140,6 +147,12 @@ Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, 
   h.set_version(version);
   h.set_world_size(world_size);
   h.set_text(ModeName(mode));
+  return h;
+}
+
+Header GateHeader(const Origin& driver, int64_t gate) {
+  Header h = NewHeader(driver, GATE);
+  h.set_clock(gate);
   return h;
 }
 

@@ -18,6 +18,8 @@
 //   NORM_PARTIAL  server -> server 0            clock, sum_squares
 //   NORM_TOTAL    server 0 -> servers           clock, sum_squares
 //   STATS         worker, control -> server; the answer carries stats
+//   GATE          worker, control -> server     clock (the new step gate)
+//   GATE_ACK      server -> worker, control     clock (the slowest worker's), version
 #pragma once
 
 #include <chrono>
@@ -84,6 +86,8 @@ Header PushHeader(const Origin& worker, int64_t clock, double sum_squares);
 // `clock`: the iterations the worker has completely pushed to this shard.
 Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
                       ConsistencyMode mode, int world_size);
+// GATE: open the step gate of a shard started with --step-gate to `gate`.
+Header GateHeader(const Origin& driver, int64_t gate);
 Header ErrorHeader(const Origin& server, const Header& request, const std::string& why);
 // NORM_PARTIAL (a shard's part of step `clock`'s squared gradient norm, to
 // server 0) or NORM_TOTAL (server 0's sum of all parts, to the others).

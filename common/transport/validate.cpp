@@ -132,7 +132,8 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
           (message.user_id.empty() ? "an unauthenticated peer" : "the key of " + message.user_id));
     }
   }
-  if (rules.receiver == SERVER && (h.type() == SHUTDOWN || h.type() == STATS)) {
+  if (rules.receiver == SERVER &&
+      (h.type() == SHUTDOWN || h.type() == STATS || h.type() == GATE)) {
     const std::string kind = MessageType_Name(h.type());
     if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
         message.user_id != PeerName(WORKER, 0)) {

@@ -22,8 +22,9 @@ struct ValidationRules {
   // Set on a CURVE socket: the (role, sender) of every header must be the
   // peer its key was admitted as (InMessage::user_id), so no key speaks for
   // another rank; and a server takes SHUTDOWN and STATS only from the
-  // orchestrator's key ("control 0") or worker 0's. Unset on a server
-  // (receiver SERVER) with job_key 0, SHUTDOWN and STATS are refused.
+  // orchestrator's key ("control 0") or worker 0's (and GATE likewise).
+  // Unset on a server (receiver SERVER) with job_key 0, SHUTDOWN, STATS and
+  // GATE are refused.
   bool authenticated = false;
   int num_workers = 0;   // > 0: a WORKER sender must be in [0, num_workers)
   int num_servers = 0;   // > 0: a SERVER sender must be in [0, num_servers)
@@ -39,12 +40,15 @@ struct ValidationRules {
 // logging), checked in this order:
 //   "job key mismatch"
 //   "sent as worker 0 by the key of worker 1"                     (authenticated)
-//   "SHUTDOWN is accepted only from the orchestrator's key or worker 0's" (authenticated)
+//   "SHUTDOWN is accepted only from the orchestrator's key or worker 0's" (authenticated;
+//                                                                  STATS, GATE too)
 //   "STATS from an unauthenticated peer (this server has neither CURVE keys nor a job key)"
+//                                                                 (SHUTDOWN, GATE too)
 //   "unsupported dtype"
 //   "a server does not accept PULL_REPLY"                         (receiver set)
 //   "a server accepts PUSH only from a worker"                    (receiver set)
-//   "HELLO has no world_size" / "NORM_TOTAL has no sum_squares"  (receiver set)
+//   "HELLO has no world_size" / "NORM_TOTAL has no sum_squares" / "GATE has no clock"
+//                                                                 (receiver set)
 //   "worker 5 is not in this job (2 workers)" / "server 3 is not in this job (2 servers)"
 //   "world size 3 does not match this job (2 workers)"           (HELLO)
 //   "header lists 3 chunks but 2 payload frames follow"

@@ -1,8 +1,11 @@
 // The parameter-server client from Python (worker/ps/ps_client.hpp): a net's
 // learnable parameters (lr_mult != 0, as ps-worker holds them) connected to
 // running ps-server shards. ps-lite's small API: hello, init_push (rank 0),
-// pull / wait_pull before a forward, push after a backward, flush, shutdown.
+// pull / wait_pull before a forward, push after a backward, flush, shutdown;
+// and for a driver (role="control": the orchestrator's client, no HELLO),
+// set_gate / wait_for_clock (the step gate).
 // Waits release the GIL.
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -38,14 +41,19 @@ void Released(F&& work) {
 
 void MakeClient(PsClientHandle* self, NetHandle& net, const std::vector<std::string>& servers,
                 int rank, int world_size, const std::string& mode, long long job_key,
-                const std::string& keys, long long chunk_bytes, double timeout_s) {
+                const std::string& keys, long long chunk_bytes, double timeout_s,
+                const std::string& role) {
   if (servers.empty()) throw std::invalid_argument("PsClient: servers must name at least one");
+  if (role != "worker" && role != "control") {
+    throw std::invalid_argument("PsClient: role \"" + role + "\" is not worker or control");
+  }
   if (world_size < 1 || rank < 0 || rank >= world_size) {
     throw std::invalid_argument("PsClient: rank " + std::to_string(rank) + " of " +
                                 std::to_string(world_size) + " workers is out of range");
   }
   PsClientOptions options;
   options.servers = servers;
+  options.role = role == "worker" ? pstrain::WORKER : pstrain::CONTROL;
   options.rank = rank;
   options.world_size = world_size;
   options.mode = ValueOrThrow(ParseConsistencyMode(mode));
@@ -76,7 +84,7 @@ void BindPsClient(nb::module_& m) {
       .def("__init__", &MakeClient, nb::arg("net"), nb::arg("servers"), nb::arg("rank") = 0,
            nb::arg("world_size") = 1, nb::arg("mode") = "bsp", nb::arg("job_key") = 0,
            nb::arg("keys") = "", nb::arg("chunk_bytes") = 1 << 20, nb::arg("timeout_s") = 120.0,
-           nb::keep_alive<1, 2>())
+           nb::arg("role") = "worker", nb::keep_alive<1, 2>())
       .def(
           "hello",
           [](PsClientHandle& h) {
@@ -108,6 +116,36 @@ void BindPsClient(nb::module_& m) {
           "diffs must stay unchanged until the next wait_pull or flush.")
       .def("flush", [](PsClientHandle& h) { Released([&] { return h.client->Flush(); }); })
       .def("shutdown", [](PsClientHandle& h) { Released([&] { return h.client->Shutdown(); }); })
+      .def(
+          "set_gate",
+          [](PsClientHandle& h, long long gate) {
+            Result<GateState> state = GateState{};
+            {
+              nb::gil_scoped_release release;
+              state = h.client->SetGate(gate);
+            }
+            const GateState g = ValueOrThrow(std::move(state));
+            return std::make_pair(g.slowest_clock, g.version);
+          },
+          nb::arg("gate"),
+          "Driver: opens every shard's step gate (ps-server --step-gate) to `gate`: workers may "
+          "compute iterations < gate. Returns (slowest worker clock, version), the smallest over "
+          "the shards.")
+      .def(
+          "wait_for_clock",
+          [](PsClientHandle& h, long long clock, double timeout_s) {
+            Result<GateState> state = GateState{};
+            {
+              nb::gil_scoped_release release;
+              state = h.client->WaitForClock(
+                  clock, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+            }
+            const GateState g = ValueOrThrow(std::move(state));
+            return std::make_pair(g.slowest_clock, g.version);
+          },
+          nb::arg("clock"), nb::arg("timeout_s") = 120.0,
+          "Driver: waits until every worker's clock is >= `clock` on every shard (their pushes of "
+          "the iterations before it are in); returns (slowest worker clock, version).")
       .def_prop_ro("traffic", [](const PsClientHandle& h) {
         const PsTraffic& t = h.client->traffic();
         nb::dict d;

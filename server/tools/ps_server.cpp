@@ -8,6 +8,7 @@
 //             [--backup-workers B] [--staleness-lr] [--dc-lambda L [--dc-adaptive
 //              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
 //             [--keys DIR] [--nonfinite drop|stop] [--shared-memory-mb M]
+//             [--step-gate]   (server/policies/step_gate.cpp: pulls wait for GATE)
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
@@ -274,6 +275,9 @@ int main(int argc, char** argv) try {
       "json", po::bool_switch(&f.json), "one JSON object a line")(
       "backup-workers", po::value(&f.config.methods.backup_workers)->default_value(0),
       "bsp: a step takes the first W-B gradients of each chunk, drops the rest")(
+      "step-gate", po::bool_switch(&f.config.step_gate),
+      "start with the step gate closed at the start clock: a pull for iteration t is answered "
+      "only once a driver's GATE raised the gate above t")(
       "staleness-lr", po::bool_switch(&f.config.methods.staleness_lr),
       "ssp/asp: scale each gradient by 1/max(1, staleness)")(
       "dc-lambda", po::value(&f.config.methods.dc_lambda)->default_value(0.f),

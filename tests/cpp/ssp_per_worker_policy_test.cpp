@@ -129,7 +129,8 @@ TEST(SspPerWorkerPolicyTest, BadBoundsAreRefusedNamingTheFlag) {
 TEST(PolicyRegistryTest, ComposesTheBaseAndItsWrappersByName) {
   const std::vector<std::string> names = PolicyRegistry::Global().Names();
   EXPECT_EQ(names, (std::vector<std::string>{"asp", "backup_workers", "bsp", "dc_asgd", "elastic",
-                                             "ssp", "ssp_per_worker", "staleness_lr"}));
+                                             "ssp", "ssp_per_worker", "staleness_lr",
+                                             "step_gate"}));
   ShardConfig c = Config(ConsistencyMode::kBsp, 3);
   EXPECT_EQ(ShardState(c).policy_names(), (std::vector<std::string>{"bsp"}));
   c.methods.backup_workers = 1;

@@ -48,6 +48,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # pstrain.Header fields (proto/pstrain.proto).
 HELLO, HELLO_ACK, INIT_PUSH, INIT_ACK, PULL, PULL_REPLY, PUSH, PUSH_ACK = 1, 2, 3, 4, 5, 6, 7, 8
 SHUTDOWN, HEARTBEAT, ERROR, NORM_PARTIAL, NORM_TOTAL, STATS = 11, 12, 13, 14, 15, 16
+GATE, GATE_ACK = 17, 18
 WORKER, SERVER, CONTROL = 1, 2, 3
 STATE_CHANGING = {HELLO, INIT_PUSH, PUSH, SHUTDOWN, NORM_PARTIAL, NORM_TOTAL}
 
@@ -140,7 +141,8 @@ class Stranger:
                        chunks=CHUNKS)
             return [h] + [floats([7.0] * length) for _, length in CHUNKS]
         if case == 5:  # a kind a server does not accept, or from the wrong role
-            return [header(r.choice([HELLO_ACK, PULL_REPLY, PUSH_ACK, ERROR, 99]), key=self.key)] \
+            return [header(r.choice([HELLO_ACK, PULL_REPLY, PUSH_ACK, ERROR, GATE_ACK, 99]),
+                           key=self.key)] \
                 if r.random() < 0.5 else [header(PUSH, key=self.key, role=CONTROL, clock=t)]
         # another job's key (many bits away from this one)
         h = header(SHUTDOWN, key=self.key ^ 0x5A5A5A5A5A5A5A5A)

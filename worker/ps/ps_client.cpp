@@ -38,7 +38,7 @@ Result<transport::SocketOptions> DealerOptions(const PsClientOptions& options,
   if (options.keys.empty()) return base;
   PSTRAIN_ASSIGN_OR_RETURN(
       transport::KeyPair own,
-      transport::ReadKeyPair(options.keys, transport::KeyFileName(pstrain::WORKER, options.rank)));
+      transport::ReadKeyPair(options.keys, transport::KeyFileName(options.role, options.rank)));
   PSTRAIN_ASSIGN_OR_RETURN(
       base.curve_server_key,
       transport::ReadPublicKey(options.keys,
@@ -176,7 +176,8 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
       KeyPlacement::Create(sizes, static_cast<int>(options.servers.size()), options.chunk_bytes));
   client->sends_ = std::make_unique<SendTracker>();
   // One DEALER per shard named `identity`, owned by `owned`, in channel_ptrs_ too.
-  const std::string worker = "worker-" + std::to_string(options.rank);
+  const std::string worker =
+      (options.role == pstrain::WORKER ? "worker-" : "control-") + std::to_string(options.rank);
   auto connect = [&](const std::string& identity,
                      std::vector<std::unique_ptr<transport::Channel>>* owned) -> Status {
     transport::SocketOptions socket_options;
@@ -204,7 +205,7 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
   client->shard_push_clock_.assign(options.servers.size(), -1);
   client->shard_pushed_.assign(options.servers.size(), 0);
   client->in_flight_.assign(options.servers.size(), 0);
-  if (options.heartbeat_interval.count() > 0) {
+  if (options.heartbeat_interval.count() > 0 && options.role == pstrain::WORKER) {
     PSTRAIN_ASSIGN_OR_RETURN(client->heartbeats_,
                              Heartbeats::Start(context, options, client->origin()));
   }
@@ -303,7 +304,14 @@ Status PsClient::AwaitFromShards(pstrain::MessageType type, std::vector<bool> wa
   return Status::Ok();
 }
 
+Status PsClient::NeedsWorker(const char* what) const {
+  if (options_.role == pstrain::WORKER) return Status::Ok();
+  return Status::FailedPrecondition(std::string(what) +
+                                    " needs a worker's client (this one is a control client)");
+}
+
 Status PsClient::Hello(int64_t* clock) {
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("HELLO"));
   for (size_t k = 0; k < channels_.size(); ++k) {
     OutMessage m{transport::HelloHeader(origin(), options_.world_size), {}};
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
@@ -326,6 +334,7 @@ Status PsClient::Hello(int64_t* clock) {
 }
 
 Status PsClient::InitPush() {
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("INIT_PUSH"));
   std::vector<bool> waiting(channels_.size(), false);
   for (size_t k = 0; k < channels_.size(); ++k) {
     OutMessage m{transport::NewHeader(origin(), pstrain::INIT_PUSH), {}};
@@ -351,6 +360,7 @@ Status PsClient::InitPush() {
 }
 
 Status PsClient::Pull(int64_t clock) {
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PULL"));
   if (pull_outstanding_) return Status::FailedPrecondition("a pull is already outstanding");
   pull_arrived_.assign(placement_.chunks().size(), 0);
   pull_missing_.assign(channels_.size(), 0);
@@ -470,6 +480,7 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
 Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
                       const std::vector<const float*>& diffs) {
   PSTRAIN_CHECK(diffs.empty() || diffs.size() == param_ids.size());
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PUSH"));
   std::vector<OutMessage> messages(channels_.size());
   const bool compressed = options_.compression != pstrain::FLOAT32;
   std::shared_ptr<const void> diffs_owner;  // one owner for every payload sent from the diffs
@@ -584,6 +595,52 @@ Result<std::vector<pstrain::ShardStats>> PsClient::Stats() {
   std::vector<pstrain::ShardStats> stats;
   for (const auto& r : replies) stats.push_back(r.header.stats());
   return stats;
+}
+
+Result<GateState> PsClient::SetGate(int64_t gate) {
+  for (size_t k = 0; k < channels_.size(); ++k) {
+    PSTRAIN_RETURN_IF_ERROR(
+        Send(static_cast<int>(k), OutMessage{transport::GateHeader(origin(), gate), {}}));
+  }
+  std::vector<InMessage> replies;
+  PSTRAIN_RETURN_IF_ERROR(
+      AwaitFromShards(pstrain::GATE_ACK, std::vector<bool>(channels_.size(), true), &replies));
+  GateState state{INT64_MAX, INT64_MAX};
+  for (const InMessage& r : replies) {
+    state.slowest_clock = std::min(state.slowest_clock, r.header.clock());
+    state.version = std::min(state.version, r.header.version());
+  }
+  return state;
+}
+
+Result<GateState> PsClient::WaitForClock(int64_t clock, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<pstrain::ShardStats> stats, Stats());
+    GateState state{INT64_MAX, INT64_MAX};
+    size_t slowest = 0;
+    for (size_t k = 0; k < stats.size(); ++k) {
+      int64_t shard_min = INT64_MAX;
+      for (int64_t c : stats[k].worker_clocks()) shard_min = std::min(shard_min, c);
+      if (shard_min < state.slowest_clock) {
+        state.slowest_clock = shard_min;
+        slowest = k;
+      }
+      state.version = std::min(state.version, stats[k].version());
+    }
+    if (state.slowest_clock >= clock) return state;
+    if (Clock::now() >= deadline) {
+      std::string clocks;
+      for (int64_t c : stats[slowest].worker_clocks()) {
+        clocks += (clocks.empty() ? "" : ", ") + std::to_string(c);
+      }
+      return Status::DeadlineExceeded("waited " + SecondsText(timeout) +
+                                      " for every worker to reach clock " + std::to_string(clock) +
+                                      "; " + ServerName(slowest) + " has worker clocks [" +
+                                      clocks + "]");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace pstrain

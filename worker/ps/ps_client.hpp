@@ -74,6 +74,13 @@ struct PsParam {
 
 struct PsClientOptions {
   std::vector<std::string> servers;  // shard k's endpoint at index k
+  // WORKER: worker `rank` (its DEALERs are named worker-R...). CONTROL: a
+  // driver (orchestrator or tool, `rank` 0: the orchestrator's key under
+  // CURVE), DEALERs named control-R, no heartbeats; it sends only STATS,
+  // SHUTDOWN and GATE (SetGate, WaitForClock): Hello, InitPush, Pull and Push
+  // are errors. A driver cannot be a WORKER client beside the workers: it
+  // would take over worker R's routing id.
+  pstrain::Role role = pstrain::WORKER;
   int rank = 0;
   int world_size = 1;
   uint64_t job_key = 0;
@@ -100,6 +107,14 @@ struct PsClientOptions {
   // transport::FaultChannel that fails sends). Empty: none.
   std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>
       wrap_channel;
+};
+
+// What a driver learns from the shards (SetGate, WaitForClock): the smallest
+// over the shards of the slowest worker's clock (iterations every worker has
+// completely pushed) and of the version (global steps applied).
+struct GateState {
+  int64_t slowest_clock = 0;
+  int64_t version = 0;
 };
 
 struct PsTraffic {
@@ -146,6 +161,18 @@ class PsClient {
   // Asks each shard to exit (the job is over).
   Status Shutdown();
   Result<std::vector<pstrain::ShardStats>> Stats();
+  // The step gate (shards started with --step-gate, server/policies/step_gate.cpp),
+  // for a driver (role CONTROL, or worker 0's own client): opens every shard's gate to `gate`
+  // (GATE; workers may then compute iterations < gate) and waits for every
+  // GATE_ACK. Error: a shard refused (no step gate; `gate` below its gate).
+  Result<GateState> SetGate(int64_t gate);
+  // Polls every shard's STATS every few milliseconds until on every shard
+  // every worker's clock is >= `clock` (every push of the iterations < clock
+  // is in); returns that state. It does not wait for a step the shards still
+  // owe (bsp with clipping applies step clock - 1 after the norm exchange), so
+  // `version` may be below `clock`. Error (DeadlineExceeded) after `timeout`,
+  // naming the clock and the slowest shard's clocks.
+  Result<GateState> WaitForClock(int64_t clock, std::chrono::milliseconds timeout);
 
   const KeyPlacement& placement() const { return placement_; }
   const PsTraffic& traffic() const { return traffic_; }
@@ -155,7 +182,9 @@ class PsClient {
   class SendTracker;  // ps_client.cpp: payloads ZeroMQ still holds of the blobs' diffs
 
   PsClient() = default;
-  transport::Origin origin() const { return {pstrain::WORKER, options_.rank, options_.job_key}; }
+  transport::Origin origin() const { return {options_.role, options_.rank, options_.job_key}; }
+  // Ok for a WORKER client; for a CONTROL one, the error that `what` needs a worker.
+  Status NeedsWorker(const char* what) const;
   // On shard's pull connection when `pull_connection`, else on its main one;
   // a retryable failure is retried (see the top of this file).
   Status Send(int shard, transport::OutMessage message, bool pull_connection = false);
