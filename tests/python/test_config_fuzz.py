@@ -40,8 +40,8 @@ TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consist
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
                 "hosts", "hostfile", "straggler"],
-    "consistency": ["mode", "staleness", "backup_workers", "staleness_lr", "dc_asgd", "easgd",
-                    "local_sgd"],
+    "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
+                    "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression"],
     "data": ["prepare"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
@@ -167,7 +167,8 @@ def near_valid_documents(draw, path: tuple) -> dict:
         doc["consistency"] = draw(st.sampled_from([
             {"mode": "bsp", "backup_workers": 1},
             {"mode": "bsp", "easgd": {"tau": 4, "alpha": 0.2}},
-            {"mode": "bsp", "local_sgd": {"tau": 2}}]))
+            {"mode": "bsp", "local_sgd": {"tau": 2}},
+            {"mode": "ssp", "staleness_per_worker": [0, 2, 1]}]))
     hostile = st.one_of(st.sampled_from(KNOWN_WORDS + ["", "x", "curve ", "NONE", "0"]),
                         st.text(max_size=12), SCALARS, VALUES, st.just(DELETE))
     set_key(doc, path, draw(hostile))
@@ -218,6 +219,9 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     if m.dc_asgd is not None:
         assert m.mode != "bsp" and m.dc_asgd.lambda_ > 0 and 0 <= m.dc_asgd.momentum < 1
         assert m.dc_asgd.epsilon > 0
+    if m.staleness_per_worker is not None:
+        assert m.mode == "ssp" and len(m.staleness_per_worker) == c.cluster.workers
+        assert all(type(v) is int and v >= 0 for v in m.staleness_per_worker)
     assert m.easgd is None or m.local_sgd is None
     for elastic in (m.easgd, m.local_sgd):
         assert elastic is None or elastic.tau >= 1
@@ -248,6 +252,25 @@ def test_schema_shaped_documents_give_a_config_or_one_line_error(scratch, doc, o
         return  # not representable as YAML (e.g. a lone surrogate)
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     check(path, overrides or None)
+
+
+def test_the_fuzzer_knows_every_key_of_the_schema():
+    """A key added to python/pstrain/config.py must be added here too."""
+    import dataclasses
+    sections = {"": config.JobConfig, "cluster": config.ClusterConfig,
+                "consistency": config.ConsistencyConfig, "transport": config.TransportConfig,
+                "data": config.DataConfig, "restart": config.RestartConfig,
+                "remote": config.RemoteConfig, "security": config.SecurityConfig,
+                "cluster.straggler": config.StragglerConfig,
+                "consistency.dc_asgd": config.DcAsgdConfig,
+                "consistency.easgd": config.ElasticConfig,
+                "consistency.local_sgd": config.LocalSgdConfig,
+                "transport.compression": config.CompressionConfig}
+    known = {"": TOP_KEYS, **SECTION_KEYS,
+             **{f"{s}.{k}": keys for (s, k), keys in SUBSECTION_KEYS.items()}}
+    for name, cls in sections.items():
+        fields = {f.name.rstrip("_") for f in dataclasses.fields(cls)}
+        assert fields == set(known[name]), (name, fields ^ set(known[name]))
 
 
 def test_the_valid_base_of_near_valid_documents_reads(scratch):
