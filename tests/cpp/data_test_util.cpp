@@ -37,6 +37,12 @@ void WriteFile(const std::string& path, const std::string& bytes, bool gz) {
   }
 }
 
+void WritePng(const std::string& path, const Image& image) {
+  auto bytes = EncodeImage(image, ImageFormat::kPng);
+  ASSERT_TRUE(bytes.ok()) << path << ": " << bytes.status().message();
+  WriteFile(path, bytes.value(), false);
+}
+
 static std::string BigEndian(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
           static_cast<char>(v)};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "proto/caffe.pb.h"
+#include "worker/data/image_codec.hpp"
 
 namespace pstrain::testing {
 
@@ -27,6 +28,8 @@ class TempDir {
 
 // Writes `bytes` to `path`, gzipped when gz is true.
 void WriteFile(const std::string& path, const std::string& bytes, bool gz);
+// Writes `image` to `path` as a PNG (worker/data/image_codec.hpp's encoder).
+void WritePng(const std::string& path, const Image& image);
 // IDX headers and payloads: images (magic 0x803, n, rows, cols) and labels (0x801, n).
 std::string IdxImages(int n, int rows, int cols, const std::string& pixels);
 std::string IdxLabels(const std::string& labels);

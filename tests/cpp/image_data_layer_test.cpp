@@ -20,6 +20,7 @@ namespace {
 using testing::BlobSet;
 using testing::MakeLayer;
 using testing::TempDir;
+using testing::WritePng;
 using testing::WriteTextFile;
 
 // A 3-channel (B, G, R planes) 2 x 3 image whose pixels are base + plane*10 + i.
@@ -32,12 +33,6 @@ Image Colour(int base) {
     for (int i = 0; i < 6; ++i) image.pixels.push_back(static_cast<uint8_t>(base + c * 10 + i));
   }
   return image;
-}
-
-void WritePng(const std::string& path, const Image& image) {
-  auto bytes = EncodeImage(image, ImageFormat::kPng);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  WriteTextFile(path, bytes.value());
 }
 
 struct ImageFiles {

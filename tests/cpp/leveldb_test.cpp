@@ -44,8 +44,7 @@ struct ImageList {
       image.channels = 3;
       image.height = image.width = 2;
       for (int i = 0; i < 12; ++i) image.pixels.push_back(static_cast<uint8_t>(50 * k + i));
-      WriteTextFile(dir / std::string(1, static_cast<char>('a' + k)) + ".png",
-                    EncodeImage(image, ImageFormat::kPng).value());
+      testing::WritePng(dir / std::string(1, static_cast<char>('a' + k)) + ".png", image);
     }
     WriteTextFile(dir / "list.txt", "a.png 1\nb.png 2\nc.png 3\n");
   }

@@ -40,9 +40,7 @@ void WriteImage(const std::string& path, int a, int b) {
       for (int x = 0; x < 6; ++x) image.pixels.push_back(static_cast<uint8_t>(Pixel(c, y, x, a, b)));
     }
   }
-  auto bytes = EncodeImage(image, ImageFormat::kPng);
-  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  WriteTextFile(path, bytes.value());
+  testing::WritePng(path, image);
 }
 
 struct Files {
