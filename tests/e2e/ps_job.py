@@ -111,8 +111,9 @@ def run_job(build_dir: pathlib.Path, solver: pathlib.Path, *, workers: int, serv
                     if p.poll() is None:
                         os.killpg(p.pid, signal.SIGKILL)
                     o, e = p.communicate(timeout=10)
-                    report.append(f"{other}: exit {p.returncode}; stdout tail: {o[-800:]!r};"
-                                  f" stderr tail: {e[-800:]!r}")
+                    # stderr is None where it was merged into stdout.
+                    report.append(f"{other}: exit {p.returncode}; stdout tail: {(o or '')[-800:]!r};"
+                                  f" stderr tail: {(e or '')[-800:]!r}")
                 raise TimeoutError(f"job did not finish in {timeout} s (waiting for {name}):\n"
                                    + "\n".join(report))
             outputs[name] = out or ""
