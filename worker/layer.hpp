@@ -35,6 +35,13 @@ enum class Engine { kReference, kFast, kGpu };
 
 inline constexpr int64_t kMaxBlobValues = 2147483647;  // INT_MAX, as Caffe
 
+// The two .npy files of MemoryData layer `layer`: samples (N x C x H x W) and N labels.
+struct MemoryDataFiles {
+  std::string layer;
+  std::string data;
+  std::string labels;
+};
+
 // Where the net runs: which worker of how many (for data sharding), which
 // iteration it starts at (resume), and the seed for fillers, dropout, mirrors.
 struct NetContext {
@@ -50,8 +57,13 @@ struct NetContext {
   int64_t max_blob_values = kMaxBlobValues;
   // Whether the caller can hand MemoryData layers their arrays (pstrain.caffe's
   // Net.set_input_arrays). Programs that cannot (ps-net, ps-worker) refuse a
-  // MemoryData layer at set-up.
+  // MemoryData layer at set-up unless memory_data_files names it.
   bool memory_data_from_caller = false;
+  // .npy files that feed MemoryData layers, one entry a layer name (ps-net's
+  // and ps-worker's --memory-data LAYER=DATA.npy,LABELS.npy): a layer named
+  // here maps its files read-only at set-up and reads its batches from them,
+  // sharded by rank as the Data layer shards (worker/layers/memory_data_layer.hpp).
+  std::vector<MemoryDataFiles> memory_data_files;
 };
 
 // What one forward carries besides blobs: where its samples sit in the data

@@ -23,6 +23,11 @@ caffe::NetState StateFor(caffe::Phase phase, const caffe::NetState* extra) {
   return state;
 }
 
+bool IsMemoryDataLayer(const Net& net, const std::string& name) {
+  const Layer* layer = net.layer_by_name(name);
+  return layer != nullptr && std::string(layer->type()) == "MemoryData";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Trainer>> Trainer::FromFile(const std::string& solver_path,
@@ -185,6 +190,18 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
     }
     PSTRAIN_RETURN_IF_ERROR(test_net->ShareTrainedLayersWith(*net_));
     test_nets_.push_back(std::move(test_net));
+  }
+  // Every --memory-data names a MemoryData layer of one of the nets.
+  for (const MemoryDataFiles& files : context.memory_data_files) {
+    bool found = IsMemoryDataLayer(*net_, files.layer);
+    for (const auto& test_net : test_nets_) {
+      found = found || IsMemoryDataLayer(*test_net, files.layer);
+    }
+    if (!found) {
+      return Status::InvalidArgument("--memory-data " + files.layer + "=" + files.data + "," +
+                                     files.labels + ": " + solver_path +
+                                     "'s nets have no MemoryData layer '" + files.layer + "'");
+    }
   }
 
   const auto& params = net_->learnable_params();

@@ -26,8 +26,9 @@ NOT_SEEDED = {
 
 MEMORY_DATA_REFUSED = (
     "fuzz.prototxt: layer 'in' (MemoryData): MemoryData takes its samples from arrays handed "
-    "over in Python (pstrain.caffe's Net.set_input_arrays); ps-net and ps-train jobs have none "
-    "to give it (use a Data layer over an LMDB, or pstrain.caffe)")
+    "over in Python (pstrain.caffe's Net.set_input_arrays) or from .npy files (ps-net's and "
+    "ps-worker's --memory-data in=DATA.npy,LABELS.npy); ps-net and ps-train jobs have none to "
+    "give it otherwise (use a Data layer over an LMDB, --memory-data, or pstrain.caffe)")
 
 # What the verbose replay says of each seed that stops early (every other
 # seed: built, ran): the nets over LMDBs name a folder that is not there, the

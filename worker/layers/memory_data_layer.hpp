@@ -11,14 +11,32 @@
 // sees. transform_param is not applied (Caffe applies it only to Datum and
 // cv::Mat inputs, never to arrays given to Reset). No gradient.
 //
-// Only a caller that can hand over arrays may build one
-// (NetContext::memory_data_from_caller); elsewhere set-up fails naming the
-// layer. A Forward before Reset is a RuntimeStatus error.
+// Fed from arrays: only a caller that can hand them over may build one
+// (NetContext::memory_data_from_caller). A Forward before Reset is a
+// RuntimeStatus error.
+//
+// Fed from .npy files (NetContext::memory_data_files names the layer: ps-net's
+// and ps-worker's --memory-data LAYER=DATA.npy,LABELS.npy): set-up maps both
+// files read-only (worker/data/npy_file.hpp), so the workers of one machine
+// share one copy in the page cache. DATA is N x channels x height x width of
+// any dtype NpyFile reads, LABELS N values (shape (N,) or N followed by ones);
+// both are converted to float32 per batch. N need not be a multiple of
+// batch_size but must be at least one batch: sample position p of the stream
+// is row p mod N, so global step t of worker w of W reads rows
+// [(t*W + w)*B, (t*W + w + 1)*B) mod N, starting at the net's start_iter.
+// A file that is missing, does not parse, is in Fortran order, has a shape
+// that does not fit, or holds fewer than batch_size samples fails set-up with
+// one error naming the file.
+//
+// With neither, set-up fails naming the layer and the flag.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "worker/data/npy_file.hpp"
 #include "worker/layer.hpp"
 
 namespace pstrain {
@@ -52,6 +70,9 @@ class MemoryDataLayer : public Layer {
   void BackwardReference(const BlobVec&, const std::vector<bool>&, const BlobVec&) override {}
 
  private:
+  Status OpenFiles(const MemoryDataFiles& files);
+  void ReadFromFiles(int64_t first, float* data, float* labels) const;
+
   int batch_size_ = 0;
   int channels_ = 0;
   int height_ = 0;
@@ -62,6 +83,14 @@ class MemoryDataLayer : public Layer {
   int64_t next_step_ = 0;
   int64_t delivered_first_ = -1;
   Status runtime_status_;
+  std::unique_ptr<NpyFile> data_file_;  // both set: fed from .npy files
+  std::unique_ptr<NpyFile> labels_file_;
 };
+
+// Parses the values of --memory-data, each "LAYER=DATA.npy,LABELS.npy" (the
+// paths hold no comma), into NetContext::memory_data_files. Errors:
+// "--memory-data 'v': expected LAYER=DATA.npy,LABELS.npy" and
+// "--memory-data names layer 'x' twice".
+Result<std::vector<MemoryDataFiles>> ParseMemoryDataFlags(const std::vector<std::string>& values);
 
 }  // namespace pstrain

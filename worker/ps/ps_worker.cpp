@@ -19,6 +19,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   trainer_options.autotune = options.autotune;
   trainer_options.context.rank = rank;
   trainer_options.context.world_size = options.client.world_size;
+  trainer_options.context.memory_data_files = options.memory_data_files;
   trainer_options.on_event = options.on_event;
   // The servers apply the update rule; with EASGD / model averaging each
   // worker's own solver does, and the servers keep the center.

@@ -55,6 +55,8 @@ struct PsWorkerOptions {
   // EASGD / model averaging: local solver steps, an exchange every period
   // iterations (elastic_exchange.hpp); clocks then count exchanges.
   ElasticOptions elastic;
+  // MemoryData layers fed from .npy files (--memory-data), by layer name.
+  std::vector<MemoryDataFiles> memory_data_files;
   std::function<void(const TrainEvent&)> on_event;
 };
 

@@ -57,6 +57,7 @@
 #include "worker/python/python_embed.hpp"
 #endif
 #include "worker/caffe_log.hpp"
+#include "worker/layers/memory_data_layer.hpp"
 #include "worker/model_diff.hpp"
 #include "worker/multi_gpu_job.hpp"
 #include "worker/net.hpp"
@@ -155,6 +156,35 @@ void AddNetState(po::options_description& desc, NetStateFlags& flags, bool with_
                      "net state level (layers' include/exclude min_level, max_level)")(
       "stage", po::value<std::string>(&flags.stage),
       "net state stages, comma-separated (layers' include/exclude stage, not_stage)");
+}
+
+// --memory-data (repeatable): MemoryData layers fed from .npy files.
+void AddMemoryData(po::options_description& desc, std::vector<std::string>* values) {
+  desc.add_options()("memory-data", po::value(values)->composing(),
+                     "LAYER=DATA.npy,LABELS.npy: feed MemoryData layer LAYER from these .npy "
+                     "files, mapped read-only (repeatable)");
+}
+
+// Parses --memory-data into `context`; a usage error's exit code, else 0.
+int ApplyMemoryData(const std::vector<std::string>& values, pstrain::NetContext* context) {
+  auto files = pstrain::ParseMemoryDataFlags(values);
+  if (!files.ok()) return Usage(files.status().message());
+  context->memory_data_files = std::move(files.value());
+  return 0;
+}
+
+// Every --memory-data names a MemoryData layer of `net`.
+Status CheckMemoryDataNamed(const pstrain::NetContext& context, const pstrain::Net& net,
+                            const std::string& model) {
+  for (const pstrain::MemoryDataFiles& files : context.memory_data_files) {
+    const pstrain::Layer* found = net.layer_by_name(files.layer);
+    if (found == nullptr || std::string(found->type()) != "MemoryData") {
+      return Status::InvalidArgument("--memory-data " + files.layer + "=" + files.data + "," +
+                                     files.labels + ": " + model + " has no MemoryData layer '" +
+                                     files.layer + "'");
+    }
+  }
+  return Status::Ok();
 }
 
 pstrain::Result<caffe::Phase> ParsePhase(const std::string& name) {
@@ -327,6 +357,7 @@ int Train(int argc, char** argv) {
   CommonFlags common;
   NetStateFlags net_state;
   std::string solver, weights, snapshot;
+  std::vector<std::string> memory_data;
   bool dry_run = false;
   po::options_description desc("ps-net train");
   desc.add_options()("solver", po::value<std::string>(&solver), "solver prototxt")(
@@ -336,6 +367,7 @@ int Train(int argc, char** argv) {
       "dry-run", po::bool_switch(&dry_run),
       "with --gpu 0,1 or all: print the generated job and ps-train's dry run; start nothing");
   AddNetState(desc, net_state, false);
+  AddMemoryData(desc, &memory_data);
   AddCommon(desc, common,
             "run on CUDA device N; several (0,1) or all: a local bsp parameter-server job "
             "with one worker per GPU, run by ps-train");
@@ -349,6 +381,10 @@ int Train(int argc, char** argv) {
     if (!gpus.ok()) return Usage(gpus.status().message());
     if (common.gpu == "all" && gpus.value().empty()) return Fail(NoGpuFor("all", 0));
     if (gpus.value().size() > 1) {
+      if (!memory_data.empty()) {
+        return Usage("--memory-data goes with one GPU or the CPU; with -gpu " + common.gpu +
+                     " start ps-worker with --memory-data");
+      }
       if (common.json) return Usage("--json goes with one GPU; ps-train writes the job's metrics");
       if (vm.count("level") || vm.count("stage")) {
         return Usage("--level and --stage go with one GPU; with -gpu " + common.gpu +
@@ -371,6 +407,7 @@ int Train(int argc, char** argv) {
   options.resume_from = snapshot;
   options.weights = weights;
   options.on_event = [&](const pstrain::TrainEvent& e) { PrintEvent(e, common.json, &log); };
+  if (int rc = ApplyMemoryData(memory_data, &options.context); rc != 0) return rc;
   // As Caffe's tool: --level and --stage go into the solver's train_state.
   caffe::SolverParameter solver_param;
   std::map<std::string, int> solver_lines;
@@ -442,11 +479,13 @@ int Test(int argc, char** argv) {
   NetStateFlags net_state;
   std::string model, weights;
   int iterations = 50;
+  std::vector<std::string> memory_data;
   po::options_description desc("ps-net test");
   desc.add_options()("model", po::value<std::string>(&model), "net prototxt (TEST phase)")(
       "weights", po::value<std::string>(&weights), "trained weights (.caffemodel)")(
       "iterations", po::value<int>(&iterations)->default_value(50), "test batches to run");
   AddNetState(desc, net_state, false);
+  AddMemoryData(desc, &memory_data);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model", "weights"}); rc != 0) {
@@ -462,8 +501,12 @@ int Test(int argc, char** argv) {
   if (int rc = ApplyNetState(net_state, vm, false, &options.state); rc != 0) return rc;
   options.context.engine = engine;
   options.autotune = Autotune(common, engine);
+  if (int rc = ApplyMemoryData(memory_data, &options.context); rc != 0) return rc;
   auto net = pstrain::Net::FromFile(model, options);
   if (!net.ok()) return Fail(net.status());
+  if (Status named = CheckMemoryDataNamed(options.context, *net.value(), model); !named.ok()) {
+    return Fail(named);
+  }
   Status s = net.value()->CopyTrainedLayersFromFile(weights);
   if (!s.ok()) return Fail(s);
   std::map<std::string, double> sums;
@@ -507,12 +550,14 @@ int Time(int argc, char** argv) {
   std::string model;
   int iterations = 50;
   int batch = 0;
+  std::vector<std::string> memory_data;
   po::options_description desc("ps-net time");
   desc.add_options()("model", po::value<std::string>(&model), "net prototxt")(
       "iterations", po::value<int>(&iterations)->default_value(50), "timed iterations")(
       "batch", po::value<int>(&batch)->default_value(0),
       "batch size for Input/DummyData/Data layers (0: as in the file)");
   AddNetState(desc, net_state, true);
+  AddMemoryData(desc, &memory_data);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model"}); rc != 0) return rc < 0 ? 0 : rc;
@@ -538,8 +583,12 @@ int Time(int argc, char** argv) {
   options.autotune = Autotune(common, engine);
   options.source = model;
   options.layer_lines = lines;
+  if (int rc = ApplyMemoryData(memory_data, &options.context); rc != 0) return rc;
   auto net = pstrain::Net::Create(param, options);
   if (!net.ok()) return Fail(net.status());
+  if (Status named = CheckMemoryDataNamed(options.context, *net.value(), model); !named.ok()) {
+    return Fail(named);
+  }
   std::function<void()> sync;
   if (engine == pstrain::Engine::kGpu) sync = pstrain::SynchronizeGpu;
   const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations, sync);

@@ -38,6 +38,7 @@
 #include "common/proto_io.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
+#include "worker/layers/memory_data_layer.hpp"
 
 namespace po = boost::program_options;
 
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
   int gpu = -1;
   bool json = false;
   uint64_t job_key = 0;
+  std::vector<std::string> memory_data;
   po::options_description desc("ps-worker");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
       "solver", po::value(&options.solver_path), "solver prototxt")(
@@ -111,7 +113,10 @@ int main(int argc, char** argv) {
       "ipc: pushes of 16 KB or more go through a shared-memory ring of this many MiB per "
       "server (0: through the socket; the servers must agree)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
-      "topk/sign: drop what the encoding loses instead of adding it to the next push");
+      "topk/sign: drop what the encoding loses instead of adding it to the next push")(
+      "memory-data", po::value(&memory_data)->composing(),
+      "LAYER=DATA.npy,LABELS.npy: feed MemoryData layer LAYER from these .npy files, mapped "
+      "read-only and sharded by rank as the Data layer shards (repeatable)");
   po::variables_map vm;
   pstrain::FlagSpec spec;
   spec.program = "ps-worker";
@@ -122,6 +127,9 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   const auto usage = [&spec](const std::string& m) { return pstrain::UsageError(spec, m); };
+  auto memory_data_files = pstrain::ParseMemoryDataFlags(memory_data);
+  if (!memory_data_files.ok()) return usage(memory_data_files.status().message());
+  options.memory_data_files = std::move(memory_data_files.value());
   if (options.client.world_size < 1) return usage("--workers must be at least 1");
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
