@@ -4,13 +4,15 @@ An MLP over numpy.save'd arrays: `ps-net train --memory-data` for 20 iterations
 ends at the weights pstrain.caffe's SGDSolver reaches on the same arrays given
 through Net.set_input_arrays (from the same start, within 1e-5 relative); bsp
 with 2 ps-workers of batch 4 (ps-server and ps-worker started by hand, as
-tests/e2e/ps_job.py does) ends at the weights of 1 worker of batch 8; a bad file
-or flag is one line on stderr naming it.
+tests/e2e/ps_job.py does) ends at the weights of 1 worker of batch 8; `ps-net
+test` gives pstrain.caffe's loss on the files and `ps-net time` runs on them; a
+bad file or flag is one line on stderr naming it.
 
 Needs the compiled extension (pstrain._core) and build/bin/ps-net, ps-server,
 ps-worker."""
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -185,3 +187,30 @@ def test_a_flag_that_does_not_parse(bin_dir: pathlib.Path, tmp_path: pathlib.Pat
                               "mem=x.npy"], capture_output=True, text=True, timeout=60)
         assert run.returncode == 2, run.stderr
         assert "--memory-data 'mem=x.npy': expected LAYER=DATA.npy,LABELS.npy" in run.stderr
+
+
+def test_ps_net_test_and_time_read_the_files(caffe: Any, bin_dir: pathlib.Path,
+                                             tmp_path: pathlib.Path) -> None:
+    """ps-net test's mean loss over 3 batches is pstrain.caffe's over the same arrays;
+    ps-net time runs on the files; a flag naming no layer of the model is refused."""
+    s = setup(tmp_path, caffe, batch=4)
+    run = subprocess.run([str(bin_dir / "ps-net"), "test", "--model", str(s["net"]), "--weights",
+                          str(s["start"]), "--iterations", "3", "--json", "--memory-data",
+                          s["flag"]], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    net = caffe.Net(str(s["net"]), str(s["start"]), caffe.TEST)
+    net.set_input_arrays(s["data"], s["labels"].astype(np.float32))
+    losses = [float(net.forward()["loss"]) for _ in range(3)]
+    assert result["loss"] == pytest.approx(np.mean(losses), rel=1e-5)
+
+    timed = subprocess.run([str(bin_dir / "ps-net"), "time", "--model", str(s["net"]),
+                            "--iterations", "2", "--memory-data", s["flag"]],
+                           capture_output=True, text=True, timeout=120)
+    assert timed.returncode == 0, timed.stderr[-3000:]
+    memo = s["flag"].replace("mem=", "memo=")
+    refused = subprocess.run([str(bin_dir / "ps-net"), "time", "--model", str(s["net"]),
+                              "--iterations", "2", "--memory-data", s["flag"], "--memory-data",
+                              memo], capture_output=True, text=True, timeout=120)
+    assert one_error_line(refused) == \
+        f"ps-net: --memory-data {memo}: {s['net']} has no MemoryData layer 'memo'"
