@@ -3,7 +3,12 @@ comes from tests/pstrain_testing.py) and a /proc scan for processes a job left
 behind."""
 from __future__ import annotations
 
+import json
+import os
 import pathlib
+import signal
+import subprocess
+import time
 
 import yaml
 
@@ -33,3 +38,26 @@ def leftover_processes(marker: str) -> list[str]:
                 and marker in cmdline:
             found.append(f"{entry.name}: {cmdline}")
     return found
+
+
+def start_ps_server(solver: pathlib.Path, *, job_key: int, mode: str,
+                    flags: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """One ps-server (shard 0 of 1, one worker) on 127.0.0.1 in its own session,
+    printing JSON; returns it and the endpoint it listens on once it says so.
+    The caller kills its process group."""
+    from pstrain.programs import find_program
+    proc = subprocess.Popen([str(find_program("ps-server")), "--shard", "0", "--num-servers", "1",
+                             "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--solver",
+                             str(solver), "--mode", mode, "--job-key", str(job_key), "--json",
+                             *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if line.startswith("{") and json.loads(line).get("event") == "listening":
+            return proc, json.loads(line)["endpoint"]
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise RuntimeError(f"ps-server did not start: {proc.stderr.read()}")

@@ -1,18 +1,15 @@
 """pstrain._core.PsClient: a net built in Python trains through a real ps-server
 (bsp, one worker) and ends with the weights a local SGDSolver reaches on the
 same data (the server applies the same update rule to the same gradients)."""
-import json
 import os
 import pathlib
 import signal
-import subprocess
-import time
 
 import numpy as np
 import pytest
 
 caffe = pytest.importorskip("pstrain.caffe")
-from pstrain.programs import find_program  # noqa: E402
+from ps_train_util import start_ps_server  # noqa: E402
 
 NET = """
 name: "mlp"
@@ -29,20 +26,7 @@ ITERS = 12
 
 
 def start_server(solver: pathlib.Path, job_key: int):
-    proc = subprocess.Popen([str(find_program("ps-server")), "--shard", "0", "--num-servers", "1",
-                             "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--solver",
-                             str(solver), "--mode", "bsp", "--job-key", str(job_key), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("{") and json.loads(line).get("event") == "listening":
-            return proc, json.loads(line)["endpoint"]
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise RuntimeError(f"ps-server did not start: {proc.stderr.read()}")
+    return start_ps_server(solver, job_key=job_key, mode="bsp")
 
 
 def test_a_python_net_trains_through_a_server_as_a_local_solver_does(tmp_path):

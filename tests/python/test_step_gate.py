@@ -5,19 +5,16 @@ pull for the gate waits (with the GIL released, so this thread goes on) until th
 gate rises, wait_for_clock returns once every worker's pushes before the clock
 are in, and the errors are exact: a lowered gate, a timed-out wait, and a shard
 started without the flag. Every wait is bounded."""
-import json
 import os
 import pathlib
 import signal
-import subprocess
 import threading
-import time
 
 import numpy as np
 import pytest
 
 caffe = pytest.importorskip("pstrain.caffe")
-from pstrain.programs import find_program  # noqa: E402
+from ps_train_util import start_ps_server  # noqa: E402
 
 NET = """
 name: "mlp"
@@ -31,21 +28,7 @@ JOB_KEY = 91
 
 
 def start_server(solver: pathlib.Path, *flags: str):
-    proc = subprocess.Popen([str(find_program("ps-server")), "--shard", "0", "--num-servers", "1",
-                             "--workers", "1", "--bind", "tcp://127.0.0.1:0", "--solver",
-                             str(solver), "--mode", "asp", "--job-key", str(JOB_KEY), "--json",
-                             *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("{") and json.loads(line).get("event") == "listening":
-            return proc, json.loads(line)["endpoint"]
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise RuntimeError(f"ps-server did not start: {proc.stderr.read()}")
+    return start_ps_server(solver, job_key=JOB_KEY, mode="asp", flags=flags)
 
 
 @pytest.fixture
