@@ -37,17 +37,24 @@ def slurm():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_job_submitted_with_sbatch(tmp_path, slurm, fashion_mnist):
-    job = job_dict(tmp_path, "slurmjob")
-    job["remote"] = {"srun_options": ["--overcommit"]}     # 3 tasks on a small node
-    path = tmp_path / "slurmjob.yaml"
+def submit(slurm, tmp_path: pathlib.Path, job: dict, name: str) -> tuple[str, pathlib.Path]:
+    """Writes `job` (srun --overcommit: 3 tasks on a small node) to NAME.yaml and
+    submits it with sbatch through scripts/slurm/pstrain.sbatch; returns the job
+    id and the file sbatch writes its output to."""
+    job["remote"] = {"srun_options": ["--overcommit"]}
+    path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
     out = tmp_path / "sbatch.out"
     submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
                           "--overcommit", f"--output={out}", f"--chdir={ROOT}",
                           str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
     assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip().split(";")[0]
+    return submitted.stdout.strip().split(";")[0], out
+
+
+def test_a_job_submitted_with_sbatch(tmp_path, slurm, fashion_mnist):
+    job = job_dict(tmp_path, "slurmjob")
+    job_id, out = submit(slurm, tmp_path, job, "slurmjob")
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         queued = slurm.run("squeue", "--noheader", f"--jobs={job_id}", "--format=%T")
@@ -78,15 +85,7 @@ def test_a_killed_worker_task_is_restarted_as_a_step_of_its_own(tmp_path, slurm,
     job = job_dict(tmp_path, "slurmfault", mode="ssp")
     job["solver_overrides"].update(max_iter=100, snapshot=0, test_interval=50)
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 40}
-    job["remote"] = {"srun_options": ["--overcommit"]}
-    path = tmp_path / "slurmfault.yaml"
-    path.write_text(yaml.safe_dump(job, sort_keys=False))
-    out = tmp_path / "sbatch.out"
-    submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
-                          "--overcommit", f"--output={out}", f"--chdir={ROOT}",
-                          str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip().split(";")[0]
+    job_id, out = submit(slurm, tmp_path, job, "slurmfault")
     run = tmp_path / "runs" / "slurmfault"
     deadline = time.monotonic() + 240
     killed = False
@@ -124,15 +123,7 @@ def test_a_killed_server_task_restarts_the_job_from_its_checkpoint(tmp_path, slu
     # that the server is killed between the checkpoint and the end.
     job = job_dict(tmp_path, "slurmlost")
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 300}
-    job["remote"] = {"srun_options": ["--overcommit"]}
-    path = tmp_path / "slurmlost.yaml"
-    path.write_text(yaml.safe_dump(job, sort_keys=False))
-    out = tmp_path / "sbatch.out"
-    submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
-                          "--overcommit", f"--output={out}", f"--chdir={ROOT}",
-                          str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip().split(";")[0]
+    job_id, out = submit(slurm, tmp_path, job, "slurmlost")
     run = tmp_path / "runs" / "slurmlost"
     manifest = run / "snapshots" / "slurmlost_iter_30.manifest"
     deadline = time.monotonic() + 300
