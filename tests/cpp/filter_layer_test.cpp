@@ -17,14 +17,10 @@ namespace {
 using testing::BlobSet;
 using testing::BuildNet;
 using testing::CheckGradients;
+using testing::Data;
+using testing::Diff;
 using testing::MakeLayer;
-
-void Set(Blob* blob, const std::vector<int>& shape, const std::vector<float>& values) {
-  blob->Reshape(shape);
-  std::copy(values.begin(), values.end(), blob->mutable_cpu_data());
-}
-std::vector<float> Data(const Blob& b) { return {b.cpu_data(), b.cpu_data() + b.count()}; }
-std::vector<float> Diff(const Blob& b) { return {b.cpu_diff(), b.cpu_diff() + b.count()}; }
+using testing::Set;
 
 constexpr const char* kFilter = "name: 'f' type: 'Filter'";
 

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -61,6 +62,15 @@ class LayerEngineTest : public ::testing::Test {
     if (kEngine == Engine::kGpu) PSTRAIN_SKIP_WITHOUT_GPU();
   }
 };
+
+// Reshapes `blob` to `shape` and copies `values` into its data (by-hand cases).
+inline void Set(Blob* blob, const std::vector<int>& shape, const std::vector<float>& values) {
+  blob->Reshape(shape);
+  std::copy(values.begin(), values.end(), blob->mutable_cpu_data());
+}
+// A blob's data and diff as vectors, to compare with hand-computed values.
+inline std::vector<float> Data(const Blob& b) { return {b.cpu_data(), b.cpu_data() + b.count()}; }
+inline std::vector<float> Diff(const Blob& b) { return {b.cpu_diff(), b.cpu_diff() + b.count()}; }
 
 // Owns bottom and top blobs for a layer test.
 class BlobSet {

@@ -21,11 +21,7 @@ using testing::BlobSet;
 using testing::CheckGradients;
 using testing::GradientCheckOptions;
 using testing::MakeLayer;
-
-void Set(Blob* blob, const std::vector<int>& shape, const std::vector<float>& values) {
-  blob->Reshape(shape);
-  std::copy(values.begin(), values.end(), blob->mutable_cpu_data());
-}
+using testing::Set;
 
 // Sets up `proto` on `bottom`, runs forward and backward with loss weight 1,
 // returns the loss.

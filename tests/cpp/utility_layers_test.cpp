@@ -14,15 +14,10 @@ namespace {
 
 using testing::BlobSet;
 using testing::CheckGradients;
+using testing::Data;
+using testing::Diff;
 using testing::MakeLayer;
-
-void Set(Blob* blob, const std::vector<int>& shape, const std::vector<float>& values) {
-  blob->Reshape(shape);
-  std::copy(values.begin(), values.end(), blob->mutable_cpu_data());
-}
-
-std::vector<float> Data(const Blob& b) { return {b.cpu_data(), b.cpu_data() + b.count()}; }
-std::vector<float> Diff(const Blob& b) { return {b.cpu_diff(), b.cpu_diff() + b.count()}; }
+using testing::Set;
 
 TEST(UtilityLayersTest, SilenceZeroesGradients) {
   BlobSet bottom;
