@@ -28,6 +28,7 @@ AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
+SERVER_PLACEMENTS = ("per_host", "first_slots")   # hosts.py
 COMPRESSIONS = ("none", "fp16", "topk", "sign")
 
 
@@ -42,13 +43,15 @@ class StragglerConfig:
 
 @dataclasses.dataclass
 class ClusterConfig:
-    servers: int = 1
+    servers: int | None = 1     # None: one a worker host (server_placement per_host), until
+                                # the launcher places the job and sets the count
     server_device: str = "cpu"                      # cpu | gpu:N
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
+    server_placement: str | None = None             # hostfile, slurm: per_host | first_slots
     straggler: StragglerConfig | None = None
 
 
@@ -302,14 +305,26 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
+    hosts = r.choice(d, "hosts", "cluster.hosts", "local", HOSTS)
+    placement = None
+    if hosts != "local":
+        value = d.get("server_placement")
+        given = {"server_placement": "per_host" if value is None else value}
+        placement = r.choice(given, "server_placement", "cluster.server_placement", "per_host",
+                             SERVER_PLACEMENTS)
+    elif d.get("server_placement") is not None:
+        raise r.fail("cluster.server_placement", "is used only with hosts: hostfile or slurm "
+                     "(hosts is 'local')")
+    one_per_host = placement == "per_host" and d.get("servers") is None
     c = ClusterConfig(
-        servers=r.integer(d, "servers", "cluster.servers", 1, lo=1),
+        servers=None if one_per_host else r.integer(d, "servers", "cluster.servers", 1, lo=1),
+        server_placement=placement,
         server_device=str(d.get("server_device", "cpu")),
         workers=r.integer(d, "workers", "cluster.workers", 1, lo=1),
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
-        hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
+        hosts=hosts,
     )
     hostfile = d.get("hostfile")
     if c.hosts == "hostfile":

@@ -3,8 +3,10 @@ hosts of a hostfile: staging each host's copy of the run folder, one ssh
 session per process, snapshots copied back, a lost worker moved to a spare
 slot.
 
-Placement (hosts.py) happens at plan time (HostLauncher.layout): servers on the
-first slots, workers next, spares last. A worker whose session was lost
+Placement (hosts.py) happens at plan time (HostLauncher.layout): with
+cluster.server_placement per_host (the default) workers on the first slots and
+one server beside them on each of their hosts; with first_slots servers on the
+first slots, workers next; spares last. A worker whose session was lost
 (exit 255) restarts on its slot if its host answers ssh again, else on a spare
 slot of another host (relocate).
 
@@ -81,7 +83,9 @@ class HostLauncher(Launcher):
         if c.server_device != "cpu":
             raise JobError(f"{source}: cluster.server_device: with hosts: hostfile servers run on "
                            f"the CPU (got {c.server_device})")
-        placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source)
+        placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source,
+                          placement=c.server_placement or "per_host")
+        c.servers = len(placement.servers)      # per_host without a count: one a worker host
         if c.worker_devices == "cpu":
             placement.workers = [dataclasses.replace(s, gpu=None) for s in placement.workers]
         return HostLayout(placement)
