@@ -108,6 +108,9 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
+    # auto: on when a host runs several workers of a bsp job
+    host_aggregation: Union[bool, str] = "auto"       # auto | true | false
 
 
 @dataclasses.dataclass
@@ -286,6 +289,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         security=_security(r, data.get("security")),
     )
     _check_exposure(job, source)
+    _check_host_aggregation(job, source)
     return job
 
 
@@ -423,7 +427,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression"))
+                               "compression", "host_aggregation"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -440,7 +444,34 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
-        compression=compression)
+        compression=compression,
+        host_aggregation=_host_aggregation(r, d))
+
+
+def _host_aggregation(r: _Reader, d: dict) -> bool | str:
+    v = d.get("host_aggregation", "auto")
+    if v is None:
+        return "auto"
+    if not isinstance(v, bool) and v != "auto":
+        raise r.fail("transport.host_aggregation", f"must be auto, true or false, got {v!r}")
+    return v
+
+
+def _check_host_aggregation(job: JobConfig, source: str) -> None:
+    """host_aggregation: true needs lock-step workers (bsp, no backup workers, no local
+    steps): in ssp and asp each worker pushes on its own clock."""
+    if job.transport.host_aggregation is not True:
+        return
+    c = job.consistency
+    why = None
+    if c.mode != "bsp":
+        why = f"consistency.mode bsp (got {c.mode}: each worker pushes on its own clock)"
+    elif c.backup_workers:
+        why = "no consistency.backup_workers (a step would drop a whole host's sum)"
+    elif c.easgd is not None or c.local_sgd is not None:
+        why = "no consistency.easgd or local_sgd (their workers step on their own)"
+    if why:
+        raise JobError(f"{source}: transport.host_aggregation: true needs {why}")
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:

@@ -189,6 +189,21 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
+    # E11: hosts (issue 32's switches, docs/scaling.md). workers_per_host m: the workers
+    # that share one host's NIC (worker_bw is then the host's link); servers_beside_workers:
+    # cluster.server_placement per_host, shard k on worker host k, its traffic on that
+    # host's NIC; host_aggregation: one push and one pull per host (bsp), the sum made in
+    # shared memory after the last backward
+    workers_per_host: int = 1
+    servers_beside_workers: bool = False
+    host_aggregation: bool = False
+
+    def pushers(self) -> tuple[int, int]:
+        """E11: (the pushers every shard serves, the pushers on one host)."""
+        m = max(1, self.workers_per_host)
+        if self.host_aggregation and self.mode == "bsp":
+            return math.ceil(self.workers / m), 1
+        return self.workers, min(m, self.workers)
 
 
 @dataclasses.dataclass
@@ -232,10 +247,17 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     total_bytes = sum(shard_bytes)
     # E5: per-iteration busy time of the shared resources (push + pull directions).
     msgs = sum(shard_msgs)
+    P, p = cl.pushers()
+    # E11: one host's NIC carries its p pushers' bytes; with servers beside the workers,
+    # also its shard's bytes to and from the other hosts' pushers, not its own
+    local = shard_bytes[0] if cl.servers_beside_workers else 0.0
+    host_bytes = p * (total_bytes - local) + (P - p) * local
     busy = {
-        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
-        "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+        "worker link": host_bytes / cl.worker_bw + p * (total_bytes * cl.worker_byte_s
+                                                      + msgs * cl.message_s),
+        "server link": 0.0 if cl.servers_beside_workers else
+        max(P * b / cl.server_bw for b in shard_bytes),
+        "server cpu": max(P * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
@@ -352,8 +374,9 @@ def _balance_idle(workers: int, cores: float, compute: float, latency: float) ->
 def _bsp(path: float, busy: dict, slow: float) -> float:
     """E7, bsp: one worker's path with W copies at the server, but no less than the busiest
     shard's CPU needs for the W workers' bytes at its share of the cores (E6c): its kernel
-    work overlaps the transfer in the path, yet occupies the CPU."""
-    return max(path, busy["server cpu"] * slow)
+    work overlaps the transfer in the path, yet occupies the CPU. E11: nor than a host's
+    NIC needs for its share of every exchange."""
+    return max(path, busy["server cpu"] * slow, busy["worker link"])
 
 
 def _mva(path: float, demands: list[float], workers: int) -> float:
@@ -375,7 +398,17 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     """One worker's iteration: forward, backward with per-layer pushes (E2), the server's
     apply (E3), the pull replies chunk by chunk (E4). `contended`: all W workers send and
     receive at the same moments (bsp), so a server's link carries W copies."""
-    W = cl.workers if contended else 1
+    P, p = cl.pushers()
+    # E11: copies at a shard's links (those of the shard's own host stay off its NIC when
+    # it runs beside workers) and on this worker's host link; this worker is on host 0
+    W = P if contended else 1
+    own = p if contended else 1
+
+    def remote(k: int) -> int:
+        """Copies of a piece at shard k's links: all W but those of its own host."""
+        if not cl.servers_beside_workers:
+            return W
+        return W - p if contended else (0 if k == 0 else 1)
     fwd = sum(l.forward_ms for l in layers) / 1e3 * scale
     S, L = cl.servers, cl.latency_s
     w_up = w_down = fwd                    # worker NIC free at
@@ -399,17 +432,23 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         return took
 
     applied = []                            # (ready time at server, shard, bytes)
+    # E11: host aggregation pushes the host's sum once its workers' backward ended
+    grouped = cl.host_aggregation and cl.mode == "bsp" and cl.workers_per_host > 1
+    after_backward = fwd + bwd_total
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
         chunks = by_layer[layer.name]
         for k in sorted({c.shard for c in chunks}):
             nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+            on_host = cl.servers_beside_workers and k == 0
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
-            start = max(t, w_up) + cl.message_s
-            w_up = (start + wire("up", start, nbytes, cl.worker_bw)
+            start = max(after_backward if grouped else t, w_up) + cl.message_s
+            up = 0.0 if on_host else own * nbytes
+            w_up = (start + wire("up", start, up, cl.worker_bw)
                     + nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
             begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
+            s_in[k] = max(begin + wire(("in", k), begin, remote(k) * nbytes, cl.server_bw),
+                          w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
             s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
@@ -429,9 +468,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     for ready, k, nbytes in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         begin = max(ready, request, s_out[k]) + cl.message_s
-        s_out[k] = begin + wire(("out", k), begin, W * nbytes, cl.server_bw)
+        s_out[k] = begin + wire(("out", k), begin, remote(k) * nbytes, cl.server_bw)
         down = max(begin + L, w_down)
-        arrive = max(s_out[k] + L, down + wire("down", down, nbytes, cl.worker_bw) +
+        fetched = 0.0 if cl.servers_beside_workers and k == 0 else own * nbytes
+        arrive = max(s_out[k] + L, down + wire("down", down, fetched, cl.worker_bw) +
                      nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
         w_down = arrive
         end = max(end, arrive + cl.message_s)
@@ -475,6 +515,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="E11: workers sharing one host's link (--bandwidth-gbit is the host's)")
+    p.add_argument("--servers-per-host", action="store_true",
+                   help="E11: server_placement per_host: shard k beside the workers of host k "
+                        "(its traffic on that host's link; use --servers = the hosts)")
+    p.add_argument("--host-aggregation", action="store_true",
+                   help="E11: bsp, one push and one pull per host")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -498,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
+                             workers_per_host=args.workers_per_host,
+                             servers_beside_workers=args.servers_per_host,
+                             host_aggregation=args.host_aggregation,
                              balance_s=args.balance_ms * 1e-3)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:

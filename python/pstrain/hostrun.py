@@ -57,6 +57,9 @@ class HostLayout(Layout):
         slots = self.placement.servers if role == "server" else self.placement.workers
         return str(slots[rank])
 
+    def worker_hosts(self) -> list[str] | None:
+        return [slot.host.name for slot in self.placement.workers]
+
 
 class HostLauncher(Launcher):
     name = "hostfile"
@@ -106,6 +109,13 @@ class HostLauncher(Launcher):
         """A lost session (255) moves the worker to a spare slot unless its host
         answers ssh again; any other retryable failure restarts it on its slot."""
         before = self.placement.workers[rank]
+        groups = self.plan.host_groups()
+        if (returncode == exitcodes.LOST and groups is not None
+                and groups.count(groups[rank]) > 1 and not self.ssh.reachable(before.host)):
+            raise CannotRelocate(f"{before.host.name} does not answer ssh, and worker {rank} "
+                                 f"sums its gradients with the other workers there "
+                                 f"(transport.host_aggregation), so it cannot move to another "
+                                 f"host")
         slot = self.relocate_worker(rank) if returncode == exitcodes.LOST else before
         if slot is None:
             raise CannotRelocate(f"{before.host.name} does not answer ssh and no spare slot is "
@@ -168,6 +178,10 @@ class HostLauncher(Launcher):
         p = self.placement
         names = {f"server-{k}" for k, slot in enumerate(p.servers) if slot.host.name == host.name}
         names |= {f"worker-{r}" for r, slot in enumerate(p.workers) if slot.host.name == host.name}
+        groups = self.plan.host_groups()
+        if groups is not None:      # a group's leader talks to the servers as worker-<group>
+            names |= {f"worker-{groups[r]}" for r, slot in enumerate(p.workers)
+                      if slot.host.name == host.name}
         if any(slot.host.name == host.name for slot in p.spares):
             names |= {f"server-{k}" for k in range(len(p.servers))}
             names |= {f"worker-{r}" for r in range(len(p.workers))}

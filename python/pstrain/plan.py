@@ -121,16 +121,48 @@ class Plan:
             return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
+    def host_groups(self) -> list[int] | None:
+        """transport.host_aggregation: per worker rank, its host group (numbered in
+        order of first appearance, so worker 0 is in group 0), or None when every
+        worker pushes alone: aggregation off, not bsp (auto), or no host with two
+        workers. The servers see one pusher a group (docs/user-guide.md)."""
+        j = self.job
+        setting = j.transport.host_aggregation
+        c = j.consistency
+        lockstep = (c.mode == "bsp" and not c.backup_workers and c.easgd is None
+                    and c.local_sgd is None)
+        if setting is False or not lockstep:
+            return None
+        hosts = self.layout.worker_hosts()
+        if hosts is None:
+            if setting is True:
+                raise JobError(f"{self.source}: transport.host_aggregation: true is not "
+                               f"available with hosts: {j.cluster.hosts} (the nodes of its "
+                               f"tasks are known only once srun starts them); set auto or false")
+            return None
+        number: dict[str, int] = {}
+        groups = [number.setdefault(h, len(number)) for h in hosts]
+        return groups if len(number) < len(groups) else None
+
+    def host_group_shm(self) -> str:
+        """The prefix of the host groups' shared-memory names: the run's random job
+        number, so no two runs (nor a guessing local user) share a segment."""
+        return f"/pstrain-{self.job_key:016x}"
+
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
+        groups = self.host_groups()
+        pushers = j.cluster.workers if groups is None else max(groups) + 1
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
-               "--workers", str(j.cluster.workers), "--bind", self.bind_address(shard),
+               "--workers", str(pushers), "--bind", self.bind_address(shard),
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--job-key", str(self.wire_job_key),
                "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s",
                str(SERVER_IDLE_EXIT_S), "--json",
                "--nonfinite", j.security.nonfinite] + self.security_args()
+        if groups is not None:
+            cmd += ["--average-over", str(j.cluster.workers)]
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += self.method_flags()
@@ -179,6 +211,10 @@ class Plan:
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        groups = self.host_groups()
+        if groups is not None:
+            cmd += ["--host-groups", ",".join(map(str, groups)),
+                    "--host-group-shm", self.host_group_shm()]
         address = self.layout.worker_address(rank)
         if address is not None:
             cmd += ["--advertise", address]
@@ -298,13 +334,15 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
             raise JobError(f"{source}: transport.kind: ipc socket paths under {run_dir} are too "
                            f"long for Unix sockets ({longest} > 100 characters); use tcp or a "
                            f"shorter output folder")
-    return Plan(job=job, source=source, run_dir=run_dir, solver_text=solver.text(), nets=nets,
+    plan = Plan(job=job, source=source, run_dir=run_dir, solver_text=solver.text(), nets=nets,
                 missing_sources=missing, max_iter=max_iter,
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), layout=layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
                 warnings=warnings)
+    plan.host_groups()      # transport.host_aggregation: refused here, before anything starts
+    return plan
 
 
 def _initial_weights(job: JobConfig, source: str, solver: SolverText,

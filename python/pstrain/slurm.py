@@ -241,6 +241,9 @@ class SlurmLayout(Layout):
     def worker_address(self, rank: int) -> str | None:
         return NODE
 
+    def worker_hosts(self) -> list[str] | None:
+        return None     # Slurm puts the tasks on nodes when the step starts
+
 
 class SlurmLauncher(Launcher):
     """One srun step for every process; endpoints go to the tasks on its stdin. A

@@ -122,7 +122,8 @@ def test_the_runner_drives_a_launcher_through_the_interface_only(tmp_path, fashi
 def _host_launcher(tmp_path, hosts, servers, workers, reachable):
     placement = place(hosts, servers, workers, "job.yaml", placement="first_slots")
     job = types.SimpleNamespace(remote=config.RemoteConfig(), name="j")
-    plan = types.SimpleNamespace(layout=HostLayout(placement), job=job, run_dir=tmp_path)
+    plan = types.SimpleNamespace(layout=HostLayout(placement), job=job, run_dir=tmp_path,
+                                 host_groups=lambda: None)
     launcher = HostLauncher(plan, sink=lambda h, e: None)
     staged = []
     launcher.ssh.reachable = lambda host: host.name in reachable
