@@ -194,3 +194,46 @@ def test_a_killed_member_is_restarted_and_the_weights_are_unchanged(tmp_path, fa
     assert digest(pathlib.Path(r.summary["snapshot"])) == \
         digest(pathlib.Path(reference.summary["snapshot"]))
     assert not leftover_processes(str(run_dir))
+
+
+# -- the shared memory, alone ------------------------------------------------------------
+
+def _member(build_dir, solver: pathlib.Path, shm: str, *extra: str, groups: str = "0,0"):
+    """ps-worker 1 of 2 in host group 0 (a member: it never connects to the servers)."""
+    return subprocess.run([str(build_dir / "bin" / "ps-worker"), "--solver", str(solver),
+                           "--rank", "1", "--workers", "2", "--servers", "tcp://127.0.0.1:9",
+                           "--engine", "fast", "--host-groups", groups, "--host-group-shm", shm,
+                           *extra], capture_output=True, text=True, timeout=60)
+
+
+def test_a_planted_or_foreign_segment_is_refused(tmp_path, build_dir, fashion_mnist):
+    solver = smooth_solver(tmp_path, "alone", 32, fashion_mnist)
+    shm = f"/pstrain-test-{os.getpid()}"
+    planted = pathlib.Path("/dev/shm") / (shm[1:] + "-g0")
+    planted.write_bytes(b"")
+    try:
+        planted.chmod(0o644)        # readable by every local user: refused
+        done = _member(build_dir, solver, shm)
+        assert done.returncode == 1, done.stderr
+        assert (f"ps-worker 1: host group {shm}-g0: owned by uid {os.geteuid()} with mode 0644: "
+                f"not this user's private segment (uid {os.geteuid()}, mode 0600); refused"
+                in done.stderr), done.stderr
+        planted.chmod(0o600)
+        planted.write_bytes(b"\0" * 4096)   # another shape
+        done = _member(build_dir, solver, shm)
+        # 16 KiB of control words, then a member's slot and the weights: 2 x 50890 floats
+        assert done.returncode == 1 and (
+            f"host group {shm}-g0: holds 4096 bytes, this group needs {16384 + 2 * 4 * 50890} "
+            f"(another job's segment?)") in done.stderr, done.stderr
+    finally:
+        planted.unlink()
+    # a member without a leader waits --timeout-s, then says for whom
+    done = _member(build_dir, solver, shm, "--timeout-s", "1")
+    pathlib.Path("/dev/shm", shm[1:] + "-g0").unlink()
+    assert done.returncode == 75, done.stderr
+    assert ("worker 1: its host group's leader, worker 0, did not let it join within 1000 ms "
+            f"({shm}-g0)") in done.stderr, done.stderr
+    bad = _member(build_dir, solver, shm, groups="1,0")
+    assert bad.returncode == 2
+    assert ('--host-groups: "1,0": groups are numbered 0, 1, ... in order of first appearance'
+            in bad.stderr), bad.stderr
