@@ -97,12 +97,16 @@ def write_job(tmp: pathlib.Path, hosts, layout: str, iters: int, data: pathlib.P
 
 
 def run(hosts, job: pathlib.Path, timeout: float) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "python")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                  else [])))
     done = subprocess.run(["ip", "netns", "exec", hosts.head, sys.executable, "-m", "pstrain",
                            str(job), "--quiet"], env=env, capture_output=True, text=True,
                           timeout=timeout)
     spec = yaml.safe_load(job.read_text())
     run_dir = pathlib.Path(spec["output"]) / spec["name"]
+    if not (run_dir / "summary.json").exists():
+        raise RuntimeError(f"{job}: no summary.json: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     if summary["status"] != "ok":
         raise RuntimeError(f"{job}: {summary['message']}\n{done.stdout[-2000:]}")
