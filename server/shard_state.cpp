@@ -51,6 +51,7 @@ Result<ShardState> ShardState::Restore(ShardConfig config, const std::string& pa
 
 void ShardState::Install(ShardLayout layout) {
   core_->layout = std::move(layout);
+  core_->store().set_threads(core_->threads.get());
   const ChunkStore& store = core_->store();
   for (WorkerState& w : core_->workers) {
     w.arrived.assign(static_cast<size_t>(store.num_chunks()), 0);

@@ -176,6 +176,10 @@ class ShardState {
   int64_t nonfinite_rejected_ = 0;
   std::string nonfinite_last_;
   Status failure_;
+  std::vector<float> decoded_;  // ChunkGradient::Values() of a compressed chunk
 };
+
+// Chunk i of a PUSH as it travelled (its header's dtype, its frame).
+EncodedGradient PushChunk(const Incoming& m, int i);
 
 }  // namespace pstrain::server

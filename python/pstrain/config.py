@@ -47,6 +47,7 @@ class ClusterConfig:
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
+    server_threads: Union[str, int] = "auto"        # auto | N >= 1: threads applying pushes
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
     straggler: StragglerConfig | None = None
@@ -299,6 +300,14 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
     return [r.path(n.strip(), "weights") for n in names]
 
 
+def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
+    """cluster.server_threads: auto (the default) or a whole number >= 1."""
+    v = d.get("server_threads", "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        return v
+    raise r.fail("cluster.server_threads", f"must be auto or an integer >= 1, got {v!r}")
+
+
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
@@ -309,6 +318,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
+        server_threads=_server_threads(r, d),
         hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
     )
     hostfile = d.get("hostfile")

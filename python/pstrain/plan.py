@@ -121,6 +121,18 @@ class Plan:
             return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
+    def server_threads(self, shard: int) -> str:
+        """ps-server --threads: cluster.server_threads, or for auto the cores of
+        this machine shared by every process of the job here (at least 1); a
+        server on another host takes auto there (the cores it may run on)."""
+        n = self.job.cluster.server_threads
+        if n != "auto":
+            return str(n)
+        if self.layout.server_address(shard) is not None:
+            return "auto"
+        processes = self.job.cluster.servers + self.job.cluster.workers
+        return str(max(1, len(os.sched_getaffinity(0)) // processes))
+
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
@@ -133,6 +145,7 @@ class Plan:
                "--nonfinite", j.security.nonfinite] + self.security_args()
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
+        cmd += ["--threads", self.server_threads(shard)]
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
