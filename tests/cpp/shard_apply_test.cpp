@@ -51,8 +51,9 @@ struct Case {
   bool decode_first = false;  // hand the shard float32 decoded whole (transport::Decode)
 };
 
-// Three steps of every worker's push (highest rank first, so bsp's sum takes
-// early arrivals), then the shard's weights and history.
+// Three steps of every worker's push, then the shard's weights and history.
+// Ranks push in the order 0, W-1, ..., 1: bsp's sum takes rank 0 as its
+// start, rank W-1 early (set aside), ranks 1.. in turn (added as they come).
 Trained Train(const Case& s) {
   ShardConfig config = Config(s.mode.mode, s.mode.workers, /*staleness=*/1);
   config.chunk_bytes = kN * 4;
@@ -74,7 +75,8 @@ Trained Train(const Case& s) {
   init.Chunk(0, initial);
   EXPECT_EQ(Count(shard.Send(std::move(init)), pstrain::INIT_ACK), 1);
   for (int t = 0; t < 3; ++t) {
-    for (int w = s.mode.workers - 1; w >= 0; --w) {
+    for (int k = 0; k < s.mode.workers; ++k) {
+      const int w = k == 0 ? 0 : s.mode.workers - k;
       std::vector<float> grad(static_cast<size_t>(kN));
       for (int64_t i = 0; i < kN; ++i) grad[static_cast<size_t>(i)] = Rough(w, t, i);
       Incoming m;
