@@ -142,6 +142,12 @@ class DistributedSolver:
         self._error: BaseException | None = None
         self._closed = False
         self._arrays: dict[str, tuple[pathlib.Path, pathlib.Path]] = {}
+        c = job.config.consistency
+        if c.easgd is not None or c.local_sgd is not None:
+            which = "easgd" if c.easgd is not None else "local_sgd"
+            raise JobError(f"{job.source}: consistency.{which}: a DistributedSolver steps "
+                           f"iterations, and these methods' workers count exchanges; run "
+                           f"this job with ps-train")
         plan = job.plan()             # every check of ps-train's, before anything starts
         self.max_iter = plan.max_iter
         self._batch = plan.batch
@@ -157,7 +163,9 @@ class DistributedSolver:
         self._solver_text = SolverText.read(solver_file)
         caffe.init_log(1)
         self._local = caffe.get_solver(str(solver_file))
-        for w in _weight_files(weights):
+        # The job's weights (its weights:, else the solver's own), then weights=:
+        # worker 0 starts from this net, whatever the script does to it first.
+        for w in list(plan.initial_weights) + _weight_files(weights):
             self._local.net.copy_from(str(w))
 
     # -- caffe.Solver's interface ---------------------------------------------
@@ -348,11 +356,12 @@ class DistributedSolver:
             data = dataclasses.replace(config.data or _no_data(), memory_data={
                 k: [pathlib.Path(p) for p in v] for k, v in memory.items()})
             config = dataclasses.replace(config, data=data)
+        initial = None
         if not self._resume:
             initial = self._private / "initial.caffemodel"
             self.net.save(str(initial))
-            config = dataclasses.replace(config, weights=[initial])
-        self._job = Job(config, source=self._job.source, step_gate=True)
+            config = dataclasses.replace(config, weights=[])  # they are in the net already
+        self._job = Job(config, source=self._job.source, step_gate=True, initial_model=initial)
         self._control = RunControl()
         self._thread = threading.Thread(target=self._run_job, name="pstrain-job", daemon=True)
         self._thread.start()

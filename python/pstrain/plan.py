@@ -51,6 +51,9 @@ class Plan:
     warnings: list[str] = dataclasses.field(default_factory=list)
     # ps-server --step-gate: a driver (pstrain.DistributedSolver) opens the gate step by step.
     step_gate: bool = False
+    # A driver's starting weights (DistributedSolver's net): copied into the run folder
+    # as initial.caffemodel, which is then worker 0's --weights (shipped to its host).
+    initial_model: pathlib.Path | None = None
 
     @property
     def worker_gpus(self) -> list:
@@ -244,7 +247,7 @@ class Plan:
 
 def make_plan(job: JobConfig, source: str, *, layout: Layout,
               resume_manifest: pathlib.Path | None = None, preparing_data: bool = False,
-              step_gate: bool = False) -> Plan:
+              step_gate: bool = False, initial_model: pathlib.Path | None = None) -> Plan:
     """Checks the solver, its nets and their data; raises JobError. `layout`: where
     the job's launcher runs each process (its `layout(job, source)`, which checks
     the cluster section)."""
@@ -299,6 +302,8 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
         values = value if isinstance(value, list) else [value]
         solver.replace(name, [format_value(kind, v) for v in values])
     initial_weights = _initial_weights(job, source, solver, resume_manifest, warnings)
+    if initial_model is not None and resume_manifest is None:
+        initial_weights = [run_dir / "initial.caffemodel"]
     if missing and not preparing_data:
         raise JobError(f"{source}: solver: {job.solver}: {missing[0]} not found "
                        f"(set data.prepare, or convert the data first)")
@@ -332,7 +337,8 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), layout=layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
-                warnings=warnings, step_gate=step_gate)
+                warnings=warnings, step_gate=step_gate,
+                initial_model=initial_model if resume_manifest is None else None)
 
 
 def _initial_weights(job: JobConfig, source: str, solver: SolverText,

@@ -61,6 +61,8 @@ def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
     (run / MARKER).write_text(plan.job.to_yaml())
     for copy_name, (_, text) in plan.nets.items():
         (run / copy_name).write_text(text)
+    if plan.initial_model is not None:
+        link_or_copy(plan.initial_model, run / "initial.caffemodel")
     for files in plan.memory_data.values():
         for original, copy in files:
             link_or_copy(original, copy)

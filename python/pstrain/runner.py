@@ -79,12 +79,15 @@ class Job:
 
     step_gate: the servers hold every pull at a gate a driver raises (ps-server
     --step-gate), as pstrain.DistributedSolver does; a job run without its
-    driver would wait at iteration 0."""
+    driver would wait at iteration 0. initial_model: a .caffemodel the run starts
+    from (the driver's net), copied into the run folder; a fresh run only."""
 
-    def __init__(self, config: JobConfig, *, source: str = "<job>", step_gate: bool = False):
+    def __init__(self, config: JobConfig, *, source: str = "<job>", step_gate: bool = False,
+                 initial_model: pathlib.Path | None = None):
         self.source = source
         self.config = parse_job(config.to_dict(), source, pathlib.Path.cwd())
         self.step_gate = step_gate
+        self.initial_model = initial_model
 
     @classmethod
     def from_yaml(cls, path: str | pathlib.Path,
@@ -104,7 +107,8 @@ class Job:
         return cls.from_yaml(path, overrides)
 
     def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
-        return _plan(self.config, self.source, resume_manifest, step_gate=self.step_gate)
+        return _plan(self.config, self.source, resume_manifest, step_gate=self.step_gate,
+                     initial_model=self.initial_model)
 
     def dry_run(self, *, overwrite: bool = False) -> str:
         """The resolved job and every process's command line; starts nothing. Names
@@ -120,7 +124,8 @@ class Job:
                         f"--overwrite would replace it)")
         elif config.run_dir.exists():
             note += " (exists: --overwrite replaces it)"
-        plan = _plan(config, self.source, None, step_gate=self.step_gate)
+        plan = _plan(config, self.source, None, step_gate=self.step_gate,
+                     initial_model=self.initial_model)
         return note + "\n" + plan.describe() + "\n" + caffe_schema.check_in_engine(plan)
 
     def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
@@ -156,11 +161,11 @@ class Job:
             if manifest is None:
                 raise JobError(f"{config.run_dir}: no complete checkpoint (*.manifest) in "
                                f"{config.run_dir / 'snapshots'} to resume from")
-        gate = self.step_gate
-        plan = _plan(config, self.source, manifest, step_gate=gate)
+        driven = {"step_gate": self.step_gate, "initial_model": self.initial_model}
+        plan = _plan(config, self.source, manifest, **driven)
         if plan.missing_sources:
             _prepare_data(config, plan, say)
-            plan = _plan(config, self.source, manifest, preparing=False, step_gate=gate)
+            plan = _plan(config, self.source, manifest, preparing=False, **driven)
         if resume:
             resume_check.check_files(plan)
         for warning in plan.warnings:
@@ -204,7 +209,7 @@ class Job:
                 server_restarts += 1
                 say(f"[{config.name}] {result.summary['message']}; restarting the job from "
                     f"{manifest} ({server_restarts}/{limit})")
-                plan = _plan(config, self.source, manifest, preparing=False, step_gate=gate)
+                plan = _plan(config, self.source, manifest, preparing=False, **driven)
                 shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                                      quiet=progress == "lines")
 
@@ -231,14 +236,15 @@ def _private_files():
 
 
 def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None,
-          preparing: bool | None = None, step_gate: bool = False) -> Plan:
+          preparing: bool | None = None, step_gate: bool = False,
+          initial_model: pathlib.Path | None = None) -> Plan:
     """The job's plan with its launcher's layout. `preparing` (default: the job has
     data.prepare): data sources may be missing, data.prepare makes them."""
     if preparing is None:
         preparing = config.data is not None and config.data.prepare is not None
     layout = launcher_for(config.cluster.hosts).layout(config, source)
     return make_plan(config, source, layout=layout, resume_manifest=manifest,
-                     preparing_data=preparing, step_gate=step_gate)
+                     preparing_data=preparing, step_gate=step_gate, initial_model=initial_model)
 
 
 def _prepare_data(job: JobConfig, plan: Plan, say: Callable[[str], None]) -> None:
