@@ -345,6 +345,12 @@ def test_bad_arrays_and_steps_raise_one_clear_error(tmp_path, no_leftovers):
     with pytest.raises(pstrain.JobError) as job:
         pstrain.DistributedSolver(path, workers=2, mode="fast")
     assert str(job.value).startswith(f"DistributedSolver('{path}'): consistency.mode: ")
+    with pytest.raises(pstrain.JobError) as elastic:
+        pstrain.DistributedSolver(path, workers=2, mode="asp",
+                                  consistency={"easgd": {"tau": 5, "alpha": 0.1}})
+    assert str(elastic.value) == (
+        f"DistributedSolver('{path}'): consistency.easgd: a DistributedSolver steps iterations, "
+        f"and these methods' workers count exchanges; run this job with ps-train")
 
 
 def test_a_python_layer_that_fails_to_import_in_a_worker_ends_the_step(tmp_path, no_leftovers,
