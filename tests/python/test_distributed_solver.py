@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import pathlib
 import signal
 import subprocess
@@ -371,5 +372,37 @@ def test_a_python_layer_that_fails_to_import_in_a_worker_ends_the_step(tmp_path,
         with solver:
             solver.step(5)
     message = str(failed.value)
-    assert "worker" in message and "only_here" in message, message
+    assert re.search(r"^the job ended while [a-z ]+\d+: failed: worker-[01] exited with 1 \(a "
+                     r"permanent failure\): ps-worker [01]: .*noimport\.prototxt:2: layer 'rows' "
+                     r"\(Python\): python_param module 'only_here' layer 'Rows': "
+                     r"ModuleNotFoundError: No module named 'only_here'", message), message
     assert solver.result.summary["status"] == "failed"
+
+
+FAILING_LAYER = RANK_LAYER.replace("        self.t += 1", '''        self.t += 1
+        if self.rank == 1 and self.t == 4:
+            raise ValueError("sample 17 is corrupt")''')
+
+
+def test_a_worker_that_fails_for_good_ends_the_step_naming_file_and_line(tmp_path, no_leftovers,
+                                                                        monkeypatch):
+    (tmp_path / "failing_rows.py").write_text(FAILING_LAYER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    x, y = arrays()
+    np.savez(tmp_path / "arrays.npz", x=x, y=y)
+    layer = (f'layer {{ name: "rows" type: "Python" top: "data" top: "label" python_param '
+             f'{{ module: "failing_rows" layer: "Rows" param_str: "{tmp_path}/arrays.npz,16" }} }}')
+    path = write_solver(tmp_path, mlp(16, layer), "fails")
+    line = FAILING_LAYER.splitlines().index('            raise ValueError("sample 17 is corrupt")') + 1
+    solver = pstrain.DistributedSolver(path, workers=2, output=tmp_path / "runs",
+                                       security="none")
+    with pytest.raises(RuntimeError) as failed:
+        with solver:
+            solver.step(3)        # fine: the layer fails at its 4th forward
+            solver.step(10)
+    message = str(failed.value)
+    assert "worker-1 exited with 1 (a permanent failure): ps-worker 1: " in message, message
+    assert f"ValueError: sample 17 is corrupt (at {tmp_path}/failing_rows.py:{line} in forward)" \
+        in message, message
+    assert solver.iter == 3
