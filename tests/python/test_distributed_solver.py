@@ -10,7 +10,7 @@ Python").
   waits at the gate), reports loss, images/s and staleness, calls callbacks;
 * snapshot() writes a ps-train checkpoint that restore() resumes from;
 * a worker killed with SIGKILL during a step is replaced and the step ends;
-* the driver killed with SIGKILL leaves no process behind;
+* the driver killed with SIGKILL, or interrupted (Ctrl-C), leaves no process behind;
 * bad input: one exception naming the layer or file, nothing left running.
 Every job is bounded in time; every process is gone at the end of each test."""
 from __future__ import annotations
@@ -294,7 +294,8 @@ s.step(100000 - 5)
 '''
 
 
-def test_sigkill_of_the_driver_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_a_killed_or_interrupted_driver_leaves_nothing(tmp_path, how):
     path = write_solver(tmp_path, mlp(16), "orphan", max_iter=100000)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
@@ -303,8 +304,8 @@ def test_sigkill_of_the_driver_leaves_nothing(tmp_path):
     try:
         assert driver.stdout.readline().strip() == "stepping"
         assert len(pstrain_workers(tmp_path)) == 2
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=10)
+        os.kill(driver.pid, how)
+        assert driver.wait(timeout=30) == (-9 if how == signal.SIGKILL else 1)
         deadline = time.monotonic() + 20
         while leftover_processes(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
