@@ -407,3 +407,21 @@ def test_a_worker_that_fails_for_good_ends_the_step_naming_file_and_line(tmp_pat
     assert f"ValueError: sample 17 is corrupt (at {tmp_path}/failing_rows.py:{line} in forward)" \
         in message, message
     assert solver.iter == 3
+
+
+def test_devices_default_to_caffe_gpu_id_read_once(monkeypatch):
+    from pstrain.distributed import _devices
+    monkeypatch.delenv("CAFFE_GPU_ID", raising=False)
+    monkeypatch.delenv("CAFFE_MODE", raising=False)
+    assert _devices(None) == "cpu"
+    monkeypatch.setenv("CAFFE_GPU_ID", "0,1")
+    monkeypatch.setenv("CAFFE_MODE", "GPU")
+    assert _devices(None) == [0, 1]
+    monkeypatch.setenv("CAFFE_MODE", "CPU")
+    assert _devices(None) == "cpu"
+    monkeypatch.setenv("CAFFE_MODE", "GPU")
+    monkeypatch.setenv("CAFFE_GPU_ID", "0,x")
+    with pytest.raises(ValueError) as bad:
+        _devices(None)
+    assert str(bad.value) == "CAFFE_GPU_ID='0,x': expected GPU ids like 0,1"
+    assert _devices([2, 3]) == [2, 3] and _devices(1) == [1] and _devices("cpu") == "cpu"
