@@ -145,7 +145,14 @@ class Plan:
         """transport.host_aggregation: per worker rank, its host group (numbered in
         order of first appearance, so worker 0 is in group 0), or None when every
         worker pushes alone: aggregation off, not bsp (auto), or no host with two
-        workers. The servers see one pusher a group (docs/user-guide.md)."""
+        workers. The servers see one pusher a group (docs/user-guide.md). Fixed when
+        first asked (make_plan): a worker relocated to another host later keeps its
+        group, as the servers' count of pushers does."""
+        if "_host_groups" not in self.__dict__:
+            self.__dict__["_host_groups"] = self._place_host_groups()
+        return self.__dict__["_host_groups"]
+
+    def _place_host_groups(self) -> list[int] | None:
         j = self.job
         setting = j.transport.host_aggregation
         c = j.consistency

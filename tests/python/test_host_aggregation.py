@@ -94,9 +94,17 @@ def test_groups_follow_the_hosts_of_a_hostfile(tmp_path, build_dir):
     assert (_flag(server, "--num-servers"), _flag(server, "--workers"),
             _flag(server, "--average-over")) == ("3", "3", "5")
     # one worker a host: nothing to sum, no groups
-    hosts.write_text("a\nb\n")
+    hosts.write_text("a\nb slots=2\n")
     job["cluster"]["workers"] = 2
-    assert Job.from_yaml(write_job(tmp_path, job)).plan().host_groups() is None
+    plan = Job.from_yaml(write_job(tmp_path, job)).plan()
+    assert plan.host_groups() is None
+    # ... and a worker moved to the spare slot beside the other keeps pushing alone:
+    # the servers were started counting two pushers
+    placement = plan.layout.placement
+    assert str(placement.take_spare(0, avoid=placement.workers[0].host)) == "b slot 1"
+    assert plan.layout.worker_hosts() == ["b", "b"]
+    assert plan.host_groups() is None
+    assert "--host-groups" not in plan.worker_command(0, ["tcp://b:1"])
 
 
 def test_host_aggregation_key_errors(tmp_path, build_dir, monkeypatch):
