@@ -241,6 +241,9 @@ def test_a_planted_or_foreign_segment_is_refused(tmp_path, build_dir, fashion_mn
     assert done.returncode == 75, done.stderr
     assert ("worker 1: its host group's leader, worker 0, did not let it join within 1000 ms "
             f"({shm}-g0)") in done.stderr, done.stderr
+    ssp = _member(build_dir, solver, shm, "--mode", "ssp")
+    assert ssp.returncode == 1 and ("ps-worker 1: host aggregation (--host-groups) needs mode "
+                                    "bsp without EASGD or model averaging") in ssp.stderr, ssp.stderr
     bad = _member(build_dir, solver, shm, groups="1,0")
     assert bad.returncode == 2
     assert ('--host-groups: "1,0": groups are numbered 0, 1, ... in order of first appearance'

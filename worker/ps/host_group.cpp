@@ -23,10 +23,10 @@ constexpr size_t kHeaderBytes = 16384;
 
 // The segment's first kHeaderBytes; every value starts zero (ftruncate).
 struct HostGroup::Header {
-  std::atomic<uint64_t> shape;          // values << 16 | members + 1, set by the first opener
-  std::atomic<uint32_t> leader_bell;    // members add 1 after a gradient or a join request
-  std::atomic<uint32_t> member_bell;    // the leader adds 1 after weights or join answers
-  std::atomic<int64_t> weights_iter;    // 1 + the iteration of the weights held; 0: none yet
+  std::atomic<uint64_t> shape;        // values << 16 | members + 1, set by the first opener
+  std::atomic<uint32_t> leader_bell;  // members add 1 after a gradient or a join request
+  std::atomic<uint32_t> member_bell;  // the leader adds 1 after weights or join answers
+  std::atomic<int64_t> weights_iter;  // 1 + the iteration of the weights held; 0: none yet
   std::atomic<int64_t> weights_version;
   std::atomic<int64_t> grad_stamp[kMaxMembers];     // 1 + the iteration of the slot's gradient
   std::atomic<uint32_t> join_request[kMaxMembers];  // a member adds 1 when it starts
@@ -41,7 +41,8 @@ Result<std::unique_ptr<HostGroup>> HostGroup::Open(const HostGroupOptions& optio
   const std::string where = "host group " + options.name + ": ";
   if (options.name.size() < 2 || options.name.size() > 250 || options.name[0] != '/' ||
       options.name.find('/', 1) != std::string::npos) {
-    return Status::InvalidArgument(where + "the name must be /NAME (no other '/', at most 250 "
+    return Status::InvalidArgument(where +
+                                   "the name must be /NAME (no other '/', at most 250 "
                                    "characters)");
   }
   const std::vector<int>& ranks = options.ranks;
@@ -77,9 +78,10 @@ Result<std::unique_ptr<HostGroup>> HostGroup::Open(const HostGroupOptions& optio
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     status = Status::FailedPrecondition(where + "owned by uid " + std::to_string(st.st_uid) +
-                                      " with mode " + mode + ": not this user's private "
-                                      "segment (uid " + std::to_string(geteuid()) +
-                                      ", mode 0600); refused");
+                                        " with mode " + mode +
+                                        ": not this user's private "
+                                        "segment (uid " +
+                                        std::to_string(geteuid()) + ", mode 0600); refused");
   } else if (st.st_size != 0 && static_cast<size_t>(st.st_size) != g->bytes_) {
     status = Status::InvalidArgument(where + "holds " + std::to_string(st.st_size) +
                                      " bytes, this group needs " + std::to_string(g->bytes_) +
@@ -116,7 +118,9 @@ float* HostGroup::slot_data(int member) const {
          static_cast<size_t>(member) * static_cast<size_t>(values_);
 }
 
-float* HostGroup::weights_data() const { return slot_data(static_cast<int>(options_.ranks.size()) - 1); }
+float* HostGroup::weights_data() const {
+  return slot_data(static_cast<int>(options_.ranks.size()) - 1);
+}
 
 void HostGroup::Sleep(std::atomic<uint32_t>* word, uint32_t seen,
                       std::chrono::steady_clock::time_point deadline) const {
@@ -169,10 +173,16 @@ Status HostGroup::ReadWeights(int64_t iter, const std::vector<Blob*>& blobs, int
     const int64_t held = h.weights_iter.load(std::memory_order_acquire) - 1;
     if (held == iter) break;
     if (held > iter) {
-      return Status::Unavailable(WorkerName(options_.rank) + " waits for the weights of "
-                                 "iteration " + std::to_string(iter) + " but its host group's "
-                                 "leader, " + WorkerName(options_.ranks[0]) + ", holds those "
-                                 "of " + std::to_string(held) + ": restart to join again");
+      return Status::Unavailable(WorkerName(options_.rank) +
+                                 " waits for the weights of "
+                                 "iteration " +
+                                 std::to_string(iter) +
+                                 " but its host group's "
+                                 "leader, " +
+                                 WorkerName(options_.ranks[0]) +
+                                 ", holds those "
+                                 "of " +
+                                 std::to_string(held) + ": restart to join again");
     }
     if (std::chrono::steady_clock::now() >= deadline) {
       return Status::DeadlineExceeded(
@@ -237,8 +247,8 @@ Status HostGroup::SumGradients(int64_t iter, const std::vector<Blob*>& blobs) {
       if (h.grad_stamp[m].load(std::memory_order_acquire) == iter + 1) break;
       if (std::chrono::steady_clock::now() >= deadline) {
         return Status::DeadlineExceeded(
-            WorkerName(options_.ranks[0]) + " (host group leader): " +
-            WorkerName(options_.ranks[static_cast<size_t>(m) + 1]) +
+            WorkerName(options_.ranks[0]) +
+            " (host group leader): " + WorkerName(options_.ranks[static_cast<size_t>(m) + 1]) +
             " gave no gradient for iteration " + std::to_string(iter) + " within " +
             std::to_string(options_.timeout.count()) + " ms (is it running?)");
       }

@@ -97,7 +97,7 @@ class HostGroup {
   float* weights_data() const;
 
   HostGroupOptions options_;
-  int slot_ = -1;        // this member's slot (0-based among the members); -1: the leader
+  int slot_ = -1;  // this member's slot (0-based among the members); -1: the leader
   int64_t values_ = 0;
   size_t bytes_ = 0;
   void* base_ = nullptr;  // the mapping

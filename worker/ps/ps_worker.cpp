@@ -18,9 +18,9 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   const bool groups = options.host_group.world_size > 0;
   const bool grouped = !options.host_group.name.empty();
   if (groups && (options.client.mode != ConsistencyMode::kBsp ||
-                  options.elastic.method != ElasticOptions::Method::kNone)) {
-    return Status::InvalidArgument("host aggregation (--host-group) needs mode bsp without "
-                                   "EASGD or model averaging");
+                 options.elastic.method != ElasticOptions::Method::kNone)) {
+    return Status::InvalidArgument(
+        "host aggregation (--host-groups) needs mode bsp without EASGD or model averaging");
   }
   const int rank = groups ? options.host_group.rank : options.client.rank;
   TrainerOptions trainer_options;
@@ -223,8 +223,7 @@ Status PsWorker::OnGradientsReady(int iter) {
 
 void PsWorker::OnEvent(TrainEvent* event) {
   if (event->kind == "done") {
-    if (rank() == 0)
-      event->values.push_back({"version", static_cast<double>(version_)});
+    if (rank() == 0) event->values.push_back({"version", static_cast<double>(version_)});
     return;
   }
   if (event->kind != "train") return;
