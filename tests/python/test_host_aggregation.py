@@ -50,6 +50,10 @@ def job_for(tmp: pathlib.Path, name: str, data: pathlib.Path, *, workers: int, b
     return job
 
 
+def _segments() -> set[str]:
+    return {p.name for p in pathlib.Path("/dev/shm").glob("pstrain-*")}
+
+
 def digest(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -182,6 +186,7 @@ def test_a_killed_member_is_restarted_and_the_weights_are_unchanged(tmp_path, fa
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 40}
     job_obj = Job.from_yaml(write_job(tmp_path, job))
     run_dir = job_obj.config.run_dir
+    before = _segments()
     result: dict = {}
     thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
     thread.start()
@@ -198,6 +203,8 @@ def test_a_killed_member_is_restarted_and_the_weights_are_unchanged(tmp_path, fa
     assert r.summary["status"] == "ok", r.summary
     assert r.summary["worker_restarts"] >= 1 and r.summary["iterations"] == 80
     assert "restart 1 of worker 1" in (run_dir / "logs/worker-1.log").read_text()
+    # no shared memory left behind, whatever ended its processes (ps-train removes it)
+    assert _segments() <= before, _segments() - before
     # the restarted member joined at the leader's iteration: the same run, bit for bit
     assert digest(pathlib.Path(r.summary["snapshot"])) == \
         digest(pathlib.Path(reference.summary["snapshot"]))
@@ -248,3 +255,14 @@ def test_a_planted_or_foreign_segment_is_refused(tmp_path, build_dir, fashion_mn
     assert bad.returncode == 2
     assert ('--host-groups: "1,0": groups are numbered 0, 1, ... in order of first appearance'
             in bad.stderr), bad.stderr
+
+
+def test_a_stopped_job_leaves_no_shared_memory(tmp_path, fashion_mnist):
+    """The leader removes its segment when it finishes; when the job is stopped
+    (here: its time is up) ps-train removes it."""
+    job = job_for(tmp_path, "stopped", fashion_mnist, workers=2, batch=32, aggregation=True,
+                  iters=100000)
+    before = _segments()
+    result = Job.from_yaml(write_job(tmp_path, job)).run(quiet=True, timeout=8)
+    assert result.summary["status"] == "failed", result.summary
+    assert _segments() <= before, _segments() - before
