@@ -311,12 +311,12 @@ def test_a_bad_uid_or_no_rank_0_is_one_error_naming_the_rank_and_the_uid(script,
         caffe.set_solver_rank(1)
         where = "NCCL rank 1 of 2 (uid {}): "
         with pytest.raises(ValueError) as e:
-            caffe.NCCL(solver, b"/nonexistent/pstrain-nccl-uid")
+            caffe.NCCL(solver, b"/nonexistent/pstrain-nccl-uid", timeout_s=5)
         assert str(e.value) == where.format("/nonexistent/pstrain-nccl-uid") + \
             "the uid is not a rendezvous of caffe.NCCL.new_uid(): it names no directory " \
             "(No such file or directory)"
         with pytest.raises(ValueError) as e:
-            caffe.NCCL(solver, str(open_folder))
+            caffe.NCCL(solver, str(open_folder), timeout_s=5)
         assert str(e.value) == where.format(open_folder) + \
             "the uid is not a rendezvous of caffe.NCCL.new_uid(): the directory's mode is " \
             "755, not 700"
@@ -337,8 +337,11 @@ def test_one_solver_keeps_nccl_a_no_op_and_removes_the_unused_rendezvous(script,
     solver = caffe.SGDSolver(str(write_job(tmp_path, BATCH)))
     uid = caffe.NCCL.new_uid()
     assert isinstance(uid, bytes) and os.path.isdir(os.fsdecode(uid))
-    nccl = caffe.NCCL(solver, uid)
-    assert not os.path.exists(os.fsdecode(uid))
+    try:
+        nccl = caffe.NCCL(solver, uid)
+        assert not os.path.exists(os.fsdecode(uid))
+    finally:
+        shutil.rmtree(os.fsdecode(uid), ignore_errors=True)
     assert nccl.applies_update is False
     before = solver.net.params["ip1"][0].data.copy()
     nccl.bcast()
@@ -347,3 +350,33 @@ def test_one_solver_keeps_nccl_a_no_op_and_removes_the_unused_rendezvous(script,
     solver.step(2)
     assert solver.iter == 2
     assert not np.array_equal(solver.net.params["ip1"][0].data, before)  # the local update ran
+
+
+def test_a_solver_of_several_is_rank_r_of_n_and_only_rank_0_snapshots_and_prints(
+        script, tmp_path, capfd):
+    path = write_job(tmp_path, BATCH)
+    with open(path, "a") as f:
+        f.write("snapshot: 1\n")
+    caffe.init_log(0)
+    try:
+        caffe.set_solver_count(2)
+        for rank in (1, 0):  # Caffe's root-solver rule: rank 0 tests, snapshots, displays
+            caffe.set_solver_rank(rank)
+            solver = caffe.SGDSolver(str(path))
+            solver.step(1)  # alone (no NCCL): its own update, its own data share
+            assert (tmp_path / "data.npz.rank{}.json".format(rank)).read_text() == \
+                f'{{"rank": {rank}, "num_workers": 2}}'
+            written = sorted(p.name for p in tmp_path.glob("snap_iter_1.*"))
+            printed = capfd.readouterr().err
+            if rank == 1:
+                assert written == [] and "Iteration 0" not in printed
+            else:
+                assert written == ["snap_iter_1.caffemodel", "snap_iter_1.solverstate"]
+                assert "Iteration 0: loss = " in printed
+        caffe.set_solver_rank(2)
+        with pytest.raises(ValueError) as e:
+            caffe.SGDSolver(str(path))
+        assert str(e.value) == "solver rank 2 is out of range for solver_count 2"
+    finally:
+        caffe.set_solver_count(1)
+        caffe.set_solver_rank(0)
