@@ -164,6 +164,9 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
                                      to_string(rules.max_clock) + "]");
     }
   }
+  if (h.has_gate_checkpoint() && h.type() != GATE) {
+    return Status::InvalidArgument("gate_checkpoint in a " + MessageType_Name(h.type()));
+  }
   if (h.has_after_push()) {
     if (h.type() != PULL)
       return Status::InvalidArgument("after_push in a " + MessageType_Name(h.type()));

@@ -136,6 +136,12 @@ def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
 
 # ---------------------------------------------------------------- the model
 
+def _server_wall_byte_s(cl: "Cluster") -> float:
+    """E3/E5/E6c: a shard's wall time per gradient byte: its CPU per byte (c_s) split
+    among the threads that apply a push (each chunk's values cut among them)."""
+    return cl.server_byte_s / max(1, cl.server_threads)
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """One job's shape and the measured constants. Bandwidths in bytes/s per direction
@@ -151,6 +157,9 @@ class Cluster:
     message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
                                       # apply, reply)
+    server_threads: int = 1           # threads a shard applies a push on (ps-server
+                                      # --threads): its wall time per byte is
+                                      # server_byte_s / server_threads (E3, E5, E6c)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
@@ -235,7 +244,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     busy = {
         "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
         "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+        "server cpu": max(W * (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
@@ -247,8 +256,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # one station with the demand of one direction.
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
         return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
-                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
-                     * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
+                     (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
+                      + 2 * m * cl.message_s) * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
                     for b, m in zip(shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
@@ -412,7 +421,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
+            s_cpu[k] = begin + W * (nbytes * _server_wall_byte_s(cl) + cl.message_s) * slow
             applied.append((s_cpu[k], k, nbytes))
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
@@ -459,6 +468,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
     p.add_argument("--server-ns-per-byte", type=float, default=0.0,
                    help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--server-threads", type=int, default=1,
+                   help="threads each shard applies a push on (ps-server --threads): the "
+                        "shard's wall time per byte is c_s divided by them")
     p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
                    help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
@@ -491,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
+                             server_threads=args.server_threads,
                              worker_byte_s=args.worker_ns_per_byte * 1e-9,
                              chunk_bytes=args.chunk_bytes, cores=args.cores,
                              worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
