@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -155,7 +156,10 @@ class ShardState {
   bool ExpectsNorms() const { return initialized() && policy_->ExchangesNorms(); }
 
   // shard_state_pull.cpp: PULL, the checkpoint barrier, wait warnings.
-  void OnPull(const Incoming& m, TimePoint now);
+  void OnPull(const Incoming& m, TimePoint now, Out& out);
+  // A driver's (role CONTROL) pull: the current weights at once, whatever the
+  // clocks and the gate; no worker's state changes (DistributedSolver.net).
+  void OnControlPull(const Incoming& m, Out& out);
   bool IsCheckpointIteration(int64_t t) const;
   // The whole pull may be answered now.
   bool PullReady(const DeferredPull& pull) const;
@@ -179,12 +183,17 @@ class ShardState {
   int64_t bytes_received_ = 0;
   int64_t bytes_sent_ = 0;
   int64_t checkpoint_cut_ = 0;   // latest iteration cut (or resumed from)
+  std::set<int64_t> requested_checkpoints_;  // GATE gate_checkpoint: cut at these too
   std::string checkpoint_path_;  // its file; empty if the write failed
   bool done_ = false;
   int64_t connections_refused_ = 0;
   int64_t nonfinite_rejected_ = 0;
   std::string nonfinite_last_;
   Status failure_;
+  std::vector<float> decoded_;  // ChunkGradient::Values() of a compressed chunk
 };
+
+// Chunk i of a PUSH as it travelled (its header's dtype, its frame).
+EncodedGradient PushChunk(const Incoming& m, int i);
 
 }  // namespace pstrain::server

@@ -18,15 +18,39 @@ std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers
 
 }  // namespace
 
-void ShardState::OnPull(const Incoming& m, TimePoint now) {
+void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
   const pstrain::Header& h = m.header;
+  if (h.role() == pstrain::CONTROL) {
+    OnControlPull(m, out);
+    return;
+  }
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
   deferred_.push_back(DeferredPull{
       m.peer, h.sender(), h.clock(), now, now, {}, 0, h.has_after_push() ? h.after_push() : -1});
 }
 
+void ShardState::OnControlPull(const Incoming& m, Out& out) {
+  if (!initialized()) {
+    Reject(m, "no weights yet (the init push from worker 0 has not arrived)", out);
+    return;
+  }
+  ChunkStore& store = *core_->layout.store;
+  Outgoing o;
+  o.peer = m.peer;
+  o.header = transport::NewHeader(origin(), pstrain::PULL_REPLY);
+  o.header.set_clock(m.header.clock());
+  o.header.set_version(core_->version);
+  o.header.set_reply_chunks_total(static_cast<uint32_t>(store.num_chunks()));
+  for (const uint32_t id : store.chunk_ids()) {
+    transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
+    o.payloads.push_back(store.Snapshot(id));
+  }
+  out.push_back(std::move(o));
+}
+
 bool ShardState::IsCheckpointIteration(int64_t t) const {
   if (core_->config.final_iter > 0 && t == core_->config.final_iter) return true;
+  if (requested_checkpoints_.contains(t)) return true;
   return core_->config.snapshot_interval > 0 && t > 0 && t % core_->config.snapshot_interval == 0;
 }
 

@@ -26,10 +26,11 @@ unsigned Senders(MessageType type, Role receiver) {
     switch (type) {
       case HELLO:
       case INIT_PUSH:
-      case PULL:
       case PUSH:
       case HEARTBEAT:
         return kWorker;
+      case PULL:  // a control tool's pull reads the current weights (ShardState::OnControlPull)
+        return kWorker | kControl;
       case NORM_PARTIAL:
       case NORM_TOTAL:
         return kServer;
@@ -152,9 +153,10 @@ Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, 
   return h;
 }
 
-Header GateHeader(const Origin& driver, int64_t gate) {
+Header GateHeader(const Origin& driver, int64_t gate, bool checkpoint) {
   Header h = NewHeader(driver, GATE);
   h.set_clock(gate);
+  if (checkpoint) h.set_gate_checkpoint(true);
   return h;
 }
 

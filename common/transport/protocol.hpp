@@ -89,7 +89,7 @@ Header PushHeader(const Origin& worker, int64_t clock, double sum_squares);
 Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
                       ConsistencyMode mode, int world_size);
 // GATE: open the step gate of a shard started with --step-gate to `gate`.
-Header GateHeader(const Origin& driver, int64_t gate);
+Header GateHeader(const Origin& driver, int64_t gate, bool checkpoint = false);
 Header ErrorHeader(const Origin& server, const Header& request, const std::string& why);
 // NORM_PARTIAL (a shard's part of step `clock`'s squared gradient norm, to
 // server 0) or NORM_TOTAL (server 0's sum of all parts, to the others).

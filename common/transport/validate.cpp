@@ -165,6 +165,9 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
                                      to_string(rules.max_clock) + "]");
     }
   }
+  if (h.has_gate_checkpoint() && h.type() != GATE) {
+    return Status::InvalidArgument("gate_checkpoint in a " + MessageType_Name(h.type()));
+  }
   if (h.has_pull_dtype()) {
     if (h.type() != HELLO && h.type() != HELLO_ACK)
       return Status::InvalidArgument("pull_dtype in a " + MessageType_Name(h.type()));

@@ -48,6 +48,7 @@ class ClusterConfig:
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
+    server_threads: Union[str, int] = "auto"        # auto | N >= 1: threads applying pushes
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
     straggler: StragglerConfig | None = None
@@ -114,6 +115,9 @@ class TransportConfig:
 @dataclasses.dataclass
 class DataConfig:
     prepare: str | None = None         # fashion-mnist: convert the default data if missing
+    # MemoryData layers fed from .npy files: layer name -> [DATA.npy, LABELS.npy]
+    # (ps-worker --memory-data; pstrain.DistributedSolver.set_input_arrays writes it).
+    memory_data: dict[str, list[pathlib.Path]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -303,6 +307,14 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
     return [r.path(n.strip(), "weights") for n in names]
 
 
+def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
+    """cluster.server_threads: auto (the default) or a whole number >= 1."""
+    v = d.get("server_threads", "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        return v
+    raise r.fail("cluster.server_threads", f"must be auto or an integer >= 1, got {v!r}")
+
+
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
@@ -313,6 +325,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
+        server_threads=_server_threads(r, d),
         hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
     )
     hostfile = d.get("hostfile")
@@ -474,11 +487,44 @@ def _check_exposure(job: JobConfig, source: str) -> None:
 def _data(r: _Reader, d: Any) -> DataConfig | None:
     if d is None:
         return None
-    r.section(d, "data", ("prepare",))
+    r.section(d, "data", ("prepare", "memory_data"))
     prepare = d.get("prepare")
     if prepare is not None and prepare not in DATASETS:
         raise r.fail("data.prepare", f"must be one of {', '.join(DATASETS)} or null, got {prepare!r}")
-    return DataConfig(prepare)
+    return DataConfig(prepare, _memory_data(r, d.get("memory_data")))
+
+
+def _memory_data(r: _Reader, d: Any) -> dict[str, list[pathlib.Path]]:
+    """data.memory_data: {LAYER: {data: X.npy, labels: Y.npy}} (or [X.npy, Y.npy])."""
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise r.fail("data.memory_data", f"must be a mapping of MemoryData layer names to "
+                                         f"{{data: X.npy, labels: Y.npy}}, got {d!r}")
+    files: dict[str, list[pathlib.Path]] = {}
+    for layer, spec in d.items():
+        key = f"data.memory_data.{layer}"
+        if not isinstance(layer, str) or not layer or "=" in layer:
+            raise r.fail("data.memory_data", f"{layer!r} is not a layer name (a non-empty "
+                                             f"string without '=')")
+        if isinstance(spec, dict):
+            r.section(spec, key, ("data", "labels"), required=("data", "labels"))
+            pair = [spec["data"], spec["labels"]]
+        elif isinstance(spec, list) and len(spec) == 2:
+            pair = spec
+        else:
+            raise r.fail(key, f"must be {{data: X.npy, labels: Y.npy}} or [X.npy, Y.npy], "
+                              f"got {spec!r}")
+        paths = []
+        for what, value in zip(("data", "labels"), pair):
+            if not isinstance(value, str) or not value:
+                raise r.fail(f"{key}.{what}", f"must be a .npy path, got {value!r}")
+            if "," in value:
+                raise r.fail(f"{key}.{what}", f"{value!r}: a path with a comma cannot be "
+                                              f"passed to ps-worker --memory-data; rename it")
+            paths.append(r.path(value, f"{key}.{what}"))
+        files[layer] = paths
+    return files
 
 
 def _restart(r: _Reader, d: Any) -> RestartConfig:

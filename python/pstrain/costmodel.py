@@ -136,6 +136,12 @@ def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
 
 # ---------------------------------------------------------------- the model
 
+def _server_wall_byte_s(cl: "Cluster") -> float:
+    """E3/E5/E6c: a shard's wall time per gradient byte: its CPU per byte (c_s) split
+    among the threads that apply a push (each chunk's values cut among them)."""
+    return cl.server_byte_s / max(1, cl.server_threads)
+
+
 @dataclasses.dataclass(frozen=True)
 class Cluster:
     """One job's shape and the measured constants. Bandwidths in bytes/s per direction
@@ -151,6 +157,9 @@ class Cluster:
     message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
                                       # apply, reply)
+    server_threads: int = 1           # threads a shard applies a push on (ps-server
+                                      # --threads): its wall time per byte is
+                                      # server_byte_s / server_threads (E3, E5, E6c)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
@@ -259,7 +268,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         "worker link": sum(wire_bytes) / cl.worker_bw + total_bytes * cl.worker_byte_s
         + msgs * cl.message_s,
         "server link": max(W * b / cl.server_bw for b in wire_bytes),
-        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+        "server cpu": max(W * (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
@@ -272,8 +281,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
         first = cl.push_value_bytes if links == 2 else wide
         return max(([max(0.0, first * v - cl.burst_bytes) / cl.server_bw,
-                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
-                     * slow]
+                     (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
+                      + 2 * m * cl.message_s) * slow]
                     + [max(0.0, cl.pull_value_bytes * v - cl.burst_bytes) / cl.server_bw]
                     * (links - 1)
                     for v, b, m in zip(shard_values, shard_bytes, shard_msgs)), key=sum)
@@ -441,7 +450,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
             mean = (cl.push_value_bytes + cl.pull_value_bytes) / 2 * values
-            s_cpu[k] = begin + W * (mean * cl.server_byte_s + cl.message_s) * slow
+            s_cpu[k] = begin + W * (mean * _server_wall_byte_s(cl) + cl.message_s) * slow
             applied.append((s_cpu[k], k, cl.pull_value_bytes * values))  # the reply's bytes
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
@@ -488,6 +497,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
     p.add_argument("--server-ns-per-byte", type=float, default=0.0,
                    help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--server-threads", type=int, default=1,
+                   help="threads each shard applies a push on (ps-server --threads): the "
+                        "shard's wall time per byte is c_s divided by them")
     p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
                    help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
@@ -526,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
+                             server_threads=args.server_threads,
                              worker_byte_s=args.worker_ns_per_byte * 1e-9,
                              chunk_bytes=args.chunk_bytes, cores=args.cores,
                              worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,

@@ -139,7 +139,7 @@ TEST(PullCompressionProtocolTest, HelloAsksAndHelloAckGrants) {
   EXPECT_TRUE(transport::ReadHelloAck(ack, FLOAT16).ok());
   EXPECT_FALSE(
       transport::HelloAckHeader(server, plain, 0, 0, ConsistencyMode::kBsp, 2).has_pull_dtype());
-  // A server from before 16-bit pulls ignores field 17 and answers without it.
+  // A server from before 16-bit pulls ignores field 18 and answers without it.
   Header old_ack = ack;
   old_ack.clear_pull_dtype();
   const Status refused = transport::ReadHelloAck(old_ack, FLOAT16).status();

@@ -53,6 +53,29 @@ def test_bad_shared_memory_size(capsys, tmp_path):
                      f"transport.shared_memory_mb: must be an integer in [0, 4096], got {bad!r}")
 
 
+def test_bad_server_threads(capsys, tmp_path):
+    for bad in (0, -2, 1.5, "two", True):
+        job = base_job(tmp_path)
+        job["cluster"]["server_threads"] = bad
+        expect_error(capsys, tmp_path, job,
+                     f"cluster.server_threads: must be auto or an integer >= 1, got {bad!r}")
+
+
+def test_server_threads_reach_ps_server(tmp_path, monkeypatch):
+    job = base_job(tmp_path, data={"prepare": "fashion-mnist"})   # planned, never run
+    job["cluster"]["server_threads"] = 3
+    assert "--threads 3" in " ".join(Job.from_yaml(write_job(tmp_path, job)).plan()
+                                     .server_command(0, None))
+    # auto: this machine's cores shared by the job's processes (1 server + 2 workers).
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(7)))
+    del job["cluster"]["server_threads"]
+    plan = Job.from_yaml(write_job(tmp_path, job)).plan()
+    assert plan.job.cluster.server_threads == "auto"
+    assert "--threads 2" in " ".join(plan.server_command(0, None))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert "--threads 1" in " ".join(plan.server_command(0, None))
+
+
 def test_missing_solver_file(capsys, tmp_path):
     job = base_job(tmp_path, solver="nets/missing_solver.prototxt")
     expect_error(capsys, tmp_path, job,

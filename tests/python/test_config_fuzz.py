@@ -44,7 +44,7 @@ SECTION_KEYS = {
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
                   "pull_compression"],
-    "data": ["prepare"],
+    "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
     "security": ["auth", "nonfinite"],

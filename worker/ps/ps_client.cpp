@@ -361,7 +361,8 @@ Status PsClient::InitPush() {
 }
 
 Status PsClient::Pull(int64_t clock) {
-  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PULL"));
+  // A control client may pull too: the shards answer it at once with their
+  // current weights (ShardState::OnControlPull), whatever `clock` says.
   if (pull_outstanding_) return Status::FailedPrecondition("a pull is already outstanding");
   pull_arrived_.assign(placement_.chunks().size(), 0);
   pull_missing_.assign(channels_.size(), 0);
@@ -384,8 +385,8 @@ Status PsClient::Pull(int64_t clock) {
     //        iteration clock - 1 (after_push): each chunk waits for its part
     //        of that push. Otherwise (nothing or part of the shard pushed for
     //        clock - 1) the request goes behind the pushes as before.
-    bool beside = options_.mode == ConsistencyMode::kBsp;
-    if (!beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
+    bool beside = options_.mode == ConsistencyMode::kBsp && options_.role == pstrain::WORKER;
+    if (options_.role == pstrain::WORKER && !beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
       m.header.set_after_push(clock - 1);
       beside = true;
     }
@@ -609,10 +610,10 @@ Result<std::vector<pstrain::ShardStats>> PsClient::Stats() {
   return stats;
 }
 
-Result<GateState> PsClient::SetGate(int64_t gate) {
+Result<GateState> PsClient::SetGate(int64_t gate, bool checkpoint) {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(
-        Send(static_cast<int>(k), OutMessage{transport::GateHeader(origin(), gate), {}}));
+    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k),
+                                 OutMessage{transport::GateHeader(origin(), gate, checkpoint), {}}));
   }
   std::vector<InMessage> replies;
   PSTRAIN_RETURN_IF_ERROR(

@@ -173,7 +173,9 @@ class PsClient {
   // for a driver (role CONTROL, or worker 0's own client): opens every shard's gate to `gate`
   // (GATE; workers may then compute iterations < gate) and waits for every
   // GATE_ACK. Error: a shard refused (no step gate; `gate` below its gate).
-  Result<GateState> SetGate(int64_t gate);
+  // checkpoint: the shards also cut a checkpoint at iteration `gate` (written
+  // once the gate rises above it; worker 0 then writes the .caffemodel and manifest).
+  Result<GateState> SetGate(int64_t gate, bool checkpoint = false);
   // Polls every shard's STATS every few milliseconds until on every shard
   // every worker's clock is >= `clock` (every push of the iterations < clock
   // is in); returns that state. It does not wait for a step the shards still
