@@ -39,7 +39,7 @@ TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consist
             "transport", "data", "output", "restart", "engine", "remote", "security"]
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
-                "hosts", "hostfile", "straggler"],
+                "hosts", "hostfile", "straggler", "server_threads"],
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
