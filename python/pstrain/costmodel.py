@@ -198,6 +198,23 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
+    # E1: bytes on the wire per value: pushes (transport.compression) and pulls
+    # (transport.pull_compression); value_bytes() turns the job's settings into them
+    push_value_bytes: float = 4.0
+    pull_value_bytes: float = 4.0
+
+
+def value_bytes(method: str, ratio: float = 0.01) -> float:
+    """E1: payload bytes per value of an encoding (docs/wire-protocol.md): none 4, fp16
+    and bf16 2, topk 8 * ratio (an index and a value per sent value), sign 1/8 (one bit;
+    the per-chunk scale is left out). Pulls take none, fp16 or bf16."""
+    widths = {"none": 4.0, "fp16": 2.0, "bf16": 2.0, "sign": 0.125}
+    if method == "topk":
+        return 8.0 * ratio
+    if method not in widths:
+        raise CostModelError(f"compression must be one of none, fp16, bf16, topk, sign, "
+                             f"got {method!r}")
+    return widths[method]
 
 
 @dataclasses.dataclass
@@ -231,19 +248,26 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
     by_layer = _layer_chunks(layers, params, cl)
     W, S = cl.workers, cl.servers
-    shard_bytes = [0.0] * S
+    shard_values = [0.0] * S
     shard_msgs = [0] * S
     for chunks in by_layer.values():
         for k in {c.shard for c in chunks}:
             shard_msgs[k] += 1
         for c in chunks:
-            shard_bytes[c.shard] += 4.0 * c.values
+            shard_values[c.shard] += c.values
+    # E1: per shard, the bytes of one worker's exchange: the mean of the push and the pull
+    # (the per-byte CPU costs count both), and those of the busier link direction
+    mean_width = (cl.push_value_bytes + cl.pull_value_bytes) / 2
+    wide = max(cl.push_value_bytes, cl.pull_value_bytes)
+    shard_bytes = [mean_width * v for v in shard_values]
     total_bytes = sum(shard_bytes)
+    wire_bytes = [wide * v for v in shard_values]
     # E5: per-iteration busy time of the shared resources (push + pull directions).
     msgs = sum(shard_msgs)
     busy = {
-        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
-        "server link": max(W * b / cl.server_bw for b in shard_bytes),
+        "worker link": sum(wire_bytes) / cl.worker_bw + total_bytes * cl.worker_byte_s
+        + msgs * cl.message_s,
+        "server link": max(W * b / cl.server_bw for b in wire_bytes),
         "server cpu": max(W * (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
@@ -255,10 +279,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # push still arrives on the inlink: the two directions of the full-duplex link are
         # one station with the demand of one direction.
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
-        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
+        first = cl.push_value_bytes if links == 2 else wide
+        return max(([max(0.0, first * v - cl.burst_bytes) / cl.server_bw,
                      (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
-                      + 2 * m * cl.message_s) * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
-                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+                      + 2 * m * cl.message_s) * slow]
+                    + [max(0.0, cl.pull_value_bytes * v - cl.burst_bytes) / cl.server_bw]
+                    * (links - 1)
+                    for v, b, m in zip(shard_values, shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -407,12 +434,13 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         buckets[link] = (tokens - free, start + took)
         return took
 
-    applied = []                            # (ready time at server, shard, bytes)
+    applied = []                            # (ready time at server, shard, reply bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
         chunks = by_layer[layer.name]
         for k in sorted({c.shard for c in chunks}):
-            nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+            values = sum(c.values for c in chunks if c.shard == k)
+            nbytes = cl.push_value_bytes * values
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
             w_up = (start + wire("up", start, nbytes, cl.worker_bw)
@@ -421,8 +449,9 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * _server_wall_byte_s(cl) + cl.message_s) * slow
-            applied.append((s_cpu[k], k, nbytes))
+            mean = (cl.push_value_bytes + cl.pull_value_bytes) / 2 * values
+            s_cpu[k] = begin + W * (mean * _server_wall_byte_s(cl) + cl.message_s) * slow
+            applied.append((s_cpu[k], k, cl.pull_value_bytes * values))  # the reply's bytes
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -487,6 +516,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -511,7 +546,9 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3)
+                             balance_s=args.balance_ms * 1e-3,
+                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                             pull_value_bytes=value_bytes(args.pull_compression))
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,
