@@ -29,7 +29,8 @@ NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
 SERVER_PLACEMENTS = ("per_host", "first_slots")   # hosts.py
-COMPRESSIONS = ("none", "fp16", "topk", "sign")
+COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
+PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
 
 @dataclasses.dataclass
@@ -97,7 +98,7 @@ class ConsistencyConfig:
 class CompressionConfig:
     """Gradient compression of pushes; see docs/config-reference.md."""
 
-    method: str = "none"               # none | fp16 | topk | sign
+    method: str = "none"               # none | fp16 | bf16 | topk | sign
     ratio: float = 0.01                # topk: the fraction of each chunk's values sent
     error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
 
@@ -109,6 +110,9 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
+    # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
+    pull_compression: str = "none"
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
@@ -440,7 +444,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression", "host_aggregation"))
+                               "compression", "pull_compression", "host_aggregation"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -458,6 +462,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
         compression=compression,
+        pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
+                                  PULL_COMPRESSIONS),
         host_aggregation=_host_aggregation(r, d))
 
 

@@ -198,6 +198,10 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
+    # E1: bytes on the wire per value: pushes (transport.compression) and pulls
+    # (transport.pull_compression); value_bytes() turns the job's settings into them
+    push_value_bytes: float = 4.0
+    pull_value_bytes: float = 4.0
     # E11: hosts (issue 32's switches, docs/scaling.md). workers_per_host m: the workers
     # that share one host's NIC (worker_bw is then the host's link); servers_beside_workers:
     # cluster.server_placement per_host, shard k on worker host k, its traffic on that
@@ -213,6 +217,19 @@ class Cluster:
         if self.host_aggregation and self.mode == "bsp":
             return math.ceil(self.workers / m), 1
         return self.workers, min(m, self.workers)
+
+
+def value_bytes(method: str, ratio: float = 0.01) -> float:
+    """E1: payload bytes per value of an encoding (docs/wire-protocol.md): none 4, fp16
+    and bf16 2, topk 8 * ratio (an index and a value per sent value), sign 1/8 (one bit;
+    the per-chunk scale is left out). Pulls take none, fp16 or bf16."""
+    widths = {"none": 4.0, "fp16": 2.0, "bf16": 2.0, "sign": 0.125}
+    if method == "topk":
+        return 8.0 * ratio
+    if method not in widths:
+        raise CostModelError(f"compression must be one of none, fp16, bf16, topk, sign, "
+                             f"got {method!r}")
+    return widths[method]
 
 
 @dataclasses.dataclass
@@ -246,26 +263,32 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
     by_layer = _layer_chunks(layers, params, cl)
     W, S = cl.workers, cl.servers
-    shard_bytes = [0.0] * S
+    shard_values = [0.0] * S
     shard_msgs = [0] * S
     for chunks in by_layer.values():
         for k in {c.shard for c in chunks}:
             shard_msgs[k] += 1
         for c in chunks:
-            shard_bytes[c.shard] += 4.0 * c.values
+            shard_values[c.shard] += c.values
+    # E1: per shard, the bytes of one worker's exchange: the mean of the push and the pull
+    # (the per-byte CPU costs count both), and those of the busier link direction
+    mean_width = (cl.push_value_bytes + cl.pull_value_bytes) / 2
+    wide = max(cl.push_value_bytes, cl.pull_value_bytes)
+    shard_bytes = [mean_width * v for v in shard_values]
     total_bytes = sum(shard_bytes)
+    wire_bytes = [wide * v for v in shard_values]
     # E5: per-iteration busy time of the shared resources (push + pull directions).
     msgs = sum(shard_msgs)
     P, p = cl.pushers()
     # E11: one host's NIC carries its p pushers' bytes; with servers beside the workers,
     # also its shard's bytes to and from the other hosts' pushers, not its own
-    local = shard_bytes[0] if cl.servers_beside_workers else 0.0
-    host_bytes = p * (total_bytes - local) + (P - p) * local
+    local = wire_bytes[0] if cl.servers_beside_workers else 0.0
+    host_bytes = p * (sum(wire_bytes) - local) + (P - p) * local
     busy = {
         "worker link": host_bytes / cl.worker_bw + p * (total_bytes * cl.worker_byte_s
                                                       + msgs * cl.message_s),
         "server link": 0.0 if cl.servers_beside_workers else
-        max(P * b / cl.server_bw for b in shard_bytes),
+        max(P * b / cl.server_bw for b in wire_bytes),
         "server cpu": max(P * (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
@@ -277,10 +300,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # push still arrives on the inlink: the two directions of the full-duplex link are
         # one station with the demand of one direction.
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
-        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
+        first = cl.push_value_bytes if links == 2 else wide
+        return max(([max(0.0, first * v - cl.burst_bytes) / cl.server_bw,
                      (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
-                      + 2 * m * cl.message_s) * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
-                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+                      + 2 * m * cl.message_s) * slow]
+                    + [max(0.0, cl.pull_value_bytes * v - cl.burst_bytes) / cl.server_bw]
+                    * (links - 1)
+                    for v, b, m in zip(shard_values, shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -418,6 +444,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         if not cl.servers_beside_workers:
             return W
         return W - p if contended else (0 if k == 0 else 1)
+
     fwd = sum(l.forward_ms for l in layers) / 1e3 * scale
     S, L = cl.servers, cl.latency_s
     w_up = w_down = fwd                    # worker NIC free at
@@ -440,7 +467,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         buckets[link] = (tokens - free, start + took)
         return took
 
-    applied = []                            # (ready time at server, shard, bytes)
+    applied = []                            # (ready time at server, shard, reply bytes)
     # E11: host aggregation pushes the host's sum once its workers' backward ended
     grouped = cl.host_aggregation and cl.mode == "bsp" and cl.workers_per_host > 1
     after_backward = fwd + bwd_total
@@ -448,7 +475,8 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         t += layer.backward_ms / 1e3 * scale
         chunks = by_layer[layer.name]
         for k in sorted({c.shard for c in chunks}):
-            nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+            values = sum(c.values for c in chunks if c.shard == k)
+            nbytes = cl.push_value_bytes * values
             on_host = cl.servers_beside_workers and k == 0
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(after_backward if grouped else t, w_up) + cl.message_s
@@ -460,8 +488,9 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                           w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * _server_wall_byte_s(cl) + cl.message_s) * slow
-            applied.append((s_cpu[k], k, nbytes))
+            mean = (cl.push_value_bytes + cl.pull_value_bytes) / 2 * values
+            s_cpu[k] = begin + W * (mean * _server_wall_byte_s(cl) + cl.message_s) * slow
+            applied.append((s_cpu[k], k, cl.pull_value_bytes * values))  # the reply's bytes
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -527,6 +556,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
     p.add_argument("--workers-per-host", type=int, default=1,
                    help="E11: workers sharing one host's link (--bandwidth-gbit is the host's)")
     p.add_argument("--servers-per-host", action="store_true",
@@ -558,10 +593,12 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
+                             balance_s=args.balance_ms * 1e-3,
+                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                             pull_value_bytes=value_bytes(args.pull_compression),
                              workers_per_host=args.workers_per_host,
                              servers_beside_workers=args.servers_per_host,
-                             host_aggregation=args.host_aggregation,
-                             balance_s=args.balance_ms * 1e-3)
+                             host_aggregation=args.host_aggregation)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,
