@@ -6,7 +6,7 @@
 //             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
-//             [--shared-memory-mb M]
+//             [--shared-memory-mb M] [--sufficient-factors]
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
           ->default_value(pstrain::transport::kSharedRingDefaultMb),
       "ipc: pushes of 16 KB or more go through a shared-memory ring of this many MiB per "
       "server (0: through the socket; the servers must agree)")(
+      "sufficient-factors", po::bool_switch(&options.sufficient_factors),
+      "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
+      "those are fewer bytes (CPU engine)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
@@ -188,6 +191,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) return pstrain::ExitWith(s, program);
     options.engine = pstrain::Engine::kGpu;
   }
+  options.on_notice = [](char level, const std::string& text) {
+    pstrain::WriteGlogLine(stderr, level, PSTRAIN_GLOG_WHERE, text);
+  };
   options.on_event = [&](const pstrain::TrainEvent& e) {
     std::printf("%s\n",
                 pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
