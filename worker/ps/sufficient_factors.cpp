@@ -37,7 +37,8 @@ int LayersHolding(const Net& net, const Blob* blob) {
 std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
                                                      const std::vector<int>& ps_param_of_learnable,
                                                      int iter_size,
-                                                     const KeyPlacement& placement) {
+                                                     const KeyPlacement& placement,
+                                                     bool fewer_bytes) {
   std::unique_ptr<FactorCapture> capture(new FactorCapture());
   capture->net_ = &net;
   capture->weight_of_layer_.assign(net.layers().size(), -1);
@@ -61,7 +62,7 @@ std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
     const int64_t samples = w.top->count() / outputs * iter_size;
     const int64_t dense = w.rows * w.cols * static_cast<int64_t>(sizeof(float));
     const int64_t factored = FactorPushBytes(placement, param, samples, w.cols);
-    if (samples == 0 || factored >= dense) continue;
+    if (samples == 0 || (fewer_bytes && factored >= dense)) continue;
     const int64_t inputs = w.transpose ? w.rows : w.cols;
     capture->summary_.push_back(p.layer + " (" + std::to_string(inputs) + " -> " +
                                 std::to_string(outputs) + "): " + std::to_string(factored) +

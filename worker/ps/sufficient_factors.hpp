@@ -31,10 +31,12 @@ class FactorCapture {
  public:
   // The qualifying weights of `net`, whose PS parameter of learnable param i
   // is ps_param_of_learnable[i] (-1: not on the servers). Null when none
-  // qualifies. `net` must outlive the capture.
+  // qualifies. `net` must outlive the capture. fewer_bytes false: every
+  // InnerProduct weight alone in its layer qualifies, whatever the bytes.
   static std::unique_ptr<FactorCapture> Create(const Net& net,
                                                const std::vector<int>& ps_param_of_learnable,
-                                               int iter_size, const KeyPlacement& placement);
+                                               int iter_size, const KeyPlacement& placement,
+                                               bool fewer_bytes = true);
   FactorCapture(const FactorCapture&) = delete;
   FactorCapture& operator=(const FactorCapture&) = delete;
 
