@@ -105,6 +105,9 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
+    # in x out (CPU workers; docs/config-reference.md). Pulls stay dense.
+    sufficient_factors: bool = False
 
 
 @dataclasses.dataclass
@@ -411,7 +414,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression"))
+                               "compression", "sufficient_factors"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -428,7 +431,9 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
-        compression=compression)
+        compression=compression,
+        sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
+                                     False))
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:

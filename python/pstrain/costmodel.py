@@ -84,6 +84,9 @@ class Param:
     layer: str
     name: str
     values: int
+    # An InnerProduct weight's (rows, cols): its gradient may travel as sufficient
+    # factors (E2c); None for every other parameter.
+    fc: tuple[int, int] | None = None
 
 
 # pycaffe's convention for a layer's blobs: params[name][0] the weights, [1] the biases.
@@ -110,7 +113,10 @@ def net_params(path: str | pathlib.Path) -> list[Param]:
         name = p["name"]
         if name == f"{p['layer']}/{p['index']}" and p["index"] < len(_BLOB_ROLES):
             name = f"{p['layer']}/{_BLOB_ROLES[p['index']]}"
-        params.append(Param(p["layer"], name, p["count"]))
+        layer_type = net["layers"][p["layer_index"]]["type"]
+        fc = (tuple(p["shape"]) if layer_type == "InnerProduct" and p["index"] == 0
+              and len(p["shape"]) == 2 else None)
+        params.append(Param(p["layer"], name, p["count"], fc))
     return params
 
 
@@ -121,6 +127,11 @@ class Chunk:
     param: int
     values: int
     shard: int
+    push_values: float | None = None  # what its push carries, in floats; None: `values`
+
+    @property
+    def pushed(self) -> float:
+        return self.values if self.push_values is None else self.push_values
 
 
 def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
@@ -170,6 +181,9 @@ class Cluster:
                                       # link's wire, at the CPU share (E2b); 0: a plain NIC
     burst_bytes: float = 0.0          # a shaped link's token bucket (tbf burst): bytes that
                                       # pass at once after it idled; 0 for a plain NIC
+    # E2c: transport.sufficient_factors: an InnerProduct weight whose batch x (rows + cols)
+    # < rows x cols pushes its factors, batch x (rows + cols) floats (pulls stay dense)
+    sufficient_factors: bool = False
     compute_in_job: bool = False      # the layer times were measured inside the job itself
                                       # (contention included): no E6/E6b, E6c stays
     # E8: CPU seconds of every thread of the worker process (training thread and ZeroMQ I/O
@@ -200,9 +214,20 @@ class Prediction:
     bottleneck: str                   # compute, shared cores, worker link, server link,
                                       # server cpu
     busy_s: dict                      # per resource, per iteration
+    push_bytes: float = 0.0           # one worker's pushes per iteration (E2c)
 
 
-def _layer_chunks(layers: list[LayerTime], params: list[Param], cl: Cluster):
+def factor_values(p: Param, batch: int) -> int | None:
+    """E2c: the floats an fc weight's sufficient factors take, batch x (rows + cols),
+    when fewer than its rows x cols values; else None (its gradient goes dense)."""
+    if p.fc is None:
+        return None
+    rows, cols = p.fc
+    factored = batch * (rows + cols)
+    return factored if factored < rows * cols else None
+
+
+def _layer_chunks(layers: list[LayerTime], params: list[Param], cl: Cluster, batch: int = 0):
     known = {l.name for l in layers}
     for p in params:
         if p.layer not in known:
@@ -211,7 +236,11 @@ def _layer_chunks(layers: list[LayerTime], params: list[Param], cl: Cluster):
     chunks = place([p.values for p in params], cl.servers, cl.chunk_bytes)
     by_layer: dict[str, list[Chunk]] = {l.name: [] for l in layers}
     for c in chunks:
-        by_layer[params[c.param].layer].append(c)
+        p = params[c.param]
+        factored = factor_values(p, batch) if cl.sufficient_factors else None
+        if factored is not None:  # E2c, spread over the weight's chunks by their share
+            c = dataclasses.replace(c, push_values=factored * c.values / p.values)
+        by_layer[p.layer].append(c)
     return by_layer
 
 
@@ -220,7 +249,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError("workers, servers and batch must be >= 1")
     if cl.mode not in ("bsp", "ssp", "asp"):
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
-    by_layer = _layer_chunks(layers, params, cl)
+    by_layer = _layer_chunks(layers, params, cl, batch)
     W, S = cl.workers, cl.servers
     shard_bytes = [0.0] * S
     shard_msgs = [0] * S
@@ -299,7 +328,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     else:
         busy["server cpu"] *= slow  # E6c: wall time at the server's share of the cores
         neck = max(busy, key=busy.get)
-    return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy)
+    push_bytes = sum(4.0 * c.pushed for chunks in by_layer.values() for c in chunks)
+    return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy,
+                      push_bytes)
 
 
 def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
@@ -404,12 +435,14 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         chunks = by_layer[layer.name]
         for k in sorted({c.shard for c in chunks}):
             nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+            # E2c: a push of sufficient factors is fewer bytes; the apply and pull are dense
+            pushed = 4.0 * sum(c.pushed for c in chunks if c.shard == k)
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
-            w_up = (start + wire("up", start, nbytes, cl.worker_bw)
-                    + nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
+            w_up = (start + wire("up", start, pushed, cl.worker_bw)
+                    + pushed * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
             begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
+            s_in[k] = max(begin + wire(("in", k), begin, W * pushed, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
             s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
@@ -475,6 +508,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    p.add_argument("--sufficient-factors", action="store_true",
+                   help="E2c: fc weights with batch x (in + out) < in x out push their factors")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -498,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3)
+                             balance_s=args.balance_ms * 1e-3,
+                             sufficient_factors=args.sufficient_factors)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

@@ -389,3 +389,29 @@ def test_cli_takes_e10s_latency(tmp_path, capsys):
     # an iteration's worth of both cores: 2 ms more
     assert plain["bottleneck"] == e10["bottleneck"] == "shared cores"
     assert e10["iteration_ms"] - plain["iteration_ms"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_e2c_sufficient_factors_push_batch_times_in_plus_out():
+    # a 1000 x 1000 fc weight at batch 64: 64 x 2000 floats = 512 kB pushed (5.12 ms on
+    # the 100 MB/s link) instead of 4 MB (40 ms); the pull stays 4 MB
+    fc = [Param("fc", "fc/weight", MB4, fc=(1000, 1000))]
+    off = predict(ONE, fc, 64, Cluster(workers=1, servers=1, **LINK))
+    on = predict(ONE, fc, 64, Cluster(workers=1, servers=1, sufficient_factors=True, **LINK))
+    assert off.iteration_s == pytest.approx(0.112)
+    assert off.push_bytes == 4 * MB4
+    assert on.push_bytes == 4 * 64 * 2000
+    assert on.iteration_s == pytest.approx(0.030 + 0.00512 + 0.040 + 2 * 0.001)
+    # batch 600: 600 x 2000 = 1.2 M floats, more than the 1 M values: dense
+    big = predict(ONE, fc, 600, Cluster(workers=1, servers=1, sufficient_factors=True, **LINK))
+    assert big.push_bytes == 4 * MB4
+    # a parameter that is no fc weight never goes as factors
+    plain = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, sufficient_factors=True,
+                                            **LINK))
+    assert plain.push_bytes == 4 * MB4
+
+
+def test_net_params_mark_the_fc_weights():
+    alexnet = {p.name: p.fc for p in costmodel.net_params(ROOT / "configs/nets/alexnet_deploy.prototxt")}
+    assert alexnet["fc6/weight"] == (4096, 9216)
+    assert alexnet["fc8/weight"] == (1000, 4096)
+    assert alexnet["fc6/bias"] is None and alexnet["conv1/weight"] is None
