@@ -51,6 +51,7 @@ Result<ShardState> ShardState::Restore(ShardConfig config, const std::string& pa
 
 void ShardState::Install(ShardLayout layout) {
   core_->layout = std::move(layout);
+  core_->store().set_threads(core_->threads.get());
   const ChunkStore& store = core_->store();
   for (WorkerState& w : core_->workers) {
     w.arrived.assign(static_cast<size_t>(store.num_chunks()), 0);
@@ -142,6 +143,10 @@ void ShardState::OnHello(const Incoming& m, Out& out) {
     std::erase_if(deferred_, [&](const DeferredPull& p) { return p.worker == w; });
   }
   worker.peer = m.peer;
+  worker.pull_dtype = m.header.has_pull_dtype() ? m.header.pull_dtype() : pstrain::FLOAT32;
+  if (worker.pull_dtype != pstrain::FLOAT32) {
+    Log("worker " + std::to_string(w) + " pulls in " + pstrain::DataType_Name(worker.pull_dtype));
+  }
   Outgoing reply;
   reply.peer = m.peer;
   reply.header =

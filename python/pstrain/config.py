@@ -28,7 +28,8 @@ AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
-COMPRESSIONS = ("none", "fp16", "topk", "sign")
+COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
+PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
 
 @dataclasses.dataclass
@@ -47,6 +48,7 @@ class ClusterConfig:
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
+    server_threads: Union[str, int] = "auto"        # auto | N >= 1: threads applying pushes
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
     straggler: StragglerConfig | None = None
@@ -93,7 +95,7 @@ class ConsistencyConfig:
 class CompressionConfig:
     """Gradient compression of pushes; see docs/config-reference.md."""
 
-    method: str = "none"               # none | fp16 | topk | sign
+    method: str = "none"               # none | fp16 | bf16 | topk | sign
     ratio: float = 0.01                # topk: the fraction of each chunk's values sent
     error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
 
@@ -105,6 +107,9 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
+    # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
+    pull_compression: str = "none"
     # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
     # in x out (CPU workers; docs/config-reference.md). Pulls stay dense.
     sufficient_factors: bool = False
@@ -305,6 +310,14 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
     return [r.path(n.strip(), "weights") for n in names]
 
 
+def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
+    """cluster.server_threads: auto (the default) or a whole number >= 1."""
+    v = d.get("server_threads", "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        return v
+    raise r.fail("cluster.server_threads", f"must be auto or an integer >= 1, got {v!r}")
+
+
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
@@ -315,6 +328,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
+        server_threads=_server_threads(r, d),
         hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
     )
     hostfile = d.get("hostfile")
@@ -414,7 +428,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression", "sufficient_factors"))
+                               "compression", "pull_compression", "sufficient_factors"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -432,6 +446,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
         compression=compression,
+        pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
+                                  PULL_COMPRESSIONS),
         sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
                                      False))
 

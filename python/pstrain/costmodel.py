@@ -127,11 +127,7 @@ class Chunk:
     param: int
     values: int
     shard: int
-    push_values: float | None = None  # what its push carries, in floats; None: `values`
-
-    @property
-    def pushed(self) -> float:
-        return self.values if self.push_values is None else self.push_values
+    push_values: float | None = None  # E2c: float32 factors its push carries; None: dense
 
 
 def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
@@ -146,6 +142,12 @@ def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
 
 
 # ---------------------------------------------------------------- the model
+
+def _server_wall_byte_s(cl: "Cluster") -> float:
+    """E3/E5/E6c: a shard's wall time per gradient byte: its CPU per byte (c_s) split
+    among the threads that apply a push (each chunk's values cut among them)."""
+    return cl.server_byte_s / max(1, cl.server_threads)
+
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
@@ -162,6 +164,9 @@ class Cluster:
     message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
                                       # apply, reply)
+    server_threads: int = 1           # threads a shard applies a push on (ps-server
+                                      # --threads): its wall time per byte is
+                                      # server_byte_s / server_threads (E3, E5, E6c)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
@@ -203,6 +208,23 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
+    # E1: bytes on the wire per value: pushes (transport.compression) and pulls
+    # (transport.pull_compression); value_bytes() turns the job's settings into them
+    push_value_bytes: float = 4.0
+    pull_value_bytes: float = 4.0
+
+
+def value_bytes(method: str, ratio: float = 0.01) -> float:
+    """E1: payload bytes per value of an encoding (docs/wire-protocol.md): none 4, fp16
+    and bf16 2, topk 8 * ratio (an index and a value per sent value), sign 1/8 (one bit;
+    the per-chunk scale is left out). Pulls take none, fp16 or bf16."""
+    widths = {"none": 4.0, "fp16": 2.0, "bf16": 2.0, "sign": 0.125}
+    if method == "topk":
+        return 8.0 * ratio
+    if method not in widths:
+        raise CostModelError(f"compression must be one of none, fp16, bf16, topk, sign, "
+                             f"got {method!r}")
+    return widths[method]
 
 
 @dataclasses.dataclass
@@ -225,6 +247,12 @@ def factor_values(p: Param, batch: int) -> int | None:
     rows, cols = p.fc
     factored = batch * (rows + cols)
     return factored if factored < rows * cols else None
+
+
+def _pushed_bytes(c: Chunk, cl: Cluster) -> float:
+    """A chunk's bytes in one worker's push: its factors' share (float32, E2c), else its
+    values at the push encoding's bytes a value (E1)."""
+    return 4.0 * c.push_values if c.push_values is not None else cl.push_value_bytes * c.values
 
 
 def _layer_chunks(layers: list[LayerTime], params: list[Param], cl: Cluster, batch: int = 0):
@@ -251,20 +279,27 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
     by_layer = _layer_chunks(layers, params, cl, batch)
     W, S = cl.workers, cl.servers
-    shard_bytes = [0.0] * S
+    shard_values = [0.0] * S
     shard_msgs = [0] * S
     for chunks in by_layer.values():
         for k in {c.shard for c in chunks}:
             shard_msgs[k] += 1
         for c in chunks:
-            shard_bytes[c.shard] += 4.0 * c.values
+            shard_values[c.shard] += c.values
+    # E1: per shard, the bytes of one worker's exchange: the mean of the push and the pull
+    # (the per-byte CPU costs count both), and those of the busier link direction
+    mean_width = (cl.push_value_bytes + cl.pull_value_bytes) / 2
+    wide = max(cl.push_value_bytes, cl.pull_value_bytes)
+    shard_bytes = [mean_width * v for v in shard_values]
     total_bytes = sum(shard_bytes)
+    wire_bytes = [wide * v for v in shard_values]
     # E5: per-iteration busy time of the shared resources (push + pull directions).
     msgs = sum(shard_msgs)
     busy = {
-        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
-        "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
+        "worker link": sum(wire_bytes) / cl.worker_bw + total_bytes * cl.worker_byte_s
+        + msgs * cl.message_s,
+        "server link": max(W * b / cl.server_bw for b in wire_bytes),
+        "server cpu": max(W * (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
                                + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
     }
     # one worker's demand on each station of the busiest shard, per iteration
@@ -275,10 +310,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # push still arrives on the inlink: the two directions of the full-duplex link are
         # one station with the demand of one direction.
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
-        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
-                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
-                     * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
-                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+        first = cl.push_value_bytes if links == 2 else wide
+        return max(([max(0.0, first * v - cl.burst_bytes) / cl.server_bw,
+                     (b * (_server_wall_byte_s(cl) + cl.server_kernel_byte_s)
+                      + 2 * m * cl.message_s) * slow]
+                    + [max(0.0, cl.pull_value_bytes * v - cl.burst_bytes) / cl.server_bw]
+                    * (links - 1)
+                    for v, b, m in zip(shard_values, shard_bytes, shard_msgs)), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -328,7 +366,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     else:
         busy["server cpu"] *= slow  # E6c: wall time at the server's share of the cores
         neck = max(busy, key=busy.get)
-    push_bytes = sum(4.0 * c.pushed for chunks in by_layer.values() for c in chunks)
+    push_bytes = sum(_pushed_bytes(c, cl) for chunks in by_layer.values() for c in chunks)
     return Prediction(iteration, W * batch / iteration, compute, iteration - compute, neck, busy,
                       push_bytes)
 
@@ -429,14 +467,14 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         buckets[link] = (tokens - free, start + took)
         return took
 
-    applied = []                            # (ready time at server, shard, bytes)
+    applied = []                            # (ready time at server, shard, reply bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
         chunks = by_layer[layer.name]
         for k in sorted({c.shard for c in chunks}):
-            nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
-            # E2c: a push of sufficient factors is fewer bytes; the apply and pull are dense
-            pushed = 4.0 * sum(c.pushed for c in chunks if c.shard == k)
+            values = sum(c.values for c in chunks if c.shard == k)
+            # E2c: a push of sufficient factors (float32) is fewer bytes; apply and pull dense
+            pushed = sum(_pushed_bytes(c, cl) for c in chunks if c.shard == k)
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(t, w_up) + cl.message_s
             w_up = (start + wire("up", start, pushed, cl.worker_bw)
@@ -445,8 +483,9 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             s_in[k] = max(begin + wire(("in", k), begin, W * pushed, cl.server_bw), w_up + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step).
             begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
-            applied.append((s_cpu[k], k, nbytes))
+            mean = (cl.push_value_bytes + cl.pull_value_bytes) / 2 * values
+            s_cpu[k] = begin + W * (mean * _server_wall_byte_s(cl) + cl.message_s) * slow
+            applied.append((s_cpu[k], k, cl.pull_value_bytes * values))  # the reply's bytes
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -492,6 +531,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
     p.add_argument("--server-ns-per-byte", type=float, default=0.0,
                    help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--server-threads", type=int, default=1,
+                   help="threads each shard applies a push on (ps-server --threads): the "
+                        "shard's wall time per byte is c_s divided by them")
     p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
                    help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
@@ -508,6 +550,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
     p.add_argument("--sufficient-factors", action="store_true",
                    help="E2c: fc weights with batch x (in + out) < in x out push their factors")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
@@ -526,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
+                             server_threads=args.server_threads,
                              worker_byte_s=args.worker_ns_per_byte * 1e-9,
                              chunk_bytes=args.chunk_bytes, cores=args.cores,
                              worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
@@ -534,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
                              balance_s=args.balance_ms * 1e-3,
+                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                             pull_value_bytes=value_bytes(args.pull_compression),
                              sufficient_factors=args.sufficient_factors)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:

@@ -39,7 +39,7 @@ import weakref
 from typing import Any, Callable
 
 from . import runfolder
-from .config import JobConfig, apply_overrides, load_yaml, parse_job
+from .config import DataConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .runner import Job, RunControl, RunResult
 from .solver import SolverText
@@ -48,6 +48,7 @@ START_TIMEOUT_S = 180.0     # servers listening, once the job thread started
 FINISH_TIMEOUT_S = 120.0    # the job's own end after the last step (final test, snapshot)
 SNAPSHOT_TIMEOUT_S = 300.0  # snapshot(): the checkpoint written once the gate rose
 POLL_S = 0.5                # how often a wait looks at the job thread and the callbacks
+CLIENT_TIMEOUT_S = 10.0     # the control client's wait for a silent shard (then: is the job alive?)
 
 
 @dataclasses.dataclass
@@ -303,7 +304,7 @@ class DistributedSolver:
         self.start()
         g = self._iter
         seen = len(self._records)
-        self._client.set_gate(g, checkpoint=True)
+        self._guard(lambda: self._client.set_gate(g, checkpoint=True), "asking for a snapshot")
         self._open_gate(g + 1)
         deadline = time.monotonic() + SNAPSHOT_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -352,9 +353,8 @@ class DistributedSolver:
             return
         config = self._job.config
         if self._arrays:
-            memory = {layer: [str(p) for p in paths] for layer, paths in self._arrays.items()}
-            data = dataclasses.replace(config.data or _no_data(), memory_data={
-                k: [pathlib.Path(p) for p in v] for k, v in memory.items()})
+            data = dataclasses.replace(config.data or DataConfig(), memory_data={
+                layer: list(paths) for layer, paths in self._arrays.items()})
             config = dataclasses.replace(config, data=data)
         initial = None
         if not self._resume:
@@ -420,14 +420,14 @@ class DistributedSolver:
             self.net, control.endpoints, rank=0, world_size=job.cluster.workers,
             mode=job.consistency.mode, job_key=plan.wire_job_key,
             keys=str(plan.keys_dir) if plan.keys_dir is not None else "",
-            chunk_bytes=job.transport.chunk_bytes, timeout_s=60.0, role="control")
+            chunk_bytes=job.transport.chunk_bytes, timeout_s=CLIENT_TIMEOUT_S, role="control")
         self._attempt = control.attempt
         if self._attempt > 1:          # a whole-job restart: the gate starts again at its clock
             self._gate = 0
 
     def _open_gate(self, gate: int) -> None:
         if gate > self._gate:
-            self._client.set_gate(gate)
+            self._guard(lambda: self._client.set_gate(gate), f"opening the gate to {gate}")
             self._gate = gate
 
     def _wait_for_clock(self, target: int) -> tuple[int, int]:
@@ -448,8 +448,18 @@ class DistributedSolver:
             self._dispatch(0)
 
     def _pull(self) -> None:
-        self._client.pull(self._iter)
-        self._client.wait_pull()
+        self._guard(lambda: self._client.pull(self._iter), "pulling the weights")
+        self._guard(self._client.wait_pull, "pulling the weights")
+
+    def _guard(self, call: Callable[[], Any], doing: str) -> Any:
+        """call(), a request to the shards; when it fails and the job has ended, the
+        job's own reason is raised instead (a worker that failed for good, ...)."""
+        try:
+            return call()
+        except RuntimeError:
+            self._thread.join(2 * POLL_S)
+            self._check_running(doing)
+            raise
 
     def _check_running(self, doing: str) -> None:
         if self._error is not None:
@@ -488,7 +498,7 @@ class DistributedSolver:
         if tests:
             test = {k: v for k, v in tests[-1].items()
                     if isinstance(v, (int, float)) and k not in ("time", "rank", "iter")}
-        stats = self._client.stats()
+        stats = self._guard(self._client.stats, "asking the shards for statistics")
         histogram: list[int] = []
         for s in stats:
             for k, n in enumerate(s["staleness_histogram"]):
@@ -532,11 +542,6 @@ def _stop_all() -> None:
             solver.close(finish=False)
         except Exception:
             pass
-
-
-def _no_data():
-    from .config import DataConfig
-    return DataConfig()
 
 
 def _weight_files(weights: Any) -> list[pathlib.Path]:

@@ -141,6 +141,18 @@ class Plan:
             return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
+    def server_threads(self, shard: int) -> str:
+        """ps-server --threads: cluster.server_threads, or for auto the cores of
+        this machine shared by every process of the job here (at least 1); a
+        server on another host takes auto there (the cores it may run on)."""
+        n = self.job.cluster.server_threads
+        if n != "auto":
+            return str(n)
+        if self.layout.server_address(shard) is not None:
+            return "auto"
+        processes = self.job.cluster.servers + self.job.cluster.workers
+        return str(max(1, len(os.sched_getaffinity(0)) // processes))
+
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
@@ -155,6 +167,7 @@ class Plan:
             cmd.append("--step-gate")
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
+        cmd += ["--threads", self.server_threads(shard)]
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
@@ -220,6 +233,8 @@ class Plan:
                 cmd += ["--topk-ratio", repr(c.ratio)]
             if not c.error_feedback:
                 cmd.append("--no-error-feedback")
+        if j.transport.pull_compression != "none":
+            cmd += ["--pull-compression", j.transport.pull_compression]
         if j.transport.sufficient_factors:
             cmd.append("--sufficient-factors")
         s = j.cluster.straggler

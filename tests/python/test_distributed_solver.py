@@ -10,13 +10,14 @@ Python").
   waits at the gate), reports loss, images/s and staleness, calls callbacks;
 * snapshot() writes a ps-train checkpoint that restore() resumes from;
 * a worker killed with SIGKILL during a step is replaced and the step ends;
-* the driver killed with SIGKILL leaves no process behind;
+* the driver killed with SIGKILL, or interrupted (Ctrl-C), leaves no process behind;
 * bad input: one exception naming the layer or file, nothing left running.
 Every job is bounded in time; every process is gone at the end of each test."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import pathlib
 import signal
 import subprocess
@@ -293,7 +294,8 @@ s.step(100000 - 5)
 '''
 
 
-def test_sigkill_of_the_driver_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
+def test_a_killed_or_interrupted_driver_leaves_nothing(tmp_path, how):
     path = write_solver(tmp_path, mlp(16), "orphan", max_iter=100000)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
@@ -302,8 +304,8 @@ def test_sigkill_of_the_driver_leaves_nothing(tmp_path):
     try:
         assert driver.stdout.readline().strip() == "stepping"
         assert len(pstrain_workers(tmp_path)) == 2
-        os.kill(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=10)
+        os.kill(driver.pid, how)
+        assert driver.wait(timeout=30) == (-9 if how == signal.SIGKILL else 1)
         deadline = time.monotonic() + 20
         while leftover_processes(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -371,5 +373,55 @@ def test_a_python_layer_that_fails_to_import_in_a_worker_ends_the_step(tmp_path,
         with solver:
             solver.step(5)
     message = str(failed.value)
-    assert "worker" in message and "only_here" in message, message
+    assert re.search(r"^the job ended while [a-z ]+\d+: failed: worker-[01] exited with 1 \(a "
+                     r"permanent failure\): ps-worker [01]: .*noimport\.prototxt:2: layer 'rows' "
+                     r"\(Python\): python_param module 'only_here' layer 'Rows': "
+                     r"ModuleNotFoundError: No module named 'only_here'", message), message
     assert solver.result.summary["status"] == "failed"
+
+
+FAILING_LAYER = RANK_LAYER.replace("        self.t += 1", '''        self.t += 1
+        if self.rank == 1 and self.t == 4:
+            raise ValueError("sample 17 is corrupt")''')
+
+
+def test_a_worker_that_fails_for_good_ends_the_step_naming_file_and_line(tmp_path, no_leftovers,
+                                                                        monkeypatch):
+    (tmp_path / "failing_rows.py").write_text(FAILING_LAYER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    x, y = arrays()
+    np.savez(tmp_path / "arrays.npz", x=x, y=y)
+    layer = (f'layer {{ name: "rows" type: "Python" top: "data" top: "label" python_param '
+             f'{{ module: "failing_rows" layer: "Rows" param_str: "{tmp_path}/arrays.npz,16" }} }}')
+    path = write_solver(tmp_path, mlp(16, layer), "fails")
+    line = FAILING_LAYER.splitlines().index('            raise ValueError("sample 17 is corrupt")') + 1
+    solver = pstrain.DistributedSolver(path, workers=2, output=tmp_path / "runs",
+                                       security="none")
+    with pytest.raises(RuntimeError) as failed:
+        with solver:
+            solver.step(3)        # fine: the layer fails at its 4th forward
+            solver.step(10)
+    message = str(failed.value)
+    assert "worker-1 exited with 1 (a permanent failure): ps-worker 1: " in message, message
+    assert f"ValueError: sample 17 is corrupt (at {tmp_path}/failing_rows.py:{line} in forward)" \
+        in message, message
+    assert solver.iter == 3
+
+
+def test_devices_default_to_caffe_gpu_id_read_once(monkeypatch):
+    from pstrain.distributed import _devices
+    monkeypatch.delenv("CAFFE_GPU_ID", raising=False)
+    monkeypatch.delenv("CAFFE_MODE", raising=False)
+    assert _devices(None) == "cpu"
+    monkeypatch.setenv("CAFFE_GPU_ID", "0,1")
+    monkeypatch.setenv("CAFFE_MODE", "GPU")
+    assert _devices(None) == [0, 1]
+    monkeypatch.setenv("CAFFE_MODE", "CPU")
+    assert _devices(None) == "cpu"
+    monkeypatch.setenv("CAFFE_MODE", "GPU")
+    monkeypatch.setenv("CAFFE_GPU_ID", "0,x")
+    with pytest.raises(ValueError) as bad:
+        _devices(None)
+    assert str(bad.value) == "CAFFE_GPU_ID='0,x': expected GPU ids like 0,1"
+    assert _devices([2, 3]) == [2, 3] and _devices(1) == [1] and _devices("cpu") == "cpu"
