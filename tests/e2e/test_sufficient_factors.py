@@ -3,7 +3,7 @@ workers on an fc-heavy MLP (784 -> 1024 -> 1024 -> 10, batch 16) ends within
 1e-5 of the same job pushing dense gradients (momentum and weight decay apply
 on the shard to the rebuilt gradients), and the shard receives exactly the
 factor bytes; also across 2 shards with chunks ending mid-row, and with
-iter_size 2 (the factors of both passes stacked)."""
+iter_size 2 (the factors of both passes stacked), and through ipc shared memory."""
 import re
 
 from conftest import ROOT
@@ -71,3 +71,18 @@ def test_factors_across_shards_mid_row_chunks_and_iter_size_2(build_dir, fashion
     # ... is what the shards received.
     per_push = said["ip1"] + said["ip2"] + 4 * (10 * 1024 + 1024 + 1024 + 10)
     assert server_bytes(factors) == 4 * ALL_VALUES + ITERS * WORKERS * per_push
+
+
+def test_factors_through_ipc_shared_memory_equal_dense_over_tcp(build_dir, fashion_mnist,
+                                                                 tmp_path):
+    # The two factor frames go through the shared-memory ring (a trailer frame more
+    # than the header's two payloads) and arrive whole.
+    args = ["--sufficient-factors"]
+    dense = write_job(tmp_path, "dense", WIDE_NET, fashion_mnist, BATCH, ITERS)
+    ipc = write_job(tmp_path, "ipc", WIDE_NET, fashion_mnist, BATCH, ITERS)
+    ok(run_job(build_dir, dense, workers=WORKERS, servers=1, timeout=180))
+    result = ok(run_job(build_dir, ipc, workers=WORKERS, servers=1, timeout=180,
+                        worker_args={0: args, 1: args}, bind=f"ipc://{tmp_path}/s{{k}}.sock"))
+    done = [e for e in result.events if e["source"] == "server-0" and e.get("event") == "done"]
+    assert done[0]["shared_memory_bytes_received"] > 0
+    assert_same(build_dir, final_model(dense, ITERS), final_model(ipc, ITERS), max_rel=1e-5)
