@@ -61,6 +61,9 @@ struct WorkerState {
   std::vector<char> arrived;  // per local chunk: received for the current clock
   int arrived_count = 0;
   int64_t served_version = 0;  // version of the weights last pulled
+  // The encoding of this worker's PULL_REPLYs (its HELLO's pull_dtype):
+  // FLOAT32, or FLOAT16 / BFLOAT16 (server/pull_encoding.hpp).
+  pstrain::DataType pull_dtype = pstrain::FLOAT32;
 };
 
 struct DeferredPull {

@@ -143,6 +143,10 @@ void ShardState::OnHello(const Incoming& m, Out& out) {
     std::erase_if(deferred_, [&](const DeferredPull& p) { return p.worker == w; });
   }
   worker.peer = m.peer;
+  worker.pull_dtype = m.header.has_pull_dtype() ? m.header.pull_dtype() : pstrain::FLOAT32;
+  if (worker.pull_dtype != pstrain::FLOAT32) {
+    Log("worker " + std::to_string(w) + " pulls in " + pstrain::DataType_Name(worker.pull_dtype));
+  }
   Outgoing reply;
   reply.peer = m.peer;
   reply.header =

@@ -132,8 +132,7 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
           (message.user_id.empty() ? "an unauthenticated peer" : "the key of " + message.user_id));
     }
   }
-  if (rules.receiver == SERVER &&
-      (h.type() == SHUTDOWN || h.type() == STATS || h.type() == GATE)) {
+  if (rules.receiver == SERVER && (h.type() == SHUTDOWN || h.type() == STATS || h.type() == GATE)) {
     const std::string kind = MessageType_Name(h.type());
     if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
         message.user_id != PeerName(WORKER, 0)) {
@@ -148,9 +147,11 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
     }
   }
   if (HasUnknownDtype(h)) return Status::InvalidArgument("unsupported dtype");
-  if (h.dtype() != FLOAT32 && h.type() != PUSH) {
-    return Status::InvalidArgument("dtype " + DataType_Name(h.dtype()) + " in a " +
-                                   MessageType_Name(h.type()) + " (only a PUSH may be compressed)");
+  if (h.dtype() != FLOAT32 && h.type() != PUSH &&
+      !(h.type() == PULL_REPLY && IsHalfWidth(h.dtype()))) {
+    return Status::InvalidArgument(
+        "dtype " + DataType_Name(h.dtype()) + " in a " + MessageType_Name(h.type()) +
+        " (only a PUSH may be compressed, and a PULL_REPLY be FLOAT16 or BFLOAT16)");
   }
   if (rules.receiver) PSTRAIN_RETURN_IF_ERROR(CheckKind(h, *rules.receiver));
   PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
@@ -166,6 +167,14 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
   }
   if (h.has_gate_checkpoint() && h.type() != GATE) {
     return Status::InvalidArgument("gate_checkpoint in a " + MessageType_Name(h.type()));
+  }
+  if (h.has_pull_dtype()) {
+    if (h.type() != HELLO && h.type() != HELLO_ACK)
+      return Status::InvalidArgument("pull_dtype in a " + MessageType_Name(h.type()));
+    if (h.pull_dtype() != FLOAT32 && !IsHalfWidth(h.pull_dtype())) {
+      return Status::InvalidArgument("pull_dtype " + DataType_Name(h.pull_dtype()) +
+                                     " (a pull is FLOAT32, FLOAT16 or BFLOAT16)");
+    }
   }
   if (h.has_after_push()) {
     if (h.type() != PULL)

@@ -28,7 +28,8 @@ AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
-COMPRESSIONS = ("none", "fp16", "topk", "sign")
+COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
+PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
 
 @dataclasses.dataclass
@@ -94,7 +95,7 @@ class ConsistencyConfig:
 class CompressionConfig:
     """Gradient compression of pushes; see docs/config-reference.md."""
 
-    method: str = "none"               # none | fp16 | topk | sign
+    method: str = "none"               # none | fp16 | bf16 | topk | sign
     ratio: float = 0.01                # topk: the fraction of each chunk's values sent
     error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
 
@@ -106,6 +107,9 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
+    # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
+    pull_compression: str = "none"
 
 
 @dataclasses.dataclass
@@ -421,7 +425,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression"))
+                               "compression", "pull_compression"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -438,7 +442,9 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
-        compression=compression)
+        compression=compression,
+        pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
+                                  PULL_COMPRESSIONS))
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:

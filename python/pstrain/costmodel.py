@@ -665,6 +665,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    # issue 32's switches (docs/scaling.md E1, E1b, E3, E11)
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="E11: workers sharing one host's link (--bandwidth-gbit is the host's)")
+    p.add_argument("--servers-per-host", action="store_true",
+                   help="E11: cluster.server_placement per_host: shard k beside the workers of "
+                        "host k, its traffic on that host's link (use --servers = the hosts)")
+    p.add_argument("--host-aggregation", action="store_true",
+                   help="E11: transport.host_aggregation, bsp: one push and one pull per host")
+    p.add_argument("--host-sum-ns-per-byte", type=float, default=0.0,
+                   help="E11: the host leader's sum, per byte of a member's gradient")
+    p.add_argument("--sufficient-factors", action="store_true",
+                   help="E1b: push InnerProduct weights as sufficient factors where fewer bytes")
+    p.add_argument("--factor-pulls", action="store_true",
+                   help="E1b: pull them as the pushers' factors too (SFB; not built)")
+    p.add_argument("--server-ns-per-flop", type=float, default=0.0,
+                   help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
+    p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
+                   help="E3: the shard's I/O thread and stack per wire byte and direction")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -689,7 +713,17 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3)
+                             balance_s=args.balance_ms * 1e-3,
+                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                             pull_value_bytes=value_bytes(args.pull_compression),
+                             workers_per_host=args.workers_per_host,
+                             servers_beside_workers=args.servers_per_host,
+                             host_aggregation=args.host_aggregation,
+                             host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
+                             sufficient_factors=args.sufficient_factors,
+                             factor_pulls=args.factor_pulls,
+                             server_flop_s=args.server_ns_per_flop * 1e-9,
+                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

@@ -39,7 +39,7 @@ import weakref
 from typing import Any, Callable
 
 from . import runfolder
-from .config import JobConfig, apply_overrides, load_yaml, parse_job
+from .config import DataConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
 from .runner import Job, RunControl, RunResult
 from .solver import SolverText
@@ -353,9 +353,8 @@ class DistributedSolver:
             return
         config = self._job.config
         if self._arrays:
-            memory = {layer: [str(p) for p in paths] for layer, paths in self._arrays.items()}
-            data = dataclasses.replace(config.data or _no_data(), memory_data={
-                k: [pathlib.Path(p) for p in v] for k, v in memory.items()})
+            data = dataclasses.replace(config.data or DataConfig(), memory_data={
+                layer: list(paths) for layer, paths in self._arrays.items()})
             config = dataclasses.replace(config, data=data)
         initial = None
         if not self._resume:
@@ -543,11 +542,6 @@ def _stop_all() -> None:
             solver.close(finish=False)
         except Exception:
             pass
-
-
-def _no_data():
-    from .config import DataConfig
-    return DataConfig()
 
 
 def _weight_files(weights: Any) -> list[pathlib.Path]:

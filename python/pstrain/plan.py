@@ -233,6 +233,8 @@ class Plan:
                 cmd += ["--topk-ratio", repr(c.ratio)]
             if not c.error_feedback:
                 cmd.append("--no-error-feedback")
+        if j.transport.pull_compression != "none":
+            cmd += ["--pull-compression", j.transport.pull_compression]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]

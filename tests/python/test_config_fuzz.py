@@ -39,10 +39,11 @@ TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consist
             "transport", "data", "output", "restart", "engine", "remote", "security"]
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
-                "hosts", "hostfile", "straggler"],
+                "hosts", "hostfile", "straggler", "server_threads"],
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
-    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression"],
+    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
+                  "pull_compression"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
@@ -60,7 +61,7 @@ SUBSECTION_KEYS = {
 }
 # Words each key takes, so that documents get past the first check often enough
 # to reach the later ones.
-KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "topk", "sign", "hostfile", "slurm",
+KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "bf16", "topk", "sign", "hostfile", "slurm",
                "local", "ssh", "{run_dir}", "{host}", "-o", "BatchMode=yes", "--exclusive"]
 
 # Values chosen to break readers: wrong types, extremes, NUL bytes, ~user paths,
@@ -185,6 +186,7 @@ OVERRIDES = st.lists(st.one_of(
                                "name.x", "", "security", "security.nonfinite",
                                "consistency.dc_asgd.lambda", "consistency.easgd",
                                "transport.compression", "transport.compression.ratio",
+                               "transport.pull_compression",
                                "transport.shared_memory_mb", "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)
 
@@ -211,6 +213,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     compression = c.transport.compression
     assert compression.method in config.COMPRESSIONS and 0 < compression.ratio <= 1
     assert isinstance(compression.error_feedback, bool)
+    assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
     m = c.consistency
     assert 0 <= m.backup_workers < c.cluster.workers

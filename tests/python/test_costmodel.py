@@ -29,6 +29,29 @@ def test_one_worker_one_server_is_compute_plus_both_transfers_plus_two_latencies
     assert r.compute_s == pytest.approx(0.030)
 
 
+def test_sixteen_bit_pulls_halve_the_reply_and_pushes_the_request():
+    """E1: transport.pull_compression fp16/bf16 makes a pull 2 bytes a value; pushes
+    follow transport.compression (docs/config-reference.md, "16-bit on the wire")."""
+    assert [costmodel.value_bytes(m) for m in ("none", "fp16", "bf16", "sign")] == \
+        [4.0, 2.0, 2.0, 0.125]
+    assert costmodel.value_bytes("topk", 0.01) == pytest.approx(0.08)
+    with pytest.raises(CostModelError, match="compression must be one of none, fp16, bf16, "
+                                             "topk, sign, got 'int8'"):
+        costmodel.value_bytes("int8")
+    pulls = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pull_value_bytes=2.0, **LINK))
+    # 30 ms compute + push 40 ms + pull 20 ms (2 MB) + 1 ms each way
+    assert pulls.iteration_s == pytest.approx(0.030 + 0.040 + 0.020 + 2 * 0.001)
+    both = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, push_value_bytes=2.0,
+                                          pull_value_bytes=2.0, **LINK))
+    # bsp, 4 workers: the server NIC takes 4 x 20 ms in, then sends 4 x 20 ms out
+    assert both.iteration_s == pytest.approx(0.030 + 2 * 4 * 0.020 + 2 * 0.001)
+    assert both.busy_s["server link"] == pytest.approx(0.080)
+    # pulls alone: the inlink still carries 4 x 40 ms, the outlink 4 x 20 ms
+    half = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, pull_value_bytes=2.0, **LINK))
+    assert half.iteration_s == pytest.approx(0.030 + 4 * 0.040 + 4 * 0.020 + 2 * 0.001)
+    assert half.busy_s["server link"] == pytest.approx(0.160)
+
+
 def test_bsp_server_link_carries_every_workers_copy():
     r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, **LINK))
     # the server NIC takes 4 x 40 ms in, then sends 4 x 40 ms out

@@ -313,7 +313,8 @@ Status PsClient::NeedsWorker(const char* what) const {
 Status PsClient::Hello(int64_t* clock) {
   PSTRAIN_RETURN_IF_ERROR(NeedsWorker("HELLO"));
   for (size_t k = 0; k < channels_.size(); ++k) {
-    OutMessage m{transport::HelloHeader(origin(), options_.world_size), {}};
+    OutMessage m{transport::HelloHeader(origin(), options_.world_size, options_.pull_compression),
+                 {}};
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   std::vector<InMessage> replies;
@@ -321,7 +322,7 @@ Status PsClient::Hello(int64_t* clock) {
       AwaitFromShards(pstrain::HELLO_ACK, std::vector<bool>(channels_.size(), true), &replies));
   int64_t smallest = INT64_MAX;
   for (size_t k = 0; k < replies.size(); ++k) {
-    auto ack = transport::ReadHelloAck(replies[k].header);
+    auto ack = transport::ReadHelloAck(replies[k].header, options_.pull_compression);
     if (!ack.ok()) return ack.status().WithContext(ServerName(k));
     if (ack->mode != options_.mode) {
       return Status::FailedPrecondition(ServerName(k) + " runs " + ModeName(ack->mode) +
@@ -407,6 +408,12 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
                                    std::to_string(reply.header.clock()) + ", expected " +
                                    std::to_string(pull_clock_));
   }
+  const pstrain::DataType dtype = reply.header.dtype();
+  if (dtype != options_.pull_compression) {
+    return Status::InvalidArgument(server + " sent a " + pstrain::DataType_Name(dtype) +
+                                   " pull reply, this worker pulls in " +
+                                   pstrain::DataType_Name(options_.pull_compression));
+  }
   for (int i = 0; i < reply.header.chunks_size(); ++i) {
     const uint32_t id = reply.header.chunks(i).id();
     if (pull_arrived_[id]) {
@@ -415,8 +422,13 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
     }
     pull_arrived_[id] = 1;
     const Chunk& c = placement_.chunk(id);
-    std::memcpy(params_[c.param].blob->mutable_cpu_data() + c.offset, reply.payload(i),
-                c.length * sizeof(float));
+    float* data = params_[c.param].blob->mutable_cpu_data() + c.offset;
+    if (dtype == pstrain::FLOAT32) {
+      std::memcpy(data, reply.payload(i), c.length * sizeof(float));
+    } else {  // Validate checked the encoding's size
+      transport::Decode(dtype, reply.payload(i), reply.payload_bytes(i),
+                        static_cast<uint64_t>(c.length), data);
+    }
   }
   pull_missing_[k] -= reply.header.chunks_size();
   pull_version_[k] = std::max(pull_version_[k], reply.header.version());
@@ -637,8 +649,8 @@ Result<GateState> PsClient::WaitForClock(int64_t clock, std::chrono::millisecond
       }
       return Status::DeadlineExceeded("waited " + SecondsText(timeout) +
                                       " for every worker to reach clock " + std::to_string(clock) +
-                                      "; " + ServerName(slowest) + " has worker clocks [" +
-                                      clocks + "]");
+                                      "; " + ServerName(slowest) + " has worker clocks [" + clocks +
+                                      "]");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

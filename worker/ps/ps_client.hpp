@@ -28,6 +28,9 @@
 // was pushed for iteration t-1 (after_push = t-1: the shard serves each chunk
 // once its part of that push is applied), so the request does not queue
 // behind the push parts and the reply streams back while they arrive.
+// Pull replies are float32, or 16-bit when options.pull_compression asks for
+// it in HELLO (decoded straight into the blobs; a reply in another encoding
+// than the one granted is an error naming the shard).
 // Every message from a shard is validated on arrival (transport::Validate:
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
@@ -103,6 +106,10 @@ struct PsClientOptions {
   pstrain::DataType compression = pstrain::FLOAT32;
   double topk_ratio = 0.01;
   bool error_feedback = true;  // top-k and sign: carry what the encoding lost to the next push
+  // The encoding of pull replies, asked for in HELLO: FLOAT32 (none), FLOAT16
+  // or BFLOAT16 (the shard rounds its float32 weights to nearest even; the
+  // blobs get the decoded values). A shard that does not grant it fails Hello.
+  pstrain::DataType pull_compression = pstrain::FLOAT32;
   // Tests: wraps each request and pull DEALER as it is connected (e.g. in a
   // transport::FaultChannel that fails sends). Empty: none.
   std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>
@@ -137,7 +144,8 @@ class PsClient {
 
   // Greets every shard; `clock` receives the smallest clock the shards hold
   // for this worker (0 for a fresh job, the resumed iteration otherwise).
-  // Error: a shard runs another consistency mode than options.mode.
+  // Error: a shard runs another consistency mode than options.mode, or does
+  // not grant options.pull_compression.
   Status Hello(int64_t* clock);
   // Rank 0: sends the parameters' metadata and current values to the shards.
   Status InitPush();
