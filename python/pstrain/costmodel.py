@@ -554,8 +554,17 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     fwd = sum(l.forward_ms for l in layers) / 1e3 * scale
     S, L = cl.servers, cl.latency_s
     server_bw = _server_link_bw(cl)
-    w_up = w_down = fwd                    # worker NIC free at
-    s_in, s_cpu, s_out = [fwd] * S, [fwd] * S, [fwd] * S
+    # when each link direction is free: the worker's (its host's) up and down, each shard's
+    # in and out. E11: shard 0 beside this worker shares its host's NIC: one link each way.
+    free: dict = {"up": fwd, "down": fwd}
+    for k in range(S):
+        free["in", k] = free["out", k] = fwd
+    if beside:
+        free["in", 0], free["out", 0] = free["down"], free["up"]
+
+    def link(name):
+        return {("in", 0): "down", ("out", 0): "up"}.get(name, name) if beside else name
+    s_cpu = [fwd] * S
     t = fwd
     # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward
     # ended (ssp/asp always, OnGradientsReady after the last push)
@@ -566,12 +575,13 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     # idled at least burst/bandwidth since its last use), refilled at its rate while idle
     buckets: dict = {}
 
-    def wire(link, start: float, nbytes: float, bw: float) -> float:
-        tokens, last = buckets.get(link, (cl.burst_bytes, start))
+    def wire(name, start: float, nbytes: float, bw: float) -> float:
+        name = link(name)
+        tokens, last = buckets.get(name, (cl.burst_bytes, start))
         tokens = min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
-        free = min(tokens, nbytes)
-        took = (nbytes - free) / bw
-        buckets[link] = (tokens - free, start + took)
+        free_tokens = min(tokens, nbytes)
+        took = (nbytes - free_tokens) / bw
+        buckets[name] = (tokens - free_tokens, start + took)
         return took
 
     # E11: one push per host: the host's sum needs every member's gradient, so its pushes
@@ -583,18 +593,21 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         t += layer.backward_ms / 1e3 * scale
         for piece in by_layer[layer.name]:
             k = piece.shard
+            local = beside and k == 0   # to the shard beside: through memory, not the NIC
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
-            start = max(fwd + bwd_total if grouped else t, w_up) + cl.message_s
-            up = 0.0 if beside and k == 0 else own * piece.push
-            w_up = (start + wire("up", start, up, cl.worker_bw)
+            start = max(fwd + bwd_total if grouped else t, free["up"]) + cl.message_s
+            up = 0.0 if local else own * piece.push
+            sent = (start + wire("up", start, up, cl.worker_bw)
                     + (piece.staged * cl.worker_byte_s + piece.push * cl.link_kernel_byte_s
                        + 4.0 * piece.values * summing) * slow)
-            begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + wire(("in", k), begin, remote(k) * piece.push, server_bw),
-                          w_up + L)
+            free["up"] = sent
+            begin = max(start + L, free[link(("in", k))])
+            free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
+                                                 server_bw)
+            arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
             # E3: the server applies once all W copies are in (bsp: sum + one step), after
             # rebuilding factored chunks (E1b).
-            begin = max(s_in[k], s_cpu[k])
+            begin = max(arrived, s_cpu[k])
             s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
                                     + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
                                     + cl.message_s) * slow
@@ -614,13 +627,17 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                                                            key=lambda kv: kv[1][0])]
     for ready, k, nbytes, dense in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
-        begin = max(ready, request, s_out[k]) + cl.message_s
-        s_out[k] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
-        down = max(begin + L, w_down)
-        fetched = 0.0 if beside and k == 0 else own * nbytes
-        arrive = max(s_out[k] + L, down + wire("down", down, fetched, cl.worker_bw) +
-                     (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow)
-        w_down = arrive
+        local = beside and k == 0
+        begin = max(ready, request, free[link(("out", k))]) + cl.message_s
+        free[link(("out", k))] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
+        staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
+        if local:   # the shard beside hands the reply over in memory, not after its NIC
+            arrive = begin + staging
+        else:
+            down = max(begin + L, free["down"])
+            arrive = max(free[link(("out", k))] + L,
+                         down + wire("down", down, own * nbytes, cl.worker_bw) + staging)
+            free["down"] = arrive
         end = max(end, arrive + cl.message_s)
     return end
 

@@ -412,3 +412,35 @@ def test_cli_takes_e10s_latency(tmp_path, capsys):
     # an iteration's worth of both cores: 2 ms more
     assert plain["bottleneck"] == e10["bottleneck"] == "shared cores"
     assert e10["iteration_ms"] - plain["iteration_ms"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_e11_servers_beside_the_workers_and_one_push_per_host():
+    """4 workers on 2 hosts (2 each, one 100 MB/s link a host), two 2 MB parameters."""
+    params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
+    hosts = dict(LINK, workers_per_host=2)
+    # today: one server on a host of its own takes 4 x 4 MB in, then sends them out
+    old = predict(ONE, params, 64, Cluster(workers=4, servers=1, **hosts))
+    assert old.iteration_s == pytest.approx(0.352)
+    assert old.busy_s["server link"] == pytest.approx(0.160)
+    assert old.busy_s["worker link"] == pytest.approx(0.080)   # a host's two workers
+    # a shard beside each host's workers: host 0's NIC carries its workers' pushes to
+    # shard 1 (2 x 2 MB) out and host 1's pushes to shard 0 (2 x 2 MB) in: 80 ms a
+    # direction. Out 30..70 (pushes to shard 1), in 31..71 (host 1's pushes to shard 0);
+    # shard 1 in 31..71 on host 1's NIC. Replies at 71: shard 0's to host 1 out on host 0's
+    # NIC 71..111, its piece to this worker through memory at once (71); shard 1's 2
+    # copies leave host 1 71..111 and come in on host 0's NIC 72..112
+    beside = predict(ONE, params, 64, Cluster(workers=4, servers=2, servers_beside_workers=True,
+                                              **hosts))
+    assert beside.busy_s["worker link"] == pytest.approx(0.080)
+    assert beside.busy_s["server link"] == 0.0
+    assert beside.iteration_s == pytest.approx(0.112)
+    # and one push per host: each shard gets one remote copy (20 ms), after backward:
+    # in 31..51 both; replies 51..71 out, shard 1's piece on the host link 52..72
+    both = predict(ONE, params, 64, Cluster(workers=4, servers=2, servers_beside_workers=True,
+                                            host_aggregation=True, **hosts))
+    assert both.busy_s["worker link"] == pytest.approx(0.040)
+    assert both.iteration_s == pytest.approx(0.072)
+    assert both.images_per_s == pytest.approx(4 * 64 / 0.072)
+    # ssp ignores the switch (each worker pushes on its own clock)
+    assert Cluster(workers=4, servers=2, mode="ssp", host_aggregation=True,
+                   workers_per_host=2).pushers() == (4, 2)
