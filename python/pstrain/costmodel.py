@@ -231,6 +231,10 @@ class Cluster:
     # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
     # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
     server_io_byte_s: float = 0.0
+    # E2c: a NIC moves a worker's bytes by DMA while its CPU (c_w, the stack) prepares the
+    # next ones: per piece the worker's link takes max(wire, CPU), not their sum. False:
+    # in series, as on loopback and the validation's veth links, where the CPU is the wire
+    pipelined_nic: bool = False
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -381,9 +385,10 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     host_up = p * (push_total - own_push) + (P - p) * own_pull
     host_down = p * (pull_total - own_pull) + (P - p) * own_push
     # E5: per-iteration busy time of the shared resources (per direction of a link)
+    host_wire, host_cpu = max(host_up, host_down) / cl.worker_bw, p * staged * cl.worker_byte_s
     busy = {
-        "worker link": max(host_up, host_down) / cl.worker_bw
-        + p * (staged * cl.worker_byte_s + msgs * cl.message_s),
+        "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
+        + p * msgs * cl.message_s,
         "server link": 0.0 if cl.servers_beside_workers else
         max(P * max(a, b) * server_byte for a, b in zip(shard_push, shard_pull)),
         "server cpu": max(P * shard_cpu(k) for k in range(S)),
@@ -597,9 +602,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(fwd + bwd_total if grouped else t, free["up"]) + cl.message_s
             up = 0.0 if local else own * piece.push
-            sent = (start + wire("up", start, up, cl.worker_bw)
-                    + (piece.staged * cl.worker_byte_s + piece.push * cl.link_kernel_byte_s
-                       + 4.0 * piece.values * summing) * slow)
+            cpu = (piece.staged * cl.worker_byte_s + piece.push * cl.link_kernel_byte_s
+                   + 4.0 * piece.values * summing) * slow
+            on_wire = wire("up", start, up, cl.worker_bw)
+            sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
             free["up"] = sent
             begin = max(start + L, free[link(("in", k))])
             free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
@@ -635,8 +641,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             arrive = begin + staging
         else:
             down = max(begin + L, free["down"])
+            on_wire = wire("down", down, own * nbytes, cl.worker_bw)
             arrive = max(free[link(("out", k))] + L,
-                         down + wire("down", down, own * nbytes, cl.worker_bw) + staging)
+                         down + (max(on_wire, staging) if cl.pipelined_nic else
+                                 on_wire + staging))
             free["down"] = arrive
         end = max(end, arrive + cl.message_s)
     return end
@@ -706,6 +714,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
     p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
                    help="E3: the shard's I/O thread and stack per wire byte and direction")
+    p.add_argument("--pipelined-nic", action="store_true",
+                   help="E2c: the worker's CPU per byte overlaps its NIC's wire (DMA)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -740,7 +750,8 @@ def main(argv: list[str] | None = None) -> int:
                              sufficient_factors=args.sufficient_factors,
                              factor_pulls=args.factor_pulls,
                              server_flop_s=args.server_ns_per_flop * 1e-9,
-                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9)
+                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                             pipelined_nic=args.pipelined_nic)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

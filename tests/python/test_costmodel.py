@@ -579,3 +579,19 @@ def test_cli_takes_issue_32s_switches(capsys):
                             server_bw=25 * 1.25e8))
     assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
     assert want.iteration_s < plain.iteration_s
+
+
+def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
+    # 5 ns a byte of the worker's CPU: 20 ms a direction for the 4 MB beside 40 ms of wire.
+    # In series (loopback, veth): 30 + (40 + 20) + 1 + (40 + 20) + 1 ms
+    cpu = dict(LINK, worker_byte_s=5e-9)
+    assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, **cpu)).iteration_s == \
+        pytest.approx(0.152)
+    # beside the NIC's DMA: the wire sets the pace, as without CPU (112 ms)
+    on = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True, **cpu))
+    assert on.iteration_s == pytest.approx(0.112)
+    assert on.busy_s["worker link"] == pytest.approx(0.040)
+    # a CPU slower than the wire (15 ns: 60 ms) sets it instead: 30 + 60 + 1 + 60 + 1 ms
+    slow = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True,
+                                           **dict(LINK, worker_byte_s=15e-9)))
+    assert slow.iteration_s == pytest.approx(0.152)
