@@ -194,7 +194,7 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
                ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
                "networks; see docs/scaling.md)", title_fontsize=8)
     fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
-                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; circles: "
+                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration\ncircles: "
                  f"today's defaults, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
                  f" ns/B, I/O {args.calib['server_io_ns_per_byte']:.2g} ns/B, worker "
                  f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost; red squares: every "
