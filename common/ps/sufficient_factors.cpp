@@ -11,8 +11,7 @@ WeightRows ChunkRows(const Chunk& c, int64_t cols) {
   return {c.offset / cols, (c.offset + c.length - 1) / cols + 1};
 }
 
-WeightRows SpanRows(const KeyPlacement& placement, const std::vector<uint32_t>& ids,
-                    int64_t cols) {
+WeightRows SpanRows(const KeyPlacement& placement, const std::vector<uint32_t>& ids, int64_t cols) {
   WeightRows span = ChunkRows(placement.chunk(ids.front()), cols);
   for (uint32_t id : ids) {
     const WeightRows r = ChunkRows(placement.chunk(id), cols);
@@ -40,10 +39,9 @@ Status CheckFrame(const char* which, size_t bytes, uint64_t a, uint64_t b) {
   // a, b < 2^32: a * b < 2^64, but * 4 may overflow.
   const uint64_t values = a * b;
   if (values > UINT64_MAX / sizeof(float) || bytes != values * sizeof(float)) {
-    return Status::InvalidArgument("factors: " + std::string(which) + " frame has " +
-                                   to_string(bytes) + " bytes, " + to_string(a) + " x " +
-                                   to_string(b) + " float32 need " +
-                                   to_string(values * sizeof(float)));
+    return Status::InvalidArgument(
+        "factors: " + std::string(which) + " frame has " + to_string(bytes) + " bytes, " +
+        to_string(a) + " x " + to_string(b) + " float32 need " + to_string(values * sizeof(float)));
   }
   return Status::Ok();
 }
@@ -64,8 +62,7 @@ Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_by
   if (f.samples() == 0 || f.cols() == 0 || f.row_end() <= f.row_begin()) {
     return Status::InvalidArgument("factors: samples " + to_string(f.samples()) + ", rows [" +
                                    to_string(f.row_begin()) + ", " + to_string(f.row_end()) +
-                                   "), cols " + to_string(f.cols()) +
-                                   " (each must be at least 1)");
+                                   "), cols " + to_string(f.cols()) + " (each must be at least 1)");
   }
   if (h.chunks_size() == 0) return Status::InvalidArgument("factors for no chunk");
   PSTRAIN_RETURN_IF_ERROR(CheckFrame("left", left_bytes, f.samples(), f.row_end() - f.row_begin()));
@@ -83,9 +80,9 @@ Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_by
   for (const pstrain::ChunkRef& ref : h.chunks()) {
     const Chunk& c = placement->chunk(ref.id());
     if (c.param != param) {
-      return Status::InvalidArgument("factors: chunk " + to_string(ref.id()) +
-                                     " is of parameter " + to_string(c.param) + ", chunk " +
-                                     to_string(first) + " of parameter " + to_string(param));
+      return Status::InvalidArgument("factors: chunk " + to_string(ref.id()) + " is of parameter " +
+                                     to_string(c.param) + ", chunk " + to_string(first) +
+                                     " of parameter " + to_string(param));
     }
     const WeightRows rows = ChunkRows(c, cols);
     if (rows.begin < f.row_begin() || rows.end > f.row_end()) {

@@ -31,8 +31,7 @@ struct WeightRows {
 // REQUIRES: cols >= 1, c.length >= 1.
 WeightRows ChunkRows(const Chunk& c, int64_t cols);
 // The smallest row range holding every chunk of `ids` (non-empty).
-WeightRows SpanRows(const KeyPlacement& placement, const std::vector<uint32_t>& ids,
-                    int64_t cols);
+WeightRows SpanRows(const KeyPlacement& placement, const std::vector<uint32_t>& ids, int64_t cols);
 // Values of parameter `param` (the sum of its chunks).
 int64_t ParamSize(const KeyPlacement& placement, int param);
 

@@ -4,11 +4,12 @@
 // factored PUSH, and a worker's capture over iter_size 2 passes of a real
 // InnerProduct (plain and transposed) rebuilt equal to the layer's own
 // accumulated weight gradient.
+#include "common/ps/sufficient_factors.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/validate.hpp"
 #include "server/sufficient_factors.hpp"
 #include "tests/cpp/net_test_util.hpp"
@@ -41,7 +42,8 @@ pstrain::Header FactorHeader(const std::vector<std::pair<uint32_t, uint64_t>>& c
 
 std::vector<float> Values(const std::vector<float*>& chunks, const std::vector<int64_t>& lengths) {
   std::vector<float> all;
-  for (size_t i = 0; i < chunks.size(); ++i) all.insert(all.end(), chunks[i], chunks[i] + lengths[i]);
+  for (size_t i = 0; i < chunks.size(); ++i)
+    all.insert(all.end(), chunks[i], chunks[i] + lengths[i]);
   return all;
 }
 
@@ -121,7 +123,8 @@ class FactorValidateTest : public ::testing::Test {
 TEST_F(FactorValidateTest, AcceptsAGoodPushAndNamesEachFault) {
   const auto good = FactorHeader({{0, 4}, {1, 2}}, 2, 0, 2, 3);
   EXPECT_EQ(Reason(good, {16, 24}), "");
-  EXPECT_EQ(Reason(good, {16, 24, 4}), "factors: 3 payload frames follow, a PUSH with factors has 2");
+  EXPECT_EQ(Reason(good, {16, 24, 4}),
+            "factors: 3 payload frames follow, a PUSH with factors has 2");
   EXPECT_EQ(Reason(good, {60, 24}), "factors: left frame has 60 bytes, 2 x 2 float32 need 16");
   EXPECT_EQ(Reason(good, {16, 20}), "factors: right frame has 20 bytes, 2 x 3 float32 need 24");
   EXPECT_EQ(Reason(FactorHeader({{0, 4}}, 2, 1, 2, 3), {8, 24}),
@@ -172,8 +175,10 @@ void CheckCaptureOverTwoPasses(bool transpose) {
   for (int pass = 0; pass < 2; ++pass) {
     Blob* data = net->blob_by_name("data");
     Blob* target = net->blob_by_name("target");
-    for (int i = 0; i < data->count(); ++i) data->mutable_cpu_data()[i] = std::sin(1.f + i + 7 * pass);
-    for (int i = 0; i < target->count(); ++i) target->mutable_cpu_data()[i] = std::cos(2.f * i + pass);
+    for (int i = 0; i < data->count(); ++i)
+      data->mutable_cpu_data()[i] = std::sin(1.f + i + 7 * pass);
+    for (int i = 0; i < target->count(); ++i)
+      target->mutable_cpu_data()[i] = std::cos(2.f * i + pass);
     net->Forward();
     net->Backward();
   }
@@ -181,8 +186,8 @@ void CheckCaptureOverTwoPasses(bool transpose) {
   ASSERT_EQ(f.samples, 6);
   EXPECT_EQ(capture->factors(1).samples, 0);  // the bias stays dense
   const int64_t rows = weight->shape(0), cols = weight->shape(1);
-  pstrain::Header h = FactorHeader({}, 6, 0, static_cast<uint32_t>(rows),
-                                   static_cast<uint32_t>(cols));
+  pstrain::Header h =
+      FactorHeader({}, 6, 0, static_cast<uint32_t>(rows), static_cast<uint32_t>(cols));
   std::vector<int64_t> lengths;
   for (uint32_t id : placement.value().param_chunks(0)) {
     transport::AddChunk(h, id, static_cast<uint64_t>(placement.value().chunk(id).length));
@@ -202,7 +207,9 @@ void CheckCaptureOverTwoPasses(bool transpose) {
   }
 }
 
-TEST(FactorCaptureTest, TwoPassesRebuildTheAccumulatedGradient) { CheckCaptureOverTwoPasses(false); }
+TEST(FactorCaptureTest, TwoPassesRebuildTheAccumulatedGradient) {
+  CheckCaptureOverTwoPasses(false);
+}
 
 TEST(FactorCaptureTest, TransposedWeightTwoPasses) { CheckCaptureOverTwoPasses(true); }
 

@@ -36,8 +36,7 @@ int LayersHolding(const Net& net, const Blob* blob) {
 
 std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
                                                      const std::vector<int>& ps_param_of_learnable,
-                                                     int iter_size,
-                                                     const KeyPlacement& placement,
+                                                     int iter_size, const KeyPlacement& placement,
                                                      bool fewer_bytes) {
   std::unique_ptr<FactorCapture> capture(new FactorCapture());
   capture->net_ = &net;
