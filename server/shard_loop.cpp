@@ -135,6 +135,22 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     server_peers_[message.peer] = true;
   }
   Incoming incoming{message.peer, message.header, {}, {}};
+  if (message.header.has_factors()) {  // sufficient factors: rebuilt here, once
+    const KeyPlacement* placement = shard_.placement();
+    if (placement == nullptr) {
+      shard_.CountBadMessage();
+      drops_.Report("dropped " + transport::Describe(message) +
+                        ": sufficient factors before the init push",
+                    now);
+      return;
+    }
+    incoming.wire_bytes =
+        static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
+    factors_.Rebuild(message.header, message.payload(0), message.payload(1), *placement,
+                     &incoming.payloads);
+    SendAll(shard_.Handle(incoming, now));
+    return;
+  }
   // Zero-copy: the shard reads (and for float32 updates in place) the frames
   // themselves; a compressed push is decoded as it is applied (Validate has
   // checked each encoding).

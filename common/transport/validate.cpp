@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
@@ -48,7 +49,16 @@ Status CheckSender(const Header& h, const ValidationRules& rules) {
 // Frame count, the chunk list and each payload's byte size.
 Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
-  if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
+  if (h.has_factors()) {  // two frames for all the chunks (common/ps/sufficient_factors.hpp)
+    if (h.type() != PUSH) {
+      return Status::InvalidArgument("factors in a " + MessageType_Name(h.type()) +
+                                     " (only a PUSH carries them)");
+    }
+    if (message.frames.size() != 2) {
+      return Status::InvalidArgument("factors: " + to_string(message.frames.size()) +
+                                     " payload frames follow, a PUSH with factors has 2");
+    }
+  } else if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
     return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) + " chunks but " +
                                    to_string(message.frames.size()) + " payload frames follow");
   }
@@ -61,6 +71,9 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
         return Status::InvalidArgument("chunk " + to_string(ref.id()) + " appears twice");
       }
     }
+  }
+  if (h.has_factors()) {
+    return CheckFactors(h, message.frames[0].size(), message.frames[1].size(), rules.placement);
   }
   for (int i = 0; i < h.chunks_size(); ++i) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above

@@ -113,6 +113,9 @@ class TransportConfig:
     # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
     # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
     pull_compression: str = "none"
+    # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
+    # in x out (CPU workers; docs/config-reference.md). Pulls stay dense.
+    sufficient_factors: bool = False
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
@@ -444,7 +447,8 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression", "pull_compression", "host_aggregation"))
+                               "compression", "pull_compression", "sufficient_factors",
+                               "host_aggregation"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -464,6 +468,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
+        sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
+                                     False),
         host_aggregation=_host_aggregation(r, d))
 
 

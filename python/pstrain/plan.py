@@ -278,6 +278,8 @@ class Plan:
                 cmd.append("--no-error-feedback")
         if j.transport.pull_compression != "none":
             cmd += ["--pull-compression", j.transport.pull_compression]
+        if j.transport.sufficient_factors:
+            cmd.append("--sufficient-factors")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -378,6 +380,7 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
             raise JobError(f"{source}: consistency.{name}.tau: max_iter ({max_iter}) and snapshot "
                            f"({snapshot}) must be multiples of tau ({elastic.tau})")
     batch = batch_size(next(iter(nets.values()))[1]) if nets else 0
+    _factor_warnings(job, source, solver, layout, warnings)
     if job.transport.kind == "ipc":
         longest = len(str(run_dir / "sockets" / f"server-{job.cluster.servers - 1}.sock"))
         if longest > 100:
@@ -397,8 +400,31 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
                 warnings=warnings, step_gate=step_gate,
                 initial_model=initial_model if resume_manifest is None else None)
-    plan.host_groups()      # transport.host_aggregation: refused here, before anything starts
+    # transport.host_aggregation: refused here, before anything starts
+    if plan.host_groups() is not None and job.transport.sufficient_factors:
+        plan.warnings.append(f"{source}: transport.sufficient_factors: off (host aggregation "
+                             f"pushes each host's dense sum; transport.host_aggregation: false "
+                             f"pushes factors)")
     return plan
+
+
+def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
+                     warnings: list[str]) -> None:
+    """transport.sufficient_factors where ps-worker pushes every gradient dense anyway
+    (worker/ps/ps_worker.hpp): say so at plan time."""
+    if not job.transport.sufficient_factors:
+        return
+    c = job.consistency
+    clip = solver.get("clip_gradients")
+    why = []
+    if c.easgd is not None or c.local_sgd is not None:
+        why.append("an elastic method pushes weight deltas")
+    if c.mode != "bsp" and clip and float(clip[-1]) >= 0:
+        why.append(f"{c.mode} with clip_gradients pushes every gradient with its norm")
+    if any(g is not None for g in layout.worker_gpus):
+        why.append("GPU workers push dense gradients")
+    for reason in why:
+        warnings.append(f"{source}: transport.sufficient_factors: off ({reason})")
 
 
 def _initial_weights(job: JobConfig, source: str, solver: SolverText,

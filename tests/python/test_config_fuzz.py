@@ -43,7 +43,7 @@ SECTION_KEYS = {
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
-                  "pull_compression", "host_aggregation"],
+                  "pull_compression", "sufficient_factors", "host_aggregation"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
@@ -128,7 +128,7 @@ VALID = {
                     "dc_asgd": {"lambda": 0.1, "adaptive": True, "momentum": 0.9,
                                 "epsilon": 1e-6}},
     "transport": {"kind": "tcp", "interface": "127.0.0.1", "chunk_bytes": 4096,
-                  "shared_memory_mb": 8,
+                  "shared_memory_mb": 8, "sufficient_factors": True,
                   "compression": {"method": "topk", "ratio": 0.1, "error_feedback": False}},
     "data": {"prepare": "fashion-mnist"}, "output": "runs",
     "restart": {"max_worker_restarts": 1, "max_server_restarts": 1}, "engine": "fast",
@@ -188,7 +188,8 @@ OVERRIDES = st.lists(st.one_of(
                                "consistency.dc_asgd.lambda", "consistency.easgd",
                                "transport.compression", "transport.compression.ratio",
                                "transport.pull_compression",
-                               "transport.shared_memory_mb", "remote.ssh_options"]),
+                               "transport.shared_memory_mb", "transport.sufficient_factors",
+                               "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)
 
 
@@ -216,6 +217,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     assert isinstance(compression.error_feedback, bool)
     assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
+    assert isinstance(c.transport.sufficient_factors, bool)
     m = c.consistency
     assert 0 <= m.backup_workers < c.cluster.workers
     assert m.backup_workers == 0 or m.mode == "bsp"

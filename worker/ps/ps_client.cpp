@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
 
@@ -535,39 +536,89 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     std::vector<uint32_t> ids;
     for (const auto& c : messages[k].header.chunks()) ids.push_back(c.id());
     PSTRAIN_RETURN_IF_ERROR(SendPush(static_cast<int>(k), header, std::move(messages[k])));
-    // The chunks of this shard pushed for `clock` (Pull's after_push).
-    if (shard_push_clock_[k] != clock) {
-      shard_push_clock_[k] = clock;
-      shard_pushed_[k] = 0;
-    }
+    NotePushed(k, clock, ids);
+  }
+  return Status::Ok();
+}
+
+void PsClient::NotePushed(size_t k, int64_t clock, const std::vector<uint32_t>& ids) {
+  // The chunks of this shard pushed for `clock` (Pull's after_push).
+  if (shard_push_clock_[k] != clock) {
+    shard_push_clock_[k] = clock;
+    shard_pushed_[k] = 0;
+  }
+  for (uint32_t id : ids) {
+    if (chunk_push_clock_[id] == clock) continue;
+    chunk_push_clock_[id] = clock;
+    ++shard_pushed_[k];
+  }
+}
+
+Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors& factors) {
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PUSH"));
+  const Blob& blob = *params_[static_cast<size_t>(param_id)].blob;
+  const int64_t rows = blob.shape(0);
+  const int64_t cols = blob.count() / rows;
+  const int64_t samples = factors.samples;
+  // The param's chunks by shard, ascending.
+  std::vector<std::vector<uint32_t>> by_shard(channels_.size());
+  for (uint32_t id : placement_.param_chunks(param_id)) {
+    by_shard[static_cast<size_t>(placement_.chunk(id).shard)].push_back(id);
+  }
+  for (size_t k = 0; k < by_shard.size(); ++k) {
+    const std::vector<uint32_t>& ids = by_shard[k];
+    if (ids.empty()) continue;
+    const WeightRows span = SpanRows(placement_, ids, cols);
+    OutMessage m{transport::PushHeader(origin(), clock, -1.0), {}};
+    pstrain::FactorShape* shape = m.header.mutable_factors();
+    shape->set_samples(static_cast<uint32_t>(samples));
+    shape->set_row_begin(static_cast<uint32_t>(span.begin));
+    shape->set_row_end(static_cast<uint32_t>(span.end));
+    shape->set_cols(static_cast<uint32_t>(cols));
     for (uint32_t id : ids) {
-      if (chunk_push_clock_[id] == clock) continue;
-      chunk_push_clock_[id] = clock;
-      ++shard_pushed_[k];
+      transport::AddChunk(m.header, id, static_cast<uint64_t>(placement_.chunk(id).length));
     }
+    const size_t width = static_cast<size_t>(span.count());
+    auto left = StagingBuffer(static_cast<size_t>(samples) * width);
+    for (int64_t s = 0; s < samples; ++s) {
+      std::memcpy(left->data() + s * width, factors.left + s * rows + span.begin,
+                  width * sizeof(float));
+    }
+    const size_t right_count = static_cast<size_t>(samples * cols);
+    auto right = StagingBuffer(right_count);
+    std::memcpy(right->data(), factors.right, right_count * sizeof(float));
+    m.payloads.push_back(Payload::Slice(left, 0, static_cast<size_t>(samples) * width));
+    m.payloads.push_back(Payload::Slice(right, 0, right_count));
+    PSTRAIN_RETURN_IF_ERROR(SendPushPart(static_cast<int>(k), std::move(m)));
+    NotePushed(k, clock, ids);
   }
   return Status::Ok();
 }
 
 Status PsClient::SendPush(int shard, const pstrain::Header& header, OutMessage message) {
-  const size_t k = static_cast<size_t>(shard);
   pstrain::Header whole = header;
   *whole.mutable_chunks() = std::move(*message.header.mutable_chunks());
   for (OutMessage& piece :
        transport::SplitMessage(OutMessage{std::move(whole), std::move(message.payloads)})) {
-    const auto start = Clock::now();
-    while (in_flight_[k] >= options_.max_pushes_in_flight) {
-      PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
-      if (!got.has_value() && Clock::now() - start > options_.timeout) {
-        return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
-                                        SecondsText(options_.timeout));
-      }
-      // Pull replies that arrive meanwhile are copied in by ReceiveOne.
-    }
-    traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(piece)));
-    ++in_flight_[k];
+    PSTRAIN_RETURN_IF_ERROR(SendPushPart(shard, std::move(piece)));
   }
+  return Status::Ok();
+}
+
+Status PsClient::SendPushPart(int shard, OutMessage message) {
+  const size_t k = static_cast<size_t>(shard);
+  const auto start = Clock::now();
+  while (in_flight_[k] >= options_.max_pushes_in_flight) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
+    if (!got.has_value() && Clock::now() - start > options_.timeout) {
+      return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
+                                      SecondsText(options_.timeout));
+    }
+    // Pull replies that arrive meanwhile are copied in by ReceiveOne.
+  }
+  traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(message)));
+  ++in_flight_[k];
   return Status::Ok();
 }
 

@@ -75,6 +75,15 @@ struct PsParam {
   float decay_mult = 1.f;
 };
 
+// A weight gradient as its sufficient factors (common/ps/sufficient_factors.hpp):
+// gradient = left^T right, left samples x the weight's rows (shape(0)), right
+// samples x its row length (count / shape(0)); both row-major host memory.
+struct GradientFactors {
+  int64_t samples = 0;
+  const float* left = nullptr;
+  const float* right = nullptr;
+};
+
 struct PsClientOptions {
   std::vector<std::string> servers;  // shard k's endpoint at index k
   // WORKER: worker `rank` (its DEALERs are named worker-R...). CONTROL: a
@@ -164,6 +173,11 @@ class PsClient {
   // before it returns.
   Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
               const std::vector<const float*>& diffs);
+  // As Push for one parameter whose gradient is `factors` (its diff is not
+  // read): each shard holding chunks of it gets one PUSH with Header.factors,
+  // the columns of left its chunks' rows need and all of right (copied before
+  // it returns). REQUIRES: the param's blob has at least one axis.
+  Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors);
   // Waits until every push is acknowledged (and ZeroMQ let go of its payloads).
   Status Flush();
   // Asks each shard to exit (the job is over).
@@ -220,6 +234,10 @@ class PsClient {
   // Sends a shard's push in parts of at most kMessagePartBytes, each within
   // the in-flight window.
   Status SendPush(int shard, const pstrain::Header& header, transport::OutMessage message);
+  // Sends one push message whole (not split), within the in-flight window.
+  Status SendPushPart(int shard, transport::OutMessage message);
+  // Push's bookkeeping for Pull's after_push: chunks `ids` went to `shard` for `clock`.
+  void NotePushed(size_t shard, int64_t clock, const std::vector<uint32_t>& ids);
 
   PsClientOptions options_;
   std::vector<PsParam> params_;

@@ -7,7 +7,8 @@
 //             [--pull-compression none|fp16|bf16]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
-//             [--shared-memory-mb M] [--host-groups G0,G1,... --host-group-shm /NAME]
+//             [--shared-memory-mb M] [--sufficient-factors]
+//             [--host-groups G0,G1,... --host-group-shm /NAME]
 //
 // --host-groups (bsp host aggregation, worker/ps/host_group.hpp): each
 // worker's group, numbered in order of first appearance (worker 0 in group
@@ -123,6 +124,9 @@ int main(int argc, char** argv) {
           ->default_value(pstrain::transport::kSharedRingDefaultMb),
       "ipc: pushes of 16 KB or more go through a shared-memory ring of this many MiB per "
       "server (0: through the socket; the servers must agree)")(
+      "sufficient-factors", po::bool_switch(&options.sufficient_factors),
+      "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
+      "those are fewer bytes (CPU engine)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
@@ -248,6 +252,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) return pstrain::ExitWith(s, program);
     options.engine = pstrain::Engine::kGpu;
   }
+  options.on_notice = [](char level, const std::string& text) {
+    pstrain::WriteGlogLine(stderr, level, PSTRAIN_GLOG_WHERE, text);
+  };
   options.on_event = [&](const pstrain::TrainEvent& e) {
     std::printf("%s\n",
                 pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());
