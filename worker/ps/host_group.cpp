@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 namespace pstrain {
@@ -18,6 +20,29 @@ namespace {
 
 constexpr int kMaxMembers = 255;  // workers besides the leader
 constexpr size_t kHeaderBytes = 16384;
+
+// The segment's path, for UnlinkOnTerm: a job's processes end with SIGTERM
+// (ps-train's stop, or PR_SET_PDEATHSIG when ps-train or a DistributedSolver's
+// script is killed), and the segment must not outlive the job in /dev/shm.
+char g_segment_path[300];
+
+void UnlinkOnTerm(int sig) {
+  if (g_segment_path[0] != '\0') unlink(g_segment_path);  // async-signal-safe
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Once per process: SIGTERM (left at its default action by ps-worker) removes
+// the segment, then terminates as before.
+void RemoveOnTerm(const std::string& name) {
+  std::snprintf(g_segment_path, sizeof g_segment_path, "/dev/shm%s", name.c_str());
+  struct sigaction old {};
+  if (sigaction(SIGTERM, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
+  struct sigaction on_term {};
+  on_term.sa_handler = UnlinkOnTerm;
+  sigemptyset(&on_term.sa_mask);
+  sigaction(SIGTERM, &on_term, nullptr);
+}
 
 }  // namespace
 
@@ -98,6 +123,7 @@ Result<std::unique_ptr<HostGroup>> HostGroup::Open(const HostGroupOptions& optio
   if (base == MAP_FAILED) return Status::IOError(where + "cannot map: " + std::strerror(errno));
   g->base_ = base;
   g->header_ = static_cast<Header*>(base);
+  RemoveOnTerm(options.name);
   const uint64_t shape = static_cast<uint64_t>(values) << 16 | (ranks.size());
   uint64_t seen = 0;
   if (!g->header_->shape.compare_exchange_strong(seen, shape) && seen != shape) {
