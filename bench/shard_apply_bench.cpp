@@ -36,6 +36,7 @@
 
 #include "common/ps/key_placement.hpp"
 #include "common/transport/gradient_codec.hpp"
+#include "server/encoded_gradient.hpp"
 #include "server/shard_state.hpp"
 
 namespace po = boost::program_options;
@@ -99,7 +100,7 @@ std::string Isa() {
   if (__builtin_cpu_supports("avx512f")) isa += "AVX-512F ";
   if (__builtin_cpu_supports("avx2")) isa += "AVX2 ";
   if (__builtin_cpu_supports("fma")) isa += "FMA ";
-  if (__builtin_cpu_supports("f16c")) isa += "F16C ";
+  if (pstrain::server::HasF16c()) isa += "F16C ";  // clang's builtin does not know "f16c"
 #endif
   return isa.empty() ? "baseline" : isa.substr(0, isa.size() - 1);
 }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "common/status.hpp"
 #include "common/transport/gradient_codec.hpp"
@@ -49,10 +52,18 @@ __attribute__((target("avx,f16c"))) void HalvesF16c(const void* data, uint64_t b
 }
 #endif
 
+// CPUID leaf 1 (ECX: bit 29 F16C, bit 28 AVX, bit 27 OSXSAVE) and XGETBV (the
+// OS saves the YMM registers): read directly, since clang's
+// __builtin_cpu_supports does not know "f16c" (the fuzzing build uses clang).
 const bool kF16c = [] {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const bool f16c = (ecx >> 29) & 1, avx = (ecx >> 28) & 1, osxsave = (ecx >> 27) & 1;
+  if (!(f16c && avx && osxsave)) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0x6) == 0x6;  // XMM and YMM state enabled
 #else
   return false;
 #endif

@@ -1,11 +1,13 @@
 """pstrain.DistributedSolver across hosts, for real (network-namespace hosts with
 their own sshd, netns_hosts.py): a script in the head namespace drives a bsp job
-whose server runs on host 1 and whose workers run on hosts 2 and 3, over numpy
+whose workers run on hosts 1 and 2 with a shard beside each (the hostfile
+default, cluster.server_placement: per_host; host 3 is a spare), over numpy
 arrays the run ships to the hosts (data.memory_data) and starting from the
 script's net (initial.caffemodel, shipped too). Its weights equal, bit for bit,
 those of the same script with every process on this machine."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import subprocess
@@ -80,8 +82,11 @@ def test_two_hosts_give_the_weights_of_one(tmp_path, hosts, build_dir):
     across = write_job(tmp_path, "across", hosts)
     assert drive(tmp_path, across, tmp_path / "across.npz",
                  ["ip", "netns", "exec", hosts.head]) == "ok"
+    summary = json.loads((tmp_path / "runs" / "across" / "summary.json").read_text())
+    assert summary["hosts"] == {"server-0": hosts.address(1), "server-1": hosts.address(2),
+                                "worker-0": hosts.address(1), "worker-1": hosts.address(2)}
     # The arrays and the starting weights reached the workers' hosts with the run folder.
-    for i in (2, 3):
+    for i in (1, 2):
         folder = tmp_path / f"on-host-{hosts.address(i)}" / "across"
         assert (folder / "data" / "memory-0.data.npy").is_file()
         assert (folder / "initial.caffemodel").is_file()
