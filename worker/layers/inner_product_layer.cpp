@@ -155,7 +155,10 @@ void InnerProductLayer::BackwardReference(const BlobVec& top,
 }
 
 std::vector<std::string> InnerProductLayer::CpuImplementations() const {
-  if (transpose_ || m_ > kVectorMaxRows || m_ == 0) return {"reference"};
+  if (transpose_ || m_ == 0 || m_ > kVectorMaxRows ||
+      static_cast<int64_t>(n_) * k_ < kVectorMinWeights) {
+    return {"reference"};
+  }
   switch (KernelIsa()) {
     case CpuIsa::kAvx512:
       return {"vector", "reference"};

@@ -8,14 +8,16 @@
 //
 // Reference path: BLAS (GEMM, GEMV for one row). CPU implementations under
 // Engine::kFast (CpuImplementations()):
-//   "vector"    own kernels for few rows (inner_product_cpu_kernels.hpp:
-//               W streamed once per pass in its own layout, no packing),
-//               offered for M <= kVectorMaxRows, W not transposed, and an
-//               AVX2 or AVX-512 kernel variant; the default with AVX-512
+//   "vector"    own kernels for few rows and a large W
+//               (inner_product_cpu_kernels.hpp: W streamed once per pass in
+//               its own layout, no packing), offered for M <= kVectorMaxRows,
+//               N K >= kVectorMinWeights, W not transposed, and an AVX2 or
+//               AVX-512 kernel variant; the default with AVX-512
 //               (inner_product_layer_vector.cpp).
 //   "reference" BLAS, the default otherwise.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,10 @@ class InnerProductLayer : public Layer {
   // The most rows (M) "vector" is offered for: beyond, the product is no
   // longer bound by reading W and a GEMM library's blocking wins.
   static constexpr int kVectorMaxRows = 32;
+  // The fewest weights "vector" is offered for (4 MB, more than a core's
+  // second-level cache): a smaller W stays in cache, reading it is cheap, and
+  // BLAS serves as before.
+  static constexpr int64_t kVectorMinWeights = int64_t{1} << 20;
 
  protected:
   void ForwardReference(const BlobVec& bottom, const BlobVec& top) override;
