@@ -318,7 +318,8 @@ def report(rows, programs, machine, load_before, load_after, args) -> None:
         if not row["layers"]:
             continue
         print(f"\n{row['net']} b{row['batch']} per layer, forward / backward ms "
-              f"({row['cpu']}, {row['cpu_isa']}):")
+              f"({row['cpu']}, {row['cpu_isa']}"
+              f"{', AVX2 emulated' if args.isa == 'avx2' else ''}):")
         print("| layer | " + " | ".join(titles[p] for p in programs) + " |")
         print("| --- | " + " | ".join("---:" for _ in programs) + " |")
         for name in row["layers"]["pstrain"]:
