@@ -25,6 +25,7 @@ worker_ns_per_byte).
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import sys
 
@@ -56,27 +57,94 @@ ANCHORS = [
 ]
 
 
+CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
+# issue 32's configuration: 8 H200 workers on 8 hosts, one GPU each, a shard on every host,
+# 25 GbE; the shard's apply threads when they are on (an H200 host has dozens of cores)
+ISSUE = dict(workers=8, servers=8, gbit=25)
+THREADS_ON = 8
+
+
+def switches(step: int, calib: dict) -> dict:
+    """The Cluster inputs of step `step` of the switch table: each step adds one switch to
+    the one before (docs/scaling.md, "Predictions")."""
+    fp16 = step >= 4
+    out = {"server_byte_s": calib["server_ns_per_byte_fp16" if fp16 else
+                                  "server_ns_per_byte_fp32"] * 1e-9,
+           "server_io_byte_s": calib["server_io_ns_per_byte"] * 1e-9,
+           "server_flop_s": calib["server_ns_per_flop"] * 1e-9}
+    if step >= 2:
+        out["servers_beside_workers"] = True
+    if step >= 3:
+        out["server_threads"] = THREADS_ON
+    if fp16:
+        out.update(push_value_bytes=2.0, pull_value_bytes=2.0)
+    if step >= 5:
+        out["sufficient_factors"] = True
+    if step >= 6:
+        out["pipelined_nic"] = True
+    if step >= 7:
+        out["factor_pulls"] = True
+    return out
+
+
+STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
+         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
+         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
+         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
+         "+ sufficient factors for fc weights (push side): every switch built",
+         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c)",
+         "+ sufficient factors in the pulls too (SFB: not built)"]
+
+
 def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float,
-                 worker_byte_s: float) -> dict:
+                 worker_byte_s: float, extra: dict | None = None,
+                 servers=SERVERS) -> dict:
     _, time_file, net_file, batch = NETS[key]
     layers = costmodel.load_layer_times(time_file)
     params = costmodel.net_params(net_file)
     out = {}
     for gbit in LINKS_GBIT:
         bw = gbit * 1e9 / 8 * GOODPUT
-        for s in SERVERS:
+        for s in servers:
             for w in (1,) + WORKERS:
-                cl = costmodel.Cluster(workers=w, servers=s, mode=mode, worker_bw=bw,
-                                       server_bw=bw, latency_s=25e-6, message_s=message_s,
-                                       server_byte_s=server_byte_s,
-                                       worker_byte_s=worker_byte_s)
+                kw = dict(workers=w, servers=w if s == "W" else s, mode=mode, worker_bw=bw,
+                          server_bw=bw, latency_s=25e-6, message_s=message_s,
+                          server_byte_s=server_byte_s, worker_byte_s=worker_byte_s)
+                cl = costmodel.Cluster(**dict(kw, **(extra or {})))
                 out[gbit, s, w] = costmodel.predict(layers, params, batch, cl)
     single = batch / (sum(l.forward_ms + l.backward_ms for l in layers) / 1e3)
     return {"pred": out, "single": single, "batch": batch,
             "mbytes": 4 * sum(p.values for p in params) / 1e6}
 
 
-def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
+def issue_table(key: str, args, calib: dict) -> list[tuple]:
+    """(step, iteration ms, images/s, efficiency, bottleneck) for issue 32's configuration,
+    switch by switch, bsp; step 0 is the model and constants of the published tables."""
+    _, time_file, net_file, batch = NETS[key]
+    layers = costmodel.load_layer_times(time_file)
+    params = costmodel.net_params(net_file)
+    single = batch / (sum(l.forward_ms + l.backward_ms for l in layers) / 1e3)
+    bw = ISSUE["gbit"] * 1e9 / 8 * GOODPUT
+    base = dict(workers=ISSUE["workers"], servers=ISSUE["servers"], worker_bw=bw, server_bw=bw,
+                latency_s=25e-6, message_s=args.message_us * 1e-6,
+                worker_byte_s=args.worker_ns_per_byte * 1e-9)
+    rows = []
+    old = costmodel.predict(layers, params, batch, costmodel.Cluster(
+        **dict(base, server_byte_s=args.server_ns_per_byte * 1e-9)))
+    rows.append(("the published model (c_s 1.25 ns/B, no I/O term), servers apart", old))
+    for step, label in enumerate(STEPS, 1):
+        rows.append((label, costmodel.predict(layers, params, batch, costmodel.Cluster(
+            **dict(base, **switches(step, calib))))))
+    free = costmodel.predict(layers, params, batch, costmodel.Cluster(
+        **dict(base, **dict(switches(6, calib), server_byte_s=0.0, server_io_byte_s=0.0,
+                            server_flop_s=0.0, worker_byte_s=0.0))))
+    rows.append(("every switch built, no CPU cost per byte (the NICs alone)", free))
+    return [(label, r.iteration_s * 1e3, r.images_per_s,
+             r.images_per_s / (ISSUE["workers"] * single), r.bottleneck) for label, r in rows]
+
+
+def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | None = None
+         ) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -98,6 +166,11 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
             top.plot(xs, nic, ":", color=c, linewidth=1)
             bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(nic, xs)], ":", color=c,
                         linewidth=1)
+        if on is not None:
+            ips = [on["pred"][gbit, "W", w].images_per_s for w in xs]
+            top.plot(xs, ips, "s-", color="C3", label="every switch built, a shard per host")
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], "s-",
+                        color="C3", label="every switch built (S = W, one per host)")
         for j, (name, n, eff) in enumerate(ANCHORS):
             bottom.plot([n], [eff], marker="*^vsD"[j], markersize=11, linestyle="none",
                         color=f"C{j + 1}", label=name)
@@ -115,15 +188,18 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
     axes[0][0].plot([], [], "k:", linewidth=1, label="dotted: no CPU cost per byte (NIC-bound)")
     axes[0][0].legend(fontsize=7, loc="upper left")
     handles, labels = axes[1][0].get_legend_handles_labels()
-    keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"]
+    keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"
+            and not l.startswith("every switch")]
     fig.legend([handles[i] for i in keep], [labels[i] for i in keep], loc="lower center",
                ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
                "networks; see docs/scaling.md)", title_fontsize=8)
     fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
-                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration; solid: CPU "
-                 f"per byte as measured here (server {args.server_ns_per_byte:g} ns/B, worker "
-                 f"{args.worker_ns_per_byte:g} ns/B), dotted: none",
-                 fontsize=10)
+                 f"{grid['mbytes']:.0f} MB of gradients per worker and iteration\ncircles: "
+                 f"today's defaults, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
+                 f" ns/B, I/O {args.calib['server_io_ns_per_byte']:.2g} ns/B, worker "
+                 f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost; red squares: every "
+                 f"switch built, a shard on every host",
+                 fontsize=9)
     fig.tight_layout(rect=(0, 0.09, 1, 0.96))
     fig.savefig(out / f"scaling_{key}.png", dpi=80)
     plt.close(fig)
@@ -132,34 +208,53 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--message-us", type=float, default=20.0)
-    ap.add_argument("--server-ns-per-byte", type=float, default=1.25)
+    ap.add_argument("--server-ns-per-byte", type=float, default=1.25,
+                    help="c_s of the published model (validation run 1): the first row of "
+                         "the switch table")
     ap.add_argument("--worker-ns-per-byte", type=float, default=0.3)
+    ap.add_argument("--calibration", type=pathlib.Path, default=CALIBRATION,
+                    help="bench/scaling_calibrate.py's JSON: c_s, the shard's I/O, GEMM")
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs/img")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
+    calib = args.calib = json.loads(args.calibration.read_text())
+    today = switches(1, calib)
+    for key, (title, _, _, batch) in NETS.items():
+        rows = issue_table(key, args, calib)
+        print(f"\n{title}, batch {batch} per worker, issue 32's configuration: "
+              f"{ISSUE['workers']} H200 workers on {ISSUE['workers']} hosts, "
+              f"{ISSUE['servers']} shards, {ISSUE['gbit']} GbE, bsp\n")
+        print("| configuration | ms an iteration | images/s | of linear | bottleneck |")
+        print("| --- | ---: | ---: | ---: | --- |")
+        for label, ms, ips, eff, neck in rows:
+            print(f"| {label} | {ms:.1f} | {ips:.0f} | {100 * eff:.0f} % | {neck} |")
     for key, (title, _, _, batch) in NETS.items():
         grids = {}
         for mode, cpu in (("bsp", 1), ("asp", 1), ("bsp-free", 0)):
+            extra = today if cpu else dict(today, server_byte_s=0.0, server_io_byte_s=0.0)
             grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
-                                       cpu * args.server_ns_per_byte * 1e-9,
-                                       cpu * args.worker_ns_per_byte * 1e-9)
-        plot(key, grids["bsp"], grids["bsp-free"], args.out, args)
+                                       0.0, cpu * args.worker_ns_per_byte * 1e-9, extra)
+        on = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
+                          args.worker_ns_per_byte * 1e-9, switches(6, calib), servers=("W",))
+        plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on)
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
-              f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration\n")
+              f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration; "
+              f"today's defaults, servers on hosts of their own\n")
         print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
               " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
-              " W=64 bsp, no CPU cost per byte |")
-        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: |")
+              " W=64 bsp, no CPU cost per byte | W=64 bsp, every switch, S = W per host |")
+        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: | ---: |")
         for gbit in LINKS_GBIT:
             for s in TABLE_SERVERS:
-                def cell(mode, w):
-                    p = grids[mode]["pred"][gbit, s, w]
+                def cell(grid, w, s=s):
+                    p = grid["pred"][gbit, s, w]
                     return f"{p.images_per_s:.0f} ({100 * p.images_per_s / (w * g['single']):.0f}%)"
                 print(f"| {gbit} GbE | {s} | " +
-                      " | ".join(cell("bsp", w) for w in WORKERS) + " | " +
-                      " | ".join(cell("asp", w) for w in WORKERS) + " | " +
-                      g["pred"][gbit, s, 64].bottleneck + " | " + cell("bsp-free", 64) + " |")
+                      " | ".join(cell(grids["bsp"], w) for w in WORKERS) + " | " +
+                      " | ".join(cell(grids["asp"], w) for w in WORKERS) + " | " +
+                      g["pred"][gbit, s, 64].bottleneck + " | " + cell(grids["bsp-free"], 64) +
+                      " | " + (cell(on, 64, "W") if s == TABLE_SERVERS[-1] else "") + " |")
     return 0
 
 

@@ -297,9 +297,34 @@ def netns_unavailable() -> str | None:
     return None
 
 
+def switch_flags(switches: dict | None, who: str) -> list[str]:
+    """The programs' flags for issue 32's switches of a point: the shard's apply threads
+    (ps-server --threads; given as 1 where a point names none, the model's default, since
+    ps-server's own default is `auto`), 16-bit pushes and pulls (ps-worker)."""
+    switches = switches or {}
+    if who == "server":
+        return ["--threads", str(switches.get("threads", 1))]
+    flags = []
+    if "compression" in switches:
+        flags += ["--compression", switches["compression"]]
+    if "pull_compression" in switches:
+        flags += ["--pull-compression", switches["pull_compression"]]
+    return flags
+
+
+def switch_label(switches: dict | None) -> str:
+    """" threads=2", " fp16/fp16" (push/pull) or "" for a point without switches."""
+    switches = switches or {}
+    out = f" threads={switches['threads']}" if "threads" in switches else ""
+    if "compression" in switches or "pull_compression" in switches:
+        out += (f" {switches.get('compression', 'none')}/"
+                f"{switches.get('pull_compression', 'none')}")
+    return out
+
+
 def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
             staleness: int, ns: Namespaces | None = None, timeout: float = 300,
-            ipc_folder: pathlib.Path | None = None) -> dict:
+            ipc_folder: pathlib.Path | None = None, switches: dict | None = None) -> dict:
     """Servers, then workers, each in its own process group; all stopped on return.
     Returns per-worker steady images/s from the workers' train events, those events
     themselves and the CPU seconds of every server and worker. With `ipc_folder` the
@@ -334,6 +359,7 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
             address = f"ipc://{ipc_folder}/server-{k}" if ipc_folder else bind
             cmd = srv_pre + [str(build / "bin/ps-server"), "--shard", str(k), "--num-servers",
                              str(servers), "--workers", str(workers), "--bind", address] + common
+            cmd += switch_flags(switches, "server")
             if k:
                 cmd += ["--coordinator", endpoints[0]]
             p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -352,7 +378,7 @@ def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: in
         for r in range(workers):
             cmd = wrk_pre + [str(build / "bin/ps-worker"), "--rank", str(r), "--workers",
                              str(workers), "--servers", ",".join(endpoints), "--threads", "1",
-                             "--timeout-s", "120"] + common
+                             "--timeout-s", "120"] + common + switch_flags(switches, "worker")
             workers_p.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                               text=True, start_new_session=True, cwd=ROOT))
             bg.pids.append(workers_p[-1].pid)
@@ -404,7 +430,8 @@ def _server_stack(raw: dict, workers: int, params, calib: dict) -> float:
 def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     """The model's two predictions for one measured round: (E6 from the one-process layer
     times and the measured load, compute measured with W ps-net time processes at once)."""
-    link, net, w, s, mode, st = point
+    link, net, w, s, mode, st = point[:6]
+    switches = point[6] if len(point) > 6 else {}
     bw = calib["wire_bytes_per_s"] if link == "loopback" else \
         raw.get("link_bytes_per_s") or {"100mbit": 100e6, "1gbit": 1e9}[link] / 8
     base = dict(workers=w, servers=s, mode=mode, staleness=st, worker_bw=bw, server_bw=bw,
@@ -445,6 +472,13 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                     server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
                     refill_per_share=calib.get("refill_per_share", 0.0),
                     balance_s=calib.get("balance_ms", 0.0) * 1e-3)
+    # issue 32's switches the round ran with (docs/scaling.md, "Validation of the switches")
+    if "threads" in switches:
+        base["server_threads"] = switches["threads"]
+    if "compression" in switches:
+        base["push_value_bytes"] = costmodel.value_bytes(switches["compression"])
+    if "pull_compression" in switches:
+        base["pull_value_bytes"] = costmodel.value_bytes(switches["pull_compression"])
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -475,7 +509,7 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
 def fill(row: dict, calib: dict, params, batch: int) -> dict:
     """Adds both predictions (medians over the row's rounds) and their errors to a row."""
     point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
-             row["staleness"])
+             row["staleness"], row.get("switches", {}))
     preds = [predict_point(point, r, calib, params, batch) for r in row["rounds"]]
     m = row["measured_images_per_s"] = statistics.median(r["measured"] for r in row["rounds"])
     row["background"] = statistics.median(r["background"] for r in row["rounds"])
@@ -575,7 +609,8 @@ def report(rows: list[dict], load_before: str, load_after: str, elapsed: float,
         print("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
               " ---: | ---: | --- |")
         for r in rows:
-            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "")
+            mode = r["mode"] + (f" s={r['staleness']}" if r["mode"] == "ssp" else "") + \
+                switch_label(r.get("switches"))
             print(f"| {r['link']} | {r['net']} b{r['batch']} | {r['workers']} | {r['servers']} |"
                   f" {mode} | {r['background']:.1f} | {r['measured_images_per_s']:.0f} | "
                   f"{r['predicted_formula']:.0f} | {100 * r['error_formula']:+.1f}% | "
@@ -600,6 +635,10 @@ def main() -> int:
     ap.add_argument("--json-out", type=pathlib.Path)
     ap.add_argument("--no-netns", action="store_true")
     ap.add_argument("--only-netns", action="store_true", help="the shaped-link points only")
+    ap.add_argument("--switches", action="store_true",
+                    help="issue 32's switches on the shaped links: LeNet W = 2 bsp with the "
+                         "shard on 2 threads and with fp16 both ways, beside the same point "
+                         "without them (needs root)")
     ap.add_argument("--measure-links", action="store_true",
                     help="β of a shaped link from iperf3 through it (default: its tbf rate)")
     ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
@@ -673,10 +712,15 @@ def main() -> int:
             print(f"network-namespace points skipped: {why_not}", file=sys.stderr)
         if args.only_netns:
             points = [p for p in points if p[0] != "loopback"]
+        if args.switches and why_not is None:
+            points = [(rate, "LeNet", 2, 1, "bsp", 0, sw) for rate in ("100mbit", "1gbit")
+                      for sw in ({}, {"threads": 2},
+                                 {"compression": "fp16", "pull_compression": "fp16"})]
         if args.quick:
             points = points[::2]
         rows = []
-        for link, net, w, s, mode, st in points:
+        for link, net, w, s, mode, st, *rest in points:
+            switches = rest[0] if rest else {}
             layers, params, batch, solver = nets[net]
             if link == "100mbit":
                 solver = lenet_slow
@@ -697,7 +741,7 @@ def main() -> int:
                 try:
                     if ns and args.measure_links:
                         link_bw = ns.bandwidth()
-                    job = run_job(build, solver, w, s, mode, st, ns)
+                    job = run_job(build, solver, w, s, mode, st, ns, switches=switches)
                 finally:
                     if ns:
                         ns.close()
@@ -713,9 +757,11 @@ def main() -> int:
                                "layers_together": [[l.name, l.forward_ms, l.backward_ms]
                                                    for l in together]})
             row = fill({"link": link, "net": net, "workers": w, "servers": s, "mode": mode,
+                        **({"switches": switches} if switches else {}),
                         "staleness": st, "batch": batch, "rounds": rounds}, calib, params, batch)
             rows.append(row)
-            print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}: "
+            print(f"{link:8s} {net:14s} W={w} S={s} {mode}{st if mode == 'ssp' else ''}"
+                  f"{switch_label(switches)}: "
                   f"measured {row['measured_images_per_s']:7.1f} predicted (E6) "
                   f"{row['predicted_formula']:7.1f} ({100 * row['error_formula']:+5.1f}%), "
                   f"(W timed at once) {row['predicted_together']:7.1f} "

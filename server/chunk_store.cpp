@@ -148,17 +148,57 @@ void ChunkStore::ApplyGradient(uint32_t id, const float* grad, float grad_scale,
   ApplyGradientInPlace(id, scratch_.data(), grad_scale, iter);
 }
 
+void ChunkStore::ForRanges(size_t n, const std::function<void(int, size_t, size_t)>& fn) {
+  if (threads_ == nullptr) return fn(0, 0, n);
+  threads_->ForRanges(n, fn);
+}
+
+void ChunkStore::ApplyRange(Slot& s, const optim::StepInputs& in, float* diff, size_t begin,
+                            size_t end) const {
+  // A slice of a parameter is any contiguous range of it (update_rule.hpp).
+  constexpr size_t kMaxSlots = 4;
+  PSTRAIN_CHECK(s.history.size() <= kMaxSlots);
+  float* history[kMaxSlots];
+  for (size_t k = 0; k < s.history.size(); ++k) history[k] = s.history[k].data() + begin;
+  rule_->Apply(in, s.param,
+               optim::ParamSlice{s.data->data() + begin, diff,
+                                 std::span<float* const>(history, s.history.size()),
+                                 end - begin});
+}
+
 void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter) {
   if (device_) return ApplyGradient(id, grad, grad_scale, iter);  // grad stays untouched
   Slot& s = slot(id);
-  std::vector<float*>& history = history_ptrs_;
-  history.resize(s.history.size());
-  for (size_t k = 0; k < history.size(); ++k) history[k] = s.history[k].data();
   const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale,
                              /*diff_holds_update=*/false};  // grad is dropped after this
   Writable(s, /*keep_values=*/true);
-  rule_->Apply(in, s.param,
-               optim::ParamSlice{s.data->data(), grad, history, static_cast<size_t>(s.length)});
+  ForRanges(static_cast<size_t>(s.length), [&](int, size_t begin, size_t end) {
+    ApplyRange(s, in, grad + begin, begin, end);
+  });
+  Changed(s);
+}
+
+void ChunkStore::ApplyEncoded(uint32_t id, const EncodedGradient& grad, float grad_scale,
+                              int iter) {
+  Slot& s = slot(id);
+  PSTRAIN_CHECK(grad.n == static_cast<uint64_t>(s.length));
+  if (device_) {  // the device copies the whole gradient in: decode it whole
+    DecodeRange(grad, 0, grad.n, scratch_.data());
+    return ApplyGradient(id, scratch_.data(), grad_scale, iter);
+  }
+  const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale,
+                             /*diff_holds_update=*/false};
+  Writable(s, /*keep_values=*/true);
+  const size_t parts = threads_ != nullptr ? static_cast<size_t>(threads_->threads()) : 1;
+  if (blocks_.size() < parts) blocks_.resize(parts, std::vector<float>(kDecodeBlock));
+  ForRanges(static_cast<size_t>(s.length), [&](int part, size_t begin, size_t end) {
+    float* block = blocks_[static_cast<size_t>(part)].data();
+    for (size_t b = begin; b < end; b += kDecodeBlock) {
+      const size_t e = std::min(end, b + kDecodeBlock);
+      DecodeRange(grad, b, e, block);
+      ApplyRange(s, in, block, b, e);
+    }
+  });
   Changed(s);
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -25,7 +26,9 @@
 #include "common/optim/update_rule.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
+#include "server/apply_threads.hpp"
 #include "server/device_chunks.hpp"
+#include "server/encoded_gradient.hpp"
 
 namespace pstrain::server {
 
@@ -70,6 +73,15 @@ class ChunkStore {
   void ApplyGradient(uint32_t id, const float* grad, float grad_scale, int iter);
   // As ApplyGradient, but uses `grad` as the rule's scratch (clobbered): no copy.
   void ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale, int iter);
+  // As ApplyGradient on the decoded values of `grad` (float32 or a compressed
+  // push's chunk, server/encoded_gradient.hpp), decoded block by block into a
+  // cache-sized scratch and applied at once: one pass over the weights, the
+  // same floats as decoding first. REQUIRES: grad.n == length(id).
+  void ApplyEncoded(uint32_t id, const EncodedGradient& grad, float grad_scale, int iter);
+
+  // The pool that splits the CPU passes over a chunk (null: one thread). The
+  // store does not own it; it must outlive the store's updates.
+  void set_threads(ApplyThreads* threads) { threads_ = threads; }
 
   // The chunk's weights as of now, immutable while the caller holds it. Every
   // call between two changes of the chunk returns the same buffer. On the CPU
@@ -112,8 +124,17 @@ class ChunkStore {
   std::vector<uint32_t> ids_;
   std::vector<int> local_;  // global id -> index into slots_, or -1
   std::vector<Slot> slots_;
-  std::vector<float> scratch_;            // ApplyGradient's copy of the gradient
-  std::vector<float*> history_ptrs_;      // the rule's view of one slot's history
+  // Runs the rule on [begin, end) of slot s with `diff` as its gradient
+  // (diff[0] is value begin). Safe on several threads for disjoint ranges.
+  void ApplyRange(Slot& s, const optim::StepInputs& in, float* diff, size_t begin,
+                  size_t end) const;
+  // fn(part, begin, end) over [0, n) on the pool (or on this thread).
+  void ForRanges(size_t n, const std::function<void(int, size_t, size_t)>& fn);
+
+  std::vector<float> scratch_;  // ApplyGradient's copy of the gradient
+  // ApplyEncoded's decode blocks, kDecodeBlock floats per part of the pool.
+  std::vector<std::vector<float>> blocks_;
+  ApplyThreads* threads_ = nullptr;
   std::unique_ptr<DeviceChunks> device_;  // null: weights and history on the CPU
   int device_index_ = -1;
   int64_t copies_on_write_ = 0;

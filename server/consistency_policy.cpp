@@ -11,7 +11,29 @@ float AveragingScale(int gradients, int iter_size, float clip) {
 ShardCore::ShardCore(ShardConfig c)
     : config(std::move(c)),
       clocks(config.num_workers),
-      workers(static_cast<size_t>(config.num_workers)) {}
+      workers(static_cast<size_t>(config.num_workers)) {
+  if (config.threads > 1 && config.device < 0) {
+    threads = std::make_unique<ApplyThreads>(config.threads);
+  }
+}
+
+float* ChunkGradient::Values() {
+  if (!encoded.is_float32()) {
+    decoded->resize(encoded.n);
+    DecodeRange(encoded, 0, encoded.n, decoded->data());
+    values = decoded->data();
+    encoded = EncodedGradient{pstrain::FLOAT32, values, encoded.n * sizeof(float), encoded.n};
+  }
+  return values;
+}
+
+void ApplyChunkGradient(ChunkStore& store, ChunkGradient& g, float grad_scale, int iter) {
+  if (g.encoded.is_float32()) {
+    store.ApplyGradientInPlace(g.id, g.values, grad_scale, iter);
+  } else {
+    store.ApplyEncoded(g.id, g.encoded, grad_scale, iter);
+  }
+}
 
 void ShardCore::RecordStaleness(int w) {
   const int64_t staleness =

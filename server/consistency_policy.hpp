@@ -42,7 +42,9 @@
 #include "common/status.hpp"
 #include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
+#include "server/apply_threads.hpp"
 #include "server/clock_table.hpp"
+#include "server/encoded_gradient.hpp"
 #include "server/shard_config.hpp"
 #include "server/shard_layout.hpp"
 #include "server/shard_messages.hpp"
@@ -59,6 +61,9 @@ struct WorkerState {
   std::vector<char> arrived;  // per local chunk: received for the current clock
   int arrived_count = 0;
   int64_t served_version = 0;  // version of the weights last pulled
+  // The encoding of this worker's PULL_REPLYs (its HELLO's pull_dtype):
+  // FLOAT32, or FLOAT16 / BFLOAT16 (server/pull_encoding.hpp).
+  pstrain::DataType pull_dtype = pstrain::FLOAT32;
 };
 
 struct DeferredPull {
@@ -91,6 +96,9 @@ struct ShardCore {
   // config.step_gate: pulls for iterations >= gate wait (step_gate.cpp). The
   // shard's start clock (0, or the clock resumed from), raised by GATE only.
   int64_t gate = 0;
+  // config.threads: the pool the store and the policy split each chunk's
+  // passes over (server/apply_threads.hpp); null with one thread.
+  std::unique_ptr<ApplyThreads> threads;
 
   // REQUIRES: initialised (INIT_PUSH or Restore).
   ChunkStore& store() { return *layout.store; }
@@ -107,18 +115,35 @@ struct ShardCore {
   transport::Origin origin() const { return {pstrain::SERVER, config.shard, config.job_key}; }
 };
 
-// One chunk of a push, handed to the policy. `values` may be changed in place
-// (it is the received frame, valid during the call only).
+// One chunk of a push, handed to the policy: the received frame as it
+// travelled (valid during the call only). A policy that only sums or applies
+// it passes `encoded` on (RankOrderedSum::Add, ChunkStore::ApplyEncoded: the
+// decode is fused into that pass); one that needs the float32 values calls
+// Values(), which for a compressed push decodes them once into `decoded`.
 struct ChunkGradient {
   int worker = 0;
   int64_t iteration = 0;  // the push's clock
   uint32_t id = 0;
   int local = 0;  // the chunk's index in the store
+  // The frame; a float32 one (encoded.is_float32()) may be changed in place
+  // through `values`, its writable address.
+  EncodedGradient encoded;
   float* values = nullptr;
   // Apply-on-arrival policies: the factor of this chunk's step, PushScale of
   // its push times what wrappers added (staleness_lr). Unused by bsp.
   float scale = 1.f;
+  // The shard's buffer for Values() (kept across pushes).
+  std::vector<float>* decoded = nullptr;
+
+  // The float32 values, writable: the frame itself, or (compressed) decoded
+  // into *decoded on the first call, after which `encoded` is that float32.
+  float* Values();
 };
+
+// One solver step of g on its chunk: in place on a float32 frame
+// (ChunkStore::ApplyGradientInPlace), fused with the decode otherwise
+// (ChunkStore::ApplyEncoded).
+void ApplyChunkGradient(ChunkStore& store, ChunkGradient& g, float grad_scale, int iter);
 
 class ConsistencyPolicy {
  public:

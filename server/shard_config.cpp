@@ -1,5 +1,8 @@
 #include "server/shard_config.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <charconv>
 
 #include "common/optim/update_rule_registry.hpp"
@@ -31,6 +34,24 @@ Result<std::vector<int>> ParseStalenessList(const std::string& text) {
   return values;
 }
 
+int AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+Result<int> ParseServerThreads(const std::string& text) {
+  if (text.empty() || text == "auto") return AvailableCores();
+  int v = 0;
+  const auto [next, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || next != text.data() + text.size() || v < 1) {
+    return Status::InvalidArgument("--threads: \"" + text +
+                                   "\" is not a whole number >= 1 or auto");
+  }
+  return v;
+}
+
 Status ValidateShardConfig(const ShardConfig& c) {
   if (c.num_shards < 1) {
     return Status::Error("num_shards must be at least 1, got " + std::to_string(c.num_shards));
@@ -54,6 +75,9 @@ Status ValidateShardConfig(const ShardConfig& c) {
   }
   if ((c.snapshot_interval > 0 || c.final_iter > 0) && c.snapshot_prefix.empty()) {
     return Status::Error("snapshot_prefix must be given when snapshot_interval > 0");
+  }
+  if (c.threads < 1) {
+    return Status::Error("threads must be at least 1, got " + std::to_string(c.threads));
   }
   if (c.wait_warn_ms <= 0) {
     return Status::Error("wait_warn_ms must be positive, got " + std::to_string(c.wait_warn_ms));

@@ -46,7 +46,18 @@ struct ShardConfig {
   // pull for iteration t is answered only when t < the gate, which starts at
   // the shard's start clock and is raised by GATE messages from a driver.
   bool step_gate = false;
+  // Threads that apply a push (server/apply_threads.hpp): each chunk's values
+  // are split among them, every value computed as with one thread, so the
+  // weights are the same bits for any count. >= 1 (ps-server --threads).
+  int threads = 1;
 };
+
+// ps-server --threads: "auto" (or "") -> the cores this process may run on
+// (AvailableCores()), else a whole number >= 1; error:
+// `--threads: "0" is not a whole number >= 1 or auto`.
+Result<int> ParseServerThreads(const std::string& text);
+// The CPUs this process may run on (its affinity mask), at least 1.
+int AvailableCores();
 
 // "2,4" -> {2, 4} (the ps-server flag --staleness-per-worker); error:
 // `--staleness-per-worker: "2,x" is not a list of integers (as 2,4)`.

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "common/transport/curve.hpp"
-#include "common/transport/gradient_codec.hpp"
 #include "common/transport/validate.hpp"
 
 namespace pstrain::server {
@@ -135,21 +134,32 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
   if (message.header.role() == pstrain::SERVER && channel == router_.get()) {
     server_peers_[message.peer] = true;
   }
-  Incoming incoming{message.peer, message.header, {}};
-  const pstrain::DataType dtype = message.header.dtype();
-  if (dtype != pstrain::FLOAT32) {  // a compressed push: decoded here, once (Validate checked it)
-    incoming.wire_bytes = 0;
-    if (decoded_.size() < message.payload_count()) decoded_.resize(message.payload_count());
-  }
-  for (size_t i = 0; i < message.payload_count(); ++i) {
-    if (dtype == pstrain::FLOAT32) {
-      incoming.payloads.push_back(message.mutable_payload(i));
-      continue;
+  Incoming incoming{message.peer, message.header, {}, {}};
+  if (message.header.has_factors()) {  // sufficient factors: rebuilt here, once
+    const KeyPlacement* placement = shard_.placement();
+    if (placement == nullptr) {
+      shard_.CountBadMessage();
+      drops_.Report("dropped " + transport::Describe(message) +
+                        ": sufficient factors before the init push",
+                    now);
+      return;
     }
-    const uint64_t n = message.header.chunks(static_cast<int>(i)).length();
-    decoded_[i].resize(n);
-    transport::Decode(dtype, message.payload(i), message.payload_bytes(i), n, decoded_[i].data());
-    incoming.payloads.push_back(decoded_[i].data());
+    incoming.wire_bytes =
+        static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
+    factors_.Rebuild(message.header, message.payload(0), message.payload(1), *placement,
+                     &incoming.payloads);
+    SendAll(shard_.Handle(incoming, now));
+    return;
+  }
+  // Zero-copy: the shard reads (and for float32 updates in place) the frames
+  // themselves; a compressed push is decoded as it is applied (Validate has
+  // checked each encoding).
+  const bool compressed = message.header.dtype() != pstrain::FLOAT32;
+  if (compressed) incoming.wire_bytes = 0;
+  for (size_t i = 0; i < message.payload_count(); ++i) {
+    incoming.payloads.push_back(message.mutable_payload(i));
+    if (!compressed) continue;
+    incoming.payload_bytes.push_back(message.payload_bytes(i));
     incoming.wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
   }
   SendAll(shard_.Handle(incoming, now));

@@ -44,6 +44,7 @@
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
 #include "server/shard_state.hpp"
+#include "server/sufficient_factors.hpp"
 
 namespace pstrain::server {
 
@@ -130,7 +131,7 @@ class ShardLoop {
   std::unique_ptr<transport::Channel> router_;
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
-  std::vector<std::vector<float>> decoded_;          // a compressed push's payloads as float32
+  FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"
   std::vector<std::string> worker_names_;            // "worker R" at index R

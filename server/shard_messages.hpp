@@ -20,8 +20,12 @@ struct Incoming {
   std::string peer;  // the transport's id of the sender, for replies
   pstrain::Header header;
   // One per header.chunks; the shard may overwrite them (gradients are applied
-  // in place, without a copy).
+  // in place, without a copy). A PUSH whose header.dtype is not FLOAT32 holds
+  // its chunks as they travelled (common/transport/gradient_codec.hpp, checked
+  // by CheckEncoded): the shard decodes them as it applies them.
   std::vector<float*> payloads;
+  // The bytes of each payload; empty: 4 per value (float32).
+  std::vector<size_t> payload_bytes;
   // Payload bytes as they travelled (compressed pushes); -1: 4 per value.
   int64_t wire_bytes = -1;
 };

@@ -51,6 +51,7 @@ Result<ShardState> ShardState::Restore(ShardConfig config, const std::string& pa
 
 void ShardState::Install(ShardLayout layout) {
   core_->layout = std::move(layout);
+  core_->store().set_threads(core_->threads.get());
   const ChunkStore& store = core_->store();
   for (WorkerState& w : core_->workers) {
     w.arrived.assign(static_cast<size_t>(store.num_chunks()), 0);
@@ -93,7 +94,7 @@ std::vector<Outgoing> ShardState::Handle(const Incoming& m, TimePoint now) {
       OnInitPush(m, out);
       break;
     case pstrain::PULL:
-      OnPull(m, now);
+      OnPull(m, now, out);
       break;
     case pstrain::PUSH:
       OnPush(m, out);
@@ -142,6 +143,10 @@ void ShardState::OnHello(const Incoming& m, Out& out) {
     std::erase_if(deferred_, [&](const DeferredPull& p) { return p.worker == w; });
   }
   worker.peer = m.peer;
+  worker.pull_dtype = m.header.has_pull_dtype() ? m.header.pull_dtype() : pstrain::FLOAT32;
+  if (worker.pull_dtype != pstrain::FLOAT32) {
+    Log("worker " + std::to_string(w) + " pulls in " + pstrain::DataType_Name(worker.pull_dtype));
+  }
   Outgoing reply;
   reply.peer = m.peer;
   reply.header =
@@ -206,6 +211,7 @@ void ShardState::OnGate(const Incoming& m, Out& out) {
     return;
   }
   core_->gate = gate;  // Handle's ServeReadyPulls answers the pulls it opens
+  if (m.header.gate_checkpoint() && gate > checkpoint_cut_) requested_checkpoints_.insert(gate);
   Outgoing reply = Reply(m, pstrain::GATE_ACK);
   reply.header.set_clock(core_->clocks.min());
   reply.header.set_version(core_->version);

@@ -23,6 +23,11 @@
 // its path in `text` (empty when the write failed; the failure is logged).
 // Barrier pulls are answered whole, in one PULL_REPLY.
 //
+// 16-bit pulls: a worker whose HELLO asked for pull_dtype FLOAT16 or BFLOAT16
+// gets its PULL_REPLYs in it (the weights rounded to nearest even; the master
+// weights and history stay float32). A finite weight beyond the range answers
+// the pull with ERROR naming the parameter (server/pull_encoding.hpp).
+//
 // Step gate (config.step_gate, the step_gate policy wrapper): a pull for
 // iteration t >= gate() waits; GATE raises the gate (never lowers it) and is
 // answered with GATE_ACK (clock: the slowest worker's clock, version).
@@ -36,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +50,7 @@
 #include "common/transport/validate.hpp"
 #include "proto/pstrain.pb.h"
 #include "server/consistency_policy.hpp"
+#include "server/pull_encoding.hpp"
 #include "server/shard_checkpoint.hpp"
 #include "server/shard_config.hpp"
 #include "server/shard_layout.hpp"
@@ -149,15 +156,20 @@ class ShardState {
   bool ExpectsNorms() const { return initialized() && policy_->ExchangesNorms(); }
 
   // shard_state_pull.cpp: PULL, the checkpoint barrier, wait warnings.
-  void OnPull(const Incoming& m, TimePoint now);
+  void OnPull(const Incoming& m, TimePoint now, Out& out);
+  // A driver's (role CONTROL) pull: the current weights at once, whatever the
+  // clocks and the gate; no worker's state changes (DistributedSolver.net).
+  void OnControlPull(const Incoming& m, Out& out);
   bool IsCheckpointIteration(int64_t t) const;
   // The whole pull may be answered now.
   bool PullReady(const DeferredPull& pull) const;
   // Not a barrier, and the policy answers it chunk by chunk now.
   bool PullsByChunk(const DeferredPull& pull) const;
   void ServeReadyPulls(Out& out);
-  // The chunks of `pull` (by local index) not yet sent, that `ready` accepts.
-  Outgoing PullReply(DeferredPull& pull, const std::function<bool(int)>& ready);
+  // The chunks of `pull` (by local index) not yet sent, that `ready` accepts,
+  // in the worker's pull encoding. Error: a weight beyond a 16-bit range
+  // (PullEncoding::Encode); nothing is marked sent then.
+  Result<Outgoing> PullReply(DeferredPull& pull, const std::function<bool(int)>& ready);
   void CutCheckpoint(int64_t t);
   std::string WaitReason(const DeferredPull& pull) const;
 
@@ -165,17 +177,23 @@ class ShardState {
   std::unique_ptr<ShardCore> core_;
   std::unique_ptr<ConsistencyPolicy> policy_;
   std::vector<DeferredPull> deferred_;  // in arrival order
+  PullEncoding pull_encoding_;          // within one ServeReadyPulls only
   int64_t bad_messages_ = 0;
   int64_t duplicates_dropped_ = 0;
   int64_t bytes_received_ = 0;
   int64_t bytes_sent_ = 0;
   int64_t checkpoint_cut_ = 0;   // latest iteration cut (or resumed from)
+  std::set<int64_t> requested_checkpoints_;  // GATE gate_checkpoint: cut at these too
   std::string checkpoint_path_;  // its file; empty if the write failed
   bool done_ = false;
   int64_t connections_refused_ = 0;
   int64_t nonfinite_rejected_ = 0;
   std::string nonfinite_last_;
   Status failure_;
+  std::vector<float> decoded_;  // ChunkGradient::Values() of a compressed chunk
 };
+
+// Chunk i of a PUSH as it travelled (its header's dtype, its frame).
+EncodedGradient PushChunk(const Incoming& m, int i);
 
 }  // namespace pstrain::server

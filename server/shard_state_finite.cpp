@@ -43,8 +43,15 @@ int64_t FirstNonFinite(const float* values, uint64_t count) {
 bool ShardState::AllFinite(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
   for (int i = 0; i < h.chunks_size(); ++i) {
-    const float* values = m.payloads[static_cast<size_t>(i)];
-    const int64_t at = FirstNonFinite(values, h.chunks(i).length());
+    float bad = 0;
+    int64_t at = -1;
+    if (h.dtype() == pstrain::FLOAT32) {
+      const float* values = m.payloads[static_cast<size_t>(i)];
+      at = FirstNonFinite(values, h.chunks(i).length());
+      if (at >= 0) bad = values[at];
+    } else {  // a compressed push, checked as it travelled
+      at = FirstNonFinite(PushChunk(m, i), &bad);
+    }
     if (at < 0) continue;
     const uint32_t id = h.chunks(i).id();
     std::string where = "chunk " + std::to_string(id);
@@ -59,7 +66,7 @@ bool ShardState::AllFinite(const Incoming& m, Out& out) {
       where += " (value " + std::to_string(at) + ")";
     }
     char value[32];
-    std::snprintf(value, sizeof(value), "%g", static_cast<double>(values[at]));
+    std::snprintf(value, sizeof(value), "%g", static_cast<double>(bad));
     const std::string what =
         pstrain::MessageType_Name(h.type()) + " from worker " + std::to_string(h.sender()) +
         (h.has_clock() ? " for iteration " + std::to_string(h.clock()) : std::string()) + ": " +

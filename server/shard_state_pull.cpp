@@ -18,15 +18,39 @@ std::string WorkerList(const ClockTable& clocks, const std::vector<int>& workers
 
 }  // namespace
 
-void ShardState::OnPull(const Incoming& m, TimePoint now) {
+void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
   const pstrain::Header& h = m.header;
+  if (h.role() == pstrain::CONTROL) {
+    OnControlPull(m, out);
+    return;
+  }
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
   deferred_.push_back(DeferredPull{
       m.peer, h.sender(), h.clock(), now, now, {}, 0, h.has_after_push() ? h.after_push() : -1});
 }
 
+void ShardState::OnControlPull(const Incoming& m, Out& out) {
+  if (!initialized()) {
+    Reject(m, "no weights yet (the init push from worker 0 has not arrived)", out);
+    return;
+  }
+  ChunkStore& store = *core_->layout.store;
+  Outgoing o;
+  o.peer = m.peer;
+  o.header = transport::NewHeader(origin(), pstrain::PULL_REPLY);
+  o.header.set_clock(m.header.clock());
+  o.header.set_version(core_->version);
+  o.header.set_reply_chunks_total(static_cast<uint32_t>(store.num_chunks()));
+  for (const uint32_t id : store.chunk_ids()) {
+    transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
+    o.payloads.push_back(store.Snapshot(id));
+  }
+  out.push_back(std::move(o));
+}
+
 bool ShardState::IsCheckpointIteration(int64_t t) const {
   if (core_->config.final_iter > 0 && t == core_->config.final_iter) return true;
+  if (requested_checkpoints_.contains(t)) return true;
   return core_->config.snapshot_interval > 0 && t > 0 && t % core_->config.snapshot_interval == 0;
 }
 
@@ -49,6 +73,23 @@ bool ShardState::PullsByChunk(const DeferredPull& pull) const {
 }
 
 void ShardState::ServeReadyPulls(Out& out) {
+  pull_encoding_.Clear();  // the weights may have changed since the last call
+  // A reply, or an ERROR when the pull cannot be encoded (the pull is then over).
+  auto answer = [&](DeferredPull& pull, const std::function<bool(int)>& ready) {
+    Result<Outgoing> reply = PullReply(pull, ready);
+    if (reply.ok()) {
+      out.push_back(std::move(reply).value());
+      return true;
+    }
+    const std::string why = reply.status().message();
+    LogDrop("refused worker " + std::to_string(pull.worker) + "'s pull for iteration " +
+            std::to_string(pull.clock) + ": " + why);
+    Outgoing error;
+    error.peer = pull.peer;
+    error.header = transport::ErrorHeader(origin(), transport::PullHeader({}, pull.clock), why);
+    out.push_back(std::move(error));
+    return false;
+  };
   for (size_t i = 0; i < deferred_.size();) {
     DeferredPull& pull = deferred_[i];
     if (PullReady(pull)) {
@@ -56,8 +97,11 @@ void ShardState::ServeReadyPulls(Out& out) {
         CutCheckpoint(pull.clock);
       }
       const bool partly_sent = pull.sent_count > 0;
-      Outgoing rest = PullReply(pull, [](int) { return true; });
-      if (rest.header.chunks_size() > 0 || !partly_sent) out.push_back(std::move(rest));
+      const size_t before = out.size();
+      if (answer(pull, [](int) { return true; }) && partly_sent &&
+          out.back().header.chunks_size() == 0) {
+        out.resize(before);  // nothing left to send
+      }
       deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
@@ -68,10 +112,14 @@ void ShardState::ServeReadyPulls(Out& out) {
       };
       bool any = false;
       for (int c = 0; c < core_->layout.store->num_chunks() && !any; ++c) any = ready(c);
-      if (any) out.push_back(PullReply(pull, ready));
+      if (any && !answer(pull, ready)) {
+        deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
     }
     ++i;
   }
+  pull_encoding_.Clear();  // the next push may change the weights in place
 }
 
 void ShardState::CutCheckpoint(int64_t t) {
@@ -87,8 +135,9 @@ void ShardState::CutCheckpoint(int64_t t) {
   Log("checkpoint at iteration " + std::to_string(t) + " written to " + path);
 }
 
-Outgoing ShardState::PullReply(DeferredPull& pull, const std::function<bool(int)>& ready) {
+Result<Outgoing> ShardState::PullReply(DeferredPull& pull, const std::function<bool(int)>& ready) {
   ChunkStore& store = *core_->layout.store;
+  const pstrain::DataType dtype = core_->workers[static_cast<size_t>(pull.worker)].pull_dtype;
   Outgoing o;
   o.peer = pull.peer;
   o.header = transport::NewHeader(origin(), pstrain::PULL_REPLY);
@@ -98,16 +147,28 @@ Outgoing ShardState::PullReply(DeferredPull& pull, const std::function<bool(int)
   if (IsCheckpointIteration(pull.clock) && pull.clock == checkpoint_cut_) {
     o.header.set_text(checkpoint_path_);
   }
+  if (dtype != pstrain::FLOAT32) o.header.set_dtype(dtype);
   pull.sent.resize(static_cast<size_t>(store.num_chunks()), 0);
+  std::vector<int> sent;
   for (int c = 0; c < store.num_chunks(); ++c) {
     if (pull.sent[static_cast<size_t>(c)] || !ready(c)) continue;
-    pull.sent[static_cast<size_t>(c)] = 1;
-    ++pull.sent_count;
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
+    std::shared_ptr<const std::vector<float>> weights = store.Snapshot(id);
     transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
-    o.payloads.push_back(store.Snapshot(id));
-    policy_->Served(pull.worker, c, o.payloads.back());
+    if (dtype == pstrain::FLOAT32) {
+      o.payloads.push_back(weights);
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(auto encoded,
+                               pull_encoding_.Encode(id, dtype, *weights, core_->layout));
+      o.payloads.push_back(std::move(encoded));
+    }
+    // DC-ASGD compensates against the float32 weights served (16-bit pulls:
+    // the worker computed on these rounded, within half a 16-bit step).
+    policy_->Served(pull.worker, c, weights);
+    sent.push_back(c);
   }
+  for (int c : sent) pull.sent[static_cast<size_t>(c)] = 1;
+  pull.sent_count += static_cast<int>(sent.size());
   if (pull.sent_count == store.num_chunks()) {
     core_->workers[static_cast<size_t>(pull.worker)].served_version = core_->version;
   }

@@ -48,7 +48,8 @@ void ShardState::OnPush(const Incoming& m, Out& out) {
     }
     worker.arrived[static_cast<size_t>(local)] = 1;
     ++worker.arrived_count;
-    ChunkGradient g{w, t, id, local, m.payloads[static_cast<size_t>(i)], scale};
+    ChunkGradient g{w, t, id, local, PushChunk(m, i), m.payloads[static_cast<size_t>(i)], scale,
+                    &decoded_};
     policy_->OnGradient(g);
   }
   out.push_back(Reply(m, pstrain::PUSH_ACK));
@@ -59,6 +60,13 @@ void ShardState::OnPush(const Incoming& m, Out& out) {
     policy_->WorkerCompleted(w);
   }
   policy_->AfterPush(out);
+}
+
+EncodedGradient PushChunk(const Incoming& m, int i) {
+  const size_t k = static_cast<size_t>(i);
+  const uint64_t n = m.header.chunks(i).length();
+  return EncodedGradient{m.header.dtype(), m.payloads[k],
+                         m.payload_bytes.empty() ? n * sizeof(float) : m.payload_bytes[k], n};
 }
 
 void ShardState::OnNormPartial(const Incoming& m, Out& out) {

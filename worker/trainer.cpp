@@ -1,5 +1,6 @@
 #include "worker/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -285,7 +286,9 @@ Status Trainer::StepLoop(int iters) {
     const float rate = optim::LearningRate(hyper_, iter_);
     if (solver_.display() > 0 && iter_ % solver_.display() == 0) Display(rate);
     for (Callback* c : callbacks_) PSTRAIN_RETURN_IF_ERROR(c->OnGradientsReady(iter_));
-    if (options_.apply_updates) PSTRAIN_RETURN_IF_ERROR(ApplyUpdate());
+    const bool elsewhere = std::any_of(callbacks_.begin(), callbacks_.end(),
+                                       [](const Callback* c) { return c->AppliesUpdate(); });
+    if (options_.apply_updates && !elsewhere) PSTRAIN_RETURN_IF_ERROR(ApplyUpdate());
     ++iter_;
     if (options_.write_snapshots && solver_.snapshot() > 0 && iter_ % solver_.snapshot() == 0) {
       PSTRAIN_RETURN_IF_ERROR(Snapshot().status());

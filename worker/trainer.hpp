@@ -17,7 +17,8 @@
 //   display                             every `display` iterations: a "train"
 //                                       event (callbacks' OnEvent add values)
 //   callbacks' OnGradientsReady(iter)   every gradient of iter is in the diffs
-//   ApplyUpdate                         the update rule (apply_updates)
+//   ApplyUpdate                         the update rule (apply_updates, and no
+//                                       callback's AppliesUpdate)
 //   ++iter; snapshot                    every `snapshot` iterations (write_snapshots)
 // Solve runs Step to max_iter, then callbacks' OnFinish(max_iter), the final
 // snapshot and test, and the "done" event.
@@ -110,6 +111,12 @@ class Trainer {
     // Every gradient of the iteration is in the diffs (summed over iter_size
     // passes, not yet scaled), before the local update.
     virtual Status OnGradientsReady(int /*iter*/) { return Status::Ok(); }
+    // True: the update is applied elsewhere and this callback's
+    // OnGradientsReady leaves the iteration's updated weights in the net
+    // (pstrain.caffe's NCCL: a parameter-server shard applies the solver's
+    // rule). While such a callback is registered the trainer applies no local
+    // update; the iteration still advances, displays and snapshots.
+    virtual bool AppliesUpdate() const { return false; }
     // Before the trainer emits a "train" (display) or "done" event: may add
     // values to it.
     virtual void OnEvent(TrainEvent* /*event*/) {}

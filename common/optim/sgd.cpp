@@ -38,7 +38,20 @@ class SgdRule final : public UpdateRule {
       }
       return true;
     }
-    for (size_t i = 0; i < s.n; ++i) {
+    if (in.diff_holds_update) {
+      FusedLoop</*kStoreUpdate=*/true>(s.n, g, h, w, scale, local_rate, local_decay, l1);
+    } else {  // four streams: the update is not stored into g
+      FusedLoop</*kStoreUpdate=*/false>(s.n, g, h, w, scale, local_rate, local_decay, l1);
+    }
+    return true;
+  }
+
+ private:
+  template <bool kStoreUpdate>
+  void FusedLoop(size_t n, float* __restrict g, float* __restrict h, float* __restrict w,
+                 float scale, float local_rate, float local_decay, bool l1) const {
+    const float momentum = momentum_;
+    for (size_t i = 0; i < n; ++i) {
       float gi = g[i];
       if (scale != 1.f) gi *= scale;
       if (local_decay != 0.f) {
@@ -48,15 +61,13 @@ class SgdRule final : public UpdateRule {
           gi += local_decay * w[i];
         }
       }
-      const float hi = local_rate * gi + momentum_ * h[i];
+      const float hi = local_rate * gi + momentum * h[i];
       h[i] = hi;
-      g[i] = hi;
+      if constexpr (kStoreUpdate) g[i] = hi;
       w[i] -= hi;
     }
-    return true;
   }
 
- private:
   float momentum_;
 };
 

@@ -337,7 +337,7 @@ Result<std::optional<InMessage>> ZmqChannel::ReadMessage(Frame first) {
   }
   // A trailer: one frame more than the header lists payloads.
   if (ring_bytes_ > 0 &&
-      message.frames.size() == static_cast<size_t>(message.header.chunks_size()) + 1 &&
+      message.frames.size() == PayloadFrames(message.header) + 1 &&
       LooksLikeTrailer(message.frames.back().data(), message.frames.back().size())) {
     Frame trailer = std::move(message.frames.back());
     message.frames.pop_back();
@@ -441,12 +441,13 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
     if (!peer.empty()) text += " to peer '" + PrintablePeer(peer) + "'";
     return text;
   };
-  if (static_cast<size_t>(header.chunks_size()) != message.payloads.size()) {
-    return Status::InvalidArgument(where() + ": header lists " +
-                                   std::to_string(header.chunks_size()) + " chunks but " +
-                                   std::to_string(message.payloads.size()) + " payloads are given");
+  if (PayloadFrames(header) != message.payloads.size()) {
+    return Status::InvalidArgument(
+        where() + ": header lists " + std::to_string(header.chunks_size()) + " chunks" +
+        (header.has_factors() ? " with factors (2 payloads)" : "") + " but " +
+        std::to_string(message.payloads.size()) + " payloads are given");
   }
-  for (int i = 0; i < header.chunks_size(); ++i) {
+  for (int i = 0; i < header.chunks_size() && !header.has_factors(); ++i) {
     // A compressed payload (dtype other than FLOAT32) has its encoding's size.
     if (header.dtype() == pstrain::FLOAT32 &&
         header.chunks(i).length() != message.payloads[i].count) {

@@ -28,16 +28,31 @@ std::string N(uint64_t v) { return std::to_string(v); }
 Result<pstrain::DataType> ParseCompression(const std::string& name) {
   if (name == "none") return pstrain::FLOAT32;
   if (name == "fp16") return pstrain::FLOAT16;
+  if (name == "bf16") return pstrain::BFLOAT16;
   if (name == "topk") return pstrain::TOP_K;
   if (name == "sign") return pstrain::SIGN_SCALED;
   return Status::InvalidArgument("compression \"" + name +
-                                 "\" is not one of none, fp16, topk, sign");
+                                 "\" is not one of none, fp16, bf16, topk, sign");
+}
+
+Result<pstrain::DataType> ParsePullCompression(const std::string& name) {
+  if (name == "none") return pstrain::FLOAT32;
+  if (name == "fp16") return pstrain::FLOAT16;
+  if (name == "bf16") return pstrain::BFLOAT16;
+  return Status::InvalidArgument("pull compression \"" + name +
+                                 "\" is not one of none, fp16, bf16");
+}
+
+bool IsHalfWidth(pstrain::DataType dtype) {
+  return dtype == pstrain::FLOAT16 || dtype == pstrain::BFLOAT16;
 }
 
 const char* CompressionName(pstrain::DataType dtype) {
   switch (dtype) {
     case pstrain::FLOAT16:
       return "fp16";
+    case pstrain::BFLOAT16:
+      return "bf16";
     case pstrain::TOP_K:
       return "topk";
     case pstrain::SIGN_SCALED:
@@ -53,8 +68,9 @@ Status CheckEncoded(pstrain::DataType dtype, const void* data, size_t bytes, uin
   const size_t words = bytes / 4;
   switch (dtype) {
     case pstrain::FLOAT16:
+    case pstrain::BFLOAT16:
       if (words != (n + 1) / 2) {
-        return Status::InvalidArgument("FLOAT16 payload has " + N(bytes) + " bytes, " + N(n) +
+        return Status::InvalidArgument(name + " payload has " + N(bytes) + " bytes, " + N(n) +
                                        " values need " + N((n + 1) / 2 * 4));
       }
       return Status::Ok();
@@ -98,6 +114,12 @@ void Decode(pstrain::DataType dtype, const void* data, size_t bytes, uint64_t n,
       for (uint64_t i = 0; i < n; ++i) {
         const uint32_t w = Word(data, i / 2);
         out[i] = HalfToFloat(static_cast<uint16_t>(i % 2 == 0 ? w & 0xffffu : w >> 16));
+      }
+      return;
+    case pstrain::BFLOAT16:
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint32_t w = Word(data, i / 2);
+        out[i] = BFloat16ToFloat(static_cast<uint16_t>(i % 2 == 0 ? w & 0xffffu : w >> 16));
       }
       return;
     case pstrain::TOP_K: {
@@ -159,13 +181,55 @@ float HalfToFloat(uint16_t half) {
   return out;
 }
 
+uint16_t FloatToBFloat16(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  if ((f & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep the sign, set the quiet bit
+    return static_cast<uint16_t>((f >> 16) | 0x0040u);
+  }
+  // Round the 16 dropped bits to nearest even; a carry into the exponent is
+  // the right answer (up to infinity from the largest finite values).
+  const uint32_t rounded = f + 0x7fffu + ((f >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+float BFloat16ToFloat(uint16_t bits) {
+  const uint32_t f = static_cast<uint32_t>(bits) << 16;
+  float out;
+  std::memcpy(&out, &f, 4);
+  return out;
+}
+
+size_t EncodeHalves(pstrain::DataType dtype, const float* values, size_t n,
+                    std::vector<float>* words) {
+  PSTRAIN_CHECK_MSG(IsHalfWidth(dtype), "EncodeHalves of a dtype other than FLOAT16, BFLOAT16");
+  uint16_t (*encode)(float) = dtype == pstrain::FLOAT16 ? FloatToHalf : FloatToBFloat16;
+  words->resize((n + 1) / 2);
+  size_t overflow = n;
+  for (size_t i = 0; i < n; i += 2) {
+    const uint16_t lo = encode(values[i]);
+    const uint16_t hi = i + 1 < n ? encode(values[i + 1]) : 0u;
+    PutWord(words, i / 2, static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16));
+    if (overflow == n) {
+      // An infinite encoding (exponent all ones, mantissa zero) of a finite value.
+      const uint16_t inf = dtype == pstrain::FLOAT16 ? 0x7c00u : 0x7f80u;
+      if ((lo & 0x7fffu) == inf && std::isfinite(values[i])) {
+        overflow = i;
+      } else if (i + 1 < n && (hi & 0x7fffu) == inf && std::isfinite(values[i + 1])) {
+        overflow = i + 1;
+      }
+    }
+  }
+  return overflow;
+}
+
 GradientEncoder::GradientEncoder(pstrain::DataType dtype, size_t n, double topk_ratio,
                                  bool error_feedback)
     : dtype_(dtype),
       n_(n),
       k_(std::clamp<size_t>(static_cast<size_t>(std::llround(topk_ratio * static_cast<double>(n))),
                             1, std::max<size_t>(n, 1))),
-      feedback_(error_feedback && dtype != pstrain::FLOAT16) {
+      feedback_(error_feedback && !IsHalfWidth(dtype)) {
   if (feedback_) residual_.assign(n, 0.f);
   corrected_.resize(n);
 }
@@ -177,15 +241,11 @@ void GradientEncoder::Encode(const float* grad, std::vector<float>* words) {
     g = corrected_.data();
   }
   switch (dtype_) {
-    case pstrain::FLOAT16: {
-      words->assign((n_ + 1) / 2, 0.f);
-      for (size_t i = 0; i < n_; i += 2) {
-        const uint32_t lo = FloatToHalf(g[i]);
-        const uint32_t hi = i + 1 < n_ ? FloatToHalf(g[i + 1]) : 0u;
-        PutWord(words, i / 2, lo | (hi << 16));
-      }
+    case pstrain::FLOAT16:
+    case pstrain::BFLOAT16:
+      // Beyond the range: infinity, which the shard refuses (nonfinite policy).
+      (void)EncodeHalves(dtype_, g, n_, words);
       return;
-    }
     case pstrain::TOP_K: {
       const size_t k = std::min(k_, n_);
       order_.resize(n_);

@@ -68,8 +68,14 @@ class Frame {
   alignas(8) unsigned char message_[64];
 };
 
-// What a channel sends. REQUIRES (checked by Channel::Send):
-// header.chunks_size() == payloads.size() and header.chunks(i).length() == payloads[i].count.
+// The payload frames a message with `header` has: one per header chunk, or
+// two for a PUSH of sufficient factors (Header.factors: left and right).
+inline size_t PayloadFrames(const pstrain::Header& header) {
+  return header.has_factors() ? 2 : static_cast<size_t>(header.chunks_size());
+}
+
+// What a channel sends. REQUIRES (checked by Channel::Send): PayloadFrames(header)
+// == payloads.size() and, without factors, header.chunks(i).length() == payloads[i].count.
 struct OutMessage {
   pstrain::Header header;
   std::vector<Payload> payloads;

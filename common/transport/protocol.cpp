@@ -26,10 +26,11 @@ unsigned Senders(MessageType type, Role receiver) {
     switch (type) {
       case HELLO:
       case INIT_PUSH:
-      case PULL:
       case PUSH:
       case HEARTBEAT:
         return kWorker;
+      case PULL:  // a control tool's pull reads the current weights (ShardState::OnControlPull)
+        return kWorker | kControl;
       case NORM_PARTIAL:
       case NORM_TOTAL:
         return kServer;
@@ -121,9 +122,10 @@ void AddChunk(Header& header, uint32_t id, uint64_t length) {
   ref->set_length(length);
 }
 
-Header HelloHeader(const Origin& worker, int world_size) {
+Header HelloHeader(const Origin& worker, int world_size, DataType pull_dtype) {
   Header h = NewHeader(worker, HELLO);
   h.set_world_size(world_size);
+  if (pull_dtype != FLOAT32) h.set_pull_dtype(pull_dtype);
   return h;
 }
 
@@ -147,12 +149,14 @@ Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, 
   h.set_version(version);
   h.set_world_size(world_size);
   h.set_text(ModeName(mode));
+  if (hello.has_pull_dtype()) h.set_pull_dtype(hello.pull_dtype());
   return h;
 }
 
-Header GateHeader(const Origin& driver, int64_t gate) {
+Header GateHeader(const Origin& driver, int64_t gate, bool checkpoint) {
   Header h = NewHeader(driver, GATE);
   h.set_clock(gate);
+  if (checkpoint) h.set_gate_checkpoint(true);
   return h;
 }
 
@@ -170,9 +174,20 @@ Header NormHeader(const Origin& server, MessageType type, int64_t clock, double 
   return h;
 }
 
-Result<HelloAck> ReadHelloAck(const Header& header) {
+Result<HelloAck> ReadHelloAck(const Header& header, DataType pull_dtype) {
   auto mode = ParseConsistencyMode(header.text());
   if (!mode.ok()) return mode.status().WithContext("HELLO_ACK");
+  if (pull_dtype != FLOAT32 && !header.has_pull_dtype()) {
+    return Status::FailedPrecondition(
+        "HELLO_ACK: this worker asked for " + DataType_Name(pull_dtype) +
+        " pulls and the server does not send them (a ps-server from before 16-bit pulls); "
+        "run the same version everywhere, or pull in FLOAT32 (transport.pull_compression: none)");
+  }
+  const DataType served = header.has_pull_dtype() ? header.pull_dtype() : FLOAT32;
+  if (served != pull_dtype) {
+    return Status::FailedPrecondition("HELLO_ACK: the server will send " + DataType_Name(served) +
+                                      " pulls, this worker asked for " + DataType_Name(pull_dtype));
+  }
   return HelloAck{header.clock(), header.version(), mode.value()};
 }
 

@@ -4,8 +4,8 @@
 // proto/pstrain.proto is the schema.
 //
 //   kind          sent by -> to                 needs (besides type, role, sender)
-//   HELLO         worker -> server              world_size
-//   HELLO_ACK     server -> worker              clock, version, text = mode
+//   HELLO         worker -> server              world_size (pull_dtype: 16-bit pulls)
+//   HELLO_ACK     server -> worker              clock, version, text = mode (pull_dtype echoed)
 //   INIT_PUSH     worker 0 -> server            params, chunks (every chunk of the shard)
 //   INIT_ACK      server -> worker 0            version
 //   PULL          worker -> server              clock
@@ -79,28 +79,33 @@ Header NewHeader(const Origin& from, MessageType type);
 Header ReplyHeader(const Origin& from, const Header& request, MessageType type);
 void AddChunk(Header& header, uint32_t id, uint64_t length);
 
-Header HelloHeader(const Origin& worker, int world_size);
+// `pull_dtype` other than FLOAT32: asks for 16-bit pull replies (HELLO's pull_dtype).
+Header HelloHeader(const Origin& worker, int world_size, DataType pull_dtype = FLOAT32);
 Header PullHeader(const Origin& worker, int64_t clock);
 // `sum_squares` < 0: not sent (only clipping in ssp/asp needs it).
 Header PushHeader(const Origin& worker, int64_t clock, double sum_squares);
-// `clock`: the iterations the worker has completely pushed to this shard.
+// `clock`: the iterations the worker has completely pushed to this shard. The
+// HELLO's pull_dtype, if any, is echoed: the shard serves that worker's pulls in it.
 Header HelloAckHeader(const Origin& server, const Header& hello, int64_t clock, int64_t version,
                       ConsistencyMode mode, int world_size);
 // GATE: open the step gate of a shard started with --step-gate to `gate`.
-Header GateHeader(const Origin& driver, int64_t gate);
+Header GateHeader(const Origin& driver, int64_t gate, bool checkpoint = false);
 Header ErrorHeader(const Origin& server, const Header& request, const std::string& why);
 // NORM_PARTIAL (a shard's part of step `clock`'s squared gradient norm, to
 // server 0) or NORM_TOTAL (server 0's sum of all parts, to the others).
 // REQUIRES: type is NORM_PARTIAL or NORM_TOTAL.
 Header NormHeader(const Origin& server, MessageType type, int64_t clock, double sum_squares);
 
-// What HELLO_ACK tells a worker. Error (the text is not a mode):
-// `HELLO_ACK: mode "x" is not one of bsp, ssp, asp`.
+// What HELLO_ACK tells a worker that asked for `pull_dtype` pulls. Errors:
+// the text is not a mode (`HELLO_ACK: mode "x" is not one of bsp, ssp, asp`);
+// FailedPrecondition when the ack does not grant `pull_dtype` (a server from
+// before 16-bit pulls leaves pull_dtype out: `HELLO_ACK: this worker asked for
+// FLOAT16 pulls and the server does not send them (...)`).
 struct HelloAck {
   int64_t clock = 0;
   int64_t version = 0;
   ConsistencyMode mode = ConsistencyMode::kBsp;
 };
-Result<HelloAck> ReadHelloAck(const Header& header);
+Result<HelloAck> ReadHelloAck(const Header& header, DataType pull_dtype = FLOAT32);
 
 }  // namespace pstrain::transport

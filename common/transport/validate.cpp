@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
@@ -48,7 +49,16 @@ Status CheckSender(const Header& h, const ValidationRules& rules) {
 // Frame count, the chunk list and each payload's byte size.
 Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
-  if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
+  if (h.has_factors()) {  // two frames for all the chunks (common/ps/sufficient_factors.hpp)
+    if (h.type() != PUSH) {
+      return Status::InvalidArgument("factors in a " + MessageType_Name(h.type()) +
+                                     " (only a PUSH carries them)");
+    }
+    if (message.frames.size() != 2) {
+      return Status::InvalidArgument("factors: " + to_string(message.frames.size()) +
+                                     " payload frames follow, a PUSH with factors has 2");
+    }
+  } else if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
     return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) + " chunks but " +
                                    to_string(message.frames.size()) + " payload frames follow");
   }
@@ -61,6 +71,9 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
         return Status::InvalidArgument("chunk " + to_string(ref.id()) + " appears twice");
       }
     }
+  }
+  if (h.has_factors()) {
+    return CheckFactors(h, message.frames[0].size(), message.frames[1].size(), rules.placement);
   }
   for (int i = 0; i < h.chunks_size(); ++i) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above
@@ -132,8 +145,7 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
           (message.user_id.empty() ? "an unauthenticated peer" : "the key of " + message.user_id));
     }
   }
-  if (rules.receiver == SERVER &&
-      (h.type() == SHUTDOWN || h.type() == STATS || h.type() == GATE)) {
+  if (rules.receiver == SERVER && (h.type() == SHUTDOWN || h.type() == STATS || h.type() == GATE)) {
     const std::string kind = MessageType_Name(h.type());
     if (rules.authenticated && message.user_id != PeerName(CONTROL, 0) &&
         message.user_id != PeerName(WORKER, 0)) {
@@ -148,9 +160,11 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
     }
   }
   if (HasUnknownDtype(h)) return Status::InvalidArgument("unsupported dtype");
-  if (h.dtype() != FLOAT32 && h.type() != PUSH) {
-    return Status::InvalidArgument("dtype " + DataType_Name(h.dtype()) + " in a " +
-                                   MessageType_Name(h.type()) + " (only a PUSH may be compressed)");
+  if (h.dtype() != FLOAT32 && h.type() != PUSH &&
+      !(h.type() == PULL_REPLY && IsHalfWidth(h.dtype()))) {
+    return Status::InvalidArgument(
+        "dtype " + DataType_Name(h.dtype()) + " in a " + MessageType_Name(h.type()) +
+        " (only a PUSH may be compressed, and a PULL_REPLY be FLOAT16 or BFLOAT16)");
   }
   if (rules.receiver) PSTRAIN_RETURN_IF_ERROR(CheckKind(h, *rules.receiver));
   PSTRAIN_RETURN_IF_ERROR(CheckSender(h, rules));
@@ -162,6 +176,17 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
       return Status::InvalidArgument("clock " + to_string(h.clock()) + " is outside [" +
                                      to_string(rules.min_clock) + ", " +
                                      to_string(rules.max_clock) + "]");
+    }
+  }
+  if (h.has_gate_checkpoint() && h.type() != GATE) {
+    return Status::InvalidArgument("gate_checkpoint in a " + MessageType_Name(h.type()));
+  }
+  if (h.has_pull_dtype()) {
+    if (h.type() != HELLO && h.type() != HELLO_ACK)
+      return Status::InvalidArgument("pull_dtype in a " + MessageType_Name(h.type()));
+    if (h.pull_dtype() != FLOAT32 && !IsHalfWidth(h.pull_dtype())) {
+      return Status::InvalidArgument("pull_dtype " + DataType_Name(h.pull_dtype()) +
+                                     " (a pull is FLOAT32, FLOAT16 or BFLOAT16)");
     }
   }
   if (h.has_after_push()) {

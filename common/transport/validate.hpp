@@ -52,9 +52,12 @@ struct ValidationRules {
 //   "worker 5 is not in this job (2 workers)" / "server 3 is not in this job (2 servers)"
 //   "world size 3 does not match this job (2 workers)"           (HELLO)
 //   "header lists 3 chunks but 2 payload frames follow"
+//   "factors in a PULL_REPLY (only a PUSH carries them)" / "factors: 3 payload
+//   frames follow, a PUSH with factors has 2"                      (Header.factors)
 //   CheckChunkList's reasons                                      (placement set)
 //   "chunk 3 appears twice"                                       (no placement)
 //   "chunk 3: payload has 1000 bytes, the chunk needs 1600"
+//   CheckFactors's reasons (common/ps/sufficient_factors.hpp)      (Header.factors)
 //   "PULL_REPLY says 5 chunks in all, shard 1 holds 3"            (placement, shard)
 //   "PUSH has no clock" / "clock 900 is outside [3, 12]"          (PUSH, PULL)
 // Cost: O(chunks), no work per value.

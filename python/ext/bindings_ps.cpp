@@ -3,7 +3,8 @@
 // running ps-server shards. ps-lite's small API: hello, init_push (rank 0),
 // pull / wait_pull before a forward, push after a backward, flush, shutdown;
 // and for a driver (role="control": the orchestrator's client, no HELLO),
-// set_gate / wait_for_clock (the step gate).
+// set_gate / wait_for_clock (the step gate), stats, and pull: a control
+// client's pull is answered at once with the shards' current weights.
 // Waits release the GIL.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -118,19 +119,20 @@ void BindPsClient(nb::module_& m) {
       .def("shutdown", [](PsClientHandle& h) { Released([&] { return h.client->Shutdown(); }); })
       .def(
           "set_gate",
-          [](PsClientHandle& h, long long gate) {
+          [](PsClientHandle& h, long long gate, bool checkpoint) {
             Result<GateState> state = GateState{};
             {
               nb::gil_scoped_release release;
-              state = h.client->SetGate(gate);
+              state = h.client->SetGate(gate, checkpoint);
             }
             const GateState g = ValueOrThrow(std::move(state));
             return std::make_pair(g.slowest_clock, g.version);
           },
-          nb::arg("gate"),
+          nb::arg("gate"), nb::arg("checkpoint") = false,
           "Driver: opens every shard's step gate (ps-server --step-gate) to `gate`: workers may "
-          "compute iterations < gate. Returns (slowest worker clock, version), the smallest over "
-          "the shards.")
+          "compute iterations < gate. checkpoint: also cut a checkpoint at iteration `gate` "
+          "(written once the gate rises above it). Returns (slowest worker clock, version), the "
+          "smallest over the shards.")
       .def(
           "wait_for_clock",
           [](PsClientHandle& h, long long clock, double timeout_s) {
@@ -146,6 +148,34 @@ void BindPsClient(nb::module_& m) {
           nb::arg("clock"), nb::arg("timeout_s") = 120.0,
           "Driver: waits until every worker's clock is >= `clock` on every shard (their pushes of "
           "the iterations before it are in); returns (slowest worker clock, version).")
+      .def(
+          "stats",
+          [](PsClientHandle& h) {
+            Result<std::vector<pstrain::ShardStats>> stats = std::vector<pstrain::ShardStats>{};
+            {
+              nb::gil_scoped_release release;
+              stats = h.client->Stats();
+            }
+            nb::list shards;
+            for (const pstrain::ShardStats& s : ValueOrThrow(std::move(stats))) {
+              nb::dict d;
+              d["version"] = s.version();
+              d["pushes_applied"] = s.pushes_applied();
+              d["staleness_max"] = s.staleness_max();
+              d["staleness_histogram"] = std::vector<int64_t>(s.staleness_histogram().begin(),
+                                                              s.staleness_histogram().end());
+              d["worker_clocks"] =
+                  std::vector<int64_t>(s.worker_clocks().begin(), s.worker_clocks().end());
+              d["bytes_received"] = s.bytes_received();
+              d["bytes_sent"] = s.bytes_sent();
+              d["bad_messages"] = s.bad_messages();
+              shards.append(d);
+            }
+            return shards;
+          },
+          "Every shard's statistics (STATS), in shard order: version, pushes_applied, "
+          "staleness_max, staleness_histogram ([k]: gradients applied k steps stale), "
+          "worker_clocks, bytes_received, bytes_sent, bad_messages.")
       .def_prop_ro("traffic", [](const PsClientHandle& h) {
         const PsTraffic& t = h.client->traffic();
         nb::dict d;

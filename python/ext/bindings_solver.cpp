@@ -3,6 +3,7 @@
 // common/optim; get_solver picks the class by the solver file's type.
 // step and solve release the GIL and give Ctrl-C its chance between
 // iterations (a KeyboardInterrupt stops the loop after the iteration).
+#include <google/protobuf/text_format.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -21,11 +22,14 @@ namespace {
 
 // pycaffe's add_callback(on_start, on_gradients_ready), and the check for
 // signals (Ctrl-C) at the start of every iteration. A Python exception is
-// kept and raised when the loop has stopped.
+// kept and raised when the loop has stopped. `applies_update`: the callback
+// leaves the updated weights in the net itself (Trainer::Callback::AppliesUpdate).
 class PyCallback : public Trainer::Callback {
  public:
-  PyCallback(nb::object on_start, nb::object on_gradients_ready)
-      : on_start_(std::move(on_start)), on_gradients_ready_(std::move(on_gradients_ready)) {}
+  PyCallback(nb::object on_start, nb::object on_gradients_ready, bool applies_update = false)
+      : on_start_(std::move(on_start)),
+        on_gradients_ready_(std::move(on_gradients_ready)),
+        applies_update_(applies_update) {}
   ~PyCallback() override {
     if (!Py_IsInitialized()) {
       on_start_.release();
@@ -35,6 +39,7 @@ class PyCallback : public Trainer::Callback {
 
   Status OnStart(int /*iter*/) override { return Run(on_start_); }
   Status OnGradientsReady(int /*iter*/) override { return Run(on_gradients_ready_); }
+  bool AppliesUpdate() const override { return applies_update_; }
 
   // The exception a call raised, once (then cleared).
   std::unique_ptr<nb::python_error> TakeError() { return std::move(error_); }
@@ -53,6 +58,7 @@ class PyCallback : public Trainer::Callback {
 
  private:
   nb::object on_start_, on_gradients_ready_;
+  bool applies_update_;
   std::unique_ptr<nb::python_error> error_;
 };
 
@@ -96,6 +102,11 @@ struct SolverParamHandle {
 namespace {
 
 // Builds the trainer for `path`; `type` forces the solver type ("" keeps the file's).
+// One of several solvers (caffe.set_solver_count(n > 1), rank r, as Caffe's
+// train.py sets them): the train net's data layers read rank r's share of
+// every global batch (NetContext rank of world_size: Data, MemoryData, and
+// Python layers' self.rank / self.num_workers), and, as in Caffe, only rank
+// 0 (the root solver) tests, snapshots and displays.
 void MakeSolver(SolverHandle* h, const std::string& path, const std::string& type) {
   caffe::SolverParameter solver;
   ThrowIfError(ReadTextProto(path, &solver));
@@ -112,8 +123,22 @@ void MakeSolver(SolverHandle* h, const std::string& path, const std::string& typ
   options.engine = net_options.context.engine;
   options.autotune = net_options.autotune;
   options.context = net_options.context;
-  options.on_event = [](const TrainEvent& e) {
-    if (CurrentSettings().log_level > 0) return;  // init_log(1) and up: warnings only
+  const bool several = settings.solver_count > 1;
+  const bool root = !several || settings.solver_rank == 0;
+  if (several) {
+    if (settings.solver_rank >= settings.solver_count) {
+      throw std::invalid_argument("solver rank " + std::to_string(settings.solver_rank) +
+                                  " is out of range for solver_count " +
+                                  std::to_string(settings.solver_count));
+    }
+    options.context.rank = settings.solver_rank;
+    options.context.world_size = settings.solver_count;
+  }
+  options.run_tests = root;
+  options.write_snapshots = root;
+  options.on_event = [root](const TrainEvent& e) {
+    // init_log(1) and up: warnings only; a solver other than the root is quiet.
+    if (!root || CurrentSettings().log_level > 0) return;
     std::fprintf(stderr, "%s\n", FormatEvent(e, false).c_str());
   };
   auto trainer = Trainer::Create(solver, path, options);
@@ -244,18 +269,40 @@ void BindSolver(nb::module_& m) {
             h.trainer->add_callback(h.callbacks.back().get());
           },
           nb::arg("on_start"), nb::arg("on_gradients_ready"))
-      .def("add_callback", [](SolverHandle& h, nb::object callback) {
-        // An object with on_start / on_gradients_ready methods (Caffe's NCCL).
-        nb::object start = nb::getattr(callback, "on_start", nb::none());
-        nb::object ready = nb::getattr(callback, "on_gradients_ready", nb::none());
-        if (start.is_none() && ready.is_none()) {
-          throw nb::type_error(
-              "add_callback takes (on_start, on_gradients_ready) or an object "
-              "with on_start / on_gradients_ready methods");
-        }
-        h.callbacks.push_back(std::make_unique<PyCallback>(std::move(start), std::move(ready)));
-        h.trainer->add_callback(h.callbacks.back().get());
-      });
+      .def(
+          "add_callback",
+          [](SolverHandle& h, nb::object callback) {
+            // An object with on_start / on_gradients_ready methods (Caffe's NCCL).
+            nb::object start = nb::getattr(callback, "on_start", nb::none());
+            nb::object ready = nb::getattr(callback, "on_gradients_ready", nb::none());
+            if (start.is_none() && ready.is_none()) {
+              throw nb::type_error(
+                  "add_callback takes (on_start, on_gradients_ready) or an object "
+                  "with on_start / on_gradients_ready methods");
+            }
+            const int applies_update =
+                PyObject_IsTrue(nb::getattr(callback, "applies_update", nb::none()).ptr());
+            if (applies_update < 0) throw nb::python_error();
+            h.callbacks.push_back(std::make_unique<PyCallback>(std::move(start), std::move(ready),
+                                                               applies_update == 1));
+            h.trainer->add_callback(h.callbacks.back().get());
+          },
+          nb::arg("callback"),
+          "Adds an object's on_start() and on_gradients_ready() as a callback. When the object's "
+          "applies_update is true (read once, here), its on_gradients_ready leaves the updated "
+          "weights in the net and the solver applies no update of its own (pstrain.caffe.NCCL "
+          "across processes).")
+      .def(
+          "_solver_prototxt",
+          [](SolverHandle& h) {
+            std::string text;
+            if (!google::protobuf::TextFormat::PrintToString(h.trainer->solver(), &text)) {
+              throw std::runtime_error("the solver's parameters do not print as text");
+            }
+            return text;
+          },
+          "The solver's parameters as this solver runs them (the class's type, base_lr as set), "
+          "in prototxt text.");
 
   nb::class_<SGDSolverHandle, SolverHandle>(m, "SGDSolver")
       .def(

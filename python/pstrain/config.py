@@ -28,7 +28,8 @@ AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
-COMPRESSIONS = ("none", "fp16", "topk", "sign")
+COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
+PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
 
 @dataclasses.dataclass
@@ -47,6 +48,7 @@ class ClusterConfig:
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
     threads_per_worker: int = 1
+    server_threads: Union[str, int] = "auto"        # auto | N >= 1: threads applying pushes
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
     straggler: StragglerConfig | None = None
@@ -93,7 +95,7 @@ class ConsistencyConfig:
 class CompressionConfig:
     """Gradient compression of pushes; see docs/config-reference.md."""
 
-    method: str = "none"               # none | fp16 | topk | sign
+    method: str = "none"               # none | fp16 | bf16 | topk | sign
     ratio: float = 0.01                # topk: the fraction of each chunk's values sent
     error_feedback: bool = True        # topk, sign: carry what was not sent to the next push
 
@@ -105,11 +107,20 @@ class TransportConfig:
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
+    # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
+    # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
+    pull_compression: str = "none"
+    # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
+    # in x out (CPU workers; docs/config-reference.md). Pulls stay dense.
+    sufficient_factors: bool = False
 
 
 @dataclasses.dataclass
 class DataConfig:
     prepare: str | None = None         # fashion-mnist: convert the default data if missing
+    # MemoryData layers fed from .npy files: layer name -> [DATA.npy, LABELS.npy]
+    # (ps-worker --memory-data; pstrain.DistributedSolver.set_input_arrays writes it).
+    memory_data: dict[str, list[pathlib.Path]] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -299,6 +310,14 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
     return [r.path(n.strip(), "weights") for n in names]
 
 
+def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
+    """cluster.server_threads: auto (the default) or a whole number >= 1."""
+    v = d.get("server_threads", "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+        return v
+    raise r.fail("cluster.server_threads", f"must be auto or an integer >= 1, got {v!r}")
+
+
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
@@ -309,6 +328,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
+        server_threads=_server_threads(r, d),
         hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
     )
     hostfile = d.get("hostfile")
@@ -408,7 +428,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression"))
+                               "compression", "pull_compression", "sufficient_factors"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -425,7 +445,11 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
-        compression=compression)
+        compression=compression,
+        pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
+                                  PULL_COMPRESSIONS),
+        sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
+                                     False))
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:
@@ -468,11 +492,44 @@ def _check_exposure(job: JobConfig, source: str) -> None:
 def _data(r: _Reader, d: Any) -> DataConfig | None:
     if d is None:
         return None
-    r.section(d, "data", ("prepare",))
+    r.section(d, "data", ("prepare", "memory_data"))
     prepare = d.get("prepare")
     if prepare is not None and prepare not in DATASETS:
         raise r.fail("data.prepare", f"must be one of {', '.join(DATASETS)} or null, got {prepare!r}")
-    return DataConfig(prepare)
+    return DataConfig(prepare, _memory_data(r, d.get("memory_data")))
+
+
+def _memory_data(r: _Reader, d: Any) -> dict[str, list[pathlib.Path]]:
+    """data.memory_data: {LAYER: {data: X.npy, labels: Y.npy}} (or [X.npy, Y.npy])."""
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise r.fail("data.memory_data", f"must be a mapping of MemoryData layer names to "
+                                         f"{{data: X.npy, labels: Y.npy}}, got {d!r}")
+    files: dict[str, list[pathlib.Path]] = {}
+    for layer, spec in d.items():
+        key = f"data.memory_data.{layer}"
+        if not isinstance(layer, str) or not layer or "=" in layer:
+            raise r.fail("data.memory_data", f"{layer!r} is not a layer name (a non-empty "
+                                             f"string without '=')")
+        if isinstance(spec, dict):
+            r.section(spec, key, ("data", "labels"), required=("data", "labels"))
+            pair = [spec["data"], spec["labels"]]
+        elif isinstance(spec, list) and len(spec) == 2:
+            pair = spec
+        else:
+            raise r.fail(key, f"must be {{data: X.npy, labels: Y.npy}} or [X.npy, Y.npy], "
+                              f"got {spec!r}")
+        paths = []
+        for what, value in zip(("data", "labels"), pair):
+            if not isinstance(value, str) or not value:
+                raise r.fail(f"{key}.{what}", f"must be a .npy path, got {value!r}")
+            if "," in value:
+                raise r.fail(f"{key}.{what}", f"{value!r}: a path with a comma cannot be "
+                                              f"passed to ps-worker --memory-data; rename it")
+            paths.append(r.path(value, f"{key}.{what}"))
+        files[layer] = paths
+    return files
 
 
 def _restart(r: _Reader, d: Any) -> RestartConfig:

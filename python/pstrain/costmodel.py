@@ -84,6 +84,9 @@ class Param:
     layer: str
     name: str
     values: int
+    # an InnerProduct weight (blob 0, 2-D): (rows, cols) = (num_output, inputs), whose
+    # gradient over a batch is the product of its sufficient factors (E1b); None otherwise
+    fc_shape: tuple[int, int] | None = None
 
 
 # pycaffe's convention for a layer's blobs: params[name][0] the weights, [1] the biases.
@@ -103,6 +106,7 @@ def net_params(path: str | pathlib.Path) -> list[Param]:
         net = engine.net_shapes(path)
     except (ValueError, RuntimeError, OSError) as e:   # the engine's message, file:line
         raise CostModelError(f"{path}: {e}" if str(path) not in str(e) else str(e)) from None
+    types = {l["name"]: l["type"] for l in net["layers"]}
     params = []
     for p in net["params"]:
         if p["lr_mult"] == 0 or not p["learns"]:
@@ -110,7 +114,9 @@ def net_params(path: str | pathlib.Path) -> list[Param]:
         name = p["name"]
         if name == f"{p['layer']}/{p['index']}" and p["index"] < len(_BLOB_ROLES):
             name = f"{p['layer']}/{_BLOB_ROLES[p['index']]}"
-        params.append(Param(p["layer"], name, p["count"]))
+        fc = (tuple(p["shape"]) if types.get(p["layer"]) == "InnerProduct" and p["index"] == 0
+              and len(p["shape"]) == 2 else None)
+        params.append(Param(p["layer"], name, p["count"], fc))
     return params
 
 
@@ -121,6 +127,7 @@ class Chunk:
     param: int
     values: int
     shard: int
+    offset: int = 0                   # the chunk's first value in its parameter
 
 
 def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
@@ -131,10 +138,16 @@ def place(sizes: list[int], servers: int, chunk_bytes: int) -> list[Chunk]:
         chunks = engine.key_placement(sizes, servers, chunk_bytes)
     except (ValueError, RuntimeError) as e:
         raise CostModelError(f"key placement: {e}") from None
-    return [Chunk(param, length, shard) for _, param, _, length, shard in chunks]
+    return [Chunk(param, length, shard, offset) for _, param, offset, length, shard in chunks]
 
 
 # ---------------------------------------------------------------- the model
+
+def _server_wall_byte_s(cl: "Cluster") -> float:
+    """E3/E5/E6c: a shard's wall time per gradient byte: its CPU per byte (c_s) split
+    among the threads that apply a push (each chunk's values cut among them)."""
+    return cl.server_byte_s / max(1, cl.server_threads)
+
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
@@ -151,6 +164,9 @@ class Cluster:
     message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
     server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
                                       # apply, reply)
+    server_threads: int = 1           # threads a shard applies a push on (ps-server
+                                      # --threads): its wall time per byte is
+                                      # server_byte_s / server_threads (E3, E5, E6c)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
@@ -189,6 +205,119 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
+    # ---- issue 32's switches (docs/scaling.md E1, E1b, E3, E11). The defaults are the
+    # behaviour before them: the stored validation runs replay unchanged.
+    # E1: bytes on the wire per value: pushes (transport.compression) and pulls
+    # (transport.pull_compression); value_bytes() turns the job's settings into them
+    push_value_bytes: float = 4.0
+    pull_value_bytes: float = 4.0
+    # E11: hosts. workers_per_host m: the workers that share one host's NIC (worker_bw is
+    # then the host's link); servers_beside_workers: cluster.server_placement per_host,
+    # shard k on worker host k, its traffic on that host's NIC; host_aggregation
+    # (transport.host_aggregation): one push and one pull per host (bsp), the sum made in
+    # shared memory after the last backward, host_sum_byte_s a member's gradient byte
+    host_aggregation: bool = False
+    workers_per_host: int = 1
+    servers_beside_workers: bool = False
+    host_sum_byte_s: float = 0.0
+    # E1b: sufficient factors (ps-worker --sufficient-factors): an InnerProduct weight whose
+    # factors are fewer bytes than its gradient is pushed as them (float32, per shard the
+    # rows its chunks span and every column, `batch` samples); the shard rebuilds each chunk
+    # with a GEMM (server_flop_s: its CPU seconds per flop). factor_pulls: the replies of
+    # such a weight as the pushers' factors too (Poseidon's SFB; not built in PSTrain)
+    sufficient_factors: bool = False
+    factor_pulls: bool = False
+    server_flop_s: float = 0.0
+    # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
+    # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
+    server_io_byte_s: float = 0.0
+    # E2c: a NIC moves a worker's bytes by DMA while its CPU (c_w, the stack) prepares the
+    # next ones: per piece the worker's link takes max(wire, CPU), not their sum. False:
+    # in series, as on loopback and the validation's veth links, where the CPU is the wire
+    pipelined_nic: bool = False
+
+    def pushers(self) -> tuple[int, int]:
+        """E11: (the pushers every shard serves, the pushers on one host)."""
+        m = max(1, self.workers_per_host)
+        if self.host_aggregation and self.mode == "bsp":
+            return math.ceil(self.workers / m), 1
+        return self.workers, min(m, self.workers)
+
+
+def value_bytes(method: str, ratio: float = 0.01) -> float:
+    """E1: payload bytes per value of an encoding (docs/wire-protocol.md): none 4, fp16
+    and bf16 2, topk 8 * ratio (an index and a value per sent value), sign 1/8 (one bit;
+    the per-chunk scale is left out). Pulls take none, fp16 or bf16."""
+    widths = {"none": 4.0, "fp16": 2.0, "bf16": 2.0, "sign": 0.125}
+    if method == "topk":
+        return 8.0 * ratio
+    if method not in widths:
+        raise CostModelError(f"compression must be one of none, fp16, bf16, topk, sign, "
+                             f"got {method!r}")
+    return widths[method]
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """One message of one worker's push to one shard: a layer's chunks on the shard (E1)."""
+    shard: int
+    values: int                       # dense values (the shard applies these)
+    push: float                       # bytes on the wire, push
+    pull: float                       # bytes on the wire, pull reply
+    staged: float                     # bytes the worker stages (float32 gradient or factors)
+    flops: float = 0.0                # the shard's GEMM rebuilding factored chunks, per pusher
+
+
+def _factor_rows(chunks: list[Chunk], cols: int) -> tuple[int, int]:
+    """E1b: (rows spanned, rows touched summed over chunks) of one weight's chunks on one
+    shard, as PsClient::PushFactors sends them (common/ps/sufficient_factors.hpp)."""
+    first = min(c.offset // cols for c in chunks)
+    last = max((c.offset + c.values - 1) // cols for c in chunks)
+    touched = sum((c.offset + c.values - 1) // cols - c.offset // cols + 1 for c in chunks)
+    return last - first + 1, touched
+
+
+def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluster"
+           ) -> dict[str, list[Piece]]:
+    """E1, E1b: every layer's messages, shard by shard, with their bytes each way."""
+    by_layer = _layer_chunks(layers, params, cl)
+    P = cl.pushers()[0]
+    out: dict[str, list[Piece]] = {}
+    for layer, chunks in by_layer.items():
+        out[layer] = []
+        for k in sorted({c.shard for c in chunks}):
+            mine = [c for c in chunks if c.shard == k]
+            values = sum(c.values for c in mine)
+            push = pull = staged = flops = 0.0
+            for i in sorted({c.param for c in mine}):
+                part = [c for c in mine if c.param == i]
+                n = sum(c.values for c in part)
+                dense_push, dense_pull = cl.push_value_bytes * n, cl.pull_value_bytes * n
+                factors = _factors(params[i], i, by_layer[layer], batch, cl)
+                if factors is None:
+                    push, pull, staged = push + dense_push, pull + dense_pull, staged + 4.0 * n
+                    continue
+                rows, cols = params[i].fc_shape
+                span, touched = _factor_rows(part, cols)
+                sent = 4.0 * batch * (span + cols)
+                push, staged = push + sent, staged + sent
+                flops += 2.0 * touched * cols * batch
+                pull += min(dense_pull, P * sent) if cl.factor_pulls else dense_pull
+            out[layer].append(Piece(k, values, push, pull, staged, flops))
+    return out
+
+
+def _factors(param: Param, index: int, chunks: list[Chunk], batch: int, cl: "Cluster"):
+    """E1b: whether `param` goes as sufficient factors: an InnerProduct weight whose factors,
+    summed over the shards holding its chunks, are fewer float32 bytes than its gradient
+    (FactorCapture::Create's rule). None when it does not."""
+    if not cl.sufficient_factors or param.fc_shape is None:
+        return None
+    rows, cols = param.fc_shape
+    mine = [c for c in chunks if c.param == index]
+    sent = sum(4.0 * batch * (_factor_rows([c for c in mine if c.shard == k], cols)[0] + cols)
+               for k in {c.shard for c in mine})
+    return sent if sent < 4.0 * rows * cols else None
 
 
 @dataclasses.dataclass
@@ -220,24 +349,51 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError("workers, servers and batch must be >= 1")
     if cl.mode not in ("bsp", "ssp", "asp"):
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
-    by_layer = _layer_chunks(layers, params, cl)
+    by_layer = pieces(layers, params, batch, cl)
     W, S = cl.workers, cl.servers
-    shard_bytes = [0.0] * S
-    shard_msgs = [0] * S
-    for chunks in by_layer.values():
-        for k in {c.shard for c in chunks}:
-            shard_msgs[k] += 1
-        for c in chunks:
-            shard_bytes[c.shard] += 4.0 * c.values
+    P, p = cl.pushers()
+    # per shard, one pusher's exchange: dense values, bytes on the wire each way, messages,
+    # the rebuild's flops (E1, E1b)
+    shard_values, shard_push, shard_pull = [0.0] * S, [0.0] * S, [0.0] * S
+    shard_flops, shard_msgs = [0.0] * S, [0] * S
+    for layer_pieces in by_layer.values():
+        for c in layer_pieces:
+            shard_msgs[c.shard] += 1
+            shard_values[c.shard] += c.values
+            shard_push[c.shard] += c.push
+            shard_pull[c.shard] += c.pull
+            shard_flops[c.shard] += c.flops
+    # float32 bytes of the gradient: what c_s, k_s and the E6b/E8 CPU terms count
+    shard_bytes = [4.0 * v for v in shard_values]
     total_bytes = sum(shard_bytes)
-    # E5: per-iteration busy time of the shared resources (push + pull directions).
+    staged = sum(c.staged for ps in by_layer.values() for c in ps)
+    push_total, pull_total = sum(shard_push), sum(shard_pull)
     msgs = sum(shard_msgs)
+    server_byte = 1 / _server_link_bw(cl)
+
+    def shard_cpu(k: int) -> float:
+        """E3: a shard's wall time for one pusher's exchange (apply on p threads, the
+        rebuild GEMM, its stack beyond c_s, two messages)."""
+        return (shard_bytes[k] * _server_wall_byte_s(cl)
+                + shard_flops[k] * cl.server_flop_s / max(1, cl.server_threads)
+                + (shard_push[k] + shard_pull[k]) / 2 * cl.server_kernel_byte_s
+                + 2 * shard_msgs[k] * cl.message_s)
+    # E11: one host's NIC carries its p pushers' bytes; with servers beside the workers,
+    # also its shard's bytes from and to the other hosts' pushers, not its own
+    own_push = shard_push[0] if cl.servers_beside_workers else 0.0
+    own_pull = shard_pull[0] if cl.servers_beside_workers else 0.0
+    host_up = p * (push_total - own_push) + (P - p) * own_pull
+    host_down = p * (pull_total - own_pull) + (P - p) * own_push
+    # E5: per-iteration busy time of the shared resources (per direction of a link)
+    host_wire, host_cpu = max(host_up, host_down) / cl.worker_bw, p * staged * cl.worker_byte_s
     busy = {
-        "worker link": total_bytes * (1 / cl.worker_bw + cl.worker_byte_s) + msgs * cl.message_s,
-        "server link": max(W * b / cl.server_bw for b in shard_bytes),
-        "server cpu": max(W * (b * (cl.server_byte_s + cl.server_kernel_byte_s)
-                               + 2 * m * cl.message_s) for b, m in zip(shard_bytes, shard_msgs)),
+        "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
+        + p * msgs * cl.message_s,
+        "server link": 0.0 if cl.servers_beside_workers else
+        max(P * max(a, b) * server_byte for a, b in zip(shard_push, shard_pull)),
+        "server cpu": max(P * shard_cpu(k) for k in range(S)),
     }
+
     # one worker's demand on each station of the busiest shard, per iteration
     def stations(slow: float) -> list[float]:
         # a link's token bucket passes up to burst_bytes of each worker's transfer at once
@@ -246,10 +402,10 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # push still arrives on the inlink: the two directions of the full-duplex link are
         # one station with the demand of one direction.
         links = 1 if cl.streamed_pulls and cl.mode != "bsp" else 2
-        return max(([max(0.0, b - cl.burst_bytes) / cl.server_bw,
-                     (b * (cl.server_byte_s + cl.server_kernel_byte_s) + 2 * m * cl.message_s)
-                     * slow] + [max(0.0, b - cl.burst_bytes) / cl.server_bw] * (links - 1)
-                    for b, m in zip(shard_bytes, shard_msgs)), key=sum)
+        return max(([max(0.0, (a if links == 2 else max(a, b)) - cl.burst_bytes) * server_byte,
+                     shard_cpu(k) * slow]
+                    + [max(0.0, b - cl.burst_bytes) * server_byte] * (links - 1)
+                    for k, (a, b) in enumerate(zip(shard_push, shard_pull))), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -258,8 +414,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     # CPU work for one worker's communication per iteration, wherever it runs: its client
     # copies and messages, the kernel moving its bytes both ways, the servers' work on them
-    comm_cpu = (2 * total_bytes * (cl.worker_byte_s + cl.kernel_byte_s) + 4 * msgs * cl.message_s
-                + total_bytes * (cl.server_byte_s + cl.server_kernel_byte_s))
+    comm_cpu = (2 * staged * cl.worker_byte_s + (push_total + pull_total) * cl.kernel_byte_s
+                + 4 * msgs * cl.message_s + total_bytes * cl.server_byte_s
+                + (push_total + pull_total) / 2 * cl.server_kernel_byte_s)
     sync = _lockstep(cl)
     # E8: the CPU one worker's communication costs, all threads of the worker and the servers
     e8 = cl.cores is not None and (cl.worker_cpu_exchange_s or cl.worker_cpu_byte_s or
@@ -284,12 +441,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         if e8 and not cl.compute_in_job:
             cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale,
                                     it)
-        it = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W), cpu_bound)
+        it = max(_bsp(path, busy, slow, cl) if sync else _mva(path, stations(slow), P),
+                 cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
     # E7: asp/ssp: workers drift apart and queue at the busiest shard's links and CPU (a
     # closed network: mean value analysis). bsp: all workers contend at once, inside the
     # path (E2-E4).
-    iteration = max(_bsp(path, busy, slow) if sync else _mva(path, stations(slow), W),
+    iteration = max(_bsp(path, busy, slow, cl) if sync else _mva(path, stations(slow), P),
                     cpu_bound)
     compute = (fwd + bwd) * scale
     if iteration - compute < 0.02 * iteration:
@@ -349,11 +507,21 @@ def _balance_idle(workers: int, cores: float, compute: float, latency: float) ->
     return (c - workers % c) * min(latency, compute)
 
 
-def _bsp(path: float, busy: dict, slow: float) -> float:
+def _bsp(path: float, busy: dict, slow: float, cl: Cluster) -> float:
     """E7, bsp: one worker's path with W copies at the server, but no less than the busiest
     shard's CPU needs for the W workers' bytes at its share of the cores (E6c): its kernel
-    work overlaps the transfer in the path, yet occupies the CPU."""
-    return max(path, busy["server cpu"] * slow)
+    work overlaps the transfer in the path, yet occupies the CPU. E11: where a host's NIC
+    carries more than one worker's exchange (several workers, or its shard beside them),
+    nor than that NIC needs for it."""
+    hosts = cl.workers_per_host > 1 or cl.servers_beside_workers
+    return max(path, busy["server cpu"] * slow, busy["worker link"] if hosts else 0.0)
+
+
+def _server_link_bw(cl: Cluster) -> float:
+    """E3: the rate of a shard's link per direction: its NIC, or its I/O thread if slower."""
+    if cl.server_io_byte_s > 0:
+        return min(cl.server_bw, 1 / cl.server_io_byte_s)
+    return cl.server_bw
 
 
 def _mva(path: float, demands: list[float], workers: int) -> float:
@@ -374,12 +542,34 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
           slow: float = 1.0) -> float:
     """One worker's iteration: forward, backward with per-layer pushes (E2), the server's
     apply (E3), the pull replies chunk by chunk (E4). `contended`: all W workers send and
-    receive at the same moments (bsp), so a server's link carries W copies."""
-    W = cl.workers if contended else 1
+    receive at the same moments (bsp), so a server's link carries W copies (E11: the P
+    pushers' copies, less those of its own host when it runs beside workers, and this
+    worker's host link carries its p pushers' copies; this worker is on host 0).
+    `by_layer`: the pieces of pieces()."""
+    P, p = cl.pushers()
+    W = P if contended else 1
+    own = p if contended else 1
+    beside = cl.servers_beside_workers
+
+    def remote(k: int) -> int:
+        """Copies of a piece at shard k's links: all W but those of its own host."""
+        if not beside:
+            return W
+        return W - p if contended else (0 if k == 0 else 1)
     fwd = sum(l.forward_ms for l in layers) / 1e3 * scale
     S, L = cl.servers, cl.latency_s
-    w_up = w_down = fwd                    # worker NIC free at
-    s_in, s_cpu, s_out = [fwd] * S, [fwd] * S, [fwd] * S
+    server_bw = _server_link_bw(cl)
+    # when each link direction is free: the worker's (its host's) up and down, each shard's
+    # in and out. E11: shard 0 beside this worker shares its host's NIC: one link each way.
+    free: dict = {"up": fwd, "down": fwd}
+    for k in range(S):
+        free["in", k] = free["out", k] = fwd
+    if beside:
+        free["in", 0], free["out", 0] = free["down"], free["up"]
+
+    def link(name):
+        return {("in", 0): "down", ("out", 0): "up"}.get(name, name) if beside else name
+    s_cpu = [fwd] * S
     t = fwd
     # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward
     # ended (ssp/asp always, OnGradientsReady after the last push)
@@ -390,30 +580,44 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     # idled at least burst/bandwidth since its last use), refilled at its rate while idle
     buckets: dict = {}
 
-    def wire(link, start: float, nbytes: float, bw: float) -> float:
-        tokens, last = buckets.get(link, (cl.burst_bytes, start))
+    def wire(name, start: float, nbytes: float, bw: float) -> float:
+        name = link(name)
+        tokens, last = buckets.get(name, (cl.burst_bytes, start))
         tokens = min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
-        free = min(tokens, nbytes)
-        took = (nbytes - free) / bw
-        buckets[link] = (tokens - free, start + took)
+        free_tokens = min(tokens, nbytes)
+        took = (nbytes - free_tokens) / bw
+        buckets[name] = (tokens - free_tokens, start + took)
         return took
 
-    applied = []                            # (ready time at server, shard, bytes)
+    # E11: one push per host: the host's sum needs every member's gradient, so its pushes
+    # start when backward ends, each piece after the leader summed the m members' values
+    grouped = cl.host_aggregation and cl.mode == "bsp" and cl.workers_per_host > 1
+    summing = (min(cl.workers_per_host, cl.workers) - 1) * cl.host_sum_byte_s if grouped else 0.0
+    applied = []            # (ready time at server, shard, reply bytes, float32 bytes)
     for layer in reversed(layers):
         t += layer.backward_ms / 1e3 * scale
-        chunks = by_layer[layer.name]
-        for k in sorted({c.shard for c in chunks}):
-            nbytes = 4.0 * sum(c.values for c in chunks if c.shard == k)
+        for piece in by_layer[layer.name]:
+            k = piece.shard
+            local = beside and k == 0   # to the shard beside: through memory, not the NIC
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
-            start = max(t, w_up) + cl.message_s
-            w_up = (start + wire("up", start, nbytes, cl.worker_bw)
-                    + nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
-            begin = max(start + L, s_in[k])
-            s_in[k] = max(begin + wire(("in", k), begin, W * nbytes, cl.server_bw), w_up + L)
-            # E3: the server applies once all W copies are in (bsp: sum + one step).
-            begin = max(s_in[k], s_cpu[k])
-            s_cpu[k] = begin + W * (nbytes * cl.server_byte_s + cl.message_s) * slow
-            applied.append((s_cpu[k], k, nbytes))
+            start = max(fwd + bwd_total if grouped else t, free["up"]) + cl.message_s
+            up = 0.0 if local else own * piece.push
+            cpu = (piece.staged * cl.worker_byte_s + piece.push * cl.link_kernel_byte_s
+                   + 4.0 * piece.values * summing) * slow
+            on_wire = wire("up", start, up, cl.worker_bw)
+            sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
+            free["up"] = sent
+            begin = max(start + L, free[link(("in", k))])
+            free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
+                                                 server_bw)
+            arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
+            # E3: the server applies once all W copies are in (bsp: sum + one step), after
+            # rebuilding factored chunks (E1b).
+            begin = max(arrived, s_cpu[k])
+            s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
+                                    + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
+                                    + cl.message_s) * slow
+            applied.append((s_cpu[k], k, piece.pull, 4.0 * piece.values))
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -422,18 +626,26 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         # connection: after their apply. E4'' (streamed_pulls): the pull waits chunk by
         # chunk for this worker's push (after_push) and each piece leaves once applied.
         merged = {}
-        for ready, k, nbytes in applied:
-            r, n = merged.get(k, (0.0, 0.0))
-            merged[k] = (max(r, ready), n + nbytes)
-        applied = [(r, k, n) for k, (r, n) in sorted(merged.items(), key=lambda kv: kv[1][0])]
-    for ready, k, nbytes in applied:
+        for ready, k, nbytes, dense in applied:
+            r, n, d = merged.get(k, (0.0, 0.0, 0.0))
+            merged[k] = (max(r, ready), n + nbytes, d + dense)
+        applied = [(r, k, n, d) for k, (r, n, d) in sorted(merged.items(),
+                                                           key=lambda kv: kv[1][0])]
+    for ready, k, nbytes, dense in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
-        begin = max(ready, request, s_out[k]) + cl.message_s
-        s_out[k] = begin + wire(("out", k), begin, W * nbytes, cl.server_bw)
-        down = max(begin + L, w_down)
-        arrive = max(s_out[k] + L, down + wire("down", down, nbytes, cl.worker_bw) +
-                     nbytes * (cl.worker_byte_s + cl.link_kernel_byte_s) * slow)
-        w_down = arrive
+        local = beside and k == 0
+        begin = max(ready, request, free[link(("out", k))]) + cl.message_s
+        free[link(("out", k))] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
+        staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
+        if local:   # the shard beside hands the reply over in memory, not after its NIC
+            arrive = begin + staging
+        else:
+            down = max(begin + L, free["down"])
+            on_wire = wire("down", down, own * nbytes, cl.worker_bw)
+            arrive = max(free[link(("out", k))] + L,
+                         down + (max(on_wire, staging) if cl.pipelined_nic else
+                                 on_wire + staging))
+            free["down"] = arrive
         end = max(end, arrive + cl.message_s)
     return end
 
@@ -459,6 +671,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
     p.add_argument("--server-ns-per-byte", type=float, default=0.0,
                    help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--server-threads", type=int, default=1,
+                   help="threads each shard applies a push on (ps-server --threads): the "
+                        "shard's wall time per byte is c_s divided by them")
     p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
                    help="worker CPU per byte and direction (staging and copies)")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
@@ -475,6 +690,32 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
+    # issue 32's switches (docs/scaling.md E1, E1b, E3, E11)
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="E11: workers sharing one host's link (--bandwidth-gbit is the host's)")
+    p.add_argument("--servers-per-host", action="store_true",
+                   help="E11: cluster.server_placement per_host: shard k beside the workers of "
+                        "host k, its traffic on that host's link (use --servers = the hosts)")
+    p.add_argument("--host-aggregation", action="store_true",
+                   help="E11: transport.host_aggregation, bsp: one push and one pull per host")
+    p.add_argument("--host-sum-ns-per-byte", type=float, default=0.0,
+                   help="E11: the host leader's sum, per byte of a member's gradient")
+    p.add_argument("--sufficient-factors", action="store_true",
+                   help="E1b: push InnerProduct weights as sufficient factors where fewer bytes")
+    p.add_argument("--factor-pulls", action="store_true",
+                   help="E1b: pull them as the pushers' factors too (SFB; not built)")
+    p.add_argument("--server-ns-per-flop", type=float, default=0.0,
+                   help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
+    p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
+                   help="E3: the shard's I/O thread and stack per wire byte and direction")
+    p.add_argument("--pipelined-nic", action="store_true",
+                   help="E2c: the worker's CPU per byte overlaps its NIC's wire (DMA)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
 
@@ -491,6 +732,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
                              latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
                              server_byte_s=args.server_ns_per_byte * 1e-9,
+                             server_threads=args.server_threads,
                              worker_byte_s=args.worker_ns_per_byte * 1e-9,
                              chunk_bytes=args.chunk_bytes, cores=args.cores,
                              worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
@@ -498,7 +740,18 @@ def main(argv: list[str] | None = None) -> int:
                              worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
                              server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
                              refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3)
+                             balance_s=args.balance_ms * 1e-3,
+                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                             pull_value_bytes=value_bytes(args.pull_compression),
+                             workers_per_host=args.workers_per_host,
+                             servers_beside_workers=args.servers_per_host,
+                             host_aggregation=args.host_aggregation,
+                             host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
+                             sufficient_factors=args.sufficient_factors,
+                             factor_pulls=args.factor_pulls,
+                             server_flop_s=args.server_ns_per_flop * 1e-9,
+                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                             pipelined_nic=args.pipelined_nic)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

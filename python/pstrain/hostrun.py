@@ -140,6 +140,11 @@ class HostLauncher(Launcher):
         files: dict[str, bytes] = {}
         for copy in [self.plan.solver_copy] + [run / n for n in self.plan.nets]:
             files[str(copy.relative_to(run))] = self.ssh.to_host(copy.read_text(), host).encode()
+        if self.plan.initial_model is not None:       # a driver's starting weights
+            files["initial.caffemodel"] = (run / "initial.caffemodel").read_bytes()
+        for pair in self.plan.memory_data.values():  # arrays shipped to each host (data.memory_data)
+            for _, copy in pair:
+                files[str(copy.relative_to(run))] = copy.read_bytes()
         manifest = self.plan.resume_manifest
         if manifest is not None:
             text = manifest.read_text()

@@ -22,6 +22,10 @@ from .solver import (SOLVER_FIELDS, SolverText, absolute_net_text, batch_size, f
 
 # Wall-clock guards the orchestrator passes to the programs.
 WORKER_TIMEOUT_S = 120
+# With a step gate a worker's pull waits at the gate for as long as the driver's
+# script takes between two steps: no silence is an error then (a lost server is
+# seen by the orchestrator, which watches every process).
+GATED_WORKER_TIMEOUT_S = 7 * 24 * 3600
 SERVER_IDLE_EXIT_S = 300
 
 
@@ -45,6 +49,11 @@ class Plan:
     initial_weights: list[pathlib.Path] = dataclasses.field(default_factory=list)
     # Said at a run's start, shown by --dry-run (the solver's snapshot_prefix replaced, ...).
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # ps-server --step-gate: a driver (pstrain.DistributedSolver) opens the gate step by step.
+    step_gate: bool = False
+    # A driver's starting weights (DistributedSolver's net): copied into the run folder
+    # as initial.caffemodel, which is then worker 0's --weights (shipped to its host).
+    initial_model: pathlib.Path | None = None
 
     @property
     def worker_gpus(self) -> list:
@@ -66,6 +75,17 @@ class Plan:
     @property
     def solver_copy(self) -> pathlib.Path:
         return self.run_dir / "solver.prototxt"
+
+    @property
+    def memory_data(self) -> dict[str, list[tuple[pathlib.Path, pathlib.Path]]]:
+        """data.memory_data: per MemoryData layer, (the job's file, its copy in the run
+        folder) for DATA and LABELS. The workers read the copies (hard links where the
+        filesystem allows, so local workers share one page cache); a hostfile job ships
+        them to the hosts with the run folder."""
+        data = self.job.data.memory_data if self.job.data is not None else {}
+        return {layer: [(path, self.run_dir / "data" / f"memory-{i}.{what}.npy")
+                        for what, path in zip(("data", "labels"), paths)]
+                for i, (layer, paths) in enumerate(data.items())}
 
     @property
     def keys_dir(self) -> pathlib.Path | None:
@@ -121,6 +141,18 @@ class Plan:
             return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
+    def server_threads(self, shard: int) -> str:
+        """ps-server --threads: cluster.server_threads, or for auto the cores of
+        this machine shared by every process of the job here (at least 1); a
+        server on another host takes auto there (the cores it may run on)."""
+        n = self.job.cluster.server_threads
+        if n != "auto":
+            return str(n)
+        if self.layout.server_address(shard) is not None:
+            return "auto"
+        processes = self.job.cluster.servers + self.job.cluster.workers
+        return str(max(1, len(os.sched_getaffinity(0)) // processes))
+
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
@@ -131,8 +163,11 @@ class Plan:
                "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s",
                str(SERVER_IDLE_EXIT_S), "--json",
                "--nonfinite", j.security.nonfinite] + self.security_args()
+        if self.step_gate:
+            cmd.append("--step-gate")
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
+        cmd += ["--threads", self.server_threads(shard)]
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
@@ -172,7 +207,8 @@ class Plan:
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--shared-memory-mb",
                str(j.transport.shared_memory_mb), "--threads", str(j.cluster.threads_per_worker),
-               "--engine", j.engine, "--timeout-s", str(WORKER_TIMEOUT_S), "--json"]
+               "--engine", j.engine, "--timeout-s",
+               str(GATED_WORKER_TIMEOUT_S if self.step_gate else WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
         if rank == 0 and self.initial_weights and self.resume_manifest is None:
             # Caffe's -weights syntax: files loaded in order, a later one wins per layer.
@@ -182,6 +218,8 @@ class Plan:
         address = self.layout.worker_address(rank)
         if address is not None:
             cmd += ["--advertise", address]
+        for layer, files in self.memory_data.items():
+            cmd += ["--memory-data", f"{layer}={files[0][1]},{files[1][1]}"]
         e = j.consistency
         if e.easgd is not None:
             cmd += ["--elastic", "easgd", "--exchange-period", str(e.easgd.tau),
@@ -195,6 +233,10 @@ class Plan:
                 cmd += ["--topk-ratio", repr(c.ratio)]
             if not c.error_feedback:
                 cmd.append("--no-error-feedback")
+        if j.transport.pull_compression != "none":
+            cmd += ["--pull-compression", j.transport.pull_compression]
+        if j.transport.sufficient_factors:
+            cmd.append("--sufficient-factors")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -221,7 +263,8 @@ class Plan:
 
 
 def make_plan(job: JobConfig, source: str, *, layout: Layout,
-              resume_manifest: pathlib.Path | None = None, preparing_data: bool = False) -> Plan:
+              resume_manifest: pathlib.Path | None = None, preparing_data: bool = False,
+              step_gate: bool = False, initial_model: pathlib.Path | None = None) -> Plan:
     """Checks the solver, its nets and their data; raises JobError. `layout`: where
     the job's launcher runs each process (its `layout(job, source)`, which checks
     the cluster section)."""
@@ -276,6 +319,8 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
         values = value if isinstance(value, list) else [value]
         solver.replace(name, [format_value(kind, v) for v in values])
     initial_weights = _initial_weights(job, source, solver, resume_manifest, warnings)
+    if initial_model is not None and resume_manifest is None:
+        initial_weights = [run_dir / "initial.caffemodel"]
     if missing and not preparing_data:
         raise JobError(f"{source}: solver: {job.solver}: {missing[0]} not found "
                        f"(set data.prepare, or convert the data first)")
@@ -292,19 +337,45 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
             raise JobError(f"{source}: consistency.{name}.tau: max_iter ({max_iter}) and snapshot "
                            f"({snapshot}) must be multiples of tau ({elastic.tau})")
     batch = batch_size(next(iter(nets.values()))[1]) if nets else 0
+    _factor_warnings(job, source, solver, layout, warnings)
     if job.transport.kind == "ipc":
         longest = len(str(run_dir / "sockets" / f"server-{job.cluster.servers - 1}.sock"))
         if longest > 100:
             raise JobError(f"{source}: transport.kind: ipc socket paths under {run_dir} are too "
                            f"long for Unix sockets ({longest} > 100 characters); use tcp or a "
                            f"shorter output folder")
+    for layer, paths in (job.data.memory_data if job.data is not None else {}).items():
+        for what, path in zip(("data", "labels"), paths):
+            if not path.is_file():
+                raise JobError(f"{source}: data.memory_data.{layer}.{what}: file not found: "
+                               f"{path}")
     return Plan(job=job, source=source, run_dir=run_dir, solver_text=solver.text(), nets=nets,
                 missing_sources=missing, max_iter=max_iter,
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
                 worker_bin=programs.find_program("ps-worker"), layout=layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
-                warnings=warnings)
+                warnings=warnings, step_gate=step_gate,
+                initial_model=initial_model if resume_manifest is None else None)
+
+
+def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
+                     warnings: list[str]) -> None:
+    """transport.sufficient_factors where ps-worker pushes every gradient dense anyway
+    (worker/ps/ps_worker.hpp): say so at plan time."""
+    if not job.transport.sufficient_factors:
+        return
+    c = job.consistency
+    clip = solver.get("clip_gradients")
+    why = []
+    if c.easgd is not None or c.local_sgd is not None:
+        why.append("an elastic method pushes weight deltas")
+    if c.mode != "bsp" and clip and float(clip[-1]) >= 0:
+        why.append(f"{c.mode} with clip_gradients pushes every gradient with its norm")
+    if any(g is not None for g in layout.worker_gpus):
+        why.append("GPU workers push dense gradients")
+    for reason in why:
+        warnings.append(f"{source}: transport.sufficient_factors: off ({reason})")
 
 
 def _initial_weights(job: JobConfig, source: str, solver: SolverText,

@@ -61,7 +61,26 @@ def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
     (run / MARKER).write_text(plan.job.to_yaml())
     for copy_name, (_, text) in plan.nets.items():
         (run / copy_name).write_text(text)
+    if plan.initial_model is not None:
+        link_or_copy(plan.initial_model, run / "initial.caffemodel")
+    for files in plan.memory_data.values():
+        for original, copy in files:
+            link_or_copy(original, copy)
     plan.solver_copy.write_text(plan.solver_text)
+
+
+def link_or_copy(original: pathlib.Path, copy: pathlib.Path) -> None:
+    """`copy` becomes `original`'s content: a hard link where both lie on one
+    filesystem (no bytes copied, one page cache), else a copy made under a
+    temporary name and renamed."""
+    copy.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = copy.with_name(copy.name + ".linking")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(original, tmp)
+    except OSError:
+        shutil.copyfile(original, tmp)
+    os.replace(tmp, copy)
 
 
 def log_path(run_dir: pathlib.Path, role: str, rank: int) -> pathlib.Path:

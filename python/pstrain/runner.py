@@ -51,13 +51,43 @@ class RunResult:
         return self.status == "ok"
 
 
+class RunControl:
+    """A run seen and stopped from another thread (pstrain.DistributedSolver drives
+    a job this way): `ready` is set once every server of an attempt listens, with
+    `endpoints`, `plan` and `attempt` (1, then 2, ... after a whole-job restart);
+    `stop(message)` ends the run (status "stopped") at the watch loop's next turn."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.endpoints: list[str] = []
+        self.plan: Plan | None = None
+        self.attempt = 0
+        self.stop_message: str | None = None
+
+    def started(self, plan: Plan, endpoints: list[str]) -> None:
+        self.plan, self.endpoints = plan, list(endpoints)
+        self.attempt += 1
+        self.ready.set()
+
+    def stop(self, message: str) -> None:
+        self.stop_message = message
+
+
 class Job:
     """A validated job. Build it from a job file (`Job.from_yaml`) or in code
-    (`Job(JobConfig(...))`, relative paths against the current folder)."""
+    (`Job(JobConfig(...))`, relative paths against the current folder).
 
-    def __init__(self, config: JobConfig, *, source: str = "<job>"):
+    step_gate: the servers hold every pull at a gate a driver raises (ps-server
+    --step-gate), as pstrain.DistributedSolver does; a job run without its
+    driver would wait at iteration 0. initial_model: a .caffemodel the run starts
+    from (the driver's net), copied into the run folder; a fresh run only."""
+
+    def __init__(self, config: JobConfig, *, source: str = "<job>", step_gate: bool = False,
+                 initial_model: pathlib.Path | None = None):
         self.source = source
         self.config = parse_job(config.to_dict(), source, pathlib.Path.cwd())
+        self.step_gate = step_gate
+        self.initial_model = initial_model
 
     @classmethod
     def from_yaml(cls, path: str | pathlib.Path,
@@ -77,7 +107,8 @@ class Job:
         return cls.from_yaml(path, overrides)
 
     def plan(self, *, resume_manifest: pathlib.Path | None = None) -> Plan:
-        return _plan(self.config, self.source, resume_manifest)
+        return _plan(self.config, self.source, resume_manifest, step_gate=self.step_gate,
+                     initial_model=self.initial_model)
 
     def dry_run(self, *, overwrite: bool = False) -> str:
         """The resolved job and every process's command line; starts nothing. Names
@@ -93,12 +124,14 @@ class Job:
                         f"--overwrite would replace it)")
         elif config.run_dir.exists():
             note += " (exists: --overwrite replaces it)"
-        plan = _plan(config, self.source, None)
+        plan = _plan(config, self.source, None, step_gate=self.step_gate,
+                     initial_model=self.initial_model)
         return note + "\n" + plan.describe() + "\n" + caffe_schema.check_in_engine(plan)
 
     def run(self, *, quiet: bool = False, resume: bool = False, timeout: float | None = None,
             overwrite: bool = False, progress: str = "auto",
-            on_event: Callable[[dict], None] | None = None) -> RunResult:
+            on_event: Callable[[dict], None] | None = None,
+            control: RunControl | None = None) -> RunResult:
         """Runs the job to the end. Raises JobError for bad input (nothing started).
 
         resume: continue from the newest complete checkpoint in the run folder.
@@ -108,7 +141,8 @@ class Job:
         quiet: print nothing (stdout and stderr). Otherwise progress: "auto" (a bar on
           a terminal, plain lines elsewhere) or "lines".
         on_event: called on the calling thread with each metrics record (a dict, as
-          in metrics.jsonl) as it arrives."""
+          in metrics.jsonl) as it arrives.
+        control: a RunControl to watch and stop the run from another thread."""
         if progress not in ("auto", "lines"):
             raise JobError(f"progress: must be 'auto' or 'lines', got {progress!r}")
         say = (lambda text: None) if quiet else (lambda text: print(text, flush=True))
@@ -127,10 +161,11 @@ class Job:
             if manifest is None:
                 raise JobError(f"{config.run_dir}: no complete checkpoint (*.manifest) in "
                                f"{config.run_dir / 'snapshots'} to resume from")
-        plan = _plan(config, self.source, manifest)
+        driven = {"step_gate": self.step_gate, "initial_model": self.initial_model}
+        plan = _plan(config, self.source, manifest, **driven)
         if plan.missing_sources:
             _prepare_data(config, plan, say)
-            plan = _plan(config, self.source, manifest, preparing=False)
+            plan = _plan(config, self.source, manifest, preparing=False, **driven)
         if resume:
             resume_check.check_files(plan)
         for warning in plan.warnings:
@@ -158,7 +193,7 @@ class Job:
             while True:
                 left = None if deadline is None else max(1.0, deadline - time.monotonic())
                 run = _Run(plan, progress=shown, timeout=left, on_event=on_event,
-                           server_restarts=server_restarts)
+                           server_restarts=server_restarts, control=control)
                 result = run.execute()
                 if not run.server_lost or result.ok:
                     return _said(result, quiet)
@@ -174,7 +209,7 @@ class Job:
                 server_restarts += 1
                 say(f"[{config.name}] {result.summary['message']}; restarting the job from "
                     f"{manifest} ({server_restarts}/{limit})")
-                plan = _plan(config, self.source, manifest, preparing=False)
+                plan = _plan(config, self.source, manifest, preparing=False, **driven)
                 shown = SilentProgress() if quiet else make_progress(config.name, plan.max_iter,
                                                                      quiet=progress == "lines")
 
@@ -201,14 +236,15 @@ def _private_files():
 
 
 def _plan(config: JobConfig, source: str, manifest: pathlib.Path | None,
-          preparing: bool | None = None) -> Plan:
+          preparing: bool | None = None, step_gate: bool = False,
+          initial_model: pathlib.Path | None = None) -> Plan:
     """The job's plan with its launcher's layout. `preparing` (default: the job has
     data.prepare): data sources may be missing, data.prepare makes them."""
     if preparing is None:
         preparing = config.data is not None and config.data.prepare is not None
     layout = launcher_for(config.cluster.hosts).layout(config, source)
     return make_plan(config, source, layout=layout, resume_manifest=manifest,
-                     preparing_data=preparing)
+                     preparing_data=preparing, step_gate=step_gate, initial_model=initial_model)
 
 
 def _prepare_data(job: JobConfig, plan: Plan, say: Callable[[str], None]) -> None:
@@ -231,8 +267,10 @@ class _Run:
     and are handled on the calling thread only."""
 
     def __init__(self, plan: Plan, *, progress: Progress, timeout: float | None,
-                 on_event: Callable[[dict], None] | None, server_restarts: int = 0):
+                 on_event: Callable[[dict], None] | None, server_restarts: int = 0,
+                 control: RunControl | None = None):
         self.plan = plan
+        self.control = control
         self.launcher = launcher_for(plan.job.cluster.hosts)(plan, self._sink)
         self.server_lost = False          # a server failed in a way a restart may cure
         self.server_restarts = server_restarts
@@ -258,6 +296,8 @@ class _Run:
     def _start_servers(self) -> None:
         self.servers = self.launcher.start_servers()
         self.endpoints = [h.endpoint for h in self.servers]
+        if self.control is not None:
+            self.control.started(self.plan, self.endpoints)
 
     def _start_worker(self, rank: int) -> None:
         if rank in self.workers:
@@ -357,6 +397,8 @@ class _Run:
             now = time.monotonic()
             if self.interrupted:
                 return "interrupted", "interrupted by a signal; every process stopped"
+            if self.control is not None and self.control.stop_message is not None:
+                return "stopped", self.control.stop_message
             if self.timeout is not None and time.time() - t0 > self.timeout:
                 return "failed", f"the job did not finish in {self.timeout:.0f} s"
             for rank, h in list(self.workers.items()):

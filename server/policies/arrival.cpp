@@ -18,7 +18,7 @@ float ArrivalPolicy::PushScale(const pstrain::Header& push) const {
 }
 
 void ArrivalPolicy::OnGradient(ChunkGradient& g) {
-  core_.store().ApplyGradientInPlace(g.id, g.values, g.scale, static_cast<int>(core_.version));
+  ApplyChunkGradient(core_.store(), g, g.scale, static_cast<int>(core_.version));
 }
 
 void ArrivalPolicy::WorkerCompleted(int w) {

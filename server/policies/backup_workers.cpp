@@ -34,7 +34,7 @@ class BackupWorkersPolicy : public BspPolicy {
       ++dropped_;
       return;
     }
-    switch (backup_step_->Add(g.local, g.worker, g.values)) {
+    switch (backup_step_->Add(g.local, g.worker, g.Values())) {
       case BackupStepSum::Offer::kRefused:
         ++dropped_;
         return;

@@ -10,7 +10,7 @@ namespace pstrain::server {
 
 void BspPolicy::Install() {
   const std::vector<int64_t> lengths = ChunkLengths();
-  step_.emplace(core_.config.num_workers, lengths);
+  step_.emplace(core_.config.num_workers, lengths, core_.threads.get());
   chunk_steps_.assign(lengths.size(), 0);
 }
 
@@ -30,13 +30,14 @@ std::string BspPolicy::RefusePush(const pstrain::Header& push) const {
 void BspPolicy::OnGradient(ChunkGradient& g) {
   if (core_.config.num_workers == 1 && !Clipping()) {
     // The one gradient is the step's sum: applied in place on the received
-    // frame (RankOrderedSum would copy it first; same floats either way).
+    // frame, or decoded as it is applied (RankOrderedSum would copy it first;
+    // same floats either way).
     ++step_chunks_complete_;
-    core_.store().ApplyGradientInPlace(g.id, g.values, StepScale(), static_cast<int>(g.iteration));
+    ApplyChunkGradient(core_.store(), g, StepScale(), static_cast<int>(g.iteration));
     chunk_steps_[static_cast<size_t>(g.local)] = g.iteration + 1;
     return;
   }
-  if (step_->Add(g.local, g.worker, g.values)) ChunkComplete(g.id, g.local, g.iteration);
+  if (step_->Add(g.local, g.worker, g.encoded)) ChunkComplete(g.id, g.local, g.iteration);
 }
 
 void BspPolicy::ChunkComplete(uint32_t id, int local, int64_t t) {

@@ -45,11 +45,11 @@ class DcAsgdPolicy : public PolicyWrapper {
     const std::span<const float> now = core_.store().weights(g.id);
     const UpdateMethods& m = core_.config.methods;
     if (m.dc_adaptive) {
-      DelayCompensateAdaptive(g.values, now.data(), pulled->data(),
+      DelayCompensateAdaptive(g.Values(), now.data(), pulled->data(),
                               mean_square_[static_cast<size_t>(g.local)].data(), now.size(),
                               m.dc_lambda, m.dc_momentum, m.dc_epsilon);
     } else {
-      DelayCompensate(g.values, now.data(), pulled->data(), now.size(), m.dc_lambda);
+      DelayCompensate(g.Values(), now.data(), pulled->data(), now.size(), m.dc_lambda);
     }
   }
 

@@ -16,7 +16,7 @@ class ElasticBspPolicy : public BspPolicy {
   using BspPolicy::BspPolicy;
 
   void OnGradient(ChunkGradient& g) override {
-    if (step_->Add(g.local, g.worker, g.values)) ChunkComplete(g.id, g.local, g.iteration);
+    if (step_->Add(g.local, g.worker, g.encoded)) ChunkComplete(g.id, g.local, g.iteration);
   }
 
  protected:
@@ -30,7 +30,7 @@ class ElasticBspPolicy : public BspPolicy {
 class ElasticArrivalPolicy : public PolicyWrapper {
  public:
   using PolicyWrapper::PolicyWrapper;
-  void OnGradient(ChunkGradient& g) override { AddToWeights(core_.store(), g.id, g.values); }
+  void OnGradient(ChunkGradient& g) override { AddToWeights(core_.store(), g.id, g.Values()); }
 };
 
 std::unique_ptr<ConsistencyPolicy> MakeElastic(ShardCore& core) {

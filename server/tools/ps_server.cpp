@@ -9,6 +9,8 @@
 //              --dc-momentum M --dc-epsilon E]]   (server/update_methods.hpp)
 //             [--keys DIR] [--nonfinite drop|stop] [--shared-memory-mb M]
 //             [--step-gate]   (server/policies/step_gate.cpp: pulls wait for GATE)
+//             [--threads N|auto]  (threads applying a push, server/apply_threads.hpp;
+//                                  auto, the default: the cores this process may use)
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
@@ -73,7 +75,7 @@ void OnSignal(int) {
 struct Flags {
   ShardConfig config;
   std::string bind, advertise, coordinator, solver, mode = "bsp", resume, device = "cpu";
-  std::string keys, nonfinite = "stop", staleness_per_worker;
+  std::string keys, nonfinite = "stop", staleness_per_worker, threads = "auto";
   bool json = false;
   int idle_exit_s = 600;
   uint64_t job_key = 0;
@@ -119,6 +121,7 @@ Status Configure(Flags& f) {
   f.config.mode = mode.value();
   PSTRAIN_ASSIGN_OR_RETURN(f.config.device, ParseServerDevice(f.device));
   PSTRAIN_ASSIGN_OR_RETURN(f.config.nonfinite, ParseNonFinitePolicy(f.nonfinite));
+  PSTRAIN_ASSIGN_OR_RETURN(f.config.threads, ParseServerThreads(f.threads));
   if (!f.staleness_per_worker.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(f.config.staleness_per_worker,
                              ParseStalenessList(f.staleness_per_worker));
@@ -299,7 +302,10 @@ int main(int argc, char** argv) try {
       "shared-memory-mb",
       po::value(&f.shared_memory_mb)->default_value(transport::kSharedRingDefaultMb),
       "ipc: replies of 16 KB or more go through a shared-memory ring of this many MiB per "
-      "worker connection (0: through the socket)");
+      "worker connection (0: through the socket)")(
+      "threads", po::value(&f.threads)->default_value("auto"),
+      "threads applying each push: a whole number >= 1, or auto (the cores this process may "
+      "run on); the weights are the same bits for any count");
   po::variables_map vm;
   pstrain::FlagSpec spec;
   spec.program = "ps-server";
@@ -353,6 +359,7 @@ int main(int argc, char** argv) try {
                     .Add("endpoint", Advertised(service.endpoint(), f.advertise))
                     .Add("mode", f.mode)
                     .Add("device", f.device)
+                    .Add("threads", f.config.threads)
                     .Add("version", service.shard().version()),
                 "listening on " + service.endpoint());
   if (f.keys.empty()) {

@@ -108,7 +108,7 @@ TEST(GradientCodecTest, ReceiverChecksNameWhatIsWrong) {
   EXPECT_FALSE(CheckEncoded(pstrain::SIGN_SCALED, nan_sign, sizeof(nan_sign), 5).ok());
   EXPECT_FALSE(CheckEncoded(pstrain::FLOAT32, half, sizeof(half), 2).ok());
   EXPECT_EQ(ParseCompression("zip").status().message(),
-            "compression \"zip\" is not one of none, fp16, topk, sign");
+            "compression \"zip\" is not one of none, fp16, bf16, topk, sign");
 }
 
 }  // namespace

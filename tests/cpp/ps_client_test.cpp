@@ -169,6 +169,52 @@ TEST_F(PsClientTest, AServerInAnotherModeIsAnError) {
             "server 0 (" + service_->endpoint() + ") runs ssp, this worker bsp");
 }
 
+// fp16 pulls through a real shard: the blobs get the rounded weights, the
+// shard keeps float32 masters (step 2 starts from the float32 step 1, which
+// the hand computation in double follows), and the reply bytes are halved.
+TEST_F(PsClientTest, Fp16PullsBringTheRoundedFloat32Masters) {
+  job_key_ = 43;
+  StartService(ConsistencyMode::kBsp);
+  PsClientOptions options = ClientOptions(service_->endpoint(), ConsistencyMode::kBsp);
+  options.pull_compression = pstrain::FLOAT16;
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  int64_t clock = -1;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  ASSERT_TRUE(client->InitPush().ok());
+  EXPECT_TRUE(LogAppears("worker 0 pulls in FLOAT16"));
+  auto half = [](double v) {
+    return transport::HalfToFloat(transport::FloatToHalf(static_cast<float>(v)));
+  };
+  int64_t version = -1;
+  for (int t = 0; t < 3; ++t) {
+    const int64_t received = client->traffic().bytes_received;
+    ASSERT_TRUE(client->Pull(t).ok());
+    ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+    EXPECT_EQ(version, t);
+    // 8 values in 3 chunks of 4, 2, 2: 2 + 1 + 1 words, 16 bytes of payload.
+    const int64_t header_bytes = client->traffic().bytes_received - received - 16;
+    EXPECT_GT(header_bytes, 0);
+    EXPECT_LT(header_bytes, 80);
+    const std::vector<double> master = HandBsp(1, t);
+    int rounded = 0;
+    for (int i = 0; i < 8; ++i) {
+      const float got = i < 6 ? w_.cpu_data()[i] : b_.cpu_data()[i - 6];
+      EXPECT_EQ(got, half(master[static_cast<size_t>(i)])) << "t " << t << " value " << i;
+      rounded += got != static_cast<float>(master[static_cast<size_t>(i)]);
+    }
+    if (t > 0) {
+      EXPECT_GT(rounded, 0) << "every master of step " << t << " is an fp16 value";
+    }
+    for (int i = 0; i < 6; ++i) w_.mutable_cpu_diff()[i] = Grad(0, t, i);
+    for (int i = 0; i < 2; ++i) b_.mutable_cpu_diff()[i] = Grad(0, t, 6 + i);
+    ASSERT_TRUE(client->Push({1, 0}, t, -1).ok());
+    ASSERT_TRUE(client->Flush().ok());
+  }
+  ASSERT_TRUE(client->Shutdown().ok());
+  thread_.join();
+}
+
 // Each request and pull DEALER wrapped in a FaultChannel that fails its first
 // `fail_sends` sends with `code`; the wrappers, in connection order (request
 // channel of shard 0 first), stay reachable for their counts.
@@ -283,6 +329,65 @@ TEST_F(FakeServerTest, ASilentServerIsAnErrorNamingItsAddress) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // the 0.3 s bound, not a hang
   // The silent server heard the HELLO, then heartbeats.
   EXPECT_EQ(Next(pstrain::HELLO).header.world_size(), 1);
+}
+
+// A server from before 16-bit pulls ignores HELLO's pull_dtype and answers
+// without it: the worker stops at HELLO with an error naming the server,
+// instead of reading float32 replies as fp16 (or the reverse).
+TEST_F(FakeServerTest, AServerWithoutSixteenBitPullsIsRefusedAtHello) {
+  PsClientOptions options = ClientOptions(router_->endpoint(), ConsistencyMode::kBsp);
+  options.pull_compression = pstrain::BFLOAT16;
+  auto client = MustConnect(options);
+  ASSERT_TRUE(client);
+  std::thread answer([this] {
+    transport::InMessage hello = Next(pstrain::HELLO);
+    EXPECT_EQ(hello.header.pull_dtype(), pstrain::BFLOAT16);
+    pstrain::Header ack = transport::HelloAckHeader({pstrain::SERVER, 0, 0}, hello.header, 0, 0,
+                                                    ConsistencyMode::kBsp, 1);
+    ack.clear_pull_dtype();  // what an older server sends
+    ASSERT_TRUE(router_->Send(hello.peer, OutMessage{ack, {}}).ok());
+  });
+  int64_t clock = 0;
+  EXPECT_EQ(client->Hello(&clock).message(),
+            "server 0 (" + router_->endpoint() +
+                "): HELLO_ACK: this worker asked for BFLOAT16 pulls and the server does not send "
+                "them (a ps-server from before 16-bit pulls); run the same version everywhere, "
+                "or pull in FLOAT32 (transport.pull_compression: none)");
+  answer.join();
+}
+
+// A reply in another encoding than the one granted is an error, and nothing
+// of it is copied into the blobs.
+TEST_F(FakeServerTest, APullReplyInAnotherEncodingIsAnError) {
+  auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
+  ASSERT_TRUE(client);
+  std::thread answer([this] {
+    transport::InMessage hello = Next(pstrain::HELLO);
+    const transport::Origin server{pstrain::SERVER, 0, 0};
+    ASSERT_TRUE(
+        router_
+            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
+                                                                    ConsistencyMode::kBsp, 1),
+                                          {}})
+            .ok());
+    transport::InMessage pull = Next(pstrain::PULL);
+    OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
+    reply.header.set_version(0);
+    reply.header.set_reply_chunks_total(3);
+    reply.header.set_dtype(pstrain::FLOAT16);
+    transport::AddChunk(reply.header, 1, 2);
+    reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(1, 9.f)));
+    ASSERT_TRUE(router_->Send(pull.peer, std::move(reply)).ok());
+  });
+  int64_t clock = 0;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  ASSERT_TRUE(client->Pull(0).ok());
+  int64_t version = 0;
+  EXPECT_EQ(client->WaitPull(&version, nullptr).message(),
+            "server 0 (" + router_->endpoint() +
+                ") sent a FLOAT16 pull reply, this worker pulls in FLOAT32");
+  answer.join();
+  EXPECT_EQ(w_.cpu_data()[4], kInitial[4]);
 }
 
 TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {

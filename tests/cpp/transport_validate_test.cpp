@@ -154,7 +154,9 @@ TEST_F(MessageValidateTest, CompressedPushesAreCheckedAndOnlyPushesMayBeCompress
   pull.header = MakeHeader(PULL, 0, 3);
   pull.header.set_job_key(42);
   pull.header.set_dtype(FLOAT16);
-  EXPECT_EQ(Reason(pull), "dtype FLOAT16 in a PULL (only a PUSH may be compressed)");
+  EXPECT_EQ(Reason(pull),
+            "dtype FLOAT16 in a PULL (only a PUSH may be compressed, and a PULL_REPLY be FLOAT16 "
+            "or BFLOAT16)");
 }
 
 TEST_F(MessageValidateTest, AlignedCopiesOnlyWhereNeeded) {

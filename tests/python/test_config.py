@@ -53,6 +53,29 @@ def test_bad_shared_memory_size(capsys, tmp_path):
                      f"transport.shared_memory_mb: must be an integer in [0, 4096], got {bad!r}")
 
 
+def test_bad_server_threads(capsys, tmp_path):
+    for bad in (0, -2, 1.5, "two", True):
+        job = base_job(tmp_path)
+        job["cluster"]["server_threads"] = bad
+        expect_error(capsys, tmp_path, job,
+                     f"cluster.server_threads: must be auto or an integer >= 1, got {bad!r}")
+
+
+def test_server_threads_reach_ps_server(tmp_path, monkeypatch):
+    job = base_job(tmp_path, data={"prepare": "fashion-mnist"})   # planned, never run
+    job["cluster"]["server_threads"] = 3
+    assert "--threads 3" in " ".join(Job.from_yaml(write_job(tmp_path, job)).plan()
+                                     .server_command(0, None))
+    # auto: this machine's cores shared by the job's processes (1 server + 2 workers).
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(7)))
+    del job["cluster"]["server_threads"]
+    plan = Job.from_yaml(write_job(tmp_path, job)).plan()
+    assert plan.job.cluster.server_threads == "auto"
+    assert "--threads 2" in " ".join(plan.server_command(0, None))
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert "--threads 1" in " ".join(plan.server_command(0, None))
+
+
 def test_missing_solver_file(capsys, tmp_path):
     job = base_job(tmp_path, solver="nets/missing_solver.prototxt")
     expect_error(capsys, tmp_path, job,
@@ -258,3 +281,32 @@ def test_dry_run_names_the_folder_a_rerun_would_use(capsys, tmp_path):
     code, out, err = ps_train(capsys, path, "--dry-run", "--overwrite")
     assert out.splitlines()[0] == f"# run folder: {earlier} (exists: --overwrite replaces it)"
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["tiny"]
+
+
+def test_sixteen_bit_transport_switches(capsys, tmp_path):
+    """transport.pull_compression (none | fp16 | bf16, off by default) reaches every
+    ps-worker as --pull-compression, bf16 pushes as --compression bf16; a bad value
+    is one error naming the key (docs/config-reference.md, "16-bit on the wire")."""
+    default = Job.from_yaml(write_job(tmp_path, base_job(tmp_path), "default.yaml")).config
+    assert default.transport.pull_compression == "none"
+    assert "--pull-compression" not in Job.from_yaml(
+        write_job(tmp_path, base_job(tmp_path), "default.yaml")).dry_run()
+    job = base_job(tmp_path, transport={"compression": "bf16", "pull_compression": "fp16"})
+    code, out, err = ps_train(capsys, write_job(tmp_path, job), "--dry-run")
+    assert code == 0, err
+    workers = [l for l in out.splitlines() if "/ps-worker " in l]
+    servers = [l for l in out.splitlines() if "/ps-server " in l]
+    assert len(workers) == 2 and servers
+    for c in workers:
+        assert "--compression bf16" in c and "--pull-compression fp16" in c, c
+    assert not any("compression" in c for c in servers)  # the worker asks, in HELLO
+    expect_error(capsys, tmp_path, base_job(tmp_path, transport={"pull_compression": "topk"}),
+                 "transport.pull_compression: must be one of none, fp16, bf16, got 'topk'")
+    expect_error(capsys, tmp_path, base_job(tmp_path, transport={"pull_compression": True}),
+                 "transport.pull_compression: must be one of none, fp16, bf16, got True")
+    expect_error(capsys, tmp_path, base_job(tmp_path, transport={"compression": "int8"}),
+                 "transport.compression.method: must be one of none, fp16, bf16, topk, sign, "
+                 "got 'int8'")
+    expect_error(capsys, tmp_path, base_job(tmp_path, transport={"pull_compresion": "fp16"}),
+                 "unknown key 'transport.pull_compresion'; did you mean "
+                 "'transport.pull_compression'?")

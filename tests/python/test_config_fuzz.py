@@ -39,11 +39,12 @@ TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consist
             "transport", "data", "output", "restart", "engine", "remote", "security"]
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
-                "hosts", "hostfile", "straggler"],
+                "hosts", "hostfile", "straggler", "server_threads"],
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
-    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression"],
-    "data": ["prepare"],
+    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
+                  "pull_compression", "sufficient_factors"],
+    "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
     "security": ["auth", "nonfinite"],
@@ -60,7 +61,7 @@ SUBSECTION_KEYS = {
 }
 # Words each key takes, so that documents get past the first check often enough
 # to reach the later ones.
-KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "topk", "sign", "hostfile", "slurm",
+KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "bf16", "topk", "sign", "hostfile", "slurm",
                "local", "ssh", "{run_dir}", "{host}", "-o", "BatchMode=yes", "--exclusive"]
 
 # Values chosen to break readers: wrong types, extremes, NUL bytes, ~user paths,
@@ -126,7 +127,7 @@ VALID = {
                     "dc_asgd": {"lambda": 0.1, "adaptive": True, "momentum": 0.9,
                                 "epsilon": 1e-6}},
     "transport": {"kind": "tcp", "interface": "127.0.0.1", "chunk_bytes": 4096,
-                  "shared_memory_mb": 8,
+                  "shared_memory_mb": 8, "sufficient_factors": True,
                   "compression": {"method": "topk", "ratio": 0.1, "error_feedback": False}},
     "data": {"prepare": "fashion-mnist"}, "output": "runs",
     "restart": {"max_worker_restarts": 1, "max_server_restarts": 1}, "engine": "fast",
@@ -185,7 +186,9 @@ OVERRIDES = st.lists(st.one_of(
                                "name.x", "", "security", "security.nonfinite",
                                "consistency.dc_asgd.lambda", "consistency.easgd",
                                "transport.compression", "transport.compression.ratio",
-                               "transport.shared_memory_mb", "remote.ssh_options"]),
+                               "transport.pull_compression",
+                               "transport.shared_memory_mb", "transport.sufficient_factors",
+                               "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)
 
 
@@ -211,7 +214,9 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     compression = c.transport.compression
     assert compression.method in config.COMPRESSIONS and 0 < compression.ratio <= 1
     assert isinstance(compression.error_feedback, bool)
+    assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
+    assert isinstance(c.transport.sufficient_factors, bool)
     m = c.consistency
     assert 0 <= m.backup_workers < c.cluster.workers
     assert m.backup_workers == 0 or m.mode == "bsp"

@@ -2,6 +2,7 @@
 errors. docs/scaling.md derives the equations these numbers follow."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
@@ -27,6 +28,29 @@ def test_one_worker_one_server_is_compute_plus_both_transfers_plus_two_latencies
     assert r.iteration_s == pytest.approx(0.030 + 2 * 0.040 + 2 * 0.001)
     assert r.images_per_s == pytest.approx(64 / 0.112)
     assert r.compute_s == pytest.approx(0.030)
+
+
+def test_sixteen_bit_pulls_halve_the_reply_and_pushes_the_request():
+    """E1: transport.pull_compression fp16/bf16 makes a pull 2 bytes a value; pushes
+    follow transport.compression (docs/config-reference.md, "16-bit on the wire")."""
+    assert [costmodel.value_bytes(m) for m in ("none", "fp16", "bf16", "sign")] == \
+        [4.0, 2.0, 2.0, 0.125]
+    assert costmodel.value_bytes("topk", 0.01) == pytest.approx(0.08)
+    with pytest.raises(CostModelError, match="compression must be one of none, fp16, bf16, "
+                                             "topk, sign, got 'int8'"):
+        costmodel.value_bytes("int8")
+    pulls = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pull_value_bytes=2.0, **LINK))
+    # 30 ms compute + push 40 ms + pull 20 ms (2 MB) + 1 ms each way
+    assert pulls.iteration_s == pytest.approx(0.030 + 0.040 + 0.020 + 2 * 0.001)
+    both = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, push_value_bytes=2.0,
+                                          pull_value_bytes=2.0, **LINK))
+    # bsp, 4 workers: the server NIC takes 4 x 20 ms in, then sends 4 x 20 ms out
+    assert both.iteration_s == pytest.approx(0.030 + 2 * 4 * 0.020 + 2 * 0.001)
+    assert both.busy_s["server link"] == pytest.approx(0.080)
+    # pulls alone: the inlink still carries 4 x 40 ms, the outlink 4 x 20 ms
+    half = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, pull_value_bytes=2.0, **LINK))
+    assert half.iteration_s == pytest.approx(0.030 + 4 * 0.040 + 4 * 0.020 + 2 * 0.001)
+    assert half.busy_s["server link"] == pytest.approx(0.160)
 
 
 def test_bsp_server_link_carries_every_workers_copy():
@@ -389,3 +413,191 @@ def test_cli_takes_e10s_latency(tmp_path, capsys):
     # an iteration's worth of both cores: 2 ms more
     assert plain["bottleneck"] == e10["bottleneck"] == "shared cores"
     assert e10["iteration_ms"] - plain["iteration_ms"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_e11_servers_beside_the_workers_and_one_push_per_host():
+    """4 workers on 2 hosts (2 each, one 100 MB/s link a host), two 2 MB parameters."""
+    params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
+    hosts = dict(LINK, workers_per_host=2)
+    # today: one server on a host of its own takes 4 x 4 MB in, then sends them out
+    old = predict(ONE, params, 64, Cluster(workers=4, servers=1, **hosts))
+    assert old.iteration_s == pytest.approx(0.352)
+    assert old.busy_s["server link"] == pytest.approx(0.160)
+    assert old.busy_s["worker link"] == pytest.approx(0.080)   # a host's two workers
+    # a shard beside each host's workers: host 0's NIC carries its workers' pushes to
+    # shard 1 (2 x 2 MB) out and host 1's pushes to shard 0 (2 x 2 MB) in: 80 ms a
+    # direction. Out 30..70 (pushes to shard 1), in 31..71 (host 1's pushes to shard 0);
+    # shard 1 in 31..71 on host 1's NIC. Replies at 71: shard 0's to host 1 out on host 0's
+    # NIC 71..111, its piece to this worker through memory at once (71); shard 1's 2
+    # copies leave host 1 71..111 and come in on host 0's NIC 72..112
+    beside = predict(ONE, params, 64, Cluster(workers=4, servers=2, servers_beside_workers=True,
+                                              **hosts))
+    assert beside.busy_s["worker link"] == pytest.approx(0.080)
+    assert beside.busy_s["server link"] == 0.0
+    assert beside.iteration_s == pytest.approx(0.112)
+    # and one push per host: each shard gets one remote copy (20 ms), after backward:
+    # in 31..51 both; replies 51..71 out, shard 1's piece on the host link 52..72
+    both = predict(ONE, params, 64, Cluster(workers=4, servers=2, servers_beside_workers=True,
+                                            host_aggregation=True, **hosts))
+    assert both.busy_s["worker link"] == pytest.approx(0.040)
+    assert both.iteration_s == pytest.approx(0.072)
+    assert both.images_per_s == pytest.approx(4 * 64 / 0.072)
+    # ssp ignores the switch (each worker pushes on its own clock)
+    assert Cluster(workers=4, servers=2, mode="ssp", host_aggregation=True,
+                   workers_per_host=2).pushers() == (4, 2)
+
+
+# ---- issue 32's switches as inputs (docs/scaling.md E1b, E3, E11): each against a hand
+# computation on the toy net above (one layer, 30 ms of compute, 100 MB/s links, 1 ms)
+
+FC = [Param("fc", "fc/weight", 1000 * 1000, fc_shape=(1000, 1000))]   # 4 MB, 1000 x 1000
+
+
+def test_e1b_factors_go_to_each_shard_for_the_rows_its_chunks_span():
+    # 450,500 values a chunk: [0, 450500) rows 0-450 -> shard 0, [450500, 901000) rows
+    # 450-900 -> shard 1, [901000, 1e6) rows 901-999 -> shard 0 (the lighter, tie: lower).
+    # Shard 0 spans rows 0-999 (touches 451 + 99), shard 1 rows 450-900 (451): batch 64,
+    # 4 bytes x 64 x (rows + 1000 columns)
+    cl = Cluster(workers=1, servers=2, sufficient_factors=True,
+                 **dict(LINK, chunk_bytes=4 * 450_500))
+    got = costmodel.pieces(ONE, FC, 64, cl)["fc"]
+    assert [(p.shard, p.values, p.push, p.pull, p.staged, p.flops) for p in got] == [
+        (0, 549_500, 4 * 64 * 2000, 4 * 549_500, 4 * 64 * 2000, 2 * 550 * 1000 * 64),
+        (1, 450_500, 4 * 64 * 1451, 4 * 450_500, 4 * 64 * 1451, 2 * 451 * 1000 * 64)]
+    # off: the dense gradient, nothing to rebuild
+    dense = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, sufficient_factors=False))
+    assert [(p.push, p.flops) for p in dense["fc"]] == [(4 * 549_500, 0), (4 * 450_500, 0)]
+
+
+def test_e1b_factors_cut_the_push_and_the_rebuild_costs_the_shard():
+    on = dict(LINK, sufficient_factors=True)
+    # 64 x 2000 floats = 512 KB pushed (5.12 ms) instead of 4 MB; the pull stays dense:
+    # 30 + 5.12 + 1 + 40 + 1 ms
+    r = predict(ONE, FC, 64, Cluster(workers=1, servers=1, **on))
+    assert r.iteration_s == pytest.approx(0.07712)
+    # the shard rebuilds 2 x 1000 x 1000 x 64 = 128 Mflop at 0.1 ns a flop: 12.8 ms more,
+    # 6.4 ms on 2 threads
+    gemm = dict(on, server_flop_s=1e-10)
+    assert predict(ONE, FC, 64, Cluster(workers=1, servers=1, **gemm)).iteration_s == \
+        pytest.approx(0.07712 + 0.0128)
+    assert predict(ONE, FC, 64, Cluster(workers=1, servers=1, server_threads=2,
+                                        **gemm)).iteration_s == pytest.approx(0.07712 + 0.0064)
+    # batch 600: 4.8 MB of factors is more than the 4 MB gradient: pushed dense
+    assert predict(ONE, FC, 600, Cluster(workers=1, servers=1, **on)).iteration_s == \
+        pytest.approx(0.112)
+    # a plain fc bias or a Param without fc_shape is never factored
+    assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, **on)).iteration_s == \
+        pytest.approx(0.112)
+    # SFB pulls: the reply as the pushers' factors too, 512 KB: 30 + 5.12 + 1 + 5.12 + 1
+    sfb = predict(ONE, FC, 64, Cluster(workers=1, servers=1, factor_pulls=True, **on))
+    assert sfb.iteration_s == pytest.approx(0.04224)
+    # with 4 pushers in bsp the reply would be 4 x 512 KB (2.048 MB) a worker: the server's
+    # outlink sends 4 x 2.048 MB: 30 + 4 x 5.12 + 1 + 4 x 20.48 + 1 ms
+    four = predict(ONE, FC, 64, Cluster(workers=4, servers=1, factor_pulls=True, **on))
+    assert four.iteration_s == pytest.approx(0.030 + 4 * 0.00512 + 0.001 + 4 * 0.02048 + 0.001)
+
+
+def test_e3_the_shards_io_thread_caps_its_links():
+    # 20 ns a wire byte on the shard's I/O thread: 50 MB/s, below the 100 MB/s NIC. The
+    # push leaves the worker 30..70 ms but is in at 31 + 80 = 111 ms; the reply leaves
+    # 111..191 and arrives at 192 ms
+    r = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, server_io_byte_s=20e-9, **LINK))
+    assert r.iteration_s == pytest.approx(0.192)
+    assert r.busy_s["server link"] == pytest.approx(0.080)
+    # faster than the NIC: the NIC sets the pace (112 ms, the first test)
+    fast = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, server_io_byte_s=5e-9, **LINK))
+    assert fast.iteration_s == pytest.approx(0.112)
+
+
+def test_e11_the_host_leaders_sum_delays_its_push():
+    # 4 workers, 2 a host, one server apart, one push per host: 2 pushers. The push leaves
+    # after backward, 30..70 ms on the host link, plus the leader's sum of its second
+    # member's 4 MB at 20 ns a byte (80 ms): out at 150, in at the server by 151 (2
+    # copies: 31..111 otherwise); replies 151..231, in at 232 ms
+    hosts = dict(LINK, workers_per_host=2, host_aggregation=True)
+    r = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, host_sum_byte_s=20e-9, **hosts))
+    assert r.iteration_s == pytest.approx(0.232)
+    free = predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, **hosts))
+    assert free.iteration_s == pytest.approx(0.192)      # 30 + 1 + 2 x 40 + 2 x 40 + 1
+    # without aggregation the sum is not made (ssp: each worker pushes on its own clock)
+    assert predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp",
+                                           host_sum_byte_s=20e-9, **hosts)).iteration_s == \
+        predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, mode="asp", **hosts)).iteration_s
+
+
+def test_e11_a_shard_on_every_host_spreads_the_server_nics_load():
+    # 4 hosts, one worker each, four 1 MB parameters, one a shard (bsp)
+    params = [Param("fc", f"fc/{i}", MB4 // 4) for i in range(4)]
+    apart = predict(ONE, params, 64, Cluster(workers=4, servers=4, **LINK))
+    # four server hosts of their own: each NIC takes 4 x 1 MB (40 ms) a direction; pushes
+    # leave 30..70 ms, in at 71, 81, 91, 101; replies out 71..111 .. 101..141, the last in
+    # at 142 ms
+    assert apart.busy_s["server link"] == pytest.approx(0.040)
+    assert apart.busy_s["worker link"] == pytest.approx(0.040)
+    assert apart.iteration_s == pytest.approx(0.142)
+    beside = predict(ONE, params, 64, Cluster(workers=4, servers=4, servers_beside_workers=True,
+                                              **LINK))
+    # a shard beside each worker: no server NIC, and each host's NIC carries 3 x 1 MB of
+    # its worker's pushes plus 3 x 1 MB of its shard's replies out (and as much in): 60 ms.
+    # Shard 0's piece goes through memory: pushes 30..60 ms, in at 61, 61, 71, 81 (3 remote
+    # copies each); shard 0's reply at once (61), the others' in at 92, 102, 112 ms
+    assert beside.busy_s["server link"] == 0.0
+    assert beside.busy_s["worker link"] == pytest.approx(0.060)
+    assert beside.iteration_s == pytest.approx(0.112)
+    one = predict(ONE, params, 64, Cluster(workers=4, servers=1, **LINK))
+    assert one.iteration_s == pytest.approx(0.352)   # one server apart: 30 + 2 x 160 + 2
+    # unequal shards (2, 1, 0.5, 0.5 MB), fp16 pushes: host 0's NIC sends its worker's
+    # pushes to shards 1-3 (1 MB in fp16) and shard 0's 2 MB replies to 3 hosts (6 MB): 70
+    # ms; it takes in 2 MB of replies and 3 x 1 MB of pushes to shard 0: 50 ms
+    sizes = [Param("fc", f"fc/{i}", v) for i, v in enumerate((500_000, 250_000, 125_000,
+                                                               125_000))]
+    skew = predict(ONE, sizes, 64, Cluster(workers=4, servers=4, servers_beside_workers=True,
+                                           push_value_bytes=2.0, **LINK))
+    assert skew.busy_s["worker link"] == pytest.approx(0.070)
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_net_params_know_the_fc_weights_shape():
+    alexnet = {p.name: p for p in costmodel.net_params(ROOT / "configs/nets/alexnet_deploy.prototxt")}
+    assert alexnet["fc6/weight"].fc_shape == (4096, 9216)
+    assert alexnet["fc8/weight"].fc_shape == (1000, 4096)
+    assert alexnet["fc6/bias"].fc_shape is None and alexnet["conv1/weight"].fc_shape is None
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_takes_issue_32s_switches(capsys):
+    time_file = ROOT / "bench/data/h200_alexnet_time.json"
+    net = ROOT / "configs/nets/alexnet_deploy.prototxt"
+    code = costmodel.main(["--time", str(time_file), "--net", str(net), "--batch", "128",
+                           "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
+                           "--compression", "fp16", "--pull-compression", "bf16",
+                           "--servers-per-host", "--sufficient-factors",
+                           "--server-ns-per-byte", "0.2", "--server-threads", "4",
+                           "--server-ns-per-flop", "0.01", "--server-io-ns-per-byte", "1.0",
+                           "--json"])
+    line = json.loads(capsys.readouterr().out)
+    want = predict(costmodel.load_layer_times(time_file), costmodel.net_params(net), 128,
+                   Cluster(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
+                           push_value_bytes=2.0, pull_value_bytes=2.0,
+                           servers_beside_workers=True, sufficient_factors=True,
+                           server_byte_s=0.2e-9, server_threads=4, server_flop_s=0.01e-9,
+                           server_io_byte_s=1.0e-9))
+    # the shard's I/O thread at 1 GB/s is slower than the 25 GbE link: it sets the pace
+    assert want.busy_s["worker link"] < want.iteration_s
+    assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
+
+
+def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
+    # 5 ns a byte of the worker's CPU: 20 ms a direction for the 4 MB beside 40 ms of wire.
+    # In series (loopback, veth): 30 + (40 + 20) + 1 + (40 + 20) + 1 ms
+    cpu = dict(LINK, worker_byte_s=5e-9)
+    assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, **cpu)).iteration_s == \
+        pytest.approx(0.152)
+    # beside the NIC's DMA: the wire sets the pace, as without CPU (112 ms)
+    on = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True, **cpu))
+    assert on.iteration_s == pytest.approx(0.112)
+    assert on.busy_s["worker link"] == pytest.approx(0.040)
+    # a CPU slower than the wire (15 ns: 60 ms) sets it instead: 30 + 60 + 1 + 60 + 1 ms
+    slow = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True,
+                                           **dict(LINK, worker_byte_s=15e-9)))
+    assert slow.iteration_s == pytest.approx(0.152)

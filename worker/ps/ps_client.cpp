@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
 
@@ -313,7 +314,8 @@ Status PsClient::NeedsWorker(const char* what) const {
 Status PsClient::Hello(int64_t* clock) {
   PSTRAIN_RETURN_IF_ERROR(NeedsWorker("HELLO"));
   for (size_t k = 0; k < channels_.size(); ++k) {
-    OutMessage m{transport::HelloHeader(origin(), options_.world_size), {}};
+    OutMessage m{transport::HelloHeader(origin(), options_.world_size, options_.pull_compression),
+                 {}};
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   std::vector<InMessage> replies;
@@ -321,7 +323,7 @@ Status PsClient::Hello(int64_t* clock) {
       AwaitFromShards(pstrain::HELLO_ACK, std::vector<bool>(channels_.size(), true), &replies));
   int64_t smallest = INT64_MAX;
   for (size_t k = 0; k < replies.size(); ++k) {
-    auto ack = transport::ReadHelloAck(replies[k].header);
+    auto ack = transport::ReadHelloAck(replies[k].header, options_.pull_compression);
     if (!ack.ok()) return ack.status().WithContext(ServerName(k));
     if (ack->mode != options_.mode) {
       return Status::FailedPrecondition(ServerName(k) + " runs " + ModeName(ack->mode) +
@@ -360,7 +362,8 @@ Status PsClient::InitPush() {
 }
 
 Status PsClient::Pull(int64_t clock) {
-  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PULL"));
+  // A control client may pull too: the shards answer it at once with their
+  // current weights (ShardState::OnControlPull), whatever `clock` says.
   if (pull_outstanding_) return Status::FailedPrecondition("a pull is already outstanding");
   pull_arrived_.assign(placement_.chunks().size(), 0);
   pull_missing_.assign(channels_.size(), 0);
@@ -383,8 +386,8 @@ Status PsClient::Pull(int64_t clock) {
     //        iteration clock - 1 (after_push): each chunk waits for its part
     //        of that push. Otherwise (nothing or part of the shard pushed for
     //        clock - 1) the request goes behind the pushes as before.
-    bool beside = options_.mode == ConsistencyMode::kBsp;
-    if (!beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
+    bool beside = options_.mode == ConsistencyMode::kBsp && options_.role == pstrain::WORKER;
+    if (options_.role == pstrain::WORKER && !beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
       m.header.set_after_push(clock - 1);
       beside = true;
     }
@@ -406,6 +409,12 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
                                    std::to_string(reply.header.clock()) + ", expected " +
                                    std::to_string(pull_clock_));
   }
+  const pstrain::DataType dtype = reply.header.dtype();
+  if (dtype != options_.pull_compression) {
+    return Status::InvalidArgument(server + " sent a " + pstrain::DataType_Name(dtype) +
+                                   " pull reply, this worker pulls in " +
+                                   pstrain::DataType_Name(options_.pull_compression));
+  }
   for (int i = 0; i < reply.header.chunks_size(); ++i) {
     const uint32_t id = reply.header.chunks(i).id();
     if (pull_arrived_[id]) {
@@ -414,8 +423,13 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
     }
     pull_arrived_[id] = 1;
     const Chunk& c = placement_.chunk(id);
-    std::memcpy(params_[c.param].blob->mutable_cpu_data() + c.offset, reply.payload(i),
-                c.length * sizeof(float));
+    float* data = params_[c.param].blob->mutable_cpu_data() + c.offset;
+    if (dtype == pstrain::FLOAT32) {
+      std::memcpy(data, reply.payload(i), c.length * sizeof(float));
+    } else {  // Validate checked the encoding's size
+      transport::Decode(dtype, reply.payload(i), reply.payload_bytes(i),
+                        static_cast<uint64_t>(c.length), data);
+    }
   }
   pull_missing_[k] -= reply.header.chunks_size();
   pull_version_[k] = std::max(pull_version_[k], reply.header.version());
@@ -522,39 +536,89 @@ Status PsClient::Push(const std::vector<int>& param_ids, int64_t clock, double s
     std::vector<uint32_t> ids;
     for (const auto& c : messages[k].header.chunks()) ids.push_back(c.id());
     PSTRAIN_RETURN_IF_ERROR(SendPush(static_cast<int>(k), header, std::move(messages[k])));
-    // The chunks of this shard pushed for `clock` (Pull's after_push).
-    if (shard_push_clock_[k] != clock) {
-      shard_push_clock_[k] = clock;
-      shard_pushed_[k] = 0;
-    }
+    NotePushed(k, clock, ids);
+  }
+  return Status::Ok();
+}
+
+void PsClient::NotePushed(size_t k, int64_t clock, const std::vector<uint32_t>& ids) {
+  // The chunks of this shard pushed for `clock` (Pull's after_push).
+  if (shard_push_clock_[k] != clock) {
+    shard_push_clock_[k] = clock;
+    shard_pushed_[k] = 0;
+  }
+  for (uint32_t id : ids) {
+    if (chunk_push_clock_[id] == clock) continue;
+    chunk_push_clock_[id] = clock;
+    ++shard_pushed_[k];
+  }
+}
+
+Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors& factors) {
+  PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PUSH"));
+  const Blob& blob = *params_[static_cast<size_t>(param_id)].blob;
+  const int64_t rows = blob.shape(0);
+  const int64_t cols = blob.count() / rows;
+  const int64_t samples = factors.samples;
+  // The param's chunks by shard, ascending.
+  std::vector<std::vector<uint32_t>> by_shard(channels_.size());
+  for (uint32_t id : placement_.param_chunks(param_id)) {
+    by_shard[static_cast<size_t>(placement_.chunk(id).shard)].push_back(id);
+  }
+  for (size_t k = 0; k < by_shard.size(); ++k) {
+    const std::vector<uint32_t>& ids = by_shard[k];
+    if (ids.empty()) continue;
+    const WeightRows span = SpanRows(placement_, ids, cols);
+    OutMessage m{transport::PushHeader(origin(), clock, -1.0), {}};
+    pstrain::FactorShape* shape = m.header.mutable_factors();
+    shape->set_samples(static_cast<uint32_t>(samples));
+    shape->set_row_begin(static_cast<uint32_t>(span.begin));
+    shape->set_row_end(static_cast<uint32_t>(span.end));
+    shape->set_cols(static_cast<uint32_t>(cols));
     for (uint32_t id : ids) {
-      if (chunk_push_clock_[id] == clock) continue;
-      chunk_push_clock_[id] = clock;
-      ++shard_pushed_[k];
+      transport::AddChunk(m.header, id, static_cast<uint64_t>(placement_.chunk(id).length));
     }
+    const size_t width = static_cast<size_t>(span.count());
+    auto left = StagingBuffer(static_cast<size_t>(samples) * width);
+    for (int64_t s = 0; s < samples; ++s) {
+      std::memcpy(left->data() + s * width, factors.left + s * rows + span.begin,
+                  width * sizeof(float));
+    }
+    const size_t right_count = static_cast<size_t>(samples * cols);
+    auto right = StagingBuffer(right_count);
+    std::memcpy(right->data(), factors.right, right_count * sizeof(float));
+    m.payloads.push_back(Payload::Slice(left, 0, static_cast<size_t>(samples) * width));
+    m.payloads.push_back(Payload::Slice(right, 0, right_count));
+    PSTRAIN_RETURN_IF_ERROR(SendPushPart(static_cast<int>(k), std::move(m)));
+    NotePushed(k, clock, ids);
   }
   return Status::Ok();
 }
 
 Status PsClient::SendPush(int shard, const pstrain::Header& header, OutMessage message) {
-  const size_t k = static_cast<size_t>(shard);
   pstrain::Header whole = header;
   *whole.mutable_chunks() = std::move(*message.header.mutable_chunks());
   for (OutMessage& piece :
        transport::SplitMessage(OutMessage{std::move(whole), std::move(message.payloads)})) {
-    const auto start = Clock::now();
-    while (in_flight_[k] >= options_.max_pushes_in_flight) {
-      PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
-      if (!got.has_value() && Clock::now() - start > options_.timeout) {
-        return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
-                                        SecondsText(options_.timeout));
-      }
-      // Pull replies that arrive meanwhile are copied in by ReceiveOne.
-    }
-    traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
-    PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(piece)));
-    ++in_flight_[k];
+    PSTRAIN_RETURN_IF_ERROR(SendPushPart(shard, std::move(piece)));
   }
+  return Status::Ok();
+}
+
+Status PsClient::SendPushPart(int shard, OutMessage message) {
+  const size_t k = static_cast<size_t>(shard);
+  const auto start = Clock::now();
+  while (in_flight_[k] >= options_.max_pushes_in_flight) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
+    if (!got.has_value() && Clock::now() - start > options_.timeout) {
+      return Status::DeadlineExceeded(ServerName(k) + " acknowledged no push for " +
+                                      SecondsText(options_.timeout));
+    }
+    // Pull replies that arrive meanwhile are copied in by ReceiveOne.
+  }
+  traffic_.push_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  PSTRAIN_RETURN_IF_ERROR(Send(shard, std::move(message)));
+  ++in_flight_[k];
   return Status::Ok();
 }
 
@@ -597,10 +661,10 @@ Result<std::vector<pstrain::ShardStats>> PsClient::Stats() {
   return stats;
 }
 
-Result<GateState> PsClient::SetGate(int64_t gate) {
+Result<GateState> PsClient::SetGate(int64_t gate, bool checkpoint) {
   for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(
-        Send(static_cast<int>(k), OutMessage{transport::GateHeader(origin(), gate), {}}));
+    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k),
+                                 OutMessage{transport::GateHeader(origin(), gate, checkpoint), {}}));
   }
   std::vector<InMessage> replies;
   PSTRAIN_RETURN_IF_ERROR(
@@ -636,8 +700,8 @@ Result<GateState> PsClient::WaitForClock(int64_t clock, std::chrono::millisecond
       }
       return Status::DeadlineExceeded("waited " + SecondsText(timeout) +
                                       " for every worker to reach clock " + std::to_string(clock) +
-                                      "; " + ServerName(slowest) + " has worker clocks [" +
-                                      clocks + "]");
+                                      "; " + ServerName(slowest) + " has worker clocks [" + clocks +
+                                      "]");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -28,6 +28,9 @@
 // was pushed for iteration t-1 (after_push = t-1: the shard serves each chunk
 // once its part of that push is applied), so the request does not queue
 // behind the push parts and the reply streams back while they arrive.
+// Pull replies are float32, or 16-bit when options.pull_compression asks for
+// it in HELLO (decoded straight into the blobs; a reply in another encoding
+// than the one granted is an error naming the shard).
 // Every message from a shard is validated on arrival (transport::Validate:
 // the kinds a worker accepts, the job key, PULL_REPLY chunks against the
 // shard's part of the placement); one that fails is an error naming the
@@ -72,6 +75,15 @@ struct PsParam {
   float decay_mult = 1.f;
 };
 
+// A weight gradient as its sufficient factors (common/ps/sufficient_factors.hpp):
+// gradient = left^T right, left samples x the weight's rows (shape(0)), right
+// samples x its row length (count / shape(0)); both row-major host memory.
+struct GradientFactors {
+  int64_t samples = 0;
+  const float* left = nullptr;
+  const float* right = nullptr;
+};
+
 struct PsClientOptions {
   std::vector<std::string> servers;  // shard k's endpoint at index k
   // WORKER: worker `rank` (its DEALERs are named worker-R...). CONTROL: a
@@ -103,6 +115,10 @@ struct PsClientOptions {
   pstrain::DataType compression = pstrain::FLOAT32;
   double topk_ratio = 0.01;
   bool error_feedback = true;  // top-k and sign: carry what the encoding lost to the next push
+  // The encoding of pull replies, asked for in HELLO: FLOAT32 (none), FLOAT16
+  // or BFLOAT16 (the shard rounds its float32 weights to nearest even; the
+  // blobs get the decoded values). A shard that does not grant it fails Hello.
+  pstrain::DataType pull_compression = pstrain::FLOAT32;
   // Tests: wraps each request and pull DEALER as it is connected (e.g. in a
   // transport::FaultChannel that fails sends). Empty: none.
   std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>
@@ -137,7 +153,8 @@ class PsClient {
 
   // Greets every shard; `clock` receives the smallest clock the shards hold
   // for this worker (0 for a fresh job, the resumed iteration otherwise).
-  // Error: a shard runs another consistency mode than options.mode.
+  // Error: a shard runs another consistency mode than options.mode, or does
+  // not grant options.pull_compression.
   Status Hello(int64_t* clock);
   // Rank 0: sends the parameters' metadata and current values to the shards.
   Status InitPush();
@@ -156,6 +173,11 @@ class PsClient {
   // before it returns.
   Status Push(const std::vector<int>& param_ids, int64_t clock, double sum_squares,
               const std::vector<const float*>& diffs);
+  // As Push for one parameter whose gradient is `factors` (its diff is not
+  // read): each shard holding chunks of it gets one PUSH with Header.factors,
+  // the columns of left its chunks' rows need and all of right (copied before
+  // it returns). REQUIRES: the param's blob has at least one axis.
+  Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors);
   // Waits until every push is acknowledged (and ZeroMQ let go of its payloads).
   Status Flush();
   // Asks each shard to exit (the job is over).
@@ -165,7 +187,9 @@ class PsClient {
   // for a driver (role CONTROL, or worker 0's own client): opens every shard's gate to `gate`
   // (GATE; workers may then compute iterations < gate) and waits for every
   // GATE_ACK. Error: a shard refused (no step gate; `gate` below its gate).
-  Result<GateState> SetGate(int64_t gate);
+  // checkpoint: the shards also cut a checkpoint at iteration `gate` (written
+  // once the gate rises above it; worker 0 then writes the .caffemodel and manifest).
+  Result<GateState> SetGate(int64_t gate, bool checkpoint = false);
   // Polls every shard's STATS every few milliseconds until on every shard
   // every worker's clock is >= `clock` (every push of the iterations < clock
   // is in); returns that state. It does not wait for a step the shards still
@@ -210,6 +234,10 @@ class PsClient {
   // Sends a shard's push in parts of at most kMessagePartBytes, each within
   // the in-flight window.
   Status SendPush(int shard, const pstrain::Header& header, transport::OutMessage message);
+  // Sends one push message whole (not split), within the in-flight window.
+  Status SendPushPart(int shard, transport::OutMessage message);
+  // Push's bookkeeping for Pull's after_push: chunks `ids` went to `shard` for `clock`.
+  void NotePushed(size_t shard, int64_t clock, const std::vector<uint32_t>& ids);
 
   PsClientOptions options_;
   std::vector<PsParam> params_;

@@ -78,9 +78,37 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
           return self->WriteSnapshot(self->trainer_->iter(), files);
         });
   }
+  worker->SetUpFactors();
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
   worker->trainer_->add_callback(worker.get());
   return worker;
+}
+
+void PsWorker::SetUpFactors() {
+  if (!options_.sufficient_factors) return;
+  auto notice = [this](char level, const std::string& text) {
+    if (options_.on_notice) options_.on_notice(level, "sufficient factors: " + text);
+  };
+  const char* why_not = device_gradients_ ? "off on the GPU engine (every gradient goes dense)"
+                        : exchange_       ? "off with an elastic method (it pushes weight deltas)"
+                        : clip_at_end_    ? "off in ssp/asp with clip_gradients (every gradient "
+                                            "goes dense with its norm)"
+                                          : nullptr;
+  if (why_not != nullptr) {
+    notice('W', why_not);
+    return;
+  }
+  Net& net = trainer_->net();
+  factors_ = FactorCapture::Create(net, ps_param_of_learnable_, trainer_->iter_size(),
+                                   client_->placement());
+  if (!factors_) {
+    notice('I', "no InnerProduct weight whose factors are fewer bytes than its gradient");
+    return;
+  }
+  for (const std::string& line : factors_->summary()) notice('I', line);
+  LayerHooks hooks;
+  hooks.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
+  net.set_layer_hooks(std::move(hooks));
 }
 
 void PsWorker::Emit(TrainEvent event) const {
@@ -110,6 +138,7 @@ Status PsWorker::PullFor(int iter) {
 }
 
 Status PsWorker::OnStart(int iter) {
+  if (factors_) factors_->StartIteration();
   if (exchange_ && iter != start_iter_) {
     if (iter % options_.elastic.period == 0) {
       PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / options_.elastic.period - 1));
@@ -142,6 +171,18 @@ Status PsWorker::OnLastForward(int iter) {
 Status PsWorker::AfterBackward(int iter, int layer) {
   const std::vector<int>& ids = push_after_layer_[layer];
   if (clip_at_end_ || ids.empty() || exchange_) return Status::Ok();
+  if (factors_) {
+    std::vector<int> dense;
+    for (int id : ids) {
+      const GradientFactors f = factors_->factors(id);
+      if (f.samples == 0) {
+        dense.push_back(id);
+      } else {
+        PSTRAIN_RETURN_IF_ERROR(client_->PushFactors(id, iter, f));
+      }
+    }
+    return dense.empty() ? Status::Ok() : client_->Push(dense, iter, -1.0);
+  }
   if (!device_gradients_) return client_->Push(ids, iter, -1.0);
   // Copy the layer's gradients out on the side stream; push the ones whose
   // copies are done as backward goes on, the rest in OnGradientsReady.

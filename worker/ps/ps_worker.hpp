@@ -13,7 +13,8 @@
 //   AfterBackward(t, l)   push the gradients layer l owns the moment backward
 //                         is done with them, so communication overlaps the rest
 //                         of backward (GPU: copy them to pinned host memory on
-//                         a side stream and push as each copy completes)
+//                         a side stream and push as each copy completes; an fc
+//                         weight with sufficient factors: the factors)
 //   OnGradientsReady(t)   push what is left (ssp/asp with clipping push every
 //                         gradient here, with their sum of squares); otherwise
 //                         ask for the weights of t+1
@@ -39,6 +40,7 @@
 #include "worker/ps/device_gradients.hpp"
 #include "worker/ps/elastic_exchange.hpp"
 #include "worker/ps/ps_client.hpp"
+#include "worker/ps/sufficient_factors.hpp"
 #include "worker/trainer.hpp"
 
 namespace pstrain {
@@ -55,6 +57,13 @@ struct PsWorkerOptions {
   // EASGD / model averaging: local solver steps, an exchange every period
   // iterations (elastic_exchange.hpp); clocks then count exchanges.
   ElasticOptions elastic;
+  // Push qualifying InnerProduct weight gradients as sufficient factors
+  // (worker/ps/sufficient_factors.hpp): CPU engine, no elastic method, not
+  // ssp/asp with clip_gradients; otherwise every gradient goes dense and
+  // on_notice says why.
+  bool sufficient_factors = false;
+  // Informational ('I') and warning ('W') lines: which weights go as factors.
+  std::function<void(char level, const std::string& text)> on_notice;
   // MemoryData layers fed from .npy files (--memory-data), by layer name.
   std::vector<MemoryDataFiles> memory_data_files;
   std::function<void(const TrainEvent&)> on_event;
@@ -88,6 +97,8 @@ class PsWorker : public Trainer::Callback {
   // Pushes the device gradients whose copies to pinned memory are done
   // (`wait`: waits for every copy started).
   Status PushCopied(int iter, bool wait);
+  // Turns sufficient factors on where they may be (see PsWorkerOptions).
+  void SetUpFactors();
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   // Worker 0 at the end: the servers' statistics as a server_stats event.
   void EmitServerStats(int iter);
@@ -102,6 +113,7 @@ class PsWorker : public Trainer::Callback {
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
   std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
+  std::unique_ptr<FactorCapture> factors_;  // --sufficient-factors, where weights qualify
   int start_iter_ = 0;
   bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
   bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward

@@ -8,8 +8,6 @@ docs/python.md lists where it differs from pycaffe. To make a plain
 """
 from __future__ import annotations
 
-import os as _os
-
 from .proto.caffe_pb2 import TEST, TRAIN
 from . import io
 from .net_spec import NetSpec, layers, params, to_proto
@@ -48,39 +46,10 @@ else:
 
     def has_nccl() -> bool:
         """False: PSTrain's multi-GPU training goes through its parameter server,
-        not NCCL (pstrain.caffe.NCCL keeps Caffe's train.py running)."""
+        not NCCL (pstrain.caffe.NCCL runs Caffe's train.py as a bsp job of it)."""
         return False
 
-
-    class NCCL:
-        """Caffe's NCCL(solver, uid) for python/train.py. In one process
-        (solver_count() == 1) bcast and the callbacks do nothing, as there is
-        nothing to exchange; several processes are PSTrain's
-        DistributedSolver's work."""
-
-        def __init__(self, solver, uid) -> None:
-            if solver_count() > 1:
-                raise NotImplementedError(
-                    "pstrain.caffe.NCCL across processes (set_solver_count > 1) is not available "
-                    "yet; train on several GPUs with ps-train or ps-net train -gpu 0,1")
-            self.solver = solver
-            self.uid = uid
-
-        @staticmethod
-        def new_uid() -> bytes:
-            return _os.urandom(16)
-
-        def bcast(self) -> None:
-            """Every process starts from rank 0's weights: one process already does."""
-
-        def on_start(self) -> None:
-            pass
-
-        def on_gradients_ready(self) -> None:
-            pass
-
-        def __call__(self, layer: int) -> None:
-            pass
+    from .nccl import NCCL
 
 
 __all__ = ["AdaDeltaSolver", "AdaGradSolver", "AdamSolver", "Blob", "Classifier", "Detector",

@@ -3,10 +3,11 @@
 //   ps-worker --solver S.prototxt --rank R --workers W --servers EP0,EP1,...
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
-//             [--compression none|fp16|topk|sign [--topk-ratio R] [--no-error-feedback]]
+//             [--compression none|fp16|bf16|topk|sign [--topk-ratio R] [--no-error-feedback]]
+//             [--pull-compression none|fp16|bf16]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
-//             [--shared-memory-mb M]
+//             [--shared-memory-mb M] [--sufficient-factors]
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
@@ -21,8 +22,6 @@
 #ifdef PSTRAIN_HAVE_PYTHON_EMBED
 #include "worker/python/python_embed.hpp"
 #endif
-#include "worker/ps/ps_worker.hpp"
-
 #include <boost/algorithm/string.hpp>
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -39,6 +38,7 @@
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
 #include "worker/layers/memory_data_layer.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 namespace po = boost::program_options;
 
@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
 #endif
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
-  std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none";
+  std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none",
+                       pull_compression = "none";
   bool no_error_feedback = false;
   std::string elastic = "none";
   int threads = 1;
@@ -98,7 +99,10 @@ int main(int argc, char** argv) {
       "this worker's host as its peers know it (shown in its first line)")(
       "json", po::bool_switch(&json), "one JSON object a line")(
       "compression", po::value(&compression)->default_value("none"),
-      "gradient pushes: none, fp16, topk or sign")(
+      "gradient pushes: none, fp16, bf16, topk or sign")(
+      "pull-compression", po::value(&pull_compression)->default_value("none"),
+      "pulled weights: none (float32), fp16 or bf16 (rounded to nearest even by the shards, "
+      "whose master weights stay float32)")(
       "topk-ratio", po::value(&options.client.topk_ratio)->default_value(0.01),
       "topk: the fraction of each chunk's values sent, in (0, 1]")(
       "elastic", po::value(&elastic)->default_value("none"),
@@ -112,6 +116,9 @@ int main(int argc, char** argv) {
           ->default_value(pstrain::transport::kSharedRingDefaultMb),
       "ipc: pushes of 16 KB or more go through a shared-memory ring of this many MiB per "
       "server (0: through the socket; the servers must agree)")(
+      "sufficient-factors", po::bool_switch(&options.sufficient_factors),
+      "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
+      "those are fewer bytes (CPU engine)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
@@ -154,6 +161,9 @@ int main(int argc, char** argv) {
     return usage("--compression: " + parsed_compression.status().message());
   }
   options.client.compression = parsed_compression.value();
+  auto parsed_pull = pstrain::transport::ParsePullCompression(pull_compression);
+  if (!parsed_pull.ok()) return usage("--pull-compression: " + parsed_pull.status().message());
+  options.client.pull_compression = parsed_pull.value();
   options.client.error_feedback = !no_error_feedback;
   auto parsed_elastic = pstrain::ParseElasticMethod(elastic);
   if (!parsed_elastic.ok()) return usage("--elastic: " + parsed_elastic.status().message());
@@ -188,6 +198,9 @@ int main(int argc, char** argv) {
     if (!s.ok()) return pstrain::ExitWith(s, program);
     options.engine = pstrain::Engine::kGpu;
   }
+  options.on_notice = [](char level, const std::string& text) {
+    pstrain::WriteGlogLine(stderr, level, PSTRAIN_GLOG_WHERE, text);
+  };
   options.on_event = [&](const pstrain::TrainEvent& e) {
     std::printf("%s\n",
                 pstrain::FormatEvent(e, json, {{"role", "worker"}, {"rank", rank}}).c_str());

@@ -46,8 +46,8 @@ def _core_module() -> Any:
     try:
         from pstrain._native import core
     except ImportError:
-        from pstrain import _core
-        return _core
+        import pstrain._core
+        return pstrain._core
     return core()
 
 

@@ -1,0 +1,50 @@
+// Sufficient factors (Poseidon): the gradient of a fully connected layer's
+// weight W (rows x cols, row-major) over a batch is G = L^T R, L the batch's
+// samples x rows, R samples x cols (Caffe's InnerProduct: L = top diff, R =
+// bottom data; with transpose, L = bottom data, R = top diff). When
+// samples x (rows + cols) < rows x cols, L and R are fewer bytes than G.
+//
+// The geometry shared by the worker that sends factors (worker/ps), the check
+// of a PUSH that carries them (common/transport/validate.cpp) and the shard
+// that rebuilds each chunk's values (server/sufficient_factors.hpp). A chunk
+// is a contiguous range of the flattened weight: whole rows, plus partial
+// rows at its edges. docs/wire-protocol.md, "Sufficient factors".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/ps/key_placement.hpp"
+#include "common/status.hpp"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain {
+
+// Weight rows [begin, end).
+struct WeightRows {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t count() const { return end - begin; }
+};
+
+// The rows of a weight with rows of `cols` values that chunk `c` touches.
+// REQUIRES: cols >= 1, c.length >= 1.
+WeightRows ChunkRows(const Chunk& c, int64_t cols);
+// The smallest row range holding every chunk of `ids` (non-empty).
+WeightRows SpanRows(const KeyPlacement& placement, const std::vector<uint32_t>& ids, int64_t cols);
+// Values of parameter `param` (the sum of its chunks).
+int64_t ParamSize(const KeyPlacement& placement, int param);
+
+// Payload bytes of the factors of `samples` rows covering `rows`: L's columns
+// `rows` and all of R.
+int64_t FactorBytes(int64_t samples, WeightRows rows, int64_t cols);
+
+// A PUSH with Header.factors against `placement` (null: before the init push,
+// only the header's own consistency) and its two frames' byte sizes. Errors
+// name the field or chunk: "factors: left frame has 60 bytes, 2 x 3 float32
+// need 24", "factors: chunk 3 is of parameter 1, chunk 2 of parameter 0",
+// "factors: chunk 4 (values [6, 12)) is outside rows [0, 1) of 6 values".
+Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_bytes,
+                    const KeyPlacement* placement);
+
+}  // namespace pstrain

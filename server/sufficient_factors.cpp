@@ -1,0 +1,34 @@
+#include "server/sufficient_factors.hpp"
+
+#include "common/math_cpu.hpp"
+#include "common/ps/sufficient_factors.hpp"
+
+namespace pstrain::server {
+
+void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const float* right,
+                            const KeyPlacement& placement, std::vector<float*>* chunks) {
+  const pstrain::FactorShape& f = h.factors();
+  const int64_t samples = f.samples();
+  const int64_t cols = f.cols();
+  const int64_t width = f.row_end() - f.row_begin();  // L's columns on the wire
+  if (values_.size() < static_cast<size_t>(h.chunks_size())) values_.resize(h.chunks_size());
+  chunks->clear();
+  for (int i = 0; i < h.chunks_size(); ++i) {
+    const Chunk& c = placement.chunk(h.chunks(i).id());
+    const WeightRows rows = ChunkRows(c, cols);
+    // L's columns [rows.begin, rows.end) as a samples x rows.count() matrix.
+    left_columns_.resize(static_cast<size_t>(samples * rows.count()));
+    const int64_t first = rows.begin - f.row_begin();
+    for (int64_t s = 0; s < samples; ++s) {
+      CpuCopy(rows.count(), left + s * width + first, left_columns_.data() + s * rows.count());
+    }
+    // G[rows, :] = L[:, rows]^T R: (rows x samples) (samples x cols).
+    std::vector<float>& out = values_[static_cast<size_t>(i)];
+    out.resize(static_cast<size_t>(rows.count() * cols));
+    CpuGemm(Trans::kYes, Trans::kNo, static_cast<int>(rows.count()), static_cast<int>(cols),
+            static_cast<int>(samples), 1.f, left_columns_.data(), right, 0.f, out.data());
+    chunks->push_back(out.data() + (c.offset - rows.begin * cols));
+  }
+}
+
+}  // namespace pstrain::server

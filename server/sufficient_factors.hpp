@@ -1,0 +1,33 @@
+// FactorRebuild: a PUSH that carries sufficient factors (Header.factors,
+// common/ps/sufficient_factors.hpp) becomes one dense gradient per listed
+// chunk, the values the worker would have sent: chunk = (L^T R)[chunk], a
+// small GEMM over the weight rows the chunk touches (partial rows at its
+// edges are computed whole and cut). From there on the shard treats the push
+// like any other: the same finite check, rank-ordered bsp sum, averaging and
+// update rule (server/shard_state_push.cpp), so bsp with factors equals the
+// dense path to the rounding of the GEMM's summation order.
+// Used by the shard loop's thread only.
+#pragma once
+
+#include <vector>
+
+#include "common/ps/key_placement.hpp"
+#include "proto/pstrain.pb.h"
+
+namespace pstrain::server {
+
+class FactorRebuild {
+ public:
+  // Writes into `chunks` one pointer per h.chunks(), to its values (valid
+  // until the next Rebuild; the caller may overwrite them in place).
+  // left: h.factors().samples x (row_end - row_begin); right: samples x cols.
+  // REQUIRES: the message passed transport::Validate with `placement`.
+  void Rebuild(const pstrain::Header& h, const float* left, const float* right,
+               const KeyPlacement& placement, std::vector<float*>* chunks);
+
+ private:
+  std::vector<std::vector<float>> values_;  // per listed chunk: its whole rows
+  std::vector<float> left_columns_;         // L's columns of one chunk, contiguous
+};
+
+}  // namespace pstrain::server

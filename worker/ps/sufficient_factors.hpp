@@ -1,0 +1,76 @@
+// FactorCapture: the InnerProduct weights a CPU worker pushes as sufficient
+// factors (common/ps/sufficient_factors.hpp) instead of their gradients, and
+// the factors themselves, stacked over the iteration's iter_size passes.
+//
+// A weight qualifies when it belongs to an InnerProduct layer alone (not
+// shared with another layer) and its factors, as PsClient::PushFactors sends
+// them to the shards holding its chunks, are fewer bytes than its gradient:
+//   sum over those shards of samples x (rows its chunks touch + cols) < rows x cols
+// with samples = batch x iter_size (one shard: batch x iter_size x (out + in)
+// < out x in). The bias stays dense. Caffe sums a weight's gradient over the
+// iter_size passes; the factors of pass i are rows [i*batch, (i+1)*batch) of
+// the stack, so left^T right is that same sum.
+//
+// After every backward pass of the training net (the net's after_backward
+// hook), Captured copies each qualifying layer's top diff and bottom data
+// into the stack; StartIteration empties it. Used by the training loop's
+// thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/ps/key_placement.hpp"
+#include "worker/net.hpp"
+#include "worker/ps/ps_client.hpp"
+
+namespace pstrain {
+
+class FactorCapture {
+ public:
+  // The qualifying weights of `net`, whose PS parameter of learnable param i
+  // is ps_param_of_learnable[i] (-1: not on the servers). Null when none
+  // qualifies. `net` must outlive the capture. fewer_bytes false: every
+  // InnerProduct weight alone in its layer qualifies, whatever the bytes.
+  static std::unique_ptr<FactorCapture> Create(const Net& net,
+                                               const std::vector<int>& ps_param_of_learnable,
+                                               int iter_size, const KeyPlacement& placement,
+                                               bool fewer_bytes = true);
+  FactorCapture(const FactorCapture&) = delete;
+  FactorCapture& operator=(const FactorCapture&) = delete;
+
+  // A new iteration: the stacks are emptied.
+  void StartIteration();
+  // Layer `layer`'s backward has run (every pass): stacks its factors if it
+  // owns a qualifying weight.
+  void Captured(int layer);
+  // The factors of PS parameter `param` stacked so far; samples == 0 when
+  // `param` does not qualify (push its diff).
+  GradientFactors factors(int param) const;
+  // "ip1 (784 -> 1024): 57856 bytes instead of 3211264", one per weight.
+  const std::vector<std::string>& summary() const { return summary_; }
+
+ private:
+  struct Weight {
+    int param = 0;  // PS parameter
+    int layer = 0;
+    const Blob* bottom = nullptr;
+    const Blob* top = nullptr;
+    bool transpose = false;
+    int64_t rows = 0;  // the weight's shape: rows x cols
+    int64_t cols = 0;
+    int64_t samples = 0;       // stacked so far
+    std::vector<float> left;   // samples x rows
+    std::vector<float> right;  // samples x cols
+  };
+  FactorCapture() = default;
+
+  const Net* net_ = nullptr;
+  std::vector<Weight> weights_;
+  std::vector<int> weight_of_layer_;  // layer -> weights_ index, or -1
+  std::vector<int> weight_of_param_;  // PS param -> weights_ index, or -1
+  std::vector<std::string> summary_;
+};
+
+}  // namespace pstrain
