@@ -1,11 +1,10 @@
 // Engine auto: picks, for every layer of a net that has more than one CPU
 // implementation (Layer::CpuImplementations), the fastest for its shape.
 //
-// Each candidate runs forward (+ the backward that will run, see
-// AutotuneBackward) on the
-// layer's own blobs: a warm-up round, then `repetitions` timed rounds (fewer
-// once they took 50 ms per candidate), each running every candidate once in
-// turn, so that load from elsewhere hits all alike. The minimum counts; the
+// Each candidate runs forward (+ the backward that will run: AutotuneBackward)
+// on the layer's own blobs: a warm-up round, then `repetitions` timed rounds
+// (fewer once they took 50 ms per candidate), each running every candidate
+// once in turn, so that load from elsewhere hits all alike. The minimum counts; the
 // fastest is selected (the default, listed first, wins ties within 2%).
 // Timing changes no state: every blob the layer touches (bottoms, tops,
 // learnable blobs, BatchNorm's running statistics among them) is saved before
