@@ -63,6 +63,13 @@ Status ValidateShardConfig(const ShardConfig& c) {
   if (c.num_workers < 1) {
     return Status::Error("num_workers must be at least 1, got " + std::to_string(c.num_workers));
   }
+  if (c.averaged_workers != 0 &&
+      (c.averaged_workers < c.num_workers || c.mode != ConsistencyMode::kBsp ||
+       c.methods.backup_workers != 0)) {
+    return Status::Error("averaged_workers (host aggregation) must be >= num_workers (" +
+                         std::to_string(c.num_workers) + ") in bsp without backup workers, got " +
+                         std::to_string(c.averaged_workers));
+  }
   if (c.staleness < 0) {
     return Status::Error("staleness must be >= 0, got " + std::to_string(c.staleness));
   }

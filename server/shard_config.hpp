@@ -27,6 +27,10 @@ struct ShardConfig {
   int shard = 0;  // this shard's rank, 0 <= shard < num_shards; shard 0 coordinates
   int num_shards = 1;
   int num_workers = 1;
+  // bsp with host aggregation (worker/ps/host_group.hpp): each of the
+  // num_workers pushers sends the sum of several workers' gradients, and a step
+  // averages over all of them: the workers behind the pushes (0: num_workers).
+  int averaged_workers = 0;
   ConsistencyMode mode = ConsistencyMode::kBsp;
   int staleness = 0;  // ssp only: a pull for iteration t waits until every clock >= t - staleness
   // ssp only, one per worker: worker w's own bound instead of `staleness`

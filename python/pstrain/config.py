@@ -28,6 +28,7 @@ AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
+SERVER_PLACEMENTS = ("per_host", "first_slots")   # hosts.py
 COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
 PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
@@ -43,7 +44,8 @@ class StragglerConfig:
 
 @dataclasses.dataclass
 class ClusterConfig:
-    servers: int = 1
+    servers: int | None = 1     # None: one a worker host (server_placement per_host), until
+                                # the launcher places the job and sets the count
     server_device: str = "cpu"                      # cpu | gpu:N
     workers: int = 1
     worker_devices: Union[str, list[int]] = "cpu"   # cpu | auto | [GPU ids]
@@ -51,6 +53,7 @@ class ClusterConfig:
     server_threads: Union[str, int] = "auto"        # auto | N >= 1: threads applying pushes
     hosts: str = "local"                            # local | hostfile | slurm
     hostfile: pathlib.Path | None = None            # hosts: hostfile (Horovod's syntax)
+    server_placement: str | None = None             # hostfile, slurm: per_host | first_slots
     straggler: StragglerConfig | None = None
 
 
@@ -113,6 +116,9 @@ class TransportConfig:
     # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
     # in x out (CPU workers; docs/config-reference.md). Pulls stay dense.
     sufficient_factors: bool = False
+    # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
+    # auto: on when a host runs several workers of a bsp job
+    host_aggregation: Union[bool, str] = "auto"       # auto | true | false
 
 
 @dataclasses.dataclass
@@ -294,6 +300,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
         security=_security(r, data.get("security")),
     )
     _check_exposure(job, source)
+    _check_host_aggregation(job, source)
     return job
 
 
@@ -321,15 +328,27 @@ def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
     fields = tuple(f.name for f in dataclasses.fields(ClusterConfig))
     r.section(d, "cluster", fields)
+    hosts = r.choice(d, "hosts", "cluster.hosts", "local", HOSTS)
+    placement = None
+    if hosts != "local":
+        value = d.get("server_placement")
+        given = {"server_placement": "per_host" if value is None else value}
+        placement = r.choice(given, "server_placement", "cluster.server_placement", "per_host",
+                             SERVER_PLACEMENTS)
+    elif d.get("server_placement") is not None:
+        raise r.fail("cluster.server_placement", "is used only with hosts: hostfile or slurm "
+                     "(hosts is 'local')")
+    one_per_host = placement == "per_host" and d.get("servers") is None
     c = ClusterConfig(
-        servers=r.integer(d, "servers", "cluster.servers", 1, lo=1),
+        servers=None if one_per_host else r.integer(d, "servers", "cluster.servers", 1, lo=1),
+        server_placement=placement,
         server_device=str(d.get("server_device", "cpu")),
         workers=r.integer(d, "workers", "cluster.workers", 1, lo=1),
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
         server_threads=_server_threads(r, d),
-        hosts=r.choice(d, "hosts", "cluster.hosts", "local", HOSTS),
+        hosts=hosts,
     )
     hostfile = d.get("hostfile")
     if c.hosts == "hostfile":
@@ -428,7 +447,8 @@ def _workers(r: _Reader, data: dict) -> int:
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
-                               "compression", "pull_compression", "sufficient_factors"))
+                               "compression", "pull_compression", "sufficient_factors",
+                               "host_aggregation"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -449,7 +469,34 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
         sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
-                                     False))
+                                     False),
+        host_aggregation=_host_aggregation(r, d))
+
+
+def _host_aggregation(r: _Reader, d: dict) -> bool | str:
+    v = d.get("host_aggregation", "auto")
+    if v is None:
+        return "auto"
+    if not isinstance(v, bool) and v != "auto":
+        raise r.fail("transport.host_aggregation", f"must be auto, true or false, got {v!r}")
+    return v
+
+
+def _check_host_aggregation(job: JobConfig, source: str) -> None:
+    """host_aggregation: true needs lock-step workers (bsp, no backup workers, no local
+    steps): in ssp and asp each worker pushes on its own clock."""
+    if job.transport.host_aggregation is not True:
+        return
+    c = job.consistency
+    why = None
+    if c.mode != "bsp":
+        why = f"consistency.mode bsp (got {c.mode}: each worker pushes on its own clock)"
+    elif c.backup_workers:
+        why = "no consistency.backup_workers (a step would drop a whole host's sum)"
+    elif c.easgd is not None or c.local_sgd is not None:
+        why = "no consistency.easgd or local_sgd (their workers step on their own)"
+    if why:
+        raise JobError(f"{source}: transport.host_aggregation: true needs {why}")
 
 
 def _shared_memory_mb(r: _Reader, d: dict) -> int:

@@ -3,8 +3,10 @@ hosts of a hostfile: staging each host's copy of the run folder, one ssh
 session per process, snapshots copied back, a lost worker moved to a spare
 slot.
 
-Placement (hosts.py) happens at plan time (HostLauncher.layout): servers on the
-first slots, workers next, spares last. A worker whose session was lost
+Placement (hosts.py) happens at plan time (HostLauncher.layout): with
+cluster.server_placement per_host (the default) workers on the first slots and
+one server beside them on each of their hosts; with first_slots servers on the
+first slots, workers next; spares last. A worker whose session was lost
 (exit 255) restarts on its slot if its host answers ssh again, else on a spare
 slot of another host (relocate).
 
@@ -55,6 +57,9 @@ class HostLayout(Layout):
         slots = self.placement.servers if role == "server" else self.placement.workers
         return str(slots[rank])
 
+    def worker_hosts(self) -> list[str] | None:
+        return [slot.host.name for slot in self.placement.workers]
+
 
 class HostLauncher(Launcher):
     name = "hostfile"
@@ -81,7 +86,9 @@ class HostLauncher(Launcher):
         if c.server_device != "cpu":
             raise JobError(f"{source}: cluster.server_device: with hosts: hostfile servers run on "
                            f"the CPU (got {c.server_device})")
-        placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source)
+        placement = place(read_hostfile(c.hostfile, source), c.servers, c.workers, source,
+                          placement=c.server_placement or "per_host")
+        c.servers = len(placement.servers)      # per_host without a count: one a worker host
         if c.worker_devices == "cpu":
             placement.workers = [dataclasses.replace(s, gpu=None) for s in placement.workers]
         return HostLayout(placement)
@@ -102,6 +109,13 @@ class HostLauncher(Launcher):
         """A lost session (255) moves the worker to a spare slot unless its host
         answers ssh again; any other retryable failure restarts it on its slot."""
         before = self.placement.workers[rank]
+        groups = self.plan.host_groups()
+        if (returncode == exitcodes.LOST and groups is not None
+                and groups.count(groups[rank]) > 1 and not self.ssh.reachable(before.host)):
+            raise CannotRelocate(f"{before.host.name} does not answer ssh, and worker {rank} "
+                                 f"sums its gradients with the other workers there "
+                                 f"(transport.host_aggregation), so it cannot move to another "
+                                 f"host")
         slot = self.relocate_worker(rank) if returncode == exitcodes.LOST else before
         if slot is None:
             raise CannotRelocate(f"{before.host.name} does not answer ssh and no spare slot is "
@@ -169,6 +183,10 @@ class HostLauncher(Launcher):
         p = self.placement
         names = {f"server-{k}" for k, slot in enumerate(p.servers) if slot.host.name == host.name}
         names |= {f"worker-{r}" for r, slot in enumerate(p.workers) if slot.host.name == host.name}
+        groups = self.plan.host_groups()
+        if groups is not None:      # a group's leader talks to the servers as worker-<group>
+            names |= {f"worker-{groups[r]}" for r, slot in enumerate(p.workers)
+                      if slot.host.name == host.name}
         if any(slot.host.name == host.name for slot in p.spares):
             names |= {f"server-{k}" for k in range(len(p.servers))}
             names |= {f"worker-{r}" for r in range(len(p.workers))}

@@ -12,11 +12,18 @@ part after `user@` is also the address peers connect to, so it must resolve
 the same way on every host. `slots` (default 1) is how many PSTrain processes
 the host takes; `gpus` lists the CUDA devices its workers use.
 
-Placement: the slots are numbered in file order (every slot of the first
-host, then the second host's, ...). Servers 0..S-1 take the first S slots,
-workers 0..W-1 the next W; the slots left over are spares, where a worker goes
-when its own host no longer answers. A worker's GPU is its host's
-gpus[i mod len(gpus)], i counting the workers on that host in rank order.
+Placement (cluster.server_placement): the slots are numbered in file order
+(every slot of the first host, then the second host's, ...).
+
+  per_host (the default): workers 0..W-1 take the first W slots; server k runs
+      beside them on the k-th host that has workers (k mod H for H such hosts)
+      and takes no slot, as BytePS colocates one server with each worker machine:
+      the servers' bandwidth grows with the hosts. cluster.servers defaults to H.
+  first_slots: servers 0..S-1 take the first S slots, workers 0..W-1 the next W.
+
+Either way the slots left over are spares, where a worker goes when its own
+host no longer answers. A worker's GPU is its host's gpus[i mod len(gpus)], i
+counting the workers on that host in rank order.
 """
 from __future__ import annotations
 
@@ -25,6 +32,9 @@ import pathlib
 import re
 
 from .errors import JobError
+
+PLACEMENTS = ("per_host", "first_slots")
+BESIDE = -1     # Slot.index of a server placed per_host: it shares its host, no slot of its own
 
 _HOST = re.compile(r"^(?:[A-Za-z0-9_.+-]+@)?(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")
 
@@ -45,10 +55,12 @@ class Host:
 @dataclasses.dataclass(frozen=True)
 class Slot:
     host: Host
-    index: int                      # the slot's number on its host
+    index: int                      # the slot's number on its host; BESIDE: none taken
     gpu: int | None = None          # workers only
 
     def __str__(self) -> str:
+        if self.index == BESIDE:
+            return f"{self.host.name} beside its workers"
         return f"{self.host.name} slot {self.index}"
 
 
@@ -121,18 +133,49 @@ def read_hostfile(path: pathlib.Path, source: str) -> list[Host]:
     return hosts
 
 
-def place(hosts: list[Host], servers: int, workers: int, source: str) -> Placement:
-    """Servers on the first slots, workers on the next ones, the rest spare."""
+def worker_hosts(hosts: list[Host], workers: int) -> list[Host]:
+    """The hosts that run workers when workers fill the slots from the first:
+    the placement per_host puts one server on each of them."""
+    seen: list[Host] = []
+    left = workers
+    for h in hosts:
+        if left <= 0:
+            break
+        seen.append(h)
+        left -= h.slots
+    return seen
+
+
+def place(hosts: list[Host], servers: int | None, workers: int, source: str, *,
+          placement: str) -> Placement:
+    """Every process on its slot (the module's comment); raises JobError naming
+    the hostfile when the slots are too few. `servers` None with per_host: one a
+    worker host."""
+    if placement not in PLACEMENTS:
+        raise JobError(f"{source}: cluster.server_placement: must be one of "
+                       f"{', '.join(PLACEMENTS)}, got {placement!r}")
+    per_host_servers = placement == "per_host"
+    if servers is None and not per_host_servers:
+        raise JobError(f"{source}: cluster.servers: placement first_slots needs a count")
     slots = [Slot(h, i) for h in hosts for i in range(h.slots)]
-    need = servers + workers
+    first = 0 if per_host_servers else servers
+    need = first + workers
     if len(slots) < need:
-        raise JobError(f"{source}: cluster.hostfile: {len(slots)} slots for {servers} servers and "
-                       f"{workers} workers ({need} needed); add hosts or slots")
+        what = (f"{workers} workers (servers share the workers' hosts)" if per_host_servers
+                else f"{servers} servers and {workers} workers ({need} needed)")
+        raise JobError(f"{source}: cluster.hostfile: {len(slots)} slots for {what}; "
+                       f"add hosts or slots")
     placed_workers: list[Slot] = []
     per_host: dict[str, int] = {}
-    for slot in slots[servers:need]:
+    for slot in slots[first:need]:
         i = per_host.get(slot.host.name, 0)
         per_host[slot.host.name] = i + 1
         gpu = slot.host.gpus[i % len(slot.host.gpus)] if slot.host.gpus else None
         placed_workers.append(dataclasses.replace(slot, gpu=gpu))
-    return Placement(servers=slots[:servers], workers=placed_workers, spares=slots[need:])
+    if per_host_servers:
+        beside = worker_hosts(hosts, workers)
+        count = len(beside) if servers is None else servers
+        placed_servers = [Slot(beside[k % len(beside)], BESIDE) for k in range(count)]
+    else:
+        placed_servers = slots[:servers]
+    return Placement(servers=placed_servers, workers=placed_workers, spares=slots[need:])

@@ -28,3 +28,9 @@ class Layout:
     def where(self, role: str, rank: int) -> str | None:
         """Where the process runs, for the dry run ('h1 slot 0'); None: here."""
         return None
+
+    def worker_hosts(self) -> list[str] | None:
+        """Per worker rank, the host it runs on (workers with the same name share a
+        host: transport.host_aggregation groups them); None: not known before the
+        processes start. Here: every worker on this machine."""
+        return ["localhost"] * len(self.worker_gpus)

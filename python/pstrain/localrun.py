@@ -7,6 +7,8 @@ build round robin); each GPU worker sees its GPU alone, as device 0
 """
 from __future__ import annotations
 
+import pathlib
+
 from . import programs
 from .config import JobConfig
 from .errors import JobError
@@ -32,6 +34,14 @@ class LocalLauncher(Launcher):
         return self.track(ProcessHandle(self.plan.worker_command(rank, endpoints), role="worker",
                                         rank=rank, log_path=self.log_path("worker", rank),
                                         sink=self.sink, env=self.plan.worker_env(rank)))
+
+    def release(self) -> None:
+        """Removes the host groups' shared memory (transport.host_aggregation), which
+        a leader that did not end cleanly (killed, or stopped with the job) leaves."""
+        groups = self.plan.host_groups()
+        for g in sorted(set(groups or [])):
+            segment = pathlib.Path("/dev/shm") / f"{self.plan.host_group_shm()[1:]}-g{g}"
+            segment.unlink(missing_ok=True)
 
 
 def _worker_gpus(job: JobConfig, source: str) -> list[int | None]:

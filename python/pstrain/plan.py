@@ -141,6 +141,41 @@ class Plan:
             return f"tcp://{address}:0"
         return f"tcp://{t.interface}:0"
 
+    def host_groups(self) -> list[int] | None:
+        """transport.host_aggregation: per worker rank, its host group (numbered in
+        order of first appearance, so worker 0 is in group 0), or None when every
+        worker pushes alone: aggregation off, not bsp (auto), or no host with two
+        workers. The servers see one pusher a group (docs/user-guide.md). Fixed when
+        first asked (make_plan): a worker relocated to another host later keeps its
+        group, as the servers' count of pushers does."""
+        if "_host_groups" not in self.__dict__:
+            self.__dict__["_host_groups"] = self._place_host_groups()
+        return self.__dict__["_host_groups"]
+
+    def _place_host_groups(self) -> list[int] | None:
+        j = self.job
+        setting = j.transport.host_aggregation
+        c = j.consistency
+        lockstep = (c.mode == "bsp" and not c.backup_workers and c.easgd is None
+                    and c.local_sgd is None)
+        if setting is False or not lockstep:
+            return None
+        hosts = self.layout.worker_hosts()
+        if hosts is None:
+            if setting is True:
+                raise JobError(f"{self.source}: transport.host_aggregation: true is not "
+                               f"available with hosts: {j.cluster.hosts} (the nodes of its "
+                               f"tasks are known only once srun starts them); set auto or false")
+            return None
+        number: dict[str, int] = {}
+        groups = [number.setdefault(h, len(number)) for h in hosts]
+        return groups if len(number) < len(groups) else None
+
+    def host_group_shm(self) -> str:
+        """The prefix of the host groups' shared-memory names: the run's random job
+        number, so no two runs (nor a guessing local user) share a segment."""
+        return f"/pstrain-{self.job_key:016x}"
+
     def server_threads(self, shard: int) -> str:
         """ps-server --threads: cluster.server_threads, or for auto the cores of
         this machine shared by every process of the job here (at least 1); a
@@ -155,14 +190,18 @@ class Plan:
 
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
+        groups = self.host_groups()
+        pushers = j.cluster.workers if groups is None else max(groups) + 1
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
-               "--workers", str(j.cluster.workers), "--bind", self.bind_address(shard),
+               "--workers", str(pushers), "--bind", self.bind_address(shard),
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,
                "--staleness", str(j.consistency.staleness), "--chunk-bytes",
                str(j.transport.chunk_bytes), "--job-key", str(self.wire_job_key),
                "--shared-memory-mb", str(j.transport.shared_memory_mb), "--idle-exit-s",
                str(SERVER_IDLE_EXIT_S), "--json",
                "--nonfinite", j.security.nonfinite] + self.security_args()
+        if groups is not None:
+            cmd += ["--average-over", str(j.cluster.workers)]
         if self.step_gate:
             cmd.append("--step-gate")
         if j.cluster.server_device != "cpu":
@@ -215,6 +254,10 @@ class Plan:
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]
         if self.worker_gpu(rank) is not None:
             cmd += ["--gpu", "0"]
+        groups = self.host_groups()
+        if groups is not None:
+            cmd += ["--host-groups", ",".join(map(str, groups)),
+                    "--host-group-shm", self.host_group_shm()]
         address = self.layout.worker_address(rank)
         if address is not None:
             cmd += ["--advertise", address]
@@ -349,7 +392,7 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
             if not path.is_file():
                 raise JobError(f"{source}: data.memory_data.{layer}.{what}: file not found: "
                                f"{path}")
-    return Plan(job=job, source=source, run_dir=run_dir, solver_text=solver.text(), nets=nets,
+    plan = Plan(job=job, source=source, run_dir=run_dir, solver_text=solver.text(), nets=nets,
                 missing_sources=missing, max_iter=max_iter,
                 test_interval=_int_field(solver, "test_interval", 0), batch=batch,
                 job_key=secrets.randbits(62) + 1, server_bin=programs.find_program("ps-server"),
@@ -357,6 +400,12 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
                 warnings=warnings, step_gate=step_gate,
                 initial_model=initial_model if resume_manifest is None else None)
+    # transport.host_aggregation: refused here, before anything starts
+    if plan.host_groups() is not None and job.transport.sufficient_factors:
+        plan.warnings.append(f"{source}: transport.sufficient_factors: off (host aggregation "
+                             f"pushes each host's dense sum; transport.host_aggregation: false "
+                             f"pushes factors)")
+    return plan
 
 
 def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,

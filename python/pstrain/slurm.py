@@ -1,8 +1,13 @@
 """cluster.hosts: slurm (launch.py's interface): every process as a task of one
 `srun` step inside the allocation ps-train runs in (sbatch or salloc).
 
-Tasks 0..S-1 are the servers, S..S+W-1 the workers (SLURM_PROCID; Slurm's
-own distribution puts them on nodes, SLURM_NODEID / SLURM_LOCALID say where).
+Tasks 0..S-1 are the servers, S..S+W-1 the workers. With
+cluster.server_placement per_host (the default) the servers are a step of
+their own, one on each node of the allocation (srun --distribution=cyclic
+--overlap: server k on node k mod N, sharing the node's CPUs with its workers
+and taking none of the allocation's tasks), and the workers a second step of W
+tasks; with first_slots all S+W tasks are one step. Slurm's own distribution
+puts the tasks of a step on nodes (SLURM_NODEID / SLURM_LOCALID say where).
 Each task runs slurmnode.py, which starts the program once ps-train has sent
 what it needs over the step's stdin (srun --input=all): server 0's endpoint
 to the other servers, every server's endpoint to the workers. The step's
@@ -41,30 +46,44 @@ NODE = "@NODE@"     # replaced by each task's node name (slurmnode.py)
 START_TIMEOUT_S = 120.0   # srun's step start included
 
 
-def check_allocation(servers: int, workers: int, source: str) -> None:
-    """Raises JobError unless ps-train runs inside an allocation with srun."""
+def allocation_nodes() -> int:
+    """The allocation's node count (SLURM_JOB_NUM_NODES, or SLURM_NNODES; 1 if neither)."""
+    for name in ("SLURM_JOB_NUM_NODES", "SLURM_NNODES"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) >= 1:
+            return int(value)
+    return 1
+
+
+def check_allocation(servers: int, workers: int, source: str, *,
+                     servers_take_tasks: bool = True) -> None:
+    """Raises JobError unless ps-train runs inside an allocation with srun and
+    enough tasks (servers placed per_host take none)."""
     if not os.environ.get("SLURM_JOB_ID"):
         raise JobError(f"{source}: cluster.hosts: slurm: not inside a Slurm allocation "
                        f"(SLURM_JOB_ID is not set); run ps-train from an sbatch script or salloc")
     if shutil.which("srun") is None:
         raise JobError(f"{source}: cluster.hosts: slurm: srun not found on PATH")
     ntasks = os.environ.get("SLURM_NTASKS")
-    if ntasks and ntasks.isdigit() and int(ntasks) < servers + workers:
+    need = servers + workers if servers_take_tasks else workers
+    if ntasks and ntasks.isdigit() and int(ntasks) < need:
+        what = (f"{servers} servers and {workers} workers" if servers_take_tasks
+                else f"{workers} workers (servers placed per_host share their nodes)")
         raise JobError(f"{source}: cluster.hosts: slurm: the allocation has {ntasks} tasks for "
-                       f"{servers} servers and {workers} workers; ask for --ntasks="
-                       f"{servers + workers}")
+                       f"{what}; ask for --ntasks={need}")
 
 
 class SlurmStep:
     """One srun step running some tasks of the plan; its output split per task."""
 
     def __init__(self, run_dir: pathlib.Path, tasks: list[int], options: list[str],
-                 node: str | None = None):
+                 node: str | None = None, spread: list[str] = ()):
         self.tasks = tasks
         cmd = ["srun", f"--ntasks={len(tasks)}", "--label", "--unbuffered", "--input=all",
                "--kill-on-bad-exit=0", f"--job-name=pstrain-{run_dir.name}"]
         if node is not None:
             cmd += ["--nodes=1", f"--nodelist={node}", "--overlap"]
+        cmd += list(spread)
         cmd += options + [sys.executable, "-m", "pstrain.slurmnode",
                           str(run_dir / PLAN_FILE), "--tasks", ",".join(map(str, tasks))]
         self.cmd = cmd
@@ -222,6 +241,9 @@ class SlurmLayout(Layout):
     def worker_address(self, rank: int) -> str | None:
         return NODE
 
+    def worker_hosts(self) -> list[str] | None:
+        return None     # Slurm puts the tasks on nodes when the step starts
+
 
 class SlurmLauncher(Launcher):
     """One srun step for every process; endpoints go to the tasks on its stdin. A
@@ -240,7 +262,10 @@ class SlurmLauncher(Launcher):
     @classmethod
     def layout(cls, job: JobConfig, source: str) -> SlurmLayout:
         c = job.cluster
-        check_allocation(c.servers, c.workers, source)
+        per_host = c.server_placement != "first_slots"
+        if per_host and c.servers is None:
+            c.servers = allocation_nodes()      # one server a node
+        check_allocation(c.servers, c.workers, source, servers_take_tasks=not per_host)
         if job.transport.kind != "tcp":
             raise JobError(f"{source}: transport.kind: hosts: slurm needs tcp (ipc sockets do "
                            f"not cross nodes)")
@@ -251,14 +276,24 @@ class SlurmLauncher(Launcher):
         return SlurmLayout(c.workers)
 
     def start_servers(self) -> list[ProcessHandle]:
-        S, W = self.plan.job.cluster.servers, self.plan.job.cluster.workers
+        c = self.plan.job.cluster
+        S, W = c.servers, c.workers
         self.write_tasks()
-        handles = self._start_step(list(range(S + W)))
-        step = self.steps[-1]
+        if c.server_placement == "first_slots":
+            handles = self._start_step(list(range(S + W)))
+            worker_step = server_step = self.steps[-1]
+        else:   # per_host: one server a node, beside the workers (the module's comment)
+            nodes = min(S, allocation_nodes())
+            handles = self._start_step(list(range(S)), spread=[
+                f"--nodes={nodes}", "--distribution=cyclic", "--overlap"])
+            server_step = self.steps[-1]
         servers: list[ProcessHandle] = [handles[k] for k in range(S)]
-        step.send({"coordinator": servers[0].wait_listening(START_TIMEOUT_S)})
+        server_step.send({"coordinator": servers[0].wait_listening(START_TIMEOUT_S)})
         endpoints = [h.wait_listening(START_TIMEOUT_S) for h in servers]
-        step.send({"servers": endpoints})
+        if c.server_placement != "first_slots":
+            handles = self._start_step(list(range(S, S + W)), spread=["--overlap"])
+            worker_step = self.steps[-1]
+        worker_step.send({"servers": endpoints})
         self._held = {r: handles[S + r] for r in range(W)}
         return servers
 
@@ -290,9 +325,11 @@ class SlurmLauncher(Launcher):
         data = {"tasks": tasks, "gpu_from_slurm": j.cluster.worker_devices != "cpu"}
         (self.plan.run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1) + "\n")
 
-    def _start_step(self, tasks: list[int], node: str | None = None) -> dict[int, TaskHandle]:
-        """A step running `tasks` of the plan (on `node` when given), every task tracked."""
-        step = SlurmStep(self.plan.run_dir, tasks, self.options, node)
+    def _start_step(self, tasks: list[int], node: str | None = None,
+                    spread: list[str] = ()) -> dict[int, TaskHandle]:
+        """A step running `tasks` of the plan (on `node` when given, else as `spread`'s
+        srun options distribute them), every task tracked."""
+        step = SlurmStep(self.plan.run_dir, tasks, self.options, node, spread)
         S = self.plan.job.cluster.servers
         for t in tasks:
             role, rank = ("server", t) if t < S else ("worker", t - S)

@@ -38,7 +38,12 @@ class BspPolicy : public ConsistencyPolicy {
   bool StepApplied(int64_t t) const override { return core_.version >= t; }
   int64_t WaitBound(const DeferredPull& pull) const override { return pull.clock; }
   bool BuffersSteps() const override { return true; }
-  int StepGradients() const override { return core_.config.num_workers; }
+  // The workers a step averages over: the pushers, or the workers behind them
+  // (host aggregation: ShardConfig::averaged_workers).
+  int StepGradients() const override {
+    return core_.config.averaged_workers > 0 ? core_.config.averaged_workers
+                                             : core_.config.num_workers;
+  }
   bool ExchangesNorms() const override { return Clipping(); }
   void OnNormPartial(int shard, int64_t clock, double sum_squares, Out& out) override;
   void OnNormTotal(int64_t clock, double total) override { NormTotalKnown(clock, total); }

@@ -256,6 +256,9 @@ int main(int argc, char** argv) try {
       "shard", po::value(&f.config.shard)->default_value(0), "this shard's rank")(
       "num-servers", po::value(&f.config.num_shards)->default_value(1), "number of shards")(
       "workers", po::value(&f.config.num_workers)->default_value(1), "number of workers")(
+      "average-over", po::value(&f.config.averaged_workers)->default_value(0),
+      "bsp with host aggregation: --workers counts the pushers (one a host), each pushing "
+      "its host's summed gradients; a step averages over this many workers (0: --workers)")(
       "bind", po::value(&f.bind)->default_value("tcp://127.0.0.1:0"),
       "address to bind: tcp://HOST:PORT (port 0: any free port), ipc://PATH")(
       "advertise", po::value(&f.advertise),

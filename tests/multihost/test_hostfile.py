@@ -45,15 +45,20 @@ def digest(path: pathlib.Path) -> str:
 
 
 def hostfile_job(tmp: pathlib.Path, hosts, name: str, slots: dict[int, int] | None = None,
-                 order: tuple[int, ...] = (1, 2, 3), **changes) -> pathlib.Path:
-    """A job file whose hostfile lists the hosts in `order` (server 0 goes to the
-    first, workers 0 and 1 to the next slots: hosts 1, 2, 3 by default)."""
+                 order: tuple[int, ...] = (1, 2, 3), placement: str = "first_slots",
+                 **changes) -> pathlib.Path:
+    """A job file whose hostfile lists the hosts in `order`. With `placement`
+    first_slots server 0 goes to the first, workers 0 and 1 to the next slots
+    (hosts 1, 2, 3 by default); with per_host workers take the first slots and a
+    server runs beside them on each of their hosts."""
     slots = slots or {}
     hostfile = tmp / f"{name}.hosts"
     hostfile.write_text("# made by the test\n" + "".join(
         f"{hosts.address(i)} slots={slots.get(i, 1)}\n" for i in order))
     job = job_dict(tmp, name, **changes)
-    job["cluster"].update(hosts="hostfile", hostfile=str(hostfile))
+    job["cluster"].update(hosts="hostfile", hostfile=str(hostfile), server_placement=placement)
+    if placement == "per_host":
+        del job["cluster"]["servers"]       # the default: one a worker host
     job["remote"] = {"ssh_options": ["-F", str(hosts.ssh_config)],
                      "workdir": str(tmp / "on-host-{host}" / "{name}")}
     path = tmp / f"{name}.yaml"

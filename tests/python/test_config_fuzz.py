@@ -39,11 +39,11 @@ TOP_KEYS = ["name", "solver", "solver_overrides", "weights", "cluster", "consist
             "transport", "data", "output", "restart", "engine", "remote", "security"]
 SECTION_KEYS = {
     "cluster": ["servers", "server_device", "workers", "worker_devices", "threads_per_worker",
-                "hosts", "hostfile", "straggler", "server_threads"],
+                "hosts", "hostfile", "server_placement", "straggler", "server_threads"],
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
-                  "pull_compression", "sufficient_factors"],
+                  "pull_compression", "sufficient_factors", "host_aggregation"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
@@ -62,7 +62,8 @@ SUBSECTION_KEYS = {
 # Words each key takes, so that documents get past the first check often enough
 # to reach the later ones.
 KNOWN_WORDS = ["curve", "none", "stop", "drop", "fp16", "bf16", "topk", "sign", "hostfile", "slurm",
-               "local", "ssh", "{run_dir}", "{host}", "-o", "BatchMode=yes", "--exclusive"]
+               "local", "per_host", "first_slots", "ssh", "{run_dir}", "{host}", "-o", "BatchMode=yes",
+               "--exclusive"]
 
 # Values chosen to break readers: wrong types, extremes, NUL bytes, ~user paths,
 # names of other keys, the right words in the wrong case.

@@ -10,7 +10,8 @@ Python").
   waits at the gate), reports loss, images/s and staleness, calls callbacks;
 * snapshot() writes a ps-train checkpoint that restore() resumes from;
 * a worker killed with SIGKILL during a step is replaced and the step ends;
-* the driver killed with SIGKILL, or interrupted (Ctrl-C), leaves no process behind;
+* the driver killed with SIGKILL, or interrupted (Ctrl-C), leaves no process behind
+  (and no shared-memory segment);
 * bad input: one exception naming the layer or file, nothing left running.
 Every job is bounded in time; every process is gone at the end of each test."""
 from __future__ import annotations
@@ -299,6 +300,7 @@ def test_a_killed_or_interrupted_driver_leaves_nothing(tmp_path, how):
     path = write_solver(tmp_path, mlp(16), "orphan", max_iter=100000)
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
+    segments = set(pathlib.Path("/dev/shm").glob("pstrain-*"))
     driver = subprocess.Popen([sys.executable, str(script), str(path), str(tmp_path / "runs")],
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -310,6 +312,8 @@ def test_a_killed_or_interrupted_driver_leaves_nothing(tmp_path, how):
         while leftover_processes(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert leftover_processes(str(tmp_path)) == []
+        # Nor the workers' host-group segment (one push per host): it goes on SIGTERM.
+        assert set(pathlib.Path("/dev/shm").glob("pstrain-*")) == segments
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)

@@ -56,7 +56,7 @@ def test_an_empty_or_missing_hostfile(tmp_path):
 
 def test_placement_servers_first_then_workers_then_spares():
     hosts = [Host("a", 2), Host("b", 2, (3, 5)), Host("c", 1)]
-    p = place(hosts, servers=1, workers=3, source="job")
+    p = place(hosts, servers=1, workers=3, source="job", placement="first_slots")
     assert [str(s) for s in p.servers] == ["a slot 0"]
     assert [(str(s), s.gpu) for s in p.workers] == [("a slot 1", None), ("b slot 0", 3),
                                                      ("b slot 1", 5)]
@@ -67,13 +67,13 @@ def test_placement_servers_first_then_workers_then_spares():
     assert p.take_spare(0, avoid=hosts[0]) is None
     with pytest.raises(JobError, match=r"job: cluster.hostfile: 5 slots for 2 servers and 4 "
                                        r"workers \(6 needed\)"):
-        place(hosts, servers=2, workers=4, source="job")
+        place(hosts, servers=2, workers=4, source="job", placement="first_slots")
 
 
 def test_job_keys_for_hostfiles(tmp_path):
     hosts = hostfile(tmp_path, "10.0.0.1 slots=1\n10.0.0.2 slots=2\n")
     job = base_job(tmp_path)
-    job["cluster"].update(hosts="hostfile", hostfile=str(hosts))
+    job["cluster"].update(hosts="hostfile", hostfile=str(hosts), server_placement="first_slots")
     job["remote"] = {"ssh_options": ["-p", "2222"], "workdir": "/scratch/{name}/{host}"}
     plan = Job.from_yaml(write_job(tmp_path, job)).plan()
     servers = plan.server_command(0, None)
@@ -99,7 +99,8 @@ def test_job_keys_for_hostfiles(tmp_path):
     with pytest.raises(JobError, match=r"remote.ssh_options: must be a list"):
         Job.from_yaml(write_job(tmp_path, j))
     j = base_job(tmp_path)
-    j["cluster"].update(hosts="hostfile", hostfile=str(hosts), workers=3)
+    j["cluster"].update(hosts="hostfile", hostfile=str(hosts), workers=3,
+                        server_placement="first_slots")
     with pytest.raises(JobError, match=r"3 slots for 1 servers and 3 workers"):
         Job.from_yaml(write_job(tmp_path, j)).plan()
 
@@ -129,3 +130,118 @@ def test_ssh_command_lines(tmp_path, monkeypatch):
     assert remote.to_local("/scratch/node-7/j/snapshots/x.caffemodel", host) == \
         f"{run}/snapshots/x.caffemodel"
     assert remote.to_local("/elsewhere/x", host) == "/elsewhere/x"
+
+
+# -- cluster.server_placement: per_host (the default with hostfiles and Slurm) ----------
+
+@pytest.mark.parametrize("slots, workers, servers, expect_servers, expect_workers, spares", [
+    # one host, 2 slots: both workers there, its server beside them (no slot taken)
+    ([2], 2, None, ["a"], ["a slot 0", "a slot 1"], []),
+    # two hosts of 2 slots, 3 workers: a server on each host that runs workers
+    ([2, 2], 3, None, ["a", "b"], ["a slot 0", "a slot 1", "b slot 0"], ["b slot 1"]),
+    # three hosts, 4 workers fill a and b: c runs no worker, so no server either
+    ([2, 2, 3], 4, None, ["a", "b"], ["a slot 0", "a slot 1", "b slot 0", "b slot 1"],
+     ["c slot 0", "c slot 1", "c slot 2"]),
+    # four hosts of 2 slots, 8 workers: four servers
+    ([2, 2, 2, 2], 8, None, ["a", "b", "c", "d"],
+     [f"{h} slot {i}" for h in "abcd" for i in (0, 1)], []),
+    # an explicit count goes round the worker hosts: server k on host k mod H
+    ([1, 1], 2, 3, ["a", "b", "a"], ["a slot 0", "b slot 0"], []),
+    ([3, 1, 1, 1], 4, 1, ["a"], ["a slot 0", "a slot 1", "a slot 2", "b slot 0"],
+     ["c slot 0", "d slot 0"]),
+])
+def test_per_host_places_one_server_beside_the_workers_of_each_host(
+        slots, workers, servers, expect_servers, expect_workers, spares):
+    hosts = [Host(name, n) for name, n in zip("abcd", slots)]
+    p = place(hosts, servers=servers, workers=workers, source="job", placement="per_host")
+    assert [str(s) for s in p.servers] == [f"{h} beside its workers" for h in expect_servers]
+    assert [s.host.name for s in p.servers] == expect_servers
+    assert [str(s) for s in p.workers] == expect_workers
+    assert [str(s) for s in p.spares] == spares
+
+
+def test_per_host_gpus_and_errors():
+    hosts = [Host("a", 2, (4, 6)), Host("b", 1)]
+    p = place(hosts, servers=None, workers=3, source="job", placement="per_host")
+    assert [(str(s), s.gpu) for s in p.workers] == [("a slot 0", 4), ("a slot 1", 6),
+                                                     ("b slot 0", None)]
+    assert all(s.gpu is None for s in p.servers)
+    with pytest.raises(JobError) as e:
+        place(hosts, servers=None, workers=4, source="job", placement="per_host")
+    assert str(e.value) == ("job: cluster.hostfile: 3 slots for 4 workers (servers share the "
+                            "workers' hosts); add hosts or slots")
+    with pytest.raises(JobError) as e:
+        place(hosts, servers=1, workers=1, source="job", placement="beside")
+    assert str(e.value) == ("job: cluster.server_placement: must be one of per_host, "
+                            "first_slots, got 'beside'")
+
+
+def test_per_host_is_the_hostfile_default_and_the_dry_run_shows_it(tmp_path):
+    hosts = hostfile(tmp_path, "10.0.0.1 slots=2\n10.0.0.2 slots=2\n")
+    job = base_job(tmp_path)
+    del job["cluster"]["servers"]
+    job["cluster"].update(hosts="hostfile", hostfile=str(hosts), workers=4)
+    loaded = Job.from_yaml(write_job(tmp_path, job))
+    assert loaded.config.cluster.server_placement == "per_host"
+    assert loaded.config.cluster.servers is None        # one a worker host, once placed
+    plan = loaded.plan()
+    assert plan.job.cluster.servers == 2
+    for k, address in ((0, "10.0.0.1"), (1, "10.0.0.2")):
+        cmd = plan.server_command(k, None)
+        assert cmd[cmd.index("--bind") + 1] == f"tcp://{address}:0"
+        assert cmd[cmd.index("--num-servers") + 1] == "2"
+    dry = Job.from_yaml(write_job(tmp_path, job)).dry_run()
+    assert "# on 10.0.0.1 beside its workers\n" in dry
+    assert "# on 10.0.0.2 beside its workers\n" in dry
+    assert "# on 10.0.0.1 slot 1\n" in dry and "# on 10.0.0.2 slot 1\n" in dry
+    assert "  servers: 2\n" in dry and "  server_placement: per_host\n" in dry
+
+
+def test_server_placement_key_errors(tmp_path):
+    hosts = hostfile(tmp_path, "a slots=2\n")
+    for cluster, message in [
+            ({"server_placement": "per_host"},
+             "cluster.server_placement: is used only with hosts: hostfile or slurm "
+             "(hosts is 'local')"),
+            ({"hosts": "hostfile", "hostfile": str(hosts), "server_placement": "spread"},
+             "cluster.server_placement: must be one of per_host, first_slots, got 'spread'"),
+            ({"hosts": "hostfile", "hostfile": str(hosts), "server_placement": False},
+             "cluster.server_placement: must be one of per_host, first_slots, got False"),
+            ({"hosts": "hostfile", "hostfile": str(hosts), "servers": 0},
+             "cluster.servers: must be an integer >= 1, got 0")]:
+        j = base_job(tmp_path)
+        j["cluster"].update(cluster)
+        path = write_job(tmp_path, j)
+        with pytest.raises(JobError) as e:
+            Job.from_yaml(path)
+        assert str(e.value) == f"{path}: {message}"
+    # local jobs keep one server by default; a null placement is the default
+    assert Job.from_yaml(write_job(tmp_path, base_job(tmp_path))).config.cluster.servers == 1
+    j = base_job(tmp_path)
+    j["cluster"].update(hosts="hostfile", hostfile=str(hosts), server_placement=None)
+    assert Job.from_yaml(write_job(tmp_path, j)).config.cluster.server_placement == "per_host"
+
+
+def test_slurm_per_host_servers_take_no_task(tmp_path, monkeypatch):
+    from pstrain.slurm import SlurmLauncher, allocation_nodes, check_allocation
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    monkeypatch.delenv("SLURM_NNODES", raising=False)
+    monkeypatch.setenv("SLURM_JOB_NUM_NODES", "3")
+    monkeypatch.setenv("SLURM_NTASKS", "6")
+    assert allocation_nodes() == 3
+    job = base_job(tmp_path)
+    del job["cluster"]["servers"]
+    job["cluster"].update(hosts="slurm", workers=6)
+    config = Job.from_yaml(write_job(tmp_path, job)).config
+    SlurmLauncher.layout(config, "job")
+    assert config.cluster.servers == 3
+    with pytest.raises(JobError) as e:
+        check_allocation(3, 7, "job", servers_take_tasks=False)
+    assert str(e.value) == ("job: cluster.hosts: slurm: the allocation has 6 tasks for 7 "
+                            "workers (servers placed per_host share their nodes); ask for "
+                            "--ntasks=7")
+    with pytest.raises(JobError) as e:
+        check_allocation(1, 6, "job")
+    assert str(e.value) == ("job: cluster.hosts: slurm: the allocation has 6 tasks for 1 "
+                            "servers and 6 workers; ask for --ntasks=7")

@@ -120,9 +120,10 @@ def test_the_runner_drives_a_launcher_through_the_interface_only(tmp_path, fashi
 # -- the hostfile launcher's relocation, without ssh ---------------------------------
 
 def _host_launcher(tmp_path, hosts, servers, workers, reachable):
-    placement = place(hosts, servers, workers, "job.yaml")
+    placement = place(hosts, servers, workers, "job.yaml", placement="first_slots")
     job = types.SimpleNamespace(remote=config.RemoteConfig(), name="j")
-    plan = types.SimpleNamespace(layout=HostLayout(placement), job=job, run_dir=tmp_path)
+    plan = types.SimpleNamespace(layout=HostLayout(placement), job=job, run_dir=tmp_path,
+                                 host_groups=lambda: None)
     launcher = HostLauncher(plan, sink=lambda h, e: None)
     staged = []
     launcher.ssh.reachable = lambda host: host.name in reachable
@@ -162,7 +163,8 @@ def test_the_plan_takes_addresses_from_the_layout(tmp_path, build_dir):
     local = make_plan(job, "job.yaml", layout=LocalLauncher.layout(job, "job.yaml"))
     slurm = make_plan(job, "job.yaml", layout=SlurmLayout(2))
     hosts = make_plan(job, "job.yaml", layout=HostLayout(place(
-        [Host("u@10.0.0.1"), Host("10.0.0.2", slots=2)], 1, 2, "job.yaml")))
+        [Host("u@10.0.0.1"), Host("10.0.0.2", slots=2)], 1, 2, "job.yaml",
+        placement="first_slots")))
     for plan, bind, server, workers in [
             (local, "tcp://127.0.0.1:0", None, [None, None]),
             (slurm, "tcp://@NODE@:0", "@NODE@", ["@NODE@", "@NODE@"]),

@@ -318,6 +318,7 @@ def test_compression_cuts_the_bytes_pushed(tmp_path, fashion_mnist):
     for method in ("none", "fp16", "topk", "sign"):
         job = base_job(tmp_path, name=f"c-{method}", consistency={"mode": "bsp"})
         job["transport"]["compression"] = {"method": method, "ratio": 0.01}
+        job["transport"]["host_aggregation"] = False    # each worker's pushes compressed
         job["solver_overrides"].update(max_iter=40, test_interval=40, test_iter=20, snapshot=0)
         result = Job.from_yaml(write_job(tmp_path, job, f"{method}.yaml")).run(quiet=True,
                                                                                timeout=240)

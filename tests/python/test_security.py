@@ -20,7 +20,7 @@ import zmq
 from pb_wire import fields, varint
 from ps_train_util import ROOT, base_job, leftover_processes, write_job
 from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, JobError, SecurityConfig,
-                     keys, start_server)
+                     TransportConfig, keys, start_server)
 from pstrain.cli import main as ps_train
 
 SOLVER = ROOT / "configs/nets/lenet_solver.prototxt"
@@ -208,6 +208,8 @@ def _lenet_job(tmp_path: pathlib.Path, name: str, **security) -> JobConfig:
         name=name, solver=SOLVER,
         solver_overrides={"max_iter": 40, "test_interval": 0, "snapshot": 0, "display": 10},
         cluster=ClusterConfig(servers=1, workers=2), consistency=ConsistencyConfig(mode="bsp"),
+        # both workers push (the attacks speak as worker 1 to the servers)
+        transport=TransportConfig(host_aggregation=False),
         output=tmp_path / "runs", security=SecurityConfig(**security))
 
 

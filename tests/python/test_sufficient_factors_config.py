@@ -29,7 +29,8 @@ def test_off_by_default_and_no_flag(tmp_path, build_dir):
 
 def test_on_every_worker_gets_the_flag_no_server_does(tmp_path, build_dir):
     job, plan = plan_of(tmp_path, consistency={"mode": "bsp"},
-                        transport={"kind": "tcp", "sufficient_factors": True})
+                        transport={"kind": "tcp", "sufficient_factors": True,
+                                   "host_aggregation": False})
     assert job.transport.sufficient_factors is True
     assert all("--sufficient-factors" in plan.worker_command(r, ["e"]) for r in (0, 1))
     assert "--sufficient-factors" not in plan.server_command(0, None)
@@ -51,3 +52,9 @@ def test_the_plan_warns_where_every_gradient_goes_dense(tmp_path, build_dir):
                          transport={"kind": "tcp", "sufficient_factors": True})
     assert factor_warnings(clipped) == ["job.yaml: transport.sufficient_factors: off (ssp with "
                                 "clip_gradients pushes every gradient with its norm)"]
+    # bsp on one host: its workers' sum is pushed dense (transport.host_aggregation)
+    _, grouped = plan_of(tmp_path, consistency={"mode": "bsp"},
+                         transport={"kind": "tcp", "sufficient_factors": True})
+    assert factor_warnings(grouped) == [
+        "job.yaml: transport.sufficient_factors: off (host aggregation pushes each host's dense "
+        "sum; transport.host_aggregation: false pushes factors)"]

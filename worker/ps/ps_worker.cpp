@@ -13,12 +13,22 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
                                                    const PsWorkerOptions& options) {
   std::unique_ptr<PsWorker> worker(new PsWorker());
   worker->options_ = options;
-  const int rank = options.client.rank;
+  // Host groups in use (host_group.world_size > 0): the client counts groups,
+  // the data shard counts workers. A group of one has no segment (name "").
+  const bool groups = options.host_group.world_size > 0;
+  const bool grouped = !options.host_group.name.empty();
+  if (groups && (options.client.mode != ConsistencyMode::kBsp ||
+                 options.elastic.method != ElasticOptions::Method::kNone)) {
+    return Status::InvalidArgument(
+        "host aggregation (--host-groups) needs mode bsp without EASGD or model averaging");
+  }
+  const int rank = groups ? options.host_group.rank : options.client.rank;
   TrainerOptions trainer_options;
   trainer_options.engine = options.engine;
   trainer_options.autotune = options.autotune;
   trainer_options.context.rank = rank;
-  trainer_options.context.world_size = options.client.world_size;
+  trainer_options.context.world_size =
+      groups ? options.host_group.world_size : options.client.world_size;
   trainer_options.context.memory_data_files = options.memory_data_files;
   trainer_options.on_event = options.on_event;
   // The servers apply the update rule; with EASGD / model averaging each
@@ -46,15 +56,26 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     const int id = static_cast<int>(params.size());
     worker->ps_param_of_learnable_.push_back(id);
     worker->push_after_layer_[p.layer_index].push_back(id);
+    worker->all_params_.push_back(id);
+    worker->ps_blobs_.push_back(p.blob);
     params.push_back({p.name, p.blob, p.lr_mult, p.decay_mult});
   }
-  if (worker->trainer_->engine() == Engine::kGpu) {
+  if (grouped) {
+    int64_t values = 0;
+    for (const Blob* b : worker->ps_blobs_) values += b->count();
+    PSTRAIN_ASSIGN_OR_RETURN(worker->group_, HostGroup::Open(options.host_group, values));
+  }
+  // Grouped workers hand whole gradients over through host memory (the blobs'
+  // lazy sync), not per layer.
+  if (worker->trainer_->engine() == Engine::kGpu && !grouped) {
     std::vector<Blob*> blobs;
     for (const PsParam& p : params) blobs.push_back(p.blob);
     PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
-                           PsClient::Connect(context, options.client, std::move(params)));
+  if (!worker->member()) {
+    PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
+                             PsClient::Connect(context, options.client, std::move(params)));
+  }
   const caffe::SolverParameter& solver = worker->trainer_->solver();
   worker->clip_at_end_ =
       solver.clip_gradients() >= 0 && options.client.mode != ConsistencyMode::kBsp;
@@ -74,7 +95,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
         options.elastic, worker->client_.get(), std::move(blobs), options.client.world_size,
         [self](int64_t version, const std::vector<std::string>& files) {
           self->version_ = version;
-          if (self->options_.client.rank != 0 || files.empty()) return Status::Ok();
+          if (self->rank() != 0 || files.empty()) return Status::Ok();
           return self->WriteSnapshot(self->trainer_->iter(), files);
         });
   }
@@ -89,11 +110,12 @@ void PsWorker::SetUpFactors() {
   auto notice = [this](char level, const std::string& text) {
     if (options_.on_notice) options_.on_notice(level, "sufficient factors: " + text);
   };
-  const char* why_not = device_gradients_ ? "off on the GPU engine (every gradient goes dense)"
-                        : exchange_       ? "off with an elastic method (it pushes weight deltas)"
-                        : clip_at_end_    ? "off in ssp/asp with clip_gradients (every gradient "
-                                            "goes dense with its norm)"
-                                          : nullptr;
+  const char* why_not = group_              ? "off with host aggregation (a host's sum goes dense)"
+                        : device_gradients_ ? "off on the GPU engine (every gradient goes dense)"
+                        : exchange_         ? "off with an elastic method (it pushes weight deltas)"
+                        : clip_at_end_      ? "off in ssp/asp with clip_gradients (every gradient "
+                                              "goes dense with its norm)"
+                                            : nullptr;
   if (why_not != nullptr) {
     notice('W', why_not);
     return;
@@ -115,10 +137,27 @@ void PsWorker::Emit(TrainEvent event) const {
   if (options_.on_event) options_.on_event(event);
 }
 
+int PsWorker::rank() const {
+  return options_.host_group.world_size > 0 ? options_.host_group.rank : options_.client.rank;
+}
+
+int PsWorker::world_size() const {
+  return options_.host_group.world_size > 0 ? options_.host_group.world_size
+                                            : options_.client.world_size;
+}
+
 Status PsWorker::Run() {
+  if (member()) {
+    // Train from the weights the group's leader holds now.
+    int64_t iter = 0;
+    PSTRAIN_RETURN_IF_ERROR(group_->Join(&iter));
+    start_iter_ = static_cast<int>(iter);
+    trainer_->StartAt(start_iter_);
+    return trainer_->Solve();
+  }
   int64_t clock = 0;
   PSTRAIN_RETURN_IF_ERROR(client_->Hello(&clock));
-  if (options_.client.rank == 0 && clock == 0) PSTRAIN_RETURN_IF_ERROR(client_->InitPush());
+  if (rank() == 0 && clock == 0) PSTRAIN_RETURN_IF_ERROR(client_->InitPush());
   // Continue the data stream where this worker's clock says it stopped (with
   // an exchange period, clocks count exchanges).
   start_iter_ = static_cast<int>(clock) * (exchange_ ? options_.elastic.period : 1);
@@ -126,12 +165,13 @@ Status PsWorker::Run() {
   PSTRAIN_RETURN_IF_ERROR(client_->Pull(clock));
   display_traffic_ = client_->traffic();
   PSTRAIN_RETURN_IF_ERROR(trainer_->Solve());
+  if (group_) group_->Unlink();
   // Worker 0 stops the servers once it has tested and reported the end.
-  return options_.client.rank == 0 ? client_->Shutdown() : Status::Ok();
+  return rank() == 0 ? client_->Shutdown() : Status::Ok();
 }
 
 Status PsWorker::PullFor(int iter) {
-  if (iter < trainer_->solver().max_iter() || options_.client.rank == 0) {
+  if (iter < trainer_->solver().max_iter() || rank() == 0) {
     return client_->Pull(iter);
   }
   return Status::Ok();
@@ -139,14 +179,17 @@ Status PsWorker::PullFor(int iter) {
 
 Status PsWorker::OnStart(int iter) {
   if (factors_) factors_->StartIteration();
-  if (exchange_ && iter != start_iter_) {
+  if (member()) {
+    PSTRAIN_RETURN_IF_ERROR(group_->ReadWeights(iter, ps_blobs_, &version_));
+  } else if (exchange_ && iter != start_iter_) {
     if (iter % options_.elastic.period == 0) {
       PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / options_.elastic.period - 1));
     }
   } else {
     std::vector<std::string> shard_files;
     PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
-    if (options_.client.rank == 0 && !shard_files.empty() && iter > 0) {
+    if (group_) PSTRAIN_RETURN_IF_ERROR(group_->PublishWeights(iter, version_, ps_blobs_));
+    if (rank() == 0 && !shard_files.empty() && iter > 0) {
       PSTRAIN_RETURN_IF_ERROR(WriteSnapshot(iter, shard_files));
     }
     if (exchange_) exchange_->Started();
@@ -165,12 +208,12 @@ Status PsWorker::OnLastForward(int iter) {
   // The shards answer chunk by chunk as each chunk's step is applied, which
   // needs this worker's push of it: the weights backward still reads are
   // never overwritten.
-  return early_pull_ && !exchange_ ? PullFor(iter + 1) : Status::Ok();
+  return early_pull_ && !exchange_ && !member() ? PullFor(iter + 1) : Status::Ok();
 }
 
 Status PsWorker::AfterBackward(int iter, int layer) {
   const std::vector<int>& ids = push_after_layer_[layer];
-  if (clip_at_end_ || ids.empty() || exchange_) return Status::Ok();
+  if (clip_at_end_ || ids.empty() || exchange_ || group_) return Status::Ok();
   if (factors_) {
     std::vector<int> dense;
     for (int id : ids) {
@@ -199,7 +242,12 @@ Status PsWorker::PushCopied(int iter, bool wait) {
 
 Status PsWorker::OnGradientsReady(int iter) {
   if (exchange_) return Status::Ok();  // the local solver steps; exchanges in OnStart
-  if (clip_at_end_) {
+  if (member()) return group_->PublishGradient(iter, ps_blobs_);
+  if (group_) {
+    // The group's sum, in rank order, pushed once.
+    PSTRAIN_RETURN_IF_ERROR(group_->SumGradients(iter, ps_blobs_));
+    PSTRAIN_RETURN_IF_ERROR(client_->Push(all_params_, iter, -1.0));
+  } else if (clip_at_end_) {
     std::vector<int> all;
     double sum = 0;
     const auto& learnable = trainer_->net().learnable_params();
@@ -217,12 +265,11 @@ Status PsWorker::OnGradientsReady(int iter) {
 
 void PsWorker::OnEvent(TrainEvent* event) {
   if (event->kind == "done") {
-    if (options_.client.rank == 0)
-      event->values.push_back({"version", static_cast<double>(version_)});
+    if (rank() == 0) event->values.push_back({"version", static_cast<double>(version_)});
     return;
   }
   if (event->kind != "train") return;
-  const PsTraffic& t = client_->traffic();
+  const PsTraffic t = client_ ? client_->traffic() : PsTraffic{};
   event->values.push_back(
       {"pull_wait_seconds", t.pull_wait_seconds - display_traffic_.pull_wait_seconds});
   event->values.push_back(
@@ -242,7 +289,7 @@ Status PsWorker::FinishElastic(int iter) {
   }
   if (iter > start_iter_) PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / period - 1));
   PSTRAIN_RETURN_IF_ERROR(client_->Flush());
-  if (options_.client.rank != 0) return Status::Ok();
+  if (rank() != 0) return Status::Ok();
   // Worker 0 tests and snapshots the center (model averaging pulled it already).
   if (options_.elastic.method == ElasticOptions::Method::kEasgd) {
     PSTRAIN_RETURN_IF_ERROR(client_->Pull(iter / period));
@@ -256,8 +303,9 @@ Status PsWorker::FinishElastic(int iter) {
 
 Status PsWorker::OnFinish(int iter) {
   if (exchange_) return FinishElastic(iter);
+  if (member()) return Status::Ok();
   PSTRAIN_RETURN_IF_ERROR(client_->Flush());
-  if (options_.client.rank != 0) return Status::Ok();
+  if (rank() != 0) return Status::Ok();
 
   // Worker 0: the final weights are a barrier at max_iter (every worker done).
   std::vector<std::string> shard_files;
@@ -306,7 +354,7 @@ Status PsWorker::WriteSnapshot(int64_t iter, const std::vector<std::string>& sha
   if (deploy.ok()) manifest.set_deploy_prototxt(deploy_path);
   manifest.set_mode(ModeName(options_.client.mode));
   manifest.set_staleness(options_.staleness);
-  manifest.set_workers(options_.client.world_size);
+  manifest.set_workers(world_size());
   PSTRAIN_RETURN_IF_ERROR(WriteTextProto(manifest, base + ".manifest"));
   Emit({"snapshot", static_cast<int>(iter), {}, model});
   return Status::Ok();

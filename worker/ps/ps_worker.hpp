@@ -28,6 +28,14 @@
 // of one version; at snapshot iterations (where the servers hold every worker
 // at one clock and write their shard files) it writes the .caffemodel, a
 // deploy.prototxt and, last, the checkpoint manifest.
+// Host aggregation (bsp, options.host_group, worker/ps/host_group.hpp): the
+// workers of one host form a group; its leader (lowest rank) is the only one
+// with a PsClient (client.rank: the group's index, client.world_size: the
+// number of groups). Members publish their gradients to the group's shared
+// memory in OnGradientsReady and read the weights from it in OnStart; the
+// leader adds them to its own gradients, pushes once in OnGradientsReady (no
+// per-layer pushes: the sum needs every member's backward) and publishes the
+// weights it pulled in OnStart.
 #pragma once
 
 #include <functional>
@@ -39,6 +47,7 @@
 #include "common/transport/context.hpp"
 #include "worker/ps/device_gradients.hpp"
 #include "worker/ps/elastic_exchange.hpp"
+#include "worker/ps/host_group.hpp"
 #include "worker/ps/ps_client.hpp"
 #include "worker/ps/sufficient_factors.hpp"
 #include "worker/trainer.hpp"
@@ -66,6 +75,12 @@ struct PsWorkerOptions {
   std::function<void(char level, const std::string& text)> on_notice;
   // MemoryData layers fed from .npy files (--memory-data), by layer name.
   std::vector<MemoryDataFiles> memory_data_files;
+  // bsp host aggregation: with host_group.world_size > 0, host_group.rank and
+  // world_size are this worker's rank and the job's W (the data shard), the
+  // client's rank and world_size its group's index and the number of groups;
+  // host_group.name "" : a group of one (it pushes alone). A member's client
+  // options are not used to connect.
+  HostGroupOptions host_group;
   std::function<void(const TrainEvent&)> on_event;
 };
 
@@ -105,6 +120,10 @@ class PsWorker : public Trainer::Callback {
   // OnFinish with an ElasticExchange: the last exchange, then worker 0 the center.
   Status FinishElastic(int iter);
   void Emit(TrainEvent event) const;
+  // This worker's rank and the job's W (the data shard, the manifest).
+  int rank() const;
+  int world_size() const;
+  bool member() const { return group_ && !group_->leader(); }
 
   PsWorkerOptions options_;
   std::unique_ptr<Trainer> trainer_;
@@ -114,6 +133,9 @@ class PsWorker : public Trainer::Callback {
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
   std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
   std::unique_ptr<FactorCapture> factors_;  // --sufficient-factors, where weights qualify
+  std::unique_ptr<HostGroup> group_;                   // host aggregation only
+  std::vector<Blob*> ps_blobs_;                        // the PS params' blobs, in order
+  std::vector<int> all_params_;                        // 0..P-1
   int start_iter_ = 0;
   bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
   bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward

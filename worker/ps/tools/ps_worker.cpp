@@ -8,6 +8,13 @@
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
 //             [--shared-memory-mb M] [--sufficient-factors]
+//             [--host-groups G0,G1,... --host-group-shm /NAME]
+//
+// --host-groups (bsp host aggregation, worker/ps/host_group.hpp): each
+// worker's group, numbered in order of first appearance (worker 0 in group
+// 0); the workers of a group share shared memory /NAME-g<group> and the
+// group's lowest rank pushes their sum as pusher <group> of G (the servers
+// run with --workers G --average-over W).
 //
 // Every flag can also come from the environment: PSTRAIN_RANK (or RANK),
 // PSTRAIN_NUM_WORKERS (or WORLD_SIZE), PSTRAIN_SERVERS, PSTRAIN_SOLVER, ...
@@ -68,6 +75,7 @@ int main(int argc, char** argv) {
   bool json = false;
   uint64_t job_key = 0;
   std::vector<std::string> memory_data;
+  std::string host_groups, host_group_shm;
   po::options_description desc("ps-worker");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
       "solver", po::value(&options.solver_path), "solver prototxt")(
@@ -123,7 +131,12 @@ int main(int argc, char** argv) {
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
       "LAYER=DATA.npy,LABELS.npy: feed MemoryData layer LAYER from these .npy files, mapped "
-      "read-only and sharded by rank as the Data layer shards (repeatable)");
+      "read-only and sharded by rank as the Data layer shards (repeatable)")(
+      "host-groups", po::value(&host_groups),
+      "bsp host aggregation: every worker's group (0,0,1,1): a group's workers sum their "
+      "gradients in shared memory and its lowest rank pushes once")(
+      "host-group-shm", po::value(&host_group_shm),
+      "with --host-groups: the shared-memory name prefix (/NAME; group g uses /NAME-g<g>)");
   po::variables_map vm;
   pstrain::FlagSpec spec;
   spec.program = "ps-worker";
@@ -177,11 +190,52 @@ int main(int argc, char** argv) {
                  std::to_string(options.client.topk_ratio));
   }
   if (timeout_s < 1) return usage("--timeout-s must be at least 1");
+  if (!host_groups.empty()) {
+    std::vector<std::string> parts;
+    boost::split(parts, host_groups, boost::is_any_of(","));
+    std::vector<int> group_of;
+    int groups = 0;
+    for (const std::string& p : parts) {
+      int g = -1;
+      try {
+        size_t used = 0;
+        g = std::stoi(p, &used);
+        if (used != p.size()) g = -1;
+      } catch (const std::exception&) {
+      }
+      if (g < 0 || g > groups) {
+        return usage("--host-groups: \"" + host_groups + "\": groups are numbered 0, 1, ... " +
+                     "in order of first appearance");
+      }
+      groups = std::max(groups, g + 1);
+      group_of.push_back(g);
+    }
+    if (static_cast<int>(group_of.size()) != options.client.world_size) {
+      return usage("--host-groups: " + std::to_string(group_of.size()) + " groups for " +
+                   std::to_string(options.client.world_size) + " workers");
+    }
+    if (host_group_shm.empty()) return usage("--host-groups needs --host-group-shm");
+    const int me = options.client.rank;
+    const int g = group_of[static_cast<size_t>(me)];
+    options.host_group.rank = me;
+    options.host_group.world_size = options.client.world_size;
+    options.host_group.timeout = std::chrono::seconds(timeout_s);
+    for (int r = 0; r < options.client.world_size; ++r) {
+      if (group_of[static_cast<size_t>(r)] == g) options.host_group.ranks.push_back(r);
+    }
+    if (options.host_group.ranks.size() > 1) {
+      options.host_group.name = host_group_shm + "-g" + std::to_string(g);
+    }
+    // To the servers this worker's group is one pusher.
+    options.client.rank = g;
+    options.client.world_size = groups;
+  }
   boost::split(options.client.servers, servers, boost::is_any_of(","));
   options.client.job_key = job_key;
   options.client.timeout = std::chrono::seconds(timeout_s);
   options.engine = engine == "reference" ? pstrain::Engine::kReference : pstrain::Engine::kFast;
-  const std::string rank = std::to_string(options.client.rank);
+  const std::string rank = std::to_string(
+      options.host_group.world_size > 0 ? options.host_group.rank : options.client.rank);
   const std::string program = "ps-worker " + rank;
   options.autotune.enabled = engine == "auto";
   options.autotune.cache_path = pstrain::AutotuneCachePathFromFlag(engine_cache);

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Issue 32's host switches measured: a bandwidth-bound bsp job on 4 hosts (network
+namespaces with sshd, tests/multihost/netns_hosts.py) whose links are shaped to
+1 Gbit/s each way (tbf on both ends of every host's veth), through ps-train with a
+hostfile. An MLP 784-4096-2048-10 (11.6 M parameters, 46.5 MB of float32) on
+Fashion-MNIST, 2 workers a host (8 in all), batch 16 each. Three layouts:
+
+  today       cluster.server_placement first_slots, 1 server (host 1's first slot),
+              transport.host_aggregation false
+  per_host    a server beside the workers of each host (4), no aggregation
+  per_host+agg  the same, and one push and one pull per host
+
+Prints one JSON line per run (images/s from the train events after the first
+display, bytes pushed) and a table. Needs root (namespaces, tc, sshd).
+
+usage: python3 bench/host_layout.py [--iters 14] [--rounds 2] [--layouts today,...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "multihost"))
+import netns_hosts  # noqa: E402
+
+NET = """name: "mlp_wide"
+layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
+  transform_param { scale: 0.00390625 }
+  data_param { source: "DATA/train_lmdb" batch_size: BATCH backend: LMDB } }
+layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+  inner_product_param { num_output: 4096 weight_filler { type: "xavier" } } }
+layer { name: "tanh1" type: "TanH" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param { num_output: 2048 weight_filler { type: "xavier" } } }
+layer { name: "tanh2" type: "TanH" bottom: "ip2" top: "ip2" }
+layer { name: "ip3" type: "InnerProduct" bottom: "ip2" top: "ip3"
+  inner_product_param { num_output: 10 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip3" bottom: "label" top: "loss" }
+"""
+PARAMS = 784 * 4096 + 4096 + 4096 * 2048 + 2048 + 2048 * 10 + 10
+HOSTS, PER_HOST, BATCH = 4, 2, 16
+LAYOUTS = {
+    "today": {"server_placement": "first_slots", "servers": 1, "host_aggregation": False},
+    "per_host": {"server_placement": "per_host", "servers": None, "host_aggregation": False},
+    "per_host+agg": {"server_placement": "per_host", "servers": None, "host_aggregation": True},
+}
+
+
+def shape(hosts: netns_hosts.NetnsHosts, rate: str = "1gbit") -> None:
+    """tbf on each host's eth0 (its egress) and on its bridge port (its ingress)."""
+    burst = str(max(32 * 1024, int(1e9 / 8 * 0.004)))
+    for i in range(1, hosts.count + 1):
+        for ns, dev in ((hosts.ns(i), "eth0"), (hosts.head, f"{hosts.prefix}b{i}")):
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
+                            "tbf", "rate", rate, "burst", burst, "latency", "50ms"],
+                           check=True, capture_output=True, timeout=30)
+
+
+def write_job(tmp: pathlib.Path, hosts, layout: str, iters: int, data: pathlib.Path) -> pathlib.Path:
+    folder = tmp / layout.replace("+", "_")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "net.prototxt").write_text(NET.replace("DATA", str(data))
+                                         .replace("BATCH", str(BATCH)))
+    (folder / "solver.prototxt").write_text(
+        f'net: "{folder}/net.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "fixed"\n'
+        f'display: 2\nmax_iter: {iters}\nsnapshot: 0\nsnapshot_prefix: "{folder}/snap"\n'
+        f'random_seed: 7\nsolver_mode: CPU\n')
+    s = LAYOUTS[layout]
+    # first_slots: host 1 also takes the server's slot
+    slots = {1: PER_HOST + (1 if s["server_placement"] == "first_slots" else 0)}
+    (folder / "hosts").write_text("".join(f"{hosts.address(i)} slots={slots.get(i, PER_HOST)}\n"
+                                          for i in range(1, HOSTS + 1)))
+    cluster = {"workers": HOSTS * PER_HOST, "hosts": "hostfile",
+               "hostfile": str(folder / "hosts"), "server_placement": s["server_placement"],
+               "threads_per_worker": 1}
+    if s["servers"] is not None:
+        cluster["servers"] = s["servers"]
+    job = {"name": layout.replace("+", "_"), "solver": str(folder / "solver.prototxt"),
+           "solver_overrides": {"max_iter": iters, "display": 2, "snapshot": 0},
+           "cluster": cluster, "consistency": {"mode": "bsp"}, "engine": "fast",
+           "transport": {"host_aggregation": s["host_aggregation"]},
+           "output": str(folder / "runs"),
+           "remote": {"ssh_options": ["-F", str(hosts.ssh_config)],
+                      "workdir": str(folder / "on-{host}" / "{name}")}}
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(job, sort_keys=False))
+    return path
+
+
+def run(hosts, job: pathlib.Path, timeout: float) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "python")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                  else [])))
+    done = subprocess.run(["ip", "netns", "exec", hosts.head, sys.executable, "-m", "pstrain",
+                           str(job), "--quiet"], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    spec = yaml.safe_load(job.read_text())
+    run_dir = pathlib.Path(spec["output"]) / spec["name"]
+    if not (run_dir / "summary.json").exists():
+        raise RuntimeError(f"{job}: no summary.json: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if summary["status"] != "ok":
+        raise RuntimeError(f"{job}: {summary['message']}\n{done.stdout[-2000:]}")
+    events = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [e for e in events if e.get("event") == "train" and e.get("rank") == 0]
+    first, last = train[0], train[-1]       # after the first display: warmed up
+    steady = ((last["iter"] - first["iter"]) * HOSTS * PER_HOST * BATCH
+              / (last["time"] - first["time"]))
+    return {"images_per_s": round(steady, 2), "bytes_pushed": summary["bytes_pushed"],
+            "bytes_pulled": summary["bytes_pulled"], "servers": summary["servers"],
+            "hosts": summary.get("hosts")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=14)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--data", type=pathlib.Path, default=ROOT / "data" / "fashion-mnist")
+    a = ap.parse_args()
+    why = netns_hosts.unavailable()
+    if why:
+        print(f"host_layout: {why}", file=sys.stderr)
+        return 2
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="host-layout-"))
+    (tmp / "hosts").mkdir()
+    hosts = netns_hosts.NetnsHosts(tmp / "hosts", HOSTS)
+    results: dict[str, list[dict]] = {}
+    try:
+        shape(hosts)
+        for r in range(a.rounds):
+            for layout in a.layouts.split(","):
+                job = write_job(tmp / f"round{r}", hosts, layout, a.iters, a.data.resolve())
+                res = run(hosts, job, timeout=900)
+                res.update(layout=layout, round=r, params=PARAMS)
+                print(json.dumps(res), flush=True)
+                results.setdefault(layout, []).append(res)
+    finally:
+        hosts.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = max(x["images_per_s"] for x in results.get("today", [{"images_per_s": 0}])) or None
+    print(f"{'layout':14} {'images/s (each round)':28} {'x today':>8} {'MB pushed/iter':>15}")
+    for layout, runs in results.items():
+        best = max(x["images_per_s"] for x in runs)
+        mb = runs[0]["bytes_pushed"] / a.iters / 1e6
+        print(f"{layout:14} {', '.join(str(x['images_per_s']) for x in runs):28} "
+              f"{best / base if base else float('nan'):8.2f} {mb:15.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
