@@ -13,6 +13,9 @@
          trains as `train` (1 process) and tests on the 10,000 test images
          every K iterations; reports each test with the seconds since training
          began (tests included) and stops at the first accuracy >= target.
+  layers --model M.prototxt --batch B --iterations N
+         as time, with each layer's forward and backward (medians; how
+         backward is split among layers: cmd_layers).
   shapes --model M.prototxt [--batch B]   each layer's top shape.
   check  --weights-dir D --iterations N
          LeNet's TEST net with given weights on the first N x 100 test images:
@@ -130,6 +133,50 @@ def cmd_time(args) -> None:
          torch=torch.__version__)
 
 
+def cmd_layers(args) -> None:
+    """Per-layer forward and backward times of `time`'s step, medians over
+    --iterations after 3 warm-up steps. Forward: each layer's call. Backward:
+    from the moment the gradient of a layer's top is ready (a tensor hook) to
+    the moment the next such gradient is (the one of the layer below), or the
+    end of backward() for the lowest; exact for a chain of layers (AlexNet,
+    LeNet, CIFAR-10 quick), approximate where branches interleave."""
+    net = caffe_torch.build_net(args.model)
+    net.train()
+    inputs = net.caffe_inputs(args.batch)
+    layers = [l for l in net.layers if l.type not in caffe_torch.INPUT_TYPES]
+    last = [l for l in net.layers if l.tops][-1].tops[0]
+    fwd: dict[str, list] = {l.name: [] for l in layers}
+    bwd: dict[str, list] = {l.name: [] for l in layers}
+
+    def step(record: bool) -> None:
+        net.zero_grad(set_to_none=False)
+        blobs = dict(inputs)
+        stamps: list = []
+        for l in layers:
+            start = time.perf_counter()
+            net._run(l, blobs)
+            if record:
+                fwd[l.name].append(time.perf_counter() - start)
+            top = blobs[l.tops[0]]
+            if top.requires_grad:
+                top.register_hook(lambda g, name=l.name: stamps.append((name, time.perf_counter())))
+        out = blobs["loss"] if "loss" in blobs else blobs[last].sum()
+        out.backward()
+        end = time.perf_counter()
+        if record:
+            for i, (name, at) in enumerate(stamps):
+                bwd[name].append((stamps[i + 1][1] if i + 1 < len(stamps) else end) - at)
+
+    for _ in range(3):
+        step(False)
+    for _ in range(args.iterations):
+        step(True)
+    for l in layers:
+        emit(event="layer_time", layer=l.name, type=l.type,
+             forward_ms=statistics.median(fwd[l.name]) * 1e3,
+             backward_ms=statistics.median(bwd[l.name]) * 1e3 if bwd[l.name] else 0.0)
+
+
 def cmd_shapes(args) -> None:
     net = caffe_torch.build_net(args.model)
     with torch.no_grad():
@@ -224,7 +271,7 @@ def cmd_check(args) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["time", "train", "tta", "shapes", "check"])
+    parser.add_argument("command", choices=["time", "layers", "train", "tta", "shapes", "check"])
     parser.add_argument("--model")
     parser.add_argument("--batch", type=int, default=0)
     parser.add_argument("--iterations", type=int, default=20)
@@ -243,7 +290,7 @@ def main() -> int:
         args.batch = 64
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    {"time": cmd_time, "train": cmd_train, "tta": cmd_tta, "shapes": cmd_shapes,
+    {"time": cmd_time, "layers": cmd_layers, "train": cmd_train, "tta": cmd_tta, "shapes": cmd_shapes,
      "check": cmd_check}[args.command](
         args)
     return 0

@@ -20,6 +20,7 @@
 #include "common/math_cpu.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/net.hpp"
+#include "worker/net_timer.hpp"
 
 namespace pstrain {
 namespace {
@@ -58,14 +59,38 @@ std::string Join(const std::vector<std::string>& names) {
   return out;
 }
 
-// Backward counts in training nets only (a test net runs forward).
-bool NeedsBackward(const Net& net, int i) {
-  return net.phase() == caffe::TRAIN && net.layer_need_backward(i);
+// The backward passes the timing includes, per layer: whether the layer runs
+// one and which bottoms get a gradient (AutotuneOptions::backward).
+struct BackwardPlan {
+  std::vector<bool> layer;
+  std::vector<std::vector<bool>> propagate;
+};
+
+BackwardPlan PlanBackward(const Net& net, AutotuneBackward backward) {
+  BackwardPlan plan;
+  const size_t n = net.layers().size();
+  if (backward == AutotuneBackward::kAsNetTimer) {
+    plan.propagate = TimedPropagateDown(net);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& p = plan.propagate[i];
+      plan.layer.push_back(!net.layers()[i]->blobs().empty() ||
+                           std::find(p.begin(), p.end(), true) != p.end());
+    }
+    return plan;
+  }
+  // Backward counts in training nets only (a test net runs forward).
+  plan.propagate = net.bottom_need_backward();
+  for (size_t i = 0; i < n; ++i) {
+    plan.layer.push_back(net.phase() == caffe::TRAIN &&
+                         net.layer_need_backward(static_cast<int>(i)));
+  }
+  return plan;
 }
 
 // What decides a layer's speed: its parameters without name, wiring, fillers
 // and learned values; its bottom shapes and wanted gradients; the machine.
-std::string ChoiceKey(const Net& net, int i, const std::vector<std::string>& candidates) {
+std::string ChoiceKey(const Net& net, int i, const BackwardPlan& plan,
+                      const std::vector<std::string>& candidates) {
   Layer& layer = *net.layers()[i];
   caffe::LayerParameter p = layer.layer_param();
   p.clear_name();
@@ -88,8 +113,8 @@ std::string ChoiceKey(const Net& net, int i, const std::vector<std::string>& can
   key += " | " + p.ShortDebugString() + " | bottoms";
   for (const Blob* b : net.bottom_vecs()[i]) key += " " + ShapeString(b->shape());
   key += " | backward ";
-  if (NeedsBackward(net, i)) {
-    for (bool d : net.bottom_need_backward()[i]) key += d ? "1" : "0";
+  if (plan.layer[i]) {
+    for (bool d : plan.propagate[i]) key += d ? "1" : "0";
     for (size_t k = 0; k < layer.blobs().size(); ++k) {
       key += layer.param_propagate_down(static_cast<int>(k)) ? "p" : "-";
     }
@@ -126,13 +151,14 @@ void FillPattern(float* x, int64_t n, uint32_t salt) {
 
 // Times every candidate of layer i; restores every blob it touched.
 std::vector<std::pair<std::string, double>> TimeCandidates(
-    Net& net, int i, const std::vector<std::string>& candidates, int repetitions) {
+    Net& net, int i, const BackwardPlan& plan, const std::vector<std::string>& candidates,
+    int repetitions) {
   using Clock = std::chrono::steady_clock;
   Layer& layer = *net.layers()[i];
   const BlobVec& bottom = net.bottom_vecs()[i];
   const BlobVec& top = net.top_vecs()[i];
-  const bool backward = NeedsBackward(net, i);
-  const std::vector<bool>& propagate = net.bottom_need_backward()[i];
+  const bool backward = plan.layer[i];
+  const std::vector<bool>& propagate = plan.propagate[i];
   std::vector<SavedBlob> saved;
   std::set<Blob*> seen;
   auto save = [&](Blob* b) {
@@ -286,6 +312,7 @@ Result<std::vector<ImplementationChoice>> AutotuneCpuImplementations(
       options.on_warning(opened.status().message() + "; choices are kept in this process only");
     }
   }
+  const BackwardPlan plan = PlanBackward(net, options.backward);
   std::string appended;
   for (size_t i = 0; i < net.layers().size(); ++i) {
     Layer& layer = *net.layers()[i];
@@ -295,7 +322,7 @@ Result<std::vector<ImplementationChoice>> AutotuneCpuImplementations(
     choice.layer_index = static_cast<int>(i);
     choice.layer = layer.name();
     choice.type = layer.type();
-    const std::string key = ChoiceKey(net, static_cast<int>(i), candidates);
+    const std::string key = ChoiceKey(net, static_cast<int>(i), plan, candidates);
     // The file first: a line edited by hand pins the choice.
     auto stored_it = stored.find(key);
     if (stored_it != stored.end()) {
@@ -317,7 +344,7 @@ Result<std::vector<ImplementationChoice>> AutotuneCpuImplementations(
     }
     if (choice.implementation.empty()) {
       choice.candidates_ms =
-          TimeCandidates(net, static_cast<int>(i), candidates, options.repetitions);
+          TimeCandidates(net, static_cast<int>(i), plan, candidates, options.repetitions);
       choice.implementation = Fastest(choice.candidates_ms);
       choice.source = "timed";
       appended += key + "\t" + choice.implementation + "\n";

@@ -1,10 +1,10 @@
 // Engine auto: picks, for every layer of a net that has more than one CPU
 // implementation (Layer::CpuImplementations), the fastest for its shape.
 //
-// Each candidate runs forward (+ backward where the net needs it) on the
-// layer's own blobs: a warm-up round, then `repetitions` timed rounds (fewer
-// once they took 50 ms per candidate), each running every candidate once in
-// turn, so that load from elsewhere hits all alike. The minimum counts; the
+// Each candidate runs forward (+ the backward that will run: AutotuneBackward)
+// on the layer's own blobs: a warm-up round, then `repetitions` timed rounds
+// (fewer once they took 50 ms per candidate), each running every candidate
+// once in turn, so that load from elsewhere hits all alike. The minimum counts; the
 // fastest is selected (the default, listed first, wins ties within 2%).
 // Timing changes no state: every blob the layer touches (bottoms, tops,
 // learnable blobs, BatchNorm's running statistics among them) is saved before
@@ -49,10 +49,23 @@ struct ImplementationChoice {
   std::string Describe() const;
 };
 
+// Which backward passes a candidate's time includes: those that will run.
+enum class AutotuneBackward {
+  // Training: the layers and bottoms the net's own backward computes (those
+  // leading to a loss, or all with force_backward); a TEST-phase net: none.
+  kAsNetNeeds,
+  // ps-net time (TimeNet, net_timer.hpp), which runs backward on nets without
+  // a loss too: every layer with parameters or a bottom of TimedPropagateDown.
+  // Timing a deploy net's layers forward only would pick implementations
+  // whose backward is slow (oneDNN's reference LRN backward, issue 32).
+  kAsNetTimer,
+};
+
 struct AutotuneOptions {
   bool enabled = false;    // false: every layer runs its default (engine fast)
   std::string cache_path;  // empty: remembered in this process only
   int repetitions = 3;
+  AutotuneBackward backward = AutotuneBackward::kAsNetNeeds;
   // Called once per tuned layer, in layer order (a log line, a JSON event).
   std::function<void(const ImplementationChoice&)> on_choice;
   // Called with a problem that does not stop the net (cache file unusable).

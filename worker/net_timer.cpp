@@ -6,12 +6,9 @@
 
 namespace pstrain {
 
-NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
-  using Clock = std::chrono::steady_clock;
+std::vector<std::vector<bool>> TimedPropagateDown(const Net& net) {
   const auto& layers = net.layers();
   const size_t n = layers.size();
-  // A bottom gets a gradient when some layer upstream of it has parameters, as
-  // in training; unlike training, no layer is skipped for lack of a loss.
   std::vector<std::vector<bool>> propagate(n);
   std::set<const Blob*> needs_gradient;
   for (size_t i = 0; i < n; ++i) {
@@ -26,6 +23,14 @@ NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
       for (const Blob* top : net.top_vecs()[i]) needs_gradient.insert(top);
     }
   }
+  return propagate;
+}
+
+NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
+  using Clock = std::chrono::steady_clock;
+  const auto& layers = net.layers();
+  const size_t n = layers.size();
+  const std::vector<std::vector<bool>> propagate = TimedPropagateDown(net);
   const auto pass = [&](std::vector<double>* fwd, std::vector<double>* bwd) {
     for (size_t i = 0; i < n; ++i) {
       auto start = Clock::now();

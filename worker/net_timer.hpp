@@ -16,19 +16,25 @@ namespace pstrain {
 struct LayerTime {
   std::string name;
   std::string type;
-  double forward_ms = 0;   // mean over the timed iterations
+  double forward_ms = 0;  // mean over the timed iterations
   double backward_ms = 0;
   std::string implementation;  // Layer::Implementation() during the timed passes
 };
 
 struct NetTime {
   std::vector<LayerTime> layers;
-  double forward_ms = 0;         // mean per iteration
+  double forward_ms = 0;  // mean per iteration
   double backward_ms = 0;
-  double total_ms = 0;           // mean forward+backward per iteration
-  double median_total_ms = 0;    // median forward+backward per iteration
+  double total_ms = 0;         // mean forward+backward per iteration
+  double median_total_ms = 0;  // median forward+backward per iteration
   int iterations = 0;
 };
+
+// The bottoms whose gradient TimeNet computes, per layer (net.bottom_vecs()
+// order): a bottom gets one when a layer upstream of it has parameters and the
+// layer allows it (AllowForceBackward), whether or not a loss follows. Engine
+// auto times the same passes for ps-net time (AutotuneOptions::backward).
+std::vector<std::vector<bool>> TimedPropagateDown(const Net& net);
 
 // `sync`, when given, is called after every layer's Forward and Backward
 // before its clock stops (GPU engine: wait for the queued kernels).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/cpp/cpu_isa_test_util.hpp"
 #include "tests/cpp/layer_test_util.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 
@@ -22,25 +23,6 @@ namespace {
 
 using Shape = std::vector<int>;
 using Values = std::vector<float>;
-
-// The ISA variants this CPU runs, lowest first.
-std::vector<CpuIsa> RunnableIsas() {
-  std::vector<CpuIsa> isas;
-  for (CpuIsa isa : {CpuIsa::kGeneric, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
-    if (static_cast<int>(isa) <= static_cast<int>(SupportedCpuIsa())) isas.push_back(isa);
-  }
-  return isas;
-}
-
-// Restores the kernels' ISA when a test that overrides it ends.
-class IsaRestorer {
- public:
-  IsaRestorer() : saved_(KernelIsa()) {}
-  ~IsaRestorer() { OverrideKernelIsa(saved_); }
-
- private:
-  CpuIsa saved_;
-};
 
 struct LayerRun {
   Values top, mask, bottom_diff;

@@ -20,6 +20,7 @@
 #include "worker/layers/conv_layer.hpp"
 #include "worker/net.hpp"
 #include "worker/net_autotune.hpp"
+#include "worker/net_timer.hpp"
 
 namespace pstrain::testing {
 namespace {
@@ -266,6 +267,60 @@ TEST(EngineAutoTest, CacheFileIsReusedPinsAndNamesBadLines) {
   WriteTextFile(cache, "no tab here\n");
   EXPECT_EQ(NetError(net, AutoOptions(cache, &unused)),
             "<net>: engine auto: " + cache + ":1: expected 'key<TAB>implementation'");
+}
+
+// A deploy net (no loss): Input -> conv -> LRN -> ReLU.
+constexpr const char* kDeployNet = R"(
+name: 'deploy'
+layer { name: 'data' type: 'Input' top: 'data'
+  input_param { shape { dim: 2 dim: 3 dim: 9 dim: 9 } } }
+layer { name: 'conv1' type: 'Convolution' bottom: 'data' top: 'conv1'
+  convolution_param { num_output: 5 kernel_size: 3 weight_filler { type: 'gaussian' std: 0.3 } } }
+layer { name: 'norm1' type: 'LRN' bottom: 'conv1' top: 'norm1'
+  lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 } }
+layer { name: 'relu1' type: 'ReLU' bottom: 'norm1' top: 'norm1' }
+)";
+
+// The "| backward ... |" part of the cache line of `type`.
+std::string BackwardOfKey(const std::vector<std::string>& lines, const std::string& type) {
+  for (const auto& line : lines) {
+    if (line.rfind(type + " | ", 0) != 0) continue;
+    const size_t at = line.find(" | backward ");
+    return line.substr(at + 12, line.find(" | ", at + 12) - at - 12);
+  }
+  return "no line for " + type;
+}
+
+// A deploy net runs no backward in training terms, but ps-net time (TimeNet)
+// runs one: with AutotuneBackward::kAsNetTimer the candidates are timed, and
+// keyed, with the passes TimeNet runs (issue 32: LRN's oneDNN backward is its
+// slow reference kernel, and a forward-only timing picked it for AlexNet).
+TEST(EngineAutoTest, PsNetTimeTimesTheBackwardItRuns) {
+  TempDir dir;
+  std::vector<ImplementationChoice> log;
+  NetOptions needs = AutoOptions(dir / "needs.tsv", &log);
+  ASSERT_TRUE(BuildNet(kDeployNet, needs));
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "needs.tsv"), "Convolution"), "none");
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "needs.tsv"), "LRN"), "none");
+
+  NetOptions timer = AutoOptions(dir / "timer.tsv", &log);
+  timer.autotune.backward = AutotuneBackward::kAsNetTimer;
+  auto net = BuildNet(kDeployNet, timer);
+  ASSERT_TRUE(net);
+  // conv1: weights and bias get gradients, the input image none; norm1's bottom one.
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "timer.tsv"), "Convolution"), "0pp");
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "timer.tsv"), "LRN"), "1");
+  EXPECT_EQ(TimedPropagateDown(*net),
+            (std::vector<std::vector<bool>>{{}, {false}, {true}, {true}}));
+
+  // ps-net time keys (and times) its choices so.
+  WriteTextFile(dir / "deploy.prototxt", kDeployNet);
+  ProgramRun r = RunProgramBounded({ProgramPath("ps-net"), "time", "--model",
+                                    dir / "deploy.prototxt", "--iterations", "1", "--threads", "1",
+                                    "--engine-cache", dir / "ps_net.tsv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "ps_net.tsv"), "LRN"), "1");
+  EXPECT_EQ(BackwardOfKey(Lines(dir / "ps_net.tsv"), "Convolution"), "0pp");
 }
 
 TEST(EngineAutoTest, PsNetTimeShowsTheImplementation) {

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -53,6 +56,51 @@ TEST(ReLULayerTest, ForwardBackwardByHand) {
   ExpectForwardBackward("type: 'ReLU'", x, dy, {0, 0, 0, 1, 3}, {0, 0, 0, 4, 5});
   ExpectForwardBackward("type: 'ReLU' relu_param { negative_slope: 0.1 }", x, dy,
                         {-0.2f, -0.05f, 0, 1, 3}, {0.1f, 0.2f, 0.3f, 4, 5});
+}
+
+// ReLU's loops select through an integer mask (so that they vectorise): the
+// bits are those of x > 0 ? x : slope x (and dy, slope dy backward), signed
+// zeros, infinities and NaN included, in and out of place, over a length
+// that runs the vector body and its tail.
+TEST(ReLULayerTest, BitsAreThoseOfTheSelect) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> pattern = {-0.f, 0.f, -1.5f, 2.f, inf, -inf, nan, -1e-38f, 3e-39f};
+  std::vector<float> x, dy;
+  for (int i = 0; i < 131; ++i) {
+    x.push_back(pattern[i % pattern.size()]);
+    dy.push_back(pattern[(i + 4) % pattern.size()]);
+  }
+  const auto bits = [](float v) {
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  };
+  for (const float slope : {0.f, 0.1f, -2.f}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE("slope " + std::to_string(slope) + (in_place ? " in place" : ""));
+      BlobSet blobs;
+      Blob* bottom = blobs.Add({});
+      Blob* top = in_place ? bottom : blobs.Add({});
+      SetData(bottom, x);
+      std::ostringstream proto;
+      proto << "type: 'ReLU' relu_param { negative_slope: " << slope << " }";
+      auto layer = MakeLayer(proto.str(), Engine::kReference);
+      ASSERT_TRUE(layer->SetUp({bottom}, {top}).ok());
+      layer->Forward({bottom}, {top});
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(bits(top->cpu_data()[i]), bits(x[i] > 0.f ? x[i] : slope * x[i]))
+            << i << ": " << x[i];
+      }
+      if (in_place) continue;  // backward reads the bottom, which in place holds y
+      SetDiff(top, dy);
+      layer->Backward({top}, {true}, {bottom});
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(bits(bottom->cpu_diff()[i]), bits(x[i] > 0.f ? dy[i] : slope * dy[i]))
+            << i << ": " << x[i] << ", " << dy[i];
+      }
+    }
+  }
 }
 
 TEST(ReLULayerTest, Gradients) {

@@ -1,7 +1,7 @@
-// The pooling, LRN and fused BatchNorm + Scale kernels compiled for avx512 (-mavx512f -mavx512bw
-// -mavx512dq -mavx512vl -mavx2 -mfma, -mprefer-vector-width=512; set in worker/CMakeLists.txt, with
-// -fno-math-errno so square roots vectorise). Only cpu_kernels_dispatch.cpp calls into this
-// namespace, and only when KernelIsa() names it.
+// The pooling, LRN, fused BatchNorm + Scale and InnerProduct kernels compiled for avx512 (-mavx512f
+// -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma, -mprefer-vector-width=512; set in
+// worker/CMakeLists.txt, with -fno-math-errno so square roots vectorise). Only
+// cpu_kernels_dispatch.cpp calls into this namespace, and only when KernelIsa() names it.
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,4 +16,6 @@ namespace pstrain::avx512 {
 #include "worker/layers/lrn_cpu_kernels.inc"
 // Uses nothing of the bodies above.
 #include "worker/layers/batch_norm_cpu_kernels.inc"
+// Uses nothing of the bodies above.
+#include "worker/layers/inner_product_cpu_kernels.inc"
 }  // namespace pstrain::avx512

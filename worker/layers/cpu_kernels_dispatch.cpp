@@ -1,8 +1,9 @@
-// Dispatch of the pooling, LRN and fused BatchNorm + Scale kernels to the variant KernelIsa()
-// names.
+// Dispatch of the pooling, LRN, fused BatchNorm + Scale and InnerProduct kernels to the variant
+// KernelIsa() names.
 #include "worker/layers/batch_norm_cpu_kernels.hpp"
 #include "worker/layers/cpu_kernel_isa.hpp"
 #include "worker/layers/cpu_kernels_variants.hpp"
+#include "worker/layers/inner_product_cpu_kernels.hpp"
 #include "worker/layers/lrn_cpu_kernels.hpp"
 #include "worker/layers/pooling_cpu_kernels.hpp"
 
@@ -62,6 +63,18 @@ void BnScaleBackward(const BnShape& shape, bool batch_stats, BnRelu relu, const 
                      float* gamma_diff, float* beta_diff, float* dx) {
   PSTRAIN_DISPATCH(BnScaleBackward, shape, batch_stats, relu, y, dy, x_norm, gamma, sd, gamma_diff,
                    beta_diff, dx);
+}
+
+void FcForward(const FcShape& shape, const float* x, const float* w, const float* bias, float* y) {
+  PSTRAIN_DISPATCH(FcForward, shape, x, w, bias, y);
+}
+
+void FcBackwardData(const FcShape& shape, const float* dy, const float* w, float* dx) {
+  PSTRAIN_DISPATCH(FcBackwardData, shape, dy, w, dx);
+}
+
+void FcBackwardWeights(const FcShape& shape, const float* dy, const float* x, float* dw) {
+  PSTRAIN_DISPATCH(FcBackwardWeights, shape, dy, x, dw);
 }
 
 }  // namespace pstrain

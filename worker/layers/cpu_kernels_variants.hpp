@@ -1,9 +1,10 @@
-// The per-ISA copies of the pooling, LRN and fused BatchNorm + Scale kernels
+// The per-ISA copies of the pooling, LRN, fused BatchNorm + Scale and InnerProduct kernels
 // (cpu_kernels_generic.cpp, cpu_kernels_avx2.cpp, cpu_kernels_avx512.cpp), each in its own
 // namespace; cpu_kernels_dispatch.cpp call the one KernelIsa() names. Internal to worker/layers/.
 #pragma once
 
 #include "worker/layers/batch_norm_cpu_kernels.hpp"
+#include "worker/layers/inner_product_cpu_kernels.hpp"
 #include "worker/layers/lrn_cpu_kernels.hpp"
 #include "worker/layers/pooling_cpu_kernels.hpp"
 
@@ -24,6 +25,10 @@
   void BnScaleBackward(const BnShape& shape, bool batch_stats, BnRelu relu, const float* y,       \
                        const float* dy, const float* x_norm, const float* gamma, const float* sd, \
                        float* gamma_diff, float* beta_diff, float* dx);                           \
+  void FcForward(const FcShape& shape, const float* x, const float* w, const float* bias,         \
+                 float* y);                                                                       \
+  void FcBackwardData(const FcShape& shape, const float* dy, const float* w, float* dx);          \
+  void FcBackwardWeights(const FcShape& shape, const float* dy, const float* x, float* dw);       \
   }
 
 PSTRAIN_DECLARE_CPU_KERNELS(generic)

@@ -1,5 +1,6 @@
 #include "worker/layers/inner_product_layer.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <string>
@@ -7,6 +8,7 @@
 #include "common/math_cpu.hpp"
 #include "worker/filler.hpp"
 #include "worker/layer_registry.hpp"
+#include "worker/layers/cpu_kernel_isa.hpp"
 
 namespace pstrain {
 namespace {
@@ -150,6 +152,48 @@ void InnerProductLayer::BackwardReference(const BlobVec& top,
     // dX[M, K] = dY[M, N] * W[N, K]  (or dY * W^T with W [K, N])
     CpuGemm(Trans::kNo, transpose_ ? Trans::kYes : Trans::kNo, m_, k_, n_, 1.f, dy, w, 0.f, dx);
   }
+}
+
+std::vector<std::string> InnerProductLayer::CpuImplementations() const {
+  if (transpose_ || m_ == 0 || m_ > kVectorMaxRows ||
+      static_cast<int64_t>(n_) * k_ < kVectorMinWeights) {
+    return {"reference"};
+  }
+  switch (KernelIsa()) {
+    case CpuIsa::kAvx512:
+      return {"vector", "reference"};
+    case CpuIsa::kAvx2:  // faster forward, slower weight gradient: engine auto decides
+      return {"reference", "vector"};
+    case CpuIsa::kGeneric:
+      break;
+  }
+  return {"reference"};
+}
+
+Status InnerProductLayer::SelectCpuImplementation(const std::string& name) {
+  const std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    return Layer::SelectCpuImplementation(name);  // the error naming the choices
+  }
+  selected_ = name;
+  return Status::Ok();
+}
+
+std::string InnerProductLayer::CpuImplementation() const {
+  const std::vector<std::string> names = CpuImplementations();
+  if (std::find(names.begin(), names.end(), selected_) != names.end()) return selected_;
+  return names.front();  // nothing selected, or the selection cannot run this shape
+}
+
+void InnerProductLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (CpuImplementation() == "vector") return ForwardVector(bottom, top);
+  ForwardReference(bottom, top);
+}
+
+void InnerProductLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                     const BlobVec& bottom) {
+  if (CpuImplementation() == "vector") return BackwardVector(top, propagate_down, bottom);
+  BackwardReference(top, propagate_down, bottom);
 }
 
 PSTRAIN_REGISTER_LAYER("InnerProduct", InnerProductLayer);

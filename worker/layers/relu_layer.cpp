@@ -1,8 +1,29 @@
 #include "worker/layers/relu_layer.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 #include "worker/layer_registry.hpp"
 
 namespace pstrain {
+namespace {
+
+// positive ? a : b, bit for bit, through an integer mask: GCC vectorises that,
+// while a select on a float comparison stays a branch under the default
+// -ftrapping-math (mispredicted half the time on activations; ReLU forward
+// of AlexNet's conv1, 2.9 M values, took 12 ms of CPU that way).
+inline float Pick(bool positive, float a, float b) {
+  uint32_t ai, bi;
+  std::memcpy(&ai, &a, sizeof ai);
+  std::memcpy(&bi, &b, sizeof bi);
+  const uint32_t mask = 0u - static_cast<uint32_t>(positive);
+  const uint32_t r = (ai & mask) | (bi & ~mask);
+  float out;
+  std::memcpy(&out, &r, sizeof out);
+  return out;
+}
+
+}  // namespace
 
 Status ReLULayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
   if (top[0] != bottom[0]) top[0]->ReshapeLike(*bottom[0]);
@@ -14,9 +35,7 @@ void ReLULayer::ForwardReference(const BlobVec& bottom, const BlobVec& top) {
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
   const int64_t n = bottom[0]->count();
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = x[i] > 0.f ? x[i] : slope * x[i];
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = Pick(x[i] > 0.f, x[i], slope * x[i]);
 }
 
 void ReLULayer::BackwardReference(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -27,9 +46,7 @@ void ReLULayer::BackwardReference(const BlobVec& top, const std::vector<bool>& p
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
   const int64_t n = bottom[0]->count();
-  for (int64_t i = 0; i < n; ++i) {
-    dx[i] = x[i] > 0.f ? dy[i] : slope * dy[i];
-  }
+  for (int64_t i = 0; i < n; ++i) dx[i] = Pick(x[i] > 0.f, dy[i], slope * dy[i]);
 }
 
 void ReLULayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {

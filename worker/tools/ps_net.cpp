@@ -581,6 +581,7 @@ int Time(int argc, char** argv) {
   if (batch > 0) pstrain::OverrideBatchSize(&param, batch);
   options.context.engine = engine;
   options.autotune = Autotune(common, engine);
+  options.autotune.backward = pstrain::AutotuneBackward::kAsNetTimer;  // TimeNet's passes
   options.source = model;
   options.layer_lines = lines;
   if (int rc = ApplyMemoryData(memory_data, &options.context); rc != 0) return rc;
