@@ -16,21 +16,9 @@
 namespace pstrain::server {
 namespace {
 
-uint32_t Word(const void* data, size_t i) {
-  uint32_t w;
-  std::memcpy(&w, static_cast<const char*>(data) + 4 * i, 4);
-  return w;
-}
-float FloatAt(const void* data, size_t i) {
-  float f;
-  std::memcpy(&f, static_cast<const char*>(data) + 4 * i, 4);
-  return f;
-}
-uint16_t HalfAt(const void* data, size_t i) {  // value i: the low half of word i/2 when even
-  uint16_t h;
-  std::memcpy(&h, static_cast<const char*>(data) + 2 * i, 2);
-  return h;
-}
+using transport::FloatAt;
+using transport::HalfAt;
+using transport::WordAt;
 
 void HalvesScalar(const void* data, uint64_t begin, uint64_t end, float* out) {
   for (uint64_t i = begin; i < end; ++i) out[i - begin] = transport::HalfToFloat(HalfAt(data, i));
@@ -39,8 +27,8 @@ void HalvesScalar(const void* data, uint64_t begin, uint64_t end, float* out) {
 #if defined(__x86_64__)
 // vcvtph2ps: exact, as HalfToFloat (the finite check has refused NaN and
 // infinity before any value is decoded).
-__attribute__((target("avx,f16c"))) void HalvesF16c(const void* data, uint64_t begin,
-                                                    uint64_t end, float* out) {
+__attribute__((target("avx,f16c"))) void HalvesF16c(const void* data, uint64_t begin, uint64_t end,
+                                                    float* out) {
   const char* in = static_cast<const char*>(data) + 2 * begin;
   const uint64_t n = end - begin;
   uint64_t i = 0;
@@ -85,15 +73,18 @@ void DecodeRange(const EncodedGradient& g, uint64_t begin, uint64_t end, float* 
       return HalvesScalar(g.data, begin, end, out);
     case pstrain::TOP_K: {
       std::fill(out, out + (end - begin), 0.f);
-      const uint64_t k = Word(g.data, 0);
+      const uint64_t k = WordAt(g.data, 0);
       // Indices are words 1..k, ascending: the first one >= begin by bisection.
       uint64_t lo = 0, hi = k;
       while (lo < hi) {
         const uint64_t mid = (lo + hi) / 2;
-        if (Word(g.data, 1 + mid) < begin) lo = mid + 1; else hi = mid;
+        if (WordAt(g.data, 1 + mid) < begin)
+          lo = mid + 1;
+        else
+          hi = mid;
       }
       for (uint64_t j = lo; j < k; ++j) {
-        const uint64_t index = Word(g.data, 1 + j);
+        const uint64_t index = WordAt(g.data, 1 + j);
         if (index >= end) break;
         out[index - begin] = FloatAt(g.data, 1 + k + j);
       }
@@ -102,7 +93,7 @@ void DecodeRange(const EncodedGradient& g, uint64_t begin, uint64_t end, float* 
     case pstrain::SIGN_SCALED: {
       const float scale = FloatAt(g.data, 0);
       for (uint64_t i = begin; i < end; ++i) {
-        out[i - begin] = (Word(g.data, 1 + i / 32) >> (i % 32)) & 1u ? scale : -scale;
+        out[i - begin] = (WordAt(g.data, 1 + i / 32) >> (i % 32)) & 1u ? scale : -scale;
       }
       return;
     }
@@ -133,14 +124,14 @@ int64_t FirstNonFinite(const EncodedGradient& g, float* value) {
       return -1;
     }
     case pstrain::TOP_K: {
-      const uint64_t k = Word(g.data, 0);
+      const uint64_t k = WordAt(g.data, 0);
       for (uint64_t j = 0; j < k; ++j) {
         const float v = FloatAt(g.data, 1 + k + j);
         uint32_t bits;
         std::memcpy(&bits, &v, 4);
         if ((bits & 0x7f800000u) == 0x7f800000u) {
           *value = v;
-          return static_cast<int64_t>(Word(g.data, 1 + j));
+          return static_cast<int64_t>(WordAt(g.data, 1 + j));
         }
       }
       return -1;

@@ -7,16 +7,6 @@
 namespace pstrain::transport {
 namespace {
 
-uint32_t Word(const void* data, size_t i) {
-  uint32_t w;
-  std::memcpy(&w, static_cast<const char*>(data) + 4 * i, 4);
-  return w;
-}
-float FloatAt(const void* data, size_t i) {
-  float f;
-  std::memcpy(&f, static_cast<const char*>(data) + 4 * i, 4);
-  return f;
-}
 void PutWord(std::vector<float>* words, size_t i, uint32_t w) {
   std::memcpy(words->data() + i, &w, 4);
 }
@@ -76,16 +66,17 @@ Status CheckEncoded(pstrain::DataType dtype, const void* data, size_t bytes, uin
       return Status::Ok();
     case pstrain::TOP_K: {
       if (words < 1) return Status::InvalidArgument("TOP_K payload is empty");
-      const uint64_t k = Word(data, 0);
+      const uint64_t k = WordAt(data, 0);
       if (k > n || words != 1 + 2 * k) {
         return Status::InvalidArgument("TOP_K payload says k = " + N(k) + " for " + N(n) +
                                        " values in " + N(bytes) + " bytes");
       }
       for (uint64_t j = 0; j < k; ++j) {
-        const uint32_t index = Word(data, 1 + j);
+        const uint32_t index = WordAt(data, 1 + j);
         if (index >= n) return Status::InvalidArgument("TOP_K index " + N(index) + " >= " + N(n));
-        if (j > 0 && index <= Word(data, j)) {
-          return Status::InvalidArgument("TOP_K index " + N(index) + " after " + N(Word(data, j)));
+        if (j > 0 && index <= WordAt(data, j)) {
+          return Status::InvalidArgument("TOP_K index " + N(index) + " after " +
+                                         N(WordAt(data, j)));
         }
       }
       return Status::Ok();
@@ -112,26 +103,26 @@ void Decode(pstrain::DataType dtype, const void* data, size_t bytes, uint64_t n,
   switch (dtype) {
     case pstrain::FLOAT16:
       for (uint64_t i = 0; i < n; ++i) {
-        const uint32_t w = Word(data, i / 2);
+        const uint32_t w = WordAt(data, i / 2);
         out[i] = HalfToFloat(static_cast<uint16_t>(i % 2 == 0 ? w & 0xffffu : w >> 16));
       }
       return;
     case pstrain::BFLOAT16:
       for (uint64_t i = 0; i < n; ++i) {
-        const uint32_t w = Word(data, i / 2);
+        const uint32_t w = WordAt(data, i / 2);
         out[i] = BFloat16ToFloat(static_cast<uint16_t>(i % 2 == 0 ? w & 0xffffu : w >> 16));
       }
       return;
     case pstrain::TOP_K: {
       std::fill(out, out + n, 0.f);
-      const uint64_t k = Word(data, 0);
-      for (uint64_t j = 0; j < k; ++j) out[Word(data, 1 + j)] = FloatAt(data, 1 + k + j);
+      const uint64_t k = WordAt(data, 0);
+      for (uint64_t j = 0; j < k; ++j) out[WordAt(data, 1 + j)] = FloatAt(data, 1 + k + j);
       return;
     }
     case pstrain::SIGN_SCALED: {
       const float scale = FloatAt(data, 0);
       for (uint64_t i = 0; i < n; ++i) {
-        out[i] = (Word(data, 1 + i / 32) >> (i % 32)) & 1u ? scale : -scale;
+        out[i] = (WordAt(data, 1 + i / 32) >> (i % 32)) & 1u ? scale : -scale;
       }
       return;
     }

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,24 @@
 #include "proto/pstrain.pb.h"
 
 namespace pstrain::transport {
+
+// A payload's values, read where they lie (no alignment assumed): word i (4
+// bytes), float i, and half i (2 bytes: the low half of word i/2 when i is even).
+inline uint32_t WordAt(const void* data, size_t i) {
+  uint32_t w;
+  std::memcpy(&w, static_cast<const char*>(data) + 4 * i, 4);
+  return w;
+}
+inline float FloatAt(const void* data, size_t i) {
+  float f;
+  std::memcpy(&f, static_cast<const char*>(data) + 4 * i, 4);
+  return f;
+}
+inline uint16_t HalfAt(const void* data, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, static_cast<const char*>(data) + 2 * i, 2);
+  return h;
+}
 
 // "none" (FLOAT32), "fp16", "bf16", "topk", "sign".
 Result<pstrain::DataType> ParseCompression(const std::string& name);
