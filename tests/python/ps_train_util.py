@@ -23,6 +23,45 @@ def write_job(tmp: pathlib.Path, job: dict, name: str = "job.yaml") -> pathlib.P
     return path
 
 
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def records(run_dir: pathlib.Path) -> list[dict]:
+    """metrics.jsonl's records so far."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
+
+
+def run_killing_worker(job, rank: int = 1, timeout: float = 240):
+    """Runs `job` (a pstrain.Job) on a thread, kills worker `rank` with SIGKILL
+    after its first training record, and returns the run's result (RunResult)."""
+    import threading
+    run_dir = job.config.run_dir
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(r=job.run(quiet=True,
+                                                                     timeout=timeout)))
+    thread.start()
+    try:
+        wait_for(lambda: any(r["event"] == "train" and r["rank"] == rank
+                             for r in records(run_dir)),
+                 120, f"worker {rank}'s first training event")
+        victims = [p for p in leftover_processes(str(run_dir)) if f"--rank {rank} " in p]
+        assert len(victims) == 1, victims
+        os.kill(int(victims[0].split(":")[0]), signal.SIGKILL)
+    finally:
+        thread.join(timeout + 60)
+    assert not thread.is_alive()
+    return result["r"]
+
+
 def leftover_processes(marker: str) -> list[str]:
     """Command lines of running ps-server/ps-worker processes that mention `marker`."""
     found = []

@@ -7,16 +7,13 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
-import signal
 import subprocess
-import threading
 
 import pytest
 
-from ps_train_util import base_job, leftover_processes, write_job
+from ps_train_util import base_job, leftover_processes, run_killing_worker, write_job
 from pstrain import Job
 from pstrain.errors import JobError
-from test_run import records, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMOOTH_NET = ROOT / "tests/e2e/nets/mlp_smooth.prototxt"
@@ -187,19 +184,7 @@ def test_a_killed_member_is_restarted_and_the_weights_are_unchanged(tmp_path, fa
     job_obj = Job.from_yaml(write_job(tmp_path, job))
     run_dir = job_obj.config.run_dir
     before = _segments()
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
-    thread.start()
-    try:
-        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
-                 120, "worker 1's first training event")
-        victims = [p for p in leftover_processes(str(run_dir)) if "--rank 1 " in p]
-        assert len(victims) == 1, victims
-        os.kill(int(victims[0].split(":")[0]), signal.SIGKILL)
-    finally:
-        thread.join(300)
-    assert not thread.is_alive()
-    r = result["r"]
+    r = run_killing_worker(job_obj, rank=1)
     assert r.summary["status"] == "ok", r.summary
     assert r.summary["worker_restarts"] >= 1 and r.summary["iterations"] == 80
     assert "restart 1 of worker 1" in (run_dir / "logs/worker-1.log").read_text()

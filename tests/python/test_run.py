@@ -13,25 +13,10 @@ import time
 
 import pytest
 
-from ps_train_util import ROOT, base_job, leftover_processes, write_job
+from ps_train_util import (ROOT, base_job, leftover_processes, records, run_killing_worker,
+                           wait_for, write_job)
 from pstrain import (ClusterConfig, ConsistencyConfig, Job, JobConfig, compare, start_server,
                      start_worker)
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def records(run_dir: pathlib.Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -184,19 +169,7 @@ def test_killed_worker_is_restarted(tmp_path, fashion_mnist, kind):
     job["cluster"]["straggler"] = {"rank": 1, "delay_ms": 60}
     job_obj = Job.from_yaml(write_job(tmp_path, job))
     run_dir = job_obj.config.run_dir
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(r=job_obj.run(quiet=True, timeout=240)))
-    thread.start()
-    try:
-        wait_for(lambda: any(r["event"] == "train" and r["rank"] == 1 for r in records(run_dir)),
-                 120, "worker 1's first training event")
-        victims = [p for p in leftover_processes(str(run_dir)) if "--rank 1 " in p]
-        assert len(victims) == 1, victims
-        os.kill(int(victims[0].split(":")[0]), signal.SIGKILL)
-    finally:
-        thread.join(300)
-    assert not thread.is_alive()
-    r = result["r"]
+    r = run_killing_worker(job_obj, rank=1)
     assert r.summary["status"] == "ok", r.summary
     assert r.summary["worker_restarts"] >= 1
     assert r.summary["iterations"] == 80
