@@ -314,6 +314,18 @@ class FakeServerTest : public PsClientTest {
       }
     }
   }
+
+  // Answers the client's HELLO as shard 0 of a bsp job of one worker, at clock 0.
+  void AckHello() {
+    transport::InMessage hello = Next(pstrain::HELLO);
+    const transport::Origin server{pstrain::SERVER, 0, 0};
+    EXPECT_TRUE(
+        router_
+            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
+                                                                    ConsistencyMode::kBsp, 1),
+                                          {}})
+            .ok());
+  }
   std::unique_ptr<transport::Channel> router_;
 };
 
@@ -362,14 +374,8 @@ TEST_F(FakeServerTest, APullReplyInAnotherEncodingIsAnError) {
   auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
   ASSERT_TRUE(client);
   std::thread answer([this] {
-    transport::InMessage hello = Next(pstrain::HELLO);
+    AckHello();
     const transport::Origin server{pstrain::SERVER, 0, 0};
-    ASSERT_TRUE(
-        router_
-            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
-                                                                    ConsistencyMode::kBsp, 1),
-                                          {}})
-            .ok());
     transport::InMessage pull = Next(pstrain::PULL);
     OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
     reply.header.set_version(0);
@@ -394,14 +400,8 @@ TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {
   auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
   ASSERT_TRUE(client);
   std::thread answer([this] {
-    transport::InMessage hello = Next(pstrain::HELLO);
+    AckHello();
     const transport::Origin server{pstrain::SERVER, 0, 0};
-    ASSERT_TRUE(
-        router_
-            ->Send(hello.peer, OutMessage{transport::HelloAckHeader(server, hello.header, 0, 0,
-                                                                    ConsistencyMode::kBsp, 1),
-                                          {}})
-            .ok());
     transport::InMessage pull = Next(pstrain::PULL);
     // Chunk 1 holds 2 values; this reply claims 3.
     OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
