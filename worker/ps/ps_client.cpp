@@ -25,14 +25,6 @@ namespace {
 constexpr std::chrono::milliseconds kFirstRetryWait{50};
 constexpr std::chrono::milliseconds kLastRetryWait{1000};
 
-// "120 s", "0.3 s".
-std::string SecondsText(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ms.count()) / 1000);
-  return text;
-}
-
 // The DEALER options for shard `k` (CURVE when options.keys is set).
 Result<transport::SocketOptions> DealerOptions(const PsClientOptions& options,
                                                transport::SocketOptions base, size_t k) {
@@ -50,6 +42,13 @@ Result<transport::SocketOptions> DealerOptions(const PsClientOptions& options,
 }
 
 }  // namespace
+
+std::string SecondsText(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) return std::to_string(ms.count() / 1000) + " s";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f s", static_cast<double>(ms.count()) / 1000);
+  return text;
+}
 
 // Sends HEARTBEAT to every shard that was sent nothing for the interval, from
 // a thread of its own on DEALERs of its own (a socket serves one thread). The
@@ -387,7 +386,8 @@ Status PsClient::Pull(int64_t clock) {
     //        of that push. Otherwise (nothing or part of the shard pushed for
     //        clock - 1) the request goes behind the pushes as before.
     bool beside = options_.mode == ConsistencyMode::kBsp && options_.role == pstrain::WORKER;
-    if (options_.role == pstrain::WORKER && !beside && clock > 0 && shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
+    if (options_.role == pstrain::WORKER && !beside && clock > 0 &&
+        shard_push_clock_[k] == clock - 1 && shard_pushed_[k] == chunks) {
       m.header.set_after_push(clock - 1);
       beside = true;
     }
@@ -633,78 +633,6 @@ Status PsClient::Flush() {
     }
   }
   return WaitDiffsReleased();
-}
-
-Status PsClient::Shutdown() {
-  for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(Send(
-        static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::SHUTDOWN), {}}));
-  }
-  // Wait for the acknowledgements: closing with linger 0 would drop the requests.
-  const auto saved = options_.timeout;
-  options_.timeout = std::chrono::milliseconds(5000);
-  Status s = AwaitFromShards(pstrain::SHUTDOWN, std::vector<bool>(channels_.size(), true), nullptr);
-  options_.timeout = saved;
-  return s;
-}
-
-Result<std::vector<pstrain::ShardStats>> PsClient::Stats() {
-  for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(
-        Send(static_cast<int>(k), OutMessage{transport::NewHeader(origin(), pstrain::STATS), {}}));
-  }
-  std::vector<InMessage> replies;
-  PSTRAIN_RETURN_IF_ERROR(
-      AwaitFromShards(pstrain::STATS, std::vector<bool>(channels_.size(), true), &replies));
-  std::vector<pstrain::ShardStats> stats;
-  for (const auto& r : replies) stats.push_back(r.header.stats());
-  return stats;
-}
-
-Result<GateState> PsClient::SetGate(int64_t gate, bool checkpoint) {
-  for (size_t k = 0; k < channels_.size(); ++k) {
-    PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k),
-                                 OutMessage{transport::GateHeader(origin(), gate, checkpoint), {}}));
-  }
-  std::vector<InMessage> replies;
-  PSTRAIN_RETURN_IF_ERROR(
-      AwaitFromShards(pstrain::GATE_ACK, std::vector<bool>(channels_.size(), true), &replies));
-  GateState state{INT64_MAX, INT64_MAX};
-  for (const InMessage& r : replies) {
-    state.slowest_clock = std::min(state.slowest_clock, r.header.clock());
-    state.version = std::min(state.version, r.header.version());
-  }
-  return state;
-}
-
-Result<GateState> PsClient::WaitForClock(int64_t clock, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  for (;;) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<pstrain::ShardStats> stats, Stats());
-    GateState state{INT64_MAX, INT64_MAX};
-    size_t slowest = 0;
-    for (size_t k = 0; k < stats.size(); ++k) {
-      int64_t shard_min = INT64_MAX;
-      for (int64_t c : stats[k].worker_clocks()) shard_min = std::min(shard_min, c);
-      if (shard_min < state.slowest_clock) {
-        state.slowest_clock = shard_min;
-        slowest = k;
-      }
-      state.version = std::min(state.version, stats[k].version());
-    }
-    if (state.slowest_clock >= clock) return state;
-    if (Clock::now() >= deadline) {
-      std::string clocks;
-      for (int64_t c : stats[slowest].worker_clocks()) {
-        clocks += (clocks.empty() ? "" : ", ") + std::to_string(c);
-      }
-      return Status::DeadlineExceeded("waited " + SecondsText(timeout) +
-                                      " for every worker to reach clock " + std::to_string(clock) +
-                                      "; " + ServerName(slowest) + " has worker clocks [" + clocks +
-                                      "]");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
 }
 
 }  // namespace pstrain

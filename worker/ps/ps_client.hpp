@@ -272,4 +272,7 @@ class PsClient {
   std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first
 };
 
+// "120 s", "0.3 s": a wait in PsClient's messages.
+std::string SecondsText(std::chrono::milliseconds ms);
+
 }  // namespace pstrain
