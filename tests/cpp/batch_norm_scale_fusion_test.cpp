@@ -7,7 +7,9 @@
 // frozen Scale parameters, with accumulated gradients, on every CPU kernel
 // variant the machine runs; the fused pair's gradients against finite
 // differences; ResNet-50's 53 pairs and 33 ReLUs. The GPU engine's fused
-// kernels against the CPU reference (skipped without a device).
+// kernels against the CPU reference (skipped without a device). Every net
+// compared fused reports each fused layer, the ReLU included, as "fused"
+// ("gpu-fused" on the GPU engine): a layer left apart gives the same answers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -123,9 +125,31 @@ void ExpectSameNets(const Net& expected, const Net& net, const std::string& when
   }
 }
 
+// What a fused layer reports it runs under `engine`.
+std::string FusedName(Engine engine) { return engine == Engine::kGpu ? "gpu-fused" : "fused"; }
+
+// Every BatchNorm, Scale, ReLU and Eltwise of `net` (a net of this file built
+// with fusion, where each of them is fused) reports FusedName(engine), the
+// ReLU too: a layer left apart would still compute the same answers, so the
+// comparisons with the reference alone cannot tell.
+void ExpectEveryLayerFused(const Net& net, Engine engine) {
+  int checked = 0;
+  for (const auto& layer : net.layers()) {
+    if (!layer->Is("BatchNorm") && !layer->Is("Scale") && !layer->Is("ReLU") &&
+        !layer->Is("Eltwise")) {
+      continue;
+    }
+    EXPECT_EQ(layer->Implementation(), FusedName(engine))
+        << layer->type() << " '" << layer->name() << "'";
+    ++checked;
+  }
+  EXPECT_GE(checked, 2) << "no fused group in the net";
+}
+
 // Three SGD steps (the last accumulating two forward-backward passes, as
 // iter_size 2 does) on `net` and on the reference engine's net, from the
-// same weights and inputs, compared after every pass.
+// same weights and inputs, compared after every pass. With `fuse`, first
+// ExpectEveryLayerFused.
 // `expected_engine`: the reference engine, or the fast one apart where the
 // convolutions' own differences between engines would hide the fused layers'.
 void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse,
@@ -134,6 +158,7 @@ void ExpectTrainsAsReference(const std::string& text, Engine engine, bool fuse,
   auto net = Build(text, engine, fuse);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
+  if (fuse) ExpectEveryLayerFused(*net, engine);
   CopyWeights(*reference, *net);
   for (int step = 0; step < 3; ++step) {
     reference->ClearParamDiffs();
@@ -291,7 +316,7 @@ layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' top: 'loss' }
   auto net = Build(text, engine, true);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
-  ASSERT_TRUE(net->layer_by_name("bn")->fused());
+  ExpectEveryLayerFused(*net, engine);
   CopyWeights(*reference, *net);
   for (Net* n : {reference.get(), net.get()}) {
     FillInputs(*n, 3);
@@ -324,7 +349,7 @@ void ExpectGlobalStatisticsMatch(const std::string& text, Engine engine) {
   auto net = Build(text, engine, true, caffe::TEST);
   ASSERT_NE(reference, nullptr);
   ASSERT_NE(net, nullptr);
-  ASSERT_TRUE(net->layer_by_name("bn")->fused());
+  ExpectEveryLayerFused(*net, engine);
   CopyWeights(*trained, *reference);
   CopyWeights(*trained, *net);
   for (Net* n : {reference.get(), net.get()}) {
@@ -561,10 +586,11 @@ TEST(BatchNormScaleFusionTest, ResNet50FusesEveryPairAndEveryRelu) {
 
 TEST(BatchNormScaleFusionTest, GpuTrainsAsTheReference) {
   PSTRAIN_SKIP_WITHOUT_GPU();
-  auto net = Build(NetText(kScaleWithBias), Engine::kGpu, true);
+  auto net = Build(NetText(kScaleWithBias, kRelu), Engine::kGpu, true);
   ASSERT_NE(net, nullptr);
-  EXPECT_EQ(net->layer_by_name("bn")->Implementation(), "gpu-fused");
-  EXPECT_EQ(net->layer_by_name("scale")->Implementation(), "gpu-fused");
+  for (const char* layer : {"bn", "scale", "relu"}) {
+    EXPECT_EQ(net->layer_by_name(layer)->Implementation(), "gpu-fused") << layer;
+  }
   ExpectTrainsAsReference(NetText(kScaleWithBias), Engine::kGpu, true);
   ExpectTrainsAsReference(NetText(kScaleWithoutBias), Engine::kGpu, true);
   ExpectTrainsAsReference(

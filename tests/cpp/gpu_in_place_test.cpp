@@ -69,7 +69,17 @@ void ExpectGpuMatchesCpu(bool fuse) {
   auto gpu = Build(Engine::kGpu, caffe::TRAIN, fuse);
   ASSERT_NE(cpu, nullptr);
   ASSERT_NE(gpu, nullptr);
-  EXPECT_EQ(gpu->layer_by_name("bn")->Implementation(), fuse ? "gpu-fused" : "gpu");
+  // Each in-place layer runs its engine's path: on the GPU "gpu", or
+  // "gpu-fused" for BatchNorm, Scale and ReLU when fused (the ReLU included:
+  // apart it would give the same answers); on the CPU "fused" then.
+  for (const char* layer : {"bn", "scale", "relu"}) {
+    EXPECT_EQ(gpu->layer_by_name(layer)->Implementation(), fuse ? "gpu-fused" : "gpu") << layer;
+    EXPECT_EQ(cpu->layer_by_name(layer)->Implementation() == "fused", fuse) << layer;
+  }
+  EXPECT_EQ(gpu->layer_by_name("drop")->Implementation(), "gpu");
+  for (const char* layer : {"conv", "ip", "loss"}) {
+    EXPECT_TRUE(gpu->layer_by_name(layer)->HasGpuPath()) << layer;
+  }
   caffe::NetParameter weights;
   cpu->ToProto(&weights);
   ASSERT_TRUE(gpu->CopyTrainedLayersFrom(weights, "the CPU net").ok());

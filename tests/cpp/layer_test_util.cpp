@@ -194,6 +194,30 @@ void ExpectEnginesAgree(const std::string& prototxt_layer,
     ExpectBlobsNear(layers[0]->blobs()[p]->cpu_diff(), layers[1]->blobs()[p]->cpu_diff(),
                     layers[0]->blobs()[p]->count(), tolerance, "param diff " + std::to_string(p));
   }
+  ExpectRanItsEngine(*layers[1]);
+}
+
+void ExpectRanItsEngine(const Layer& layer) {
+  const std::string ran = layer.Implementation();
+  const std::string what = std::string(layer.type()) + " '" + layer.name() + "' ran '" + ran + "'";
+  switch (layer.engine()) {
+    case Engine::kReference:
+      EXPECT_EQ(ran, "reference") << what;
+      return;
+    case Engine::kFast:
+      EXPECT_TRUE(layer.HasFastPath()) << what << ": it has no fast path";
+      EXPECT_NE(ran, "reference") << what << ": the fast engine ran the reference path";
+      return;
+    case Engine::kGpu: {
+      EXPECT_TRUE(layer.HasGpuPath())
+          << what << ": it has no GPU path, so the GPU engine ran its CPU path";
+      const std::vector<std::string> cpu = layer.CpuImplementations();
+      EXPECT_TRUE(ran != "reference" && std::find(cpu.begin(), cpu.end(), ran) == cpu.end())
+          << what << ": a CPU implementation under the GPU engine";
+      EXPECT_EQ(ran, layer.GpuImplementation()) << what;
+      return;
+    }
+  }
 }
 
 }  // namespace pstrain::testing

@@ -9,7 +9,8 @@
 //    random w (so every top element's gradient path is exercised).
 //  - ExpectEnginesAgree: runs the same layer on the reference path and on
 //    another engine (fast by default) from the same inputs and params and
-//    compares tops and all gradients.
+//    compares tops and all gradients, and checks the second engine ran its
+//    own path (ExpectRanItsEngine, Layer::Implementation()).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -114,10 +115,19 @@ void CheckGradients(Layer& layer, const BlobVec& bottom, const BlobVec& top,
 // first, feeds the same bottoms, and compares top data, bottom diffs and
 // param diffs. `fill` fills the bottoms (called on each engine's copy with
 // the same blobs). With engine kGpu and no device the test is skipped.
+// Then ExpectRanItsEngine on the second layer: a layer without a path of its
+// own for `engine` would compare the reference with itself.
 void ExpectEnginesAgree(const std::string& prototxt_layer,
                         const std::vector<std::vector<int>>& bottom_shapes,
                         const std::function<void(const BlobVec&)>& fill, float tolerance = 1e-4f,
                         int num_tops = 1, Engine engine = Engine::kFast);
+
+// What `layer` reports it ran (Layer::Implementation()) is its engine's own
+// path: "reference" under kReference; under kFast a fast path, not
+// "reference"; under kGpu a GPU path (HasGpuPath()), its GpuImplementation()
+// and none of its CPU implementations' names. Read after a Forward/Backward
+// (Convolution names its cuDNN API once it ran).
+void ExpectRanItsEngine(const Layer& layer);
 
 // Element-wise |a-b| <= tol * max(1, |a|, |b|).
 void ExpectBlobsNear(const float* a, const float* b, int64_t n, float tol,
