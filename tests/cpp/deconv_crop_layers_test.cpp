@@ -33,6 +33,10 @@ struct Rig {
     for (const Shape& s : shapes) BlobSet::FillGaussian(bottoms.Add(s), 3 + bottoms.size());
     for (int t = 0; t < num_tops; ++t) tops.Add({});
     layer = MakeLayer(text, engine);
+    // The GPU engine's instances test the layer's GPU path, not its CPU one.
+    if (engine == Engine::kGpu) {
+      EXPECT_TRUE(layer->HasGpuPath()) << layer->type();
+    }
     return layer->SetUp(bottoms.vec(), tops.vec());
   }
   std::vector<float> Top(int i = 0) const {
@@ -49,7 +53,7 @@ std::string SetUpError(const std::string& text, const std::vector<Shape>& shapes
 
 template <typename EngineTag>
 class DeconvolutionLayerTest : public LayerEngineTest<EngineTag> {};
-TYPED_TEST_SUITE(DeconvolutionLayerTest, LayerEnginesWithGpu);
+TYPED_TEST_SUITE(DeconvolutionLayerTest, LayerEnginesWithGpu, EngineTagName);
 
 TYPED_TEST(DeconvolutionLayerTest, OutputShapesAndParams) {
   Rig rig;
@@ -180,7 +184,7 @@ TEST(DeconvolutionEnginesTest, FastAndGpuAgreeWithReference) {
 
 template <typename EngineTag>
 class CropLayerTest : public LayerEngineTest<EngineTag> {};
-TYPED_TEST_SUITE(CropLayerTest, LayerEnginesWithGpu);
+TYPED_TEST_SUITE(CropLayerTest, LayerEnginesWithGpu, EngineTagName);
 
 TYPED_TEST(CropLayerTest, ForwardHandComputed) {
   Rig rig;

@@ -42,6 +42,15 @@ struct GpuEngine {
 };
 using LayerEngines = ::testing::Types<ReferenceEngine, FastEngine>;
 using LayerEnginesWithGpu = ::testing::Types<ReferenceEngine, FastEngine, GpuEngine>;
+// Names a typed suite's instances by engine ("Suite/Gpu.Test", not
+// "Suite/2.Test"): TYPED_TEST_SUITE(Suite, LayerEnginesWithGpu, EngineTagName),
+// so that the GPU tests' filter ('*Gpu*', bench/gpu_check.sh) selects them.
+struct EngineTagName {
+  template <typename EngineTag>
+  static std::string GetName(int) {
+    return EngineTag::kName;
+  }
+};
 
 // Without a CUDA device (or in a build without CUDA): records a skip of the
 // current test with DeviceSummary() as the reason and returns true; the

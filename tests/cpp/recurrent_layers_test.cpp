@@ -23,6 +23,10 @@ struct Rig {
     for (const Shape& s : shapes) BlobSet::FillGaussian(bottoms.Add(s), 3 + bottoms.size());
     for (int t = 0; t < num_tops; ++t) tops.Add({});
     layer = MakeLayer(text, engine);
+    // The GPU engine's instances test the layer's GPU path, not its CPU one.
+    if (engine == Engine::kGpu) {
+      EXPECT_TRUE(layer->HasGpuPath()) << layer->type();
+    }
     return layer->SetUp(bottoms.vec(), tops.vec());
   }
   std::vector<float> Top(int i = 0) const {
@@ -42,7 +46,7 @@ double Sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 template <typename EngineTag>
 class RecurrentLayersTest : public LayerEngineTest<EngineTag> {};
-TYPED_TEST_SUITE(RecurrentLayersTest, LayerEnginesWithGpu);
+TYPED_TEST_SUITE(RecurrentLayersTest, LayerEnginesWithGpu, EngineTagName);
 
 // --- LSTMUnit -------------------------------------------------------------------
 
