@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # GPU check of PSTrain on a 1-GPU machine, in one run (about 5-8 minutes):
 #   1. builds with CUDA (cmake -DPSTRAIN_WITH_CUDA=ON) into build-gpu;
-#   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*:CudnnGraph*');
+#   2. runs the GPU tests (pstrain_tests --gtest_filter='Gpu*:*Gpu*:CudnnGraph*';
+#      the typed layer suites' GPU instances are named Suite/Gpu.Test);
 #      then the Python GPU tests (tests/python/test_caffe_gpu.py: pstrain.caffe with
-#      set_mode_gpu, blob views, DLPack) when pstrain._core and numpy are there;
+#      set_mode_gpu, blob views, DLPack) when pstrain._core and numpy are there,
+#      and a pstrain.DistributedSolver job with 2 GPU workers sharing GPU 0 (bsp, an
+#      MLP over MemoryData arrays, 40 iterations): it ends ok, the weights moved and
+#      the workers held the GPU;
 #   3. trains LeNet on Fashion-MNIST with 2 GPU workers sharing GPU 0 and one
 #      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
 #      bsp) and checks the final test accuracy >= 0.89;
@@ -18,8 +22,8 @@
 #      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
 #      shared-memory rings (bench/gpu_resnet_job.py), images/s of each.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
-# line each), build.log, gpu_tests.log, lenet_job.txt, time_*.json, torch_*.json,
-# resnet_job.txt.
+# line each), build.log, gpu_tests.log, python_gpu_tests.log, distributed_solver.txt,
+# lenet_job.txt, time_*.json, torch_*.json, resnet_job.txt.
 # Exit status: 0 when every check passed, 1 otherwise (summary.txt says which).
 #
 # Data: data/fashion-mnist/{train,test}_lmdb, made here from the IDX files in
@@ -139,6 +143,97 @@ if [[ "$dry" != 1 ]]; then
     say "Python GPU tests: $(tail -1 "$out/python_gpu_tests.log")"
     grep -q ' skipped' "$out/python_gpu_tests.log" && fail "Python GPU tests skipped on a GPU machine"
     [[ $rc -eq 0 ]] || fail "Python GPU tests (exit $rc; see $out/python_gpu_tests.log)"
+  fi
+fi
+
+# --- 2c. pstrain.DistributedSolver with GPU workers (docs/python.md) -----------------
+# Two GPU workers sharing GPU $gpu (devices=[gpu, gpu]), one CPU shard, bsp: 20
+# iterations by step(), then solve() to max_iter 40. The workers held the GPU:
+# nvidia-smi lists two ps-worker processes while they wait at the step gate, or
+# (where a container hides processes) the GPU's used memory rose by 200 MiB or more.
+if [[ "$dry" != 1 ]]; then
+  core="$(ls "$build"/python/pstrain/_core*.so 2> /dev/null | head -1)"
+  if [[ -z "$core" ]] || ! python3 -c 'import numpy' 2> /dev/null; then
+    say "DistributedSolver on the GPU: not run (no $build/python/pstrain/_core*.so or numpy)"
+  else
+    PSTRAIN_BUILD_DIR="$build" PSTRAIN_CORE_DIR="$build/python/pstrain" \
+    PYTHONPATH="$root/python" timeout 240 python3 - "$out/distributed" "$gpu" \
+      > "$out/distributed_solver.txt" 2>&1 <<'PY'
+import json, pathlib, subprocess, sys, time
+import numpy as np
+import pstrain
+import pstrain.caffe as caffe
+
+out, gpu = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+out.mkdir(parents=True, exist_ok=True)
+(out / "mlp.prototxt").write_text("""name: "mlp"
+layer { name: "mem" type: "MemoryData" top: "data" top: "label"
+  memory_data_param { batch_size: 32 channels: 1 height: 4 width: 4 } }
+layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1"
+  inner_product_param { num_output: 12 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "relu" type: "ReLU" bottom: "ip1" top: "ip1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2"
+  inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+""")
+solver_path = out / "mlp_solver.prototxt"
+solver_path.write_text(f'net: "{out}/mlp.prototxt"\nbase_lr: 0.1\nmomentum: 0.9\n'
+                       'lr_policy: "fixed"\nmax_iter: 40\ndisplay: 10\nrandom_seed: 3\n'
+                       f'snapshot_after_train: false\nsnapshot_prefix: "{out}/mlp"\n')
+rng = np.random.default_rng(7)
+x = rng.standard_normal((256, 1, 4, 4)).astype(np.float32)
+y = x.reshape(256, -1)[:, :4].argmax(axis=1).astype(np.float32)
+
+
+def nvidia_smi(*query: str) -> str:
+    try:
+        q = subprocess.run(["nvidia-smi", f"--id={gpu}", *query], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return q.stdout if q.returncode == 0 else ""
+
+
+def gpu_memory_mib() -> float:
+    used = nvidia_smi("--query-gpu=memory.used", "--format=csv,noheader,nounits").split()
+    return float(used[0]) if used else float("nan")
+
+
+def workers_on_gpu() -> int:
+    apps = nvidia_smi("--query-compute-apps=pid,process_name", "--format=csv,noheader")
+    return sum("ps-worker" in line for line in apps.splitlines())
+
+
+caffe.set_mode_cpu()  # the script's own copy of the net; the workers run on the GPU
+solver = pstrain.DistributedSolver(solver_path, workers=2, devices=[gpu, gpu], mode="bsp",
+                                   output=out / "runs", overwrite=True, security="none")
+solver.set_input_arrays(x, y)
+start = {k: [b.data.copy() for b in v] for k, v in solver.net.params.items()}
+memory_before = gpu_memory_mib()
+begun = time.monotonic()
+with solver:
+    first = solver.step(20)
+    listed, memory_during = workers_on_gpu(), gpu_memory_mib()
+    last = solver.solve()
+wall = time.monotonic() - begun
+# The largest change of a parameter, relative to the largest starting value (biases start at 0).
+moved = max(float(np.max(np.abs(b.data - s))) for k, v in solver.net.params.items()
+            for b, s in zip(v, start[k])) / max(float(np.max(np.abs(s))) for v in start.values()
+                                                for s in v)
+summary = json.loads((solver.run_dir / "summary.json").read_text())
+rise = memory_during - memory_before
+held = listed >= 2 or rise >= 200
+print(f"RESULT status={summary.get('status')} iter={first.iter}+{last.iter - first.iter} "
+      f"loss={last.loss} weights_moved={moved:.3g} workers_listed={listed} "
+      f"gpu_memory_rise_mib={rise:.0f} wall_s={wall:.1f}")
+ok = (summary.get("status") == "ok" and summary.get("iterations") == 40 and first.iter == 20
+      and last.iter == 40 and last.loss is not None and np.isfinite(last.loss) and moved > 1e-2
+      and held)
+sys.exit(0 if ok else 1)
+PY
+    rc=$?
+    say "DistributedSolver, 2 GPU workers on GPU $gpu, bsp: $(grep '^RESULT' "$out/distributed_solver.txt" || echo "no result") (exit $rc)"
+    [[ $rc -eq 0 ]] || fail "DistributedSolver on the GPU (see $out/distributed_solver.txt)"
   fi
 fi
 
