@@ -4,7 +4,7 @@ whose workers run on hosts 1 and 2 with a shard beside each (the hostfile
 default, cluster.server_placement: per_host; host 3 is a spare), over numpy
 arrays the run ships to the hosts (data.memory_data) and starting from the
 script's net (initial.caffemodel, shipped too). Its weights equal, bit for bit,
-those of the same script with every process on this machine."""
+those of the same script with every process on this machine (one shard)."""
 from __future__ import annotations
 
 import json
@@ -57,6 +57,7 @@ def write_job(tmp: pathlib.Path, name: str, hosts=None) -> pathlib.Path:
         hostfile = tmp / "hosts"
         hostfile.write_text("".join(f"{hosts.address(i)} slots=1\n" for i in (1, 2, 3)))
         job["cluster"].update(hosts="hostfile", hostfile=str(hostfile))
+        del job["cluster"]["servers"]          # per_host's default: one shard a worker host
         job["remote"] = {"ssh_options": ["-F", str(hosts.ssh_config)],
                          "workdir": str(tmp / "on-host-{host}" / "{name}")}
     path = tmp / f"{name}.yaml"
