@@ -100,11 +100,11 @@ class DistributedSolver:
                  output: str | os.PathLike = "runs", overwrite: bool = False,
                  quiet: bool = True, **sections: Any):
         data = _job_dict(solver, workers=workers, servers=servers, devices=devices, mode=mode,
-                         staleness=staleness, hosts=hosts, name=name, output=output,
-                         sections=sections)
+                         staleness=staleness, hosts=hosts, weights=weights, name=name,
+                         output=output, sections=sections)
         source = f"DistributedSolver({os.fspath(solver)!r})"
         config = parse_job(data, source, pathlib.Path.cwd())
-        self._setup(Job(config, source=source, step_gate=True), weights, overwrite=overwrite,
+        self._setup(Job(config, source=source, step_gate=True), overwrite=overwrite,
                     quiet=quiet, resume=False)
 
     @classmethod
@@ -115,14 +115,13 @@ class DistributedSolver:
         data = apply_overrides(load_yaml(path), overrides, str(path))
         config = parse_job(data, str(path), path.resolve().parent)
         self = cls.__new__(cls)
-        self._setup(Job(config, source=str(path), step_gate=True), None, overwrite=overwrite,
+        self._setup(Job(config, source=str(path), step_gate=True), overwrite=overwrite,
                     quiet=quiet, resume=False)
         return self
 
     # -- set-up --------------------------------------------------------------
 
-    def _setup(self, job: Job, weights: Any, *, overwrite: bool, quiet: bool,
-               resume: bool) -> None:
+    def _setup(self, job: Job, *, overwrite: bool, quiet: bool, resume: bool) -> None:
         from . import caffe  # the compiled engine: only a DistributedSolver needs it here
         self._caffe = caffe
         self._job = job
@@ -164,9 +163,9 @@ class DistributedSolver:
         self._solver_text = SolverText.read(solver_file)
         caffe.init_log(1)
         self._local = caffe.get_solver(str(solver_file))
-        # The job's weights (its weights:, else the solver's own), then weights=:
-        # worker 0 starts from this net, whatever the script does to it first.
-        for w in list(plan.initial_weights) + _weight_files(weights):
+        # The job's weights (weights= or its weights:, else the solver's own): worker 0
+        # starts from this net, whatever the script does to it first.
+        for w in plan.initial_weights:
             self._local.net.copy_from(str(w))
 
     # -- caffe.Solver's interface ---------------------------------------------
@@ -544,22 +543,6 @@ def _stop_all() -> None:
             pass
 
 
-def _weight_files(weights: Any) -> list[pathlib.Path]:
-    if weights is None or weights == []:
-        return []
-    if isinstance(weights, str):
-        names = weights.split(",")
-    elif isinstance(weights, os.PathLike):
-        names = [weights]
-    else:
-        names = list(weights)
-    files = [pathlib.Path(os.fspath(n).strip()) for n in names]
-    for f in files:
-        if not f.is_file():
-            raise FileNotFoundError(f"weights: {f}: no such file")
-    return files
-
-
 def _npy_file(array, path: pathlib.Path) -> pathlib.Path:
     """The .npy file that holds `array`: its own file when it is np.load's memory
     map of a whole C-order .npy, else one written (privately) at `path`."""
@@ -578,8 +561,8 @@ def _npy_file(array, path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def _job_dict(solver, *, workers, servers, devices, mode, staleness, hosts, name, output,
-              sections: dict[str, Any]) -> dict[str, Any]:
+def _job_dict(solver, *, workers, servers, devices, mode, staleness, hosts, weights, name,
+              output, sections: dict[str, Any]) -> dict[str, Any]:
     """The job file a DistributedSolver's keywords say."""
     solver = pathlib.Path(os.fspath(solver))
     gpus = _devices(devices)
@@ -597,6 +580,9 @@ def _job_dict(solver, *, workers, servers, devices, mode, staleness, hosts, name
         consistency["staleness"] = 0
     data: dict[str, Any] = {"name": name or solver.stem, "solver": str(solver.resolve()),
                             "output": str(pathlib.Path(os.fspath(output)).resolve())}
+    if weights is not None:    # the job's weights: (Caffe's -weights syntax, checked by the plan)
+        data["weights"] = (os.fspath(weights) if isinstance(weights, (str, os.PathLike))
+                           else [os.fspath(w) for w in weights])
     for key, value in sections.items():
         if key in ("cluster", "consistency") and isinstance(value, dict):
             (cluster if key == "cluster" else consistency).update(value)
