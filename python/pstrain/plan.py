@@ -400,7 +400,7 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
                 resume_manifest=resume_manifest, initial_weights=initial_weights,
                 warnings=warnings, step_gate=step_gate,
                 initial_model=initial_model if resume_manifest is None else None)
-    # transport.host_aggregation: refused here, before anything starts
+    # Host aggregation pushes each host's dense sum: sufficient factors are off then.
     if plan.host_groups() is not None and job.transport.sufficient_factors:
         plan.warnings.append(f"{source}: transport.sufficient_factors: off (host aggregation "
                              f"pushes each host's dense sum; transport.host_aggregation: false "
