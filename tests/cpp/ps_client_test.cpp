@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -326,6 +327,8 @@ class FakeServerTest : public PsClientTest {
                                           {}})
             .ok());
   }
+
+  std::string PullAnsweredWith(const std::function<void(OutMessage&)>& edit);
   std::unique_ptr<transport::Channel> router_;
 };
 
@@ -368,58 +371,52 @@ TEST_F(FakeServerTest, AServerWithoutSixteenBitPullsIsRefusedAtHello) {
   answer.join();
 }
 
-// A reply in another encoding than the one granted is an error, and nothing
-// of it is copied into the blobs.
-TEST_F(FakeServerTest, APullReplyInAnotherEncodingIsAnError) {
+// A client of this fixture says HELLO and pulls iteration 0; the fake shard
+// answers chunk 1 with `reply` (made by `edit` from a plain reply: version 0,
+// 3 chunks in all). Returns WaitPull's message; no value reached the blobs.
+std::string FakeServerTest::PullAnsweredWith(const std::function<void(OutMessage&)>& edit) {
   auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
-  ASSERT_TRUE(client);
-  std::thread answer([this] {
+  EXPECT_TRUE(client);
+  if (!client) return "";
+  std::thread answer([&] {
     AckHello();
     const transport::Origin server{pstrain::SERVER, 0, 0};
     transport::InMessage pull = Next(pstrain::PULL);
     OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
     reply.header.set_version(0);
     reply.header.set_reply_chunks_total(3);
-    reply.header.set_dtype(pstrain::FLOAT16);
-    transport::AddChunk(reply.header, 1, 2);
-    reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(1, 9.f)));
-    ASSERT_TRUE(router_->Send(pull.peer, std::move(reply)).ok());
+    edit(reply);
+    EXPECT_TRUE(router_->Send(pull.peer, std::move(reply)).ok());
   });
   int64_t clock = 0;
-  ASSERT_TRUE(client->Hello(&clock).ok());
-  ASSERT_TRUE(client->Pull(0).ok());
+  EXPECT_TRUE(client->Hello(&clock).ok());
+  EXPECT_TRUE(client->Pull(0).ok());
   int64_t version = 0;
-  EXPECT_EQ(client->WaitPull(&version, nullptr).message(),
+  std::string message = client->WaitPull(&version, nullptr).message();
+  answer.join();
+  EXPECT_EQ(w_.cpu_data()[4], kInitial[4]);  // nothing was copied in
+  return message;
+}
+
+// A reply in another encoding than the one granted is an error.
+TEST_F(FakeServerTest, APullReplyInAnotherEncodingIsAnError) {
+  EXPECT_EQ(PullAnsweredWith([](OutMessage& reply) {
+              reply.header.set_dtype(pstrain::FLOAT16);
+              transport::AddChunk(reply.header, 1, 2);
+              reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(1, 9.f)));
+            }),
             "server 0 (" + router_->endpoint() +
                 ") sent a FLOAT16 pull reply, this worker pulls in FLOAT32");
-  answer.join();
-  EXPECT_EQ(w_.cpu_data()[4], kInitial[4]);
 }
 
 TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {
-  auto client = MustConnect(ClientOptions(router_->endpoint(), ConsistencyMode::kBsp));
-  ASSERT_TRUE(client);
-  std::thread answer([this] {
-    AckHello();
-    const transport::Origin server{pstrain::SERVER, 0, 0};
-    transport::InMessage pull = Next(pstrain::PULL);
-    // Chunk 1 holds 2 values; this reply claims 3.
-    OutMessage reply{transport::ReplyHeader(server, pull.header, pstrain::PULL_REPLY), {}};
-    reply.header.set_version(0);
-    reply.header.set_reply_chunks_total(3);
-    transport::AddChunk(reply.header, 1, 3);
-    reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(3, 9.f)));
-    ASSERT_TRUE(router_->Send(pull.peer, std::move(reply)).ok());
-  });
-  int64_t clock = 0;
-  ASSERT_TRUE(client->Hello(&clock).ok());
-  ASSERT_TRUE(client->Pull(0).ok());
-  int64_t version = 0;
-  EXPECT_EQ(client->WaitPull(&version, nullptr).message(),
+  // Chunk 1 holds 2 values; this reply claims 3.
+  EXPECT_EQ(PullAnsweredWith([](OutMessage& reply) {
+              transport::AddChunk(reply.header, 1, 3);
+              reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(3, 9.f)));
+            }),
             "server 0 (" + router_->endpoint() +
                 "): PULL_REPLY from server 0: chunk 1: header says 3 values, the chunk has 2");
-  answer.join();
-  EXPECT_EQ(w_.cpu_data()[4], kInitial[4]);  // nothing was copied in
 }
 
 }  // namespace
