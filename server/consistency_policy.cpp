@@ -4,10 +4,6 @@
 
 namespace pstrain::server {
 
-float AveragingScale(int gradients, int iter_size, float clip) {
-  return clip / static_cast<float>(gradients * iter_size);
-}
-
 ShardCore::ShardCore(ShardConfig c)
     : config(std::move(c)),
       clocks(config.num_workers),

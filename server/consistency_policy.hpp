@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ps/averaging.hpp"
 #include "common/status.hpp"
 #include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
@@ -51,10 +52,10 @@
 
 namespace pstrain::server {
 
-// clip / (gradients * iter_size): the factor that turns a sum of `gradients`
-// gradients, each accumulated over iter_size iterations, into their average
-// (times the clip factor). Every step of every policy is scaled by it.
-float AveragingScale(int gradients, int iter_size, float clip = 1.f);
+// AveragingScale (clip / (gradients * iter_size)) lives in
+// common/ps/averaging.hpp: the worker's replica of a broadcast weight scales
+// by the same function.
+using pstrain::AveragingScale;
 
 struct WorkerState {
   std::string peer;           // latest peer that said HELLO as this rank

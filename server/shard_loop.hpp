@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ps/factor_rebuild.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
 #include "common/transport/context.hpp"
@@ -44,7 +45,6 @@
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
 #include "server/shard_state.hpp"
-#include "server/sufficient_factors.hpp"
 
 namespace pstrain::server {
 

@@ -6,7 +6,7 @@
 //
 // The geometry shared by the worker that sends factors (worker/ps), the check
 // of a PUSH that carries them (common/transport/validate.cpp) and the shard
-// that rebuilds each chunk's values (server/sufficient_factors.hpp). A chunk
+// that rebuilds each chunk's values (common/ps/factor_rebuild.hpp). A chunk
 // is a contiguous range of the flattened weight: whole rows, plus partial
 // rows at its edges. docs/wire-protocol.md, "Sufficient factors".
 #pragma once

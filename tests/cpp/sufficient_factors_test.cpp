@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "common/transport/validate.hpp"
-#include "server/sufficient_factors.hpp"
+#include "common/ps/factor_rebuild.hpp"
 #include "tests/cpp/net_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/sufficient_factors.hpp"
@@ -70,7 +70,7 @@ TEST(SufficientFactorsTest, RebuildEqualsTheHandComputedProduct) {
   // One shard, chunks of 4 values: [0,4) ends mid-row 1, [4,6) is the rest of it.
   auto placement = KeyPlacement::Create({6}, 1, 16);
   ASSERT_TRUE(placement.ok());
-  server::FactorRebuild rebuild;
+  FactorRebuild rebuild;
   std::vector<float*> chunks;
   rebuild.Rebuild(FactorHeader({{0, 4}, {1, 2}}, 2, 0, 2, 3), kLeft.data(), kRight.data(),
                   placement.value(), &chunks);
@@ -84,7 +84,7 @@ TEST(SufficientFactorsTest, AShardRebuildsOnlyItsChunksFromTheColumnsItGets) {
   auto placement = KeyPlacement::Create({6}, 2, 16);
   ASSERT_TRUE(placement.ok());
   ASSERT_EQ(placement.value().chunk(1).shard, 1);
-  server::FactorRebuild rebuild;
+  FactorRebuild rebuild;
   std::vector<float*> chunks;
   rebuild.Rebuild(FactorHeader({{0, 4}}, 2, 0, 2, 3), kLeft.data(), kRight.data(),
                   placement.value(), &chunks);
@@ -194,7 +194,7 @@ void CheckCaptureOverTwoPasses(bool transpose) {
     lengths.push_back(placement.value().chunk(id).length);
   }
   ASSERT_EQ(lengths.size(), 3u);  // 7, 7, 6 values: chunks end mid-row
-  server::FactorRebuild rebuild;
+  FactorRebuild rebuild;
   std::vector<float*> chunks;
   rebuild.Rebuild(h, f.left, f.right, placement.value(), &chunks);
   const std::vector<float> rebuilt = Values(chunks, lengths);

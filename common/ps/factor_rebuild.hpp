@@ -6,7 +6,10 @@
 // like any other: the same finite check, rank-ordered bsp sum, averaging and
 // update rule (server/shard_state_push.cpp), so bsp with factors equals the
 // dense path to the rounding of the GEMM's summation order.
-// Used by the shard loop's thread only.
+// Shared by the shard (server/shard_loop.cpp) and the worker's replica of a
+// broadcast weight (common/ps/factor_replica.hpp), so both rebuild a chunk
+// with the same GEMM of the same shape: the same floats. Not thread-safe (one
+// instance per thread).
 #pragma once
 
 #include <vector>
@@ -14,7 +17,7 @@
 #include "common/ps/key_placement.hpp"
 #include "proto/pstrain.pb.h"
 
-namespace pstrain::server {
+namespace pstrain {
 
 class FactorRebuild {
  public:
@@ -30,4 +33,4 @@ class FactorRebuild {
   std::vector<float> left_columns_;         // L's columns of one chunk, contiguous
 };
 
-}  // namespace pstrain::server
+}  // namespace pstrain

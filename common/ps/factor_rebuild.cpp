@@ -1,9 +1,9 @@
-#include "server/sufficient_factors.hpp"
+#include "common/ps/factor_rebuild.hpp"
 
 #include "common/math_cpu.hpp"
 #include "common/ps/sufficient_factors.hpp"
 
-namespace pstrain::server {
+namespace pstrain {
 
 void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const float* right,
                             const KeyPlacement& placement, std::vector<float*>* chunks) {
@@ -31,4 +31,4 @@ void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const f
   }
 }
 
-}  // namespace pstrain::server
+}  // namespace pstrain
