@@ -78,6 +78,11 @@ struct DeferredPull {
   // ssp/asp: the puller's push that must be applied first (chunk by chunk),
   // -1: none (the header's after_push).
   int64_t after_push = -1;
+  // Sufficient-factor broadcasting (PULL's broadcast, history_params): the
+  // parameters answered with their step's factors, and those whose history
+  // goes with their weights (server/factor_relay.hpp).
+  std::vector<uint32_t> broadcast;
+  std::vector<uint32_t> history_params;
 };
 
 // The state the dispatcher owns and policies read and advance. Lives at one

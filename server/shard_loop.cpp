@@ -148,6 +148,8 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
         static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
     factors_.Rebuild(message.header, message.payload(0), message.payload(1), *placement,
                      &incoming.payloads);
+    incoming.factor_left = message.payload(0);
+    incoming.factor_right = message.payload(1);
     SendAll(shard_.Handle(incoming, now));
     return;
   }

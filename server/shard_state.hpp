@@ -50,6 +50,7 @@
 #include "common/transport/validate.hpp"
 #include "proto/pstrain.pb.h"
 #include "server/consistency_policy.hpp"
+#include "server/factor_relay.hpp"
 #include "server/pull_encoding.hpp"
 #include "server/shard_checkpoint.hpp"
 #include "server/shard_config.hpp"
@@ -191,6 +192,22 @@ class ShardState {
   std::string nonfinite_last_;
   Status failure_;
   std::vector<float> decoded_;  // ChunkGradient::Values() of a compressed chunk
+  // Factors kept for the relay (pushes with FactorShape.relay).
+  FactorRelayStore relay_;
+  // shard_state_relay.cpp: a push's factors kept for the relay, or why not
+  // (the message is then refused); a pull's broadcast and history checked.
+  bool KeepRelay(const Incoming& m, Out& out);
+  bool CheckBroadcastPull(const Incoming& m, Out& out);
+  // Chunk `id` is of a weight `pull` takes as factors / with its history.
+  bool InBroadcast(const DeferredPull& pull, uint32_t id) const;
+  bool InHistory(const DeferredPull& pull, uint32_t id) const;
+  // Every chunk here of chunk `id`'s weight is `ready`: they go together, as one relay.
+  bool WeightReady(uint32_t id, const std::function<bool(int)>& ready) const;
+  // Adds to `o` (a reply to `pull` whose chunks `sent` (local indices) go in
+  // it) the history frames and relays the pull asked for; `o`'s payloads
+  // hold only its chunk frames on entry. Error: a relay's factors are missing.
+  Status AddHistoryAndRelay(const DeferredPull& pull, const std::vector<int>& relayed,
+                            const std::vector<int>& sent, Outgoing& o);
 };
 
 // Chunk i of a PUSH as it travelled (its header's dtype, its frame).

@@ -24,9 +24,12 @@ void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
     OnControlPull(m, out);
     return;
   }
+  if (!CheckBroadcastPull(m, out)) return;
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
   deferred_.push_back(DeferredPull{
       m.peer, h.sender(), h.clock(), now, now, {}, 0, h.has_after_push() ? h.after_push() : -1});
+  deferred_.back().broadcast.assign(h.broadcast().begin(), h.broadcast().end());
+  deferred_.back().history_params.assign(h.history_params().begin(), h.history_params().end());
 }
 
 void ShardState::OnControlPull(const Incoming& m, Out& out) {
@@ -98,8 +101,7 @@ void ShardState::ServeReadyPulls(Out& out) {
       }
       const bool partly_sent = pull.sent_count > 0;
       const size_t before = out.size();
-      if (answer(pull, [](int) { return true; }) && partly_sent &&
-          out.back().header.chunks_size() == 0) {
+      if (answer(pull, [](int) { return true; }) && partly_sent && out.back().payloads.empty()) {
         out.resize(before);  // nothing left to send
       }
       deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -150,9 +152,17 @@ Result<Outgoing> ShardState::PullReply(DeferredPull& pull, const std::function<b
   if (dtype != pstrain::FLOAT32) o.header.set_dtype(dtype);
   pull.sent.resize(static_cast<size_t>(store.num_chunks()), 0);
   std::vector<int> sent;
+  std::vector<int> relayed;  // broadcast chunks: answered by their factors
   for (int c = 0; c < store.num_chunks(); ++c) {
     if (pull.sent[static_cast<size_t>(c)] || !ready(c)) continue;
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
+    if (InBroadcast(pull, id)) {
+      if (!WeightReady(id, ready)) continue;
+      relayed.push_back(c);
+      // Also in history_params: the weights and history go too (the
+      // worker checks its replica against them).
+      if (!InHistory(pull, id)) continue;
+    }
     std::shared_ptr<const std::vector<float>> weights = store.Snapshot(id);
     transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
     if (dtype == pstrain::FLOAT32) {
@@ -166,6 +176,12 @@ Result<Outgoing> ShardState::PullReply(DeferredPull& pull, const std::function<b
     // the worker computed on these rounded, within half a 16-bit step).
     policy_->Served(pull.worker, c, weights);
     sent.push_back(c);
+  }
+  if (!pull.broadcast.empty() || !pull.history_params.empty()) {
+    PSTRAIN_RETURN_IF_ERROR(AddHistoryAndRelay(pull, relayed, sent, o));
+  }
+  for (int c : relayed) {
+    if (std::find(sent.begin(), sent.end(), c) == sent.end()) sent.push_back(c);
   }
   for (int c : sent) pull.sent[static_cast<size_t>(c)] = 1;
   pull.sent_count += static_cast<int>(sent.size());

@@ -35,6 +35,7 @@ void ShardState::OnPush(const Incoming& m, Out& out) {
     Reject(m, why, out);
     return;
   }
+  if (h.has_factors() && h.factors().relay() && !KeepRelay(m, out)) return;
   WorkerState& worker = core.workers[static_cast<size_t>(w)];
   const float scale = policy_->PushScale(h);
   for (int i = 0; i < h.chunks_size(); ++i) {

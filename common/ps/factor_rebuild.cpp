@@ -5,6 +5,20 @@
 
 namespace pstrain {
 
+void FactorProduct(const float* left, const float* right, int64_t rows, int64_t samples,
+                   int64_t cols, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out + r * cols;
+    const float l0 = left[r];
+    for (int64_t j = 0; j < cols; ++j) o[j] = l0 * right[j];
+    for (int64_t s = 1; s < samples; ++s) {
+      const float l = left[s * rows + r];
+      const float* rs = right + s * cols;
+      for (int64_t j = 0; j < cols; ++j) o[j] += l * rs[j];
+    }
+  }
+}
+
 void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const float* right,
                             const KeyPlacement& placement, std::vector<float*>* chunks) {
   const pstrain::FactorShape& f = h.factors();
@@ -25,8 +39,7 @@ void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const f
     // G[rows, :] = L[:, rows]^T R: (rows x samples) (samples x cols).
     std::vector<float>& out = values_[static_cast<size_t>(i)];
     out.resize(static_cast<size_t>(rows.count() * cols));
-    CpuGemm(Trans::kYes, Trans::kNo, static_cast<int>(rows.count()), static_cast<int>(cols),
-            static_cast<int>(samples), 1.f, left_columns_.data(), right, 0.f, out.data());
+    FactorProduct(left_columns_.data(), right, rows.count(), samples, cols, out.data());
     chunks->push_back(out.data() + (c.offset - rows.begin * cols));
   }
 }

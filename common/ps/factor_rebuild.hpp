@@ -8,16 +8,29 @@
 // dense path to the rounding of the GEMM's summation order.
 // Shared by the shard (server/shard_loop.cpp) and the worker's replica of a
 // broadcast weight (common/ps/factor_replica.hpp), so both rebuild a chunk
-// with the same GEMM of the same shape: the same floats. Not thread-safe (one
-// instance per thread).
+// with the same product of the same shape: the same floats. The product is
+// FactorProduct, a loop with one fixed order of float operations, not BLAS:
+// OpenBLAS's result depends on its thread count (its tiling puts some values
+// at tile edges, summed otherwise) and on the CPU kernel it picks, which
+// differ between a shard and a worker process, and between hosts. Not
+// thread-safe (one instance per thread).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "common/ps/key_placement.hpp"
 #include "proto/pstrain.pb.h"
 
 namespace pstrain {
+
+// out (rows x cols) = left^T right, left samples x rows, right samples x
+// cols, row-major: out[r][j] = left[0][r] * right[0][j] + left[1][r] *
+// right[1][j] + ... in sample order, each product and sum rounded to float
+// (no fused multiply-add: the build targets baseline x86-64 with ISO C++'s
+// contraction off), so every build of it gives the same floats.
+void FactorProduct(const float* left, const float* right, int64_t rows, int64_t samples,
+                   int64_t cols, float* out);
 
 class FactorRebuild {
  public:

@@ -69,9 +69,16 @@ class Frame {
 };
 
 // The payload frames a message with `header` has: one per header chunk, or
-// two for a PUSH of sufficient factors (Header.factors: left and right).
+// two for a PUSH of sufficient factors (Header.factors: left and right); a
+// PULL_REPLY adds its history frames (history_slots per history chunk) and
+// its relayed factors' (L, and R where `right`): docs/wire-protocol.md.
 inline size_t PayloadFrames(const pstrain::Header& header) {
-  return header.has_factors() ? 2 : static_cast<size_t>(header.chunks_size());
+  if (header.has_factors()) return 2;
+  size_t frames = static_cast<size_t>(header.chunks_size()) +
+                  static_cast<size_t>(header.history_slots()) *
+                      static_cast<size_t>(header.history_chunks_size());
+  for (const pstrain::RelayedFactors& r : header.relay()) frames += r.right() ? 2 : 1;
+  return frames;
 }
 
 // What a channel sends. REQUIRES (checked by Channel::Send): PayloadFrames(header)

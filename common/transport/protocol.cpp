@@ -209,7 +209,8 @@ std::vector<OutMessage> SplitMessage(OutMessage message, size_t part_bytes) {
   for (const Payload& p : message.payloads) bytes.push_back(p.bytes());
   const std::vector<size_t> starts = PartStarts(bytes, part_bytes);
   std::vector<OutMessage> parts;
-  if (starts.size() < 2) {
+  // Frames other than one per chunk (factors, history, a relay) go whole.
+  if (starts.size() < 2 || PayloadFrames(message.header) != message.header.chunks_size() + 0u) {
     parts.push_back(std::move(message));
     return parts;
   }

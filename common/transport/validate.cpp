@@ -4,6 +4,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/ps/factor_relay.hpp"
 #include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/gradient_codec.hpp"
@@ -58,9 +59,22 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
       return Status::InvalidArgument("factors: " + to_string(message.frames.size()) +
                                      " payload frames follow, a PUSH with factors has 2");
     }
-  } else if (static_cast<size_t>(h.chunks_size()) != message.frames.size()) {
-    return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) + " chunks but " +
+  } else if (PayloadFrames(h) != message.frames.size()) {
+    if (PayloadFrames(h) == static_cast<size_t>(h.chunks_size())) {
+      return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) +
+                                     " chunks but " + to_string(message.frames.size()) +
+                                     " payload frames follow");
+    }
+    return Status::InvalidArgument("header lists " + to_string(h.chunks_size()) + " chunks, " +
+                                   to_string(h.history_chunks_size()) + " history chunks and " +
+                                   to_string(h.relay_size()) + " relayed factors, but " +
                                    to_string(message.frames.size()) + " payload frames follow");
+  }
+  {
+    std::vector<size_t> frame_bytes;
+    for (const auto& f : message.frames) frame_bytes.push_back(f.size());
+    PSTRAIN_RETURN_IF_ERROR(
+        CheckRelay(h, frame_bytes, rules.placement, rules.shard, rules.num_workers));
   }
   if (rules.placement != nullptr) {
     PSTRAIN_RETURN_IF_ERROR(CheckChunkList(h, *rules.placement, rules.shard, false));

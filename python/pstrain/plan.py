@@ -280,6 +280,13 @@ class Plan:
             cmd += ["--pull-compression", j.transport.pull_compression]
         if j.transport.sufficient_factors:
             cmd.append("--sufficient-factors")
+        if j.transport.factor_broadcast:
+            # The replica is compared with the shards' weights at every snapshot.
+            snapshot = _int_field(SolverText(self.run_dir / "solver.prototxt",
+                                             self.solver_text.splitlines()), "snapshot", 0)
+            cmd.append("--factor-broadcast")
+            if snapshot > 0:
+                cmd += ["--factor-verify-interval", str(snapshot)]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -401,6 +408,10 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
                 warnings=warnings, step_gate=step_gate,
                 initial_model=initial_model if resume_manifest is None else None)
     # Host aggregation pushes each host's dense sum: sufficient factors are off then.
+    if plan.host_groups() is not None and job.transport.factor_broadcast:
+        raise JobError(f"{source}: transport.sufficient_factors: broadcast needs each worker's "
+                       f"own factors, host aggregation pushes each host's dense sum "
+                       f"(set transport.host_aggregation: false)")
     if plan.host_groups() is not None and job.transport.sufficient_factors:
         plan.warnings.append(f"{source}: transport.sufficient_factors: off (host aggregation "
                              f"pushes each host's dense sum; transport.host_aggregation: false "
@@ -425,6 +436,21 @@ def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
         why.append("GPU workers push dense gradients")
     for reason in why:
         warnings.append(f"{source}: transport.sufficient_factors: off ({reason})")
+    if not job.transport.factor_broadcast:
+        return
+    # The relay reproduces one plain bsp step per iteration (server/factor_relay.hpp).
+    refuse = list(why)
+    if c.mode != "bsp":
+        refuse.append(f"mode {c.mode}: only bsp steps are the same for every worker")
+    if clip and float(clip[-1]) >= 0:
+        refuse.append("clip_gradients scales a step by every shard's norm")
+    if c.backup_workers:
+        refuse.append("backup workers drop some workers' factors")
+    if job.cluster.server_device != "cpu":
+        refuse.append("the relay needs CPU shards (cluster.server_device: cpu)")
+    if refuse:
+        raise JobError(f"{source}: transport.sufficient_factors: broadcast is not possible here "
+                       f"({'; '.join(refuse)}); use push")
 
 
 def _initial_weights(job: JobConfig, source: str, solver: SolverText,

@@ -11,6 +11,7 @@
 #include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
+#include "worker/ps/factor_broadcast.hpp"
 
 namespace pstrain {
 
@@ -268,6 +269,7 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
   rules.num_servers = static_cast<int>(channels_.size());
   rules.placement = &placement_;
   rules.shard = static_cast<int>(k);
+  rules.num_workers = options_.world_size;  // a factor relay's worker count
   if (Status s = transport::Validate(message, rules); !s.ok()) {
     return s.WithContext(ServerName(k) + ": " + transport::Describe(message));
   }
@@ -368,12 +370,14 @@ Status PsClient::Pull(int64_t clock) {
   pull_missing_.assign(channels_.size(), 0);
   pull_version_.assign(channels_.size(), INT64_MIN);
   pull_files_.assign(channels_.size(), "");
+  if (factor_broadcast_ != nullptr) factor_broadcast_->BeginPull(clock);
   for (size_t k = 0; k < channels_.size(); ++k) {
     if (!shard_has_chunks_[k]) continue;
     const int64_t chunks =
         static_cast<int64_t>(placement_.shard_chunks(static_cast<int>(k)).size());
     pull_missing_[k] = chunks;
     OutMessage m{transport::PullHeader(origin(), clock), {}};
+    if (factor_broadcast_ != nullptr) factor_broadcast_->AddToPull(&m.header);
     // On the pull connection, the request reaches the shard while this
     // worker's last push may still be on the wire (on the other connection),
     // and the reply's parts travel back as that push's parts are applied.
@@ -432,6 +436,17 @@ Status PsClient::AcceptPullReply(int shard, const InMessage& reply) {
     }
   }
   pull_missing_[k] -= reply.header.chunks_size();
+  if (reply.header.relay_size() > 0 || reply.header.history_chunks_size() > 0) {
+    if (factor_broadcast_ == nullptr) {
+      return Status::InvalidArgument(server + " sent factors or history no pull asked for");
+    }
+    PSTRAIN_RETURN_IF_ERROR(factor_broadcast_->Accept(shard, server, reply));
+    for (uint32_t id : reply.header.relayed_chunks()) {  // answered by their factors
+      if (pull_arrived_[id]) continue;  // also sent as values (a verification)
+      pull_arrived_[id] = 1;
+      --pull_missing_[k];
+    }
+  }
   pull_version_[k] = std::max(pull_version_[k], reply.header.version());
   if (!reply.header.text().empty()) pull_files_[k] = reply.header.text();
   return Status::Ok();
@@ -457,6 +472,7 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
     }
   }
   pull_outstanding_ = false;
+  if (factor_broadcast_ != nullptr) PSTRAIN_RETURN_IF_ERROR(factor_broadcast_->Finish());
   PSTRAIN_RETURN_IF_ERROR(WaitDiffsReleased());  // the caller writes the diffs next
   int64_t smallest = INT64_MAX;
   for (size_t k = 0; k < pull_version_.size(); ++k) {
@@ -554,7 +570,8 @@ void PsClient::NotePushed(size_t k, int64_t clock, const std::vector<uint32_t>& 
   }
 }
 
-Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors& factors) {
+Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors& factors,
+                             bool relay) {
   PSTRAIN_RETURN_IF_ERROR(NeedsWorker("PUSH"));
   const Blob& blob = *params_[static_cast<size_t>(param_id)].blob;
   const int64_t rows = blob.shape(0);
@@ -575,6 +592,7 @@ Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors&
     shape->set_row_begin(static_cast<uint32_t>(span.begin));
     shape->set_row_end(static_cast<uint32_t>(span.end));
     shape->set_cols(static_cast<uint32_t>(cols));
+    if (relay) shape->set_relay(true);
     for (uint32_t id : ids) {
       transport::AddChunk(m.header, id, static_cast<uint64_t>(placement_.chunk(id).length));
     }

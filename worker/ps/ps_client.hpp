@@ -68,6 +68,8 @@
 namespace pstrain {
 
 // A parameter the servers hold: its blob (data pulled into, diff pushed from).
+class FactorBroadcast;  // worker/ps/factor_broadcast.hpp
+
 struct PsParam {
   std::string name;
   Blob* blob = nullptr;
@@ -177,7 +179,9 @@ class PsClient {
   // read): each shard holding chunks of it gets one PUSH with Header.factors,
   // the columns of left its chunks' rows need and all of right (copied before
   // it returns). REQUIRES: the param's blob has at least one axis.
-  Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors);
+  // relay: the shards keep the factors for the factor relay (FactorShape.relay).
+  Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors,
+                     bool relay = false);
   // Waits until every push is acknowledged (and ZeroMQ let go of its payloads).
   Status Flush();
   // Asks each shard to exit (the job is over).
@@ -200,6 +204,11 @@ class PsClient {
 
   const KeyPlacement& placement() const { return placement_; }
   const PsTraffic& traffic() const { return traffic_; }
+  // Sufficient-factor broadcasting (worker/ps/factor_broadcast.hpp): every
+  // Pull asks for the broadcast weights as `broadcast` says, its replies'
+  // factors and history go to it, and WaitPull ends with its Finish (the
+  // blobs of those weights get the replica's values). Not owned; null: off.
+  void set_factor_broadcast(FactorBroadcast* broadcast) { factor_broadcast_ = broadcast; }
 
  private:
   class Heartbeats;   // ps_client.cpp: the heartbeat thread
@@ -268,6 +277,7 @@ class PsClient {
   std::vector<int64_t> pull_version_;
   std::vector<std::string> pull_files_;
   bool pull_outstanding_ = false;
+  FactorBroadcast* factor_broadcast_ = nullptr;  // set_factor_broadcast
   PsTraffic traffic_;
   std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first
 };

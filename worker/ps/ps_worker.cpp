@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
+#include "common/ps/factor_relay.hpp"
 #include "worker/deploy.hpp"
 
 namespace pstrain {
@@ -58,6 +60,8 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     worker->push_after_layer_[p.layer_index].push_back(id);
     worker->all_params_.push_back(id);
     worker->ps_blobs_.push_back(p.blob);
+    worker->param_hyper_.push_back({p.lr_mult, p.decay_mult});
+    worker->ps_names_.push_back(p.name);
     params.push_back({p.name, p.blob, p.lr_mult, p.decay_mult});
   }
   if (grouped) {
@@ -100,6 +104,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
         });
   }
   worker->SetUpFactors();
+  PSTRAIN_RETURN_IF_ERROR(worker->SetUpBroadcast());
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
   worker->trainer_->add_callback(worker.get());
   return worker;
@@ -131,6 +136,50 @@ void PsWorker::SetUpFactors() {
   LayerHooks hooks;
   hooks.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
   net.set_layer_hooks(std::move(hooks));
+}
+
+Status PsWorker::SetUpBroadcast() {
+  if (!options_.factor_broadcast) return Status::Ok();
+  auto notice = [this](char level, const std::string& text) {
+    if (options_.on_notice) options_.on_notice(level, "factor broadcast: " + text);
+  };
+  if (!factors_) {
+    notice('W', "off: no weight is pushed as factors (pulls go dense)");
+    return Status::Ok();
+  }
+  const caffe::SolverParameter& solver = trainer_->solver();
+  if (options_.client.mode != ConsistencyMode::kBsp || solver.clip_gradients() >= 0) {
+    notice('W', "off: it needs bsp without clip_gradients (pulls go dense)");
+    return Status::Ok();
+  }
+  const KeyPlacement& placement = client_->placement();
+  const int workers = options_.client.world_size;
+  std::vector<FactorBroadcast::Weight> weights;
+  for (const FactorCapture::WeightShape& s : factors_->shapes()) {
+    const int64_t relay = RelayBytes(placement, s.param, s.cols, s.samples, workers);
+    const int64_t dense = s.rows * s.cols * static_cast<int64_t>(sizeof(float));
+    const std::string& name = ps_names_[static_cast<size_t>(s.param)];
+    if (relay >= dense) {
+      notice('I', name + " pulls dense: the relay of " + std::to_string(workers) +
+                      " workers' factors is " + std::to_string(relay) + " bytes, the weight " +
+                      std::to_string(dense));
+      continue;
+    }
+    notice('I', name + ": " + std::to_string(relay) + " bytes of factors pulled instead of " +
+                    std::to_string(dense));
+    weights.push_back({s.param, ps_blobs_[static_cast<size_t>(s.param)], s.cols});
+  }
+  if (weights.empty()) return Status::Ok();
+  PSTRAIN_ASSIGN_OR_RETURN(optim::SolverHyper hyper, optim::SolverHyperFromProto(solver));
+  FactorBroadcastOptions o;
+  o.num_workers = workers;
+  o.verify_interval = options_.factor_verify_interval;
+  o.strict = options_.factor_verify_strict;
+  o.on_notice = [notice](const std::string& text) { notice('W', text); };
+  PSTRAIN_ASSIGN_OR_RETURN(broadcast_, FactorBroadcast::Create(placement, std::move(weights),
+                                                               param_hyper_, hyper, std::move(o)));
+  client_->set_factor_broadcast(broadcast_.get());
+  return Status::Ok();
 }
 
 void PsWorker::Emit(TrainEvent event) const {
@@ -221,7 +270,8 @@ Status PsWorker::AfterBackward(int iter, int layer) {
       if (f.samples == 0) {
         dense.push_back(id);
       } else {
-        PSTRAIN_RETURN_IF_ERROR(client_->PushFactors(id, iter, f));
+        PSTRAIN_RETURN_IF_ERROR(
+            client_->PushFactors(id, iter, f, broadcast_ && broadcast_->Broadcasts(id)));
       }
     }
     return dense.empty() ? Status::Ok() : client_->Push(dense, iter, -1.0);

@@ -49,6 +49,7 @@
 #include "worker/ps/elastic_exchange.hpp"
 #include "worker/ps/host_group.hpp"
 #include "worker/ps/ps_client.hpp"
+#include "worker/ps/factor_broadcast.hpp"
 #include "worker/ps/sufficient_factors.hpp"
 #include "worker/trainer.hpp"
 
@@ -71,6 +72,15 @@ struct PsWorkerOptions {
   // ssp/asp with clip_gradients; otherwise every gradient goes dense and
   // on_notice says why.
   bool sufficient_factors = false;
+  // Sufficient-factor broadcasting (worker/ps/factor_broadcast.hpp; needs
+  // sufficient_factors, bsp, no clip_gradients): the factored weights whose
+  // relay is fewer bytes than the weight come back as every worker's factors
+  // instead of values. verify_interval > 0: every that many iterations the
+  // replica is compared with the shards' values (a difference: an error when
+  // strict, else a warning and the shards' values win).
+  bool factor_broadcast = false;
+  int64_t factor_verify_interval = 0;
+  bool factor_verify_strict = false;
   // Informational ('I') and warning ('W') lines: which weights go as factors.
   std::function<void(char level, const std::string& text)> on_notice;
   // MemoryData layers fed from .npy files (--memory-data), by layer name.
@@ -133,6 +143,11 @@ class PsWorker : public Trainer::Callback {
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
   std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
   std::unique_ptr<FactorCapture> factors_;  // --sufficient-factors, where weights qualify
+  std::unique_ptr<FactorBroadcast> broadcast_;  // --factor-broadcast, where weights qualify
+  std::vector<optim::ParamHyper> param_hyper_;  // per PS param: lr_mult, decay_mult
+  std::vector<std::string> ps_names_;           // per PS param
+  // Sets up broadcast_ over factors_'s weights where the relay is fewer bytes.
+  Status SetUpBroadcast();
   std::unique_ptr<HostGroup> group_;                   // host aggregation only
   std::vector<Blob*> ps_blobs_;                        // the PS params' blobs, in order
   std::vector<int> all_params_;                        // 0..P-1

@@ -62,6 +62,7 @@ std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
     const int64_t dense = w.rows * w.cols * static_cast<int64_t>(sizeof(float));
     const int64_t factored = FactorPushBytes(placement, param, samples, w.cols);
     if (samples == 0 || (fewer_bytes && factored >= dense)) continue;
+    w.iteration_samples = samples;
     const int64_t inputs = w.transpose ? w.rows : w.cols;
     capture->summary_.push_back(p.layer + " (" + std::to_string(inputs) + " -> " +
                                 std::to_string(outputs) + "): " + std::to_string(factored) +
@@ -96,6 +97,12 @@ void FactorCapture::Captured(int layer) {
   std::memcpy(w.left.data() + w.samples * w.rows, left, m * w.rows * sizeof(float));
   std::memcpy(w.right.data() + w.samples * w.cols, right, m * w.cols * sizeof(float));
   w.samples += m;
+}
+
+std::vector<FactorCapture::WeightShape> FactorCapture::shapes() const {
+  std::vector<WeightShape> shapes;
+  for (const Weight& w : weights_) shapes.push_back({w.param, w.rows, w.cols, w.iteration_samples});
+  return shapes;
 }
 
 GradientFactors FactorCapture::factors(int param) const {

@@ -48,6 +48,15 @@ class FactorCapture {
   // The factors of PS parameter `param` stacked so far; samples == 0 when
   // `param` does not qualify (push its diff).
   GradientFactors factors(int param) const;
+  // The qualifying weights: PS parameter, shape rows x cols, and the samples
+  // of one iteration (batch x iter_size).
+  struct WeightShape {
+    int param = 0;
+    int64_t rows = 0;
+    int64_t cols = 0;
+    int64_t samples = 0;
+  };
+  std::vector<WeightShape> shapes() const;
   // "ip1 (784 -> 1024): 57856 bytes instead of 3211264", one per weight.
   const std::vector<std::string>& summary() const { return summary_; }
 
@@ -60,6 +69,7 @@ class FactorCapture {
     bool transpose = false;
     int64_t rows = 0;  // the weight's shape: rows x cols
     int64_t cols = 0;
+    int64_t iteration_samples = 0;  // batch x iter_size
     int64_t samples = 0;       // stacked so far
     std::vector<float> left;   // samples x rows
     std::vector<float> right;  // samples x cols

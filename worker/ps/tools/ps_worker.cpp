@@ -7,7 +7,8 @@
 //             [--pull-compression none|fp16|bf16]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
-//             [--shared-memory-mb M] [--sufficient-factors]
+//             [--shared-memory-mb M] [--sufficient-factors
+//              [--factor-broadcast [--factor-verify-interval K] [--factor-verify-strict]]]
 //             [--host-groups G0,G1,... --host-group-shm /NAME]
 //
 // --host-groups (bsp host aggregation, worker/ps/host_group.hpp): each
@@ -127,6 +128,16 @@ int main(int argc, char** argv) {
       "sufficient-factors", po::bool_switch(&options.sufficient_factors),
       "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
       "those are fewer bytes (CPU engine)")(
+      "factor-broadcast", po::bool_switch(&options.factor_broadcast),
+      "with --sufficient-factors, bsp: pull such a weight as every worker's factors of the step "
+      "where those are fewer bytes, applied to a replica exactly as the servers apply them")(
+      "factor-verify-interval",
+      po::value(&options.factor_verify_interval)->default_value(0),
+      "--factor-broadcast: every K iterations also pull the weights and history and compare "
+      "the replica with them bit for bit (0: never)")(
+      "factor-verify-strict", po::bool_switch(&options.factor_verify_strict),
+      "--factor-broadcast: a replica that differs from the servers is an error (tests), not a "
+      "warning")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),

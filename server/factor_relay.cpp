@@ -1,0 +1,74 @@
+#include "server/factor_relay.hpp"
+
+#include "common/ps/factor_relay.hpp"
+#include "common/transport/protocol.hpp"
+
+namespace pstrain::server {
+
+std::string RefuseRelay(const ShardConfig& config, const std::vector<std::string>& policies) {
+  std::string chosen;
+  for (const std::string& p : policies) chosen += (chosen.empty() ? "" : "+") + p;
+  if (policies != std::vector<std::string>{"bsp"}) {
+    return "factor relay needs plain bsp, this shard runs " + chosen;
+  }
+  if (config.hyper.clip_gradients >= 0) {
+    return "factor relay needs no clip_gradients (the step scale waits for every shard's norm)";
+  }
+  if (config.averaged_workers > 0) return "factor relay does not work with host aggregation";
+  if (config.device >= 0) return "factor relay needs a CPU shard (server_device cpu)";
+  return "";
+}
+
+void FactorRelayStore::Install(const KeyPlacement& placement, int shard, int num_workers) {
+  placement_ = placement;
+  shard_ = shard;
+  num_workers_ = num_workers;
+  params_.assign(static_cast<size_t>(placement.num_params()),
+                 std::vector<std::vector<Factors>>(
+                     2, std::vector<Factors>(static_cast<size_t>(num_workers))));
+}
+
+void FactorRelayStore::Keep(const pstrain::Header& push, int worker, const float* left,
+                            const float* right) {
+  const pstrain::FactorShape& f = push.factors();
+  const int param = placement_.chunk(push.chunks(0).id()).param;
+  Factors& k = params_[static_cast<size_t>(param)][static_cast<size_t>(push.clock() % 2)]
+                      [static_cast<size_t>(worker)];
+  k.step = push.clock();
+  k.samples = f.samples();
+  k.cols = f.cols();
+  const size_t width = f.row_end() - f.row_begin();
+  k.left = std::make_shared<std::vector<float>>(left, left + f.samples() * width);
+  k.right.reset();
+  if (RelayHolder(placement_, param, worker) == shard_) {
+    k.right = std::make_shared<std::vector<float>>(
+        right, right + static_cast<size_t>(f.samples()) * f.cols());
+  }
+}
+
+Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply) const {
+  const auto& kept = params_[static_cast<size_t>(param)][static_cast<size_t>(step % 2)];
+  for (int w = 0; w < num_workers_; ++w) {
+    if (kept[static_cast<size_t>(w)].step != step) {
+      return Status::FailedPrecondition(
+          "no factors of parameter " + std::to_string(param) + " from worker " +
+          std::to_string(w) + " for step " + std::to_string(step) +
+          " (it did not push them with relay: every worker must broadcast the same weights)");
+    }
+  }
+  for (int w = 0; w < num_workers_; ++w) {
+    const Factors& k = kept[static_cast<size_t>(w)];
+    pstrain::RelayedFactors* r = reply.header.add_relay();
+    r->set_param(static_cast<uint32_t>(param));
+    r->set_worker(static_cast<uint32_t>(w));
+    r->set_samples(k.samples);
+    r->set_cols(k.cols);
+    r->set_right(k.right != nullptr);
+    reply.payloads.push_back(k.left);
+    if (k.right) reply.payloads.push_back(k.right);
+  }
+  for (uint32_t id : ParamChunksOn(placement_, param, shard_)) reply.header.add_relayed_chunks(id);
+  return Status::Ok();
+}
+
+}  // namespace pstrain::server
