@@ -114,14 +114,19 @@ class TransportConfig:
     # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
     pull_compression: str = "none"
     # Push an fc weight's gradient as its sufficient factors where batch x (in + out) <
-    # in x out (CPU workers; docs/config-reference.md). YAML: false | true (= push) | push |
-    # broadcast. broadcast (bsp): the pull brings such a weight as every worker's factors
-    # where those are fewer bytes (sufficient-factor broadcasting); otherwise pulls stay dense.
-    sufficient_factors: bool = False
-    factor_broadcast: bool = False     # sufficient_factors: broadcast
+    # in x out (CPU workers; docs/config-reference.md). YAML: false | true | push (= true) |
+    # broadcast; held as False, True or "broadcast" (truthy: the push side is on). broadcast
+    # (bsp): the pull brings such a weight as every worker's factors where those are fewer
+    # bytes (sufficient-factor broadcasting); otherwise pulls stay dense.
+    sufficient_factors: Union[bool, str] = False
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
+
+    @property
+    def factor_broadcast(self) -> bool:
+        """transport.sufficient_factors: broadcast."""
+        return self.sufficient_factors == "broadcast"
 
 
 @dataclasses.dataclass
@@ -471,22 +476,19 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
-        sufficient_factors=_sufficient_factors(r, d) != "false",
-        factor_broadcast=_sufficient_factors(r, d) == "broadcast",
+        sufficient_factors=_sufficient_factors(r, d),
         host_aggregation=_host_aggregation(r, d))
 
 
-def _sufficient_factors(r: _Reader, d: dict) -> str:
-    """transport.sufficient_factors as false | push | broadcast (true means push)."""
+def _sufficient_factors(r: _Reader, d: dict) -> bool | str:
+    """transport.sufficient_factors as False, True (push) or "broadcast"."""
     v = d.get("sufficient_factors", False)
-    if v is False:
-        return "false"
-    if v is True:
-        return "push"
+    if isinstance(v, bool):
+        return v
     if not isinstance(v, str) or v not in ("push", "broadcast", "false"):
         raise r.fail("transport.sufficient_factors",
                      f"must be false, true, push or broadcast, got {v!r}")
-    return v
+    return {"push": True, "false": False}.get(v, v)
 
 
 def _host_aggregation(r: _Reader, d: dict) -> bool | str:

@@ -160,6 +160,10 @@ class Plan:
                     and c.local_sgd is None)
         if setting is False or not lockstep:
             return None
+        # Sufficient-factor broadcasting needs each worker's own factors: auto leaves the
+        # workers ungrouped (true is refused at plan time).
+        if setting == "auto" and j.transport.factor_broadcast:
+            return None
         hosts = self.layout.worker_hosts()
         if hosts is None:
             if setting is True:
@@ -411,7 +415,7 @@ def make_plan(job: JobConfig, source: str, *, layout: Layout,
     if plan.host_groups() is not None and job.transport.factor_broadcast:
         raise JobError(f"{source}: transport.sufficient_factors: broadcast needs each worker's "
                        f"own factors, host aggregation pushes each host's dense sum "
-                       f"(set transport.host_aggregation: false)")
+                       f"(set transport.host_aggregation: auto or false)")
     if plan.host_groups() is not None and job.transport.sufficient_factors:
         plan.warnings.append(f"{source}: transport.sufficient_factors: off (host aggregation "
                              f"pushes each host's dense sum; transport.host_aggregation: false "

@@ -419,5 +419,54 @@ TEST_F(FakeServerTest, AMalformedReplyIsAnErrorNamingTheServer) {
                 "): PULL_REPLY from server 0: chunk 1: header says 3 values, the chunk has 2");
 }
 
+// Factor relay replies (common/ps/factor_relay.hpp): "w" (2 x 3) has chunks
+// 0 (rows 0-1) and 1 (row 1) on the one server, so a relayed worker's L is
+// samples x 2 and its R samples x 3.
+void AddRelay(OutMessage& reply, uint32_t worker, size_t left_values) {
+  pstrain::RelayedFactors* r = reply.header.add_relay();
+  r->set_param(0);
+  r->set_worker(worker);
+  r->set_samples(1);
+  r->set_cols(3);
+  r->set_right(true);
+  reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(left_values, 1.f)));
+  reply.payloads.push_back(Payload::Of(std::make_shared<std::vector<float>>(3, 1.f)));
+}
+
+void RelayChunks(OutMessage& reply) {
+  reply.header.add_relayed_chunks(0);
+  reply.header.add_relayed_chunks(1);
+  reply.header.set_relay_scale(1.f);
+}
+
+TEST_F(FakeServerTest, ARelayOfTheWrongSizeIsAnErrorNamingTheServer) {
+  EXPECT_EQ(PullAnsweredWith([](OutMessage& reply) {
+              AddRelay(reply, 0, 3);
+              RelayChunks(reply);
+            }),
+            "server 0 (" + router_->endpoint() +
+                "): PULL_REPLY from server 0: relay: parameter 0: worker 0's L has 12 bytes, "
+                "1 x 2 float32 need 8");
+}
+
+TEST_F(FakeServerTest, ARelayOfAnotherWorkerCountIsAnErrorNamingTheServer) {
+  EXPECT_EQ(PullAnsweredWith([](OutMessage& reply) {
+              AddRelay(reply, 0, 2);
+              AddRelay(reply, 1, 2);
+              RelayChunks(reply);
+            }),
+            "server 0 (" + router_->endpoint() +
+                "): PULL_REPLY from server 0: relay: parameter 0: worker 1 is not in this job "
+                "(1 workers)");
+}
+
+TEST_F(FakeServerTest, ARelayNoPullAskedForIsAnErrorNamingTheServer) {
+  EXPECT_EQ(PullAnsweredWith([](OutMessage& reply) {
+              AddRelay(reply, 0, 2);
+              RelayChunks(reply);
+            }),
+            "server 0 (" + router_->endpoint() + ") sent factors or history no pull asked for");
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -217,7 +217,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     assert isinstance(compression.error_feedback, bool)
     assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
-    assert isinstance(c.transport.sufficient_factors, bool)
+    assert c.transport.sufficient_factors in (False, True, "broadcast")
     m = c.consistency
     assert 0 <= m.backup_workers < c.cluster.workers
     assert m.backup_workers == 0 or m.mode == "bsp"

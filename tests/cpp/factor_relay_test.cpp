@@ -1,0 +1,286 @@
+// The factor relay (sufficient-factor broadcasting): its geometry and
+// Validate's reasons for a malformed relay or history (common/ps/factor_relay.hpp),
+// and a bsp ShardState keeping the factors of relay pushes and answering a
+// PULL's broadcast weight with every worker's factors, frame for frame, with
+// its history for a replica's start, and its refusals.
+#include "common/ps/factor_relay.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "common/transport/validate.hpp"
+#include "tests/cpp/shard_state_test_util.hpp"
+
+namespace pstrain {
+namespace {
+
+using server::Outgoing;
+using server::test_support::kT0;
+using server::test_support::Message;
+
+// Parameter 0: 12 values, rows of 3 (4 x 3); parameter 1: 4 values. Chunks
+// of 4 values over 2 shards: 0 [0,4) shard 0, 1 [4,8) shard 1, 2 [8,12)
+// shard 0, 3 (param 1) shard 1. Shard 0's chunks of param 0 touch rows 0-3
+// (L width 4), shard 1's rows 1-2 (width 2).
+KeyPlacement TwoShards() {
+  auto placement = KeyPlacement::Create({12, 4}, 2, 16);
+  EXPECT_TRUE(placement.ok());
+  return std::move(placement.value());
+}
+
+TEST(FactorRelayTest, ChunksShardsHoldersAndBytes) {
+  const KeyPlacement p = TwoShards();
+  EXPECT_EQ(ParamChunksOn(p, 0, 0), (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(ParamChunksOn(p, 0, 1), (std::vector<uint32_t>{1}));
+  EXPECT_EQ(ParamShards(p, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ParamShards(p, 1), (std::vector<int>{1}));
+  EXPECT_EQ(RelayHolder(p, 0, 0), 0);
+  EXPECT_EQ(RelayHolder(p, 0, 1), 1);
+  EXPECT_EQ(RelayHolder(p, 0, 2), 0);
+  EXPECT_EQ(RelayHolder(p, 1, 1), 1);
+  // 3 workers x 5 samples x (L widths 4 + 2, R 3 once) x 4 bytes.
+  EXPECT_EQ(RelayBytes(p, 0, 3, 5, 3), 3 * 5 * (4 + 2 + 3) * 4);
+}
+
+class RelayValidateTest : public ::testing::Test {
+ protected:
+  // Shard 0's relay of parameter 0 for 2 workers, 2 samples: worker 0 with
+  // its R (shard 0 holds it), worker 1 without (shard 1 does).
+  void SetUp() override {
+    placement_ = TwoShards();
+    h_ = pstrain::Header();
+    h_.set_type(pstrain::PULL_REPLY);
+    h_.set_role(pstrain::SERVER);
+    h_.set_sender(0);
+    h_.set_clock(3);
+    h_.set_version(3);
+    h_.set_reply_chunks_total(2);
+    h_.set_relay_scale(0.5f);
+    h_.add_relayed_chunks(0);
+    h_.add_relayed_chunks(2);
+    for (uint32_t w : {0u, 1u}) {
+      pstrain::RelayedFactors* r = h_.add_relay();
+      r->set_param(0);
+      r->set_worker(w);
+      r->set_samples(2);
+      r->set_cols(3);
+      r->set_right(w == 0);
+    }
+    frames_ = {2 * 4 * 4, 2 * 3 * 4, 2 * 4 * 4};
+  }
+  std::string Reason() {
+    transport::InMessage in;
+    in.header = h_;
+    for (size_t bytes : frames_) in.frames.emplace_back(bytes);
+    in.AlignPayloads();
+    transport::ValidationRules rules;
+    rules.receiver = pstrain::WORKER;
+    rules.num_workers = 2;
+    rules.num_servers = 2;
+    rules.placement = &placement_;
+    rules.shard = 0;
+    return transport::Validate(in, rules).message();
+  }
+  KeyPlacement placement_;
+  pstrain::Header h_;
+  std::vector<size_t> frames_;
+};
+
+TEST_F(RelayValidateTest, AcceptsAGoodRelayAndNamesEachFault) {
+  EXPECT_EQ(Reason(), "");
+  frames_[0] = 28;
+  EXPECT_EQ(Reason(), "relay: parameter 0: worker 0's L has 28 bytes, 2 x 4 float32 need 32");
+  SetUp();
+  frames_[1] = 20;
+  EXPECT_EQ(Reason(), "relay: parameter 0: worker 0's R has 20 bytes, 2 x 3 float32 need 24");
+  SetUp();
+  h_.mutable_relay()->RemoveLast();
+  frames_.pop_back();
+  EXPECT_EQ(Reason(), "relay: parameter 0 has the factors of 1 workers, the job has 2");
+  SetUp();
+  h_.mutable_relay(1)->set_worker(2);
+  EXPECT_EQ(Reason(), "relay: parameter 0: worker 2 is not in this job (2 workers)");
+  SetUp();
+  h_.mutable_relay(1)->set_worker(0);
+  EXPECT_EQ(Reason(), "relay: parameter 0: worker 0 twice");
+  SetUp();
+  h_.mutable_relay(1)->set_right(true);
+  frames_.push_back(24);
+  EXPECT_EQ(Reason(), "relay: parameter 0: worker 1's R comes from server 0 (its holder is "
+                      "server 1)");
+  SetUp();
+  frames_.pop_back();
+  EXPECT_EQ(Reason(), "header lists 0 chunks, 0 history chunks and 2 relayed factors, but 2 "
+                      "payload frames follow");
+  SetUp();
+  h_.mutable_relayed_chunks()->RemoveLast();
+  EXPECT_EQ(Reason(), "relay: chunk 2 of parameter 0 is not listed as relayed");
+  SetUp();
+  h_.add_relayed_chunks(1);
+  EXPECT_EQ(Reason(), "relay: chunk 1 is held by shard 1, not shard 0");
+  SetUp();
+  h_.mutable_relay(0)->set_cols(5);
+  EXPECT_EQ(Reason(), "relay: parameter 0: 2 samples, rows of 5 for its 12 values");
+  SetUp();
+  h_.set_relay_scale(0.f);
+  EXPECT_EQ(Reason(), "relay: scale 0.000000 (a finite number > 0)");
+  SetUp();
+  h_.set_type(pstrain::PUSH);
+  EXPECT_EQ(CheckRelay(h_, frames_, &placement_, 0, 2).message(),
+            "relay or history frames in a PUSH (only a PULL_REPLY carries them)");
+  h_.clear_relay();
+  h_.clear_relayed_chunks();
+  h_.clear_relay_scale();
+  h_.add_broadcast(0);
+  EXPECT_EQ(CheckRelay(h_, {}, &placement_, 0, 2).message(),
+            "broadcast or history_params in a PUSH (only a PULL asks for them)");
+  h_.set_type(pstrain::PULL);
+  h_.add_history_params(2);
+  EXPECT_EQ(CheckRelay(h_, {}, &placement_, 0, 2).message(), "PULL asks for parameter 2 of 2");
+}
+
+TEST_F(RelayValidateTest, HistoryFramesAreCheckedChunkBySlot) {
+  h_.clear_relay();
+  h_.clear_relayed_chunks();
+  h_.clear_relay_scale();
+  h_.set_history_slots(2);
+  h_.add_history_chunks(0);
+  h_.add_history_chunks(2);
+  frames_ = {16, 16, 16, 16};
+  EXPECT_EQ(Reason(), "");
+  frames_[3] = 12;
+  EXPECT_EQ(Reason(), "history: slot 1 of chunk 2 has 12 bytes, the chunk needs 16");
+  frames_[3] = 16;
+  h_.set_history_slots(5);
+  frames_.resize(10, 16);
+  EXPECT_EQ(Reason(), "history: 5 slots (1 to 4)");
+}
+
+// A bsp shard of the 2-shard placement (shard 0), 2 workers.
+class ShardRelayTest : public ::testing::Test {
+ protected:
+  void Start(ConsistencyMode mode = ConsistencyMode::kBsp) {
+    placement_ = TwoShards();
+    server::ShardConfig c;
+    c.shard = 0;
+    c.num_shards = 2;
+    c.num_workers = 2;
+    c.mode = mode;
+    c.hyper.base_lr = 0.1f;
+    c.hyper.momentum = 0.9f;
+    c.chunk_bytes = 16;
+    shard_.emplace(std::move(c));
+    Message init(pstrain::INIT_PUSH, 0, 0);
+    pstrain::ParamMeta w, b;
+    w.set_name("w");
+    w.add_shape(4);
+    w.add_shape(3);
+    b.set_name("b");
+    b.add_shape(4);
+    *init.header().add_params() = w;
+    *init.header().add_params() = b;
+    init.Chunk(0, {1, 2, 3, 4});
+    init.Chunk(2, {9, 10, 11, 12});
+    Send(init);
+  }
+  std::vector<Outgoing> Send(Message& m, const float* left = nullptr,
+                             const float* right = nullptr) {
+    server::Incoming in = m.get();
+    in.factor_left = left;
+    in.factor_right = right;
+    return shard_->Handle(in, kT0);
+  }
+  // Worker w's factor push of step t (2 samples; L over rows 0-3, R 2 x 3):
+  // the payloads are its rebuilt chunks, as the shard loop hands them on.
+  std::vector<Outgoing> PushFactors(int w, int64_t t, bool relay) {
+    left_[w] = {1.f + w, 2, 3, 4, 5, 6, 7, 8.f + t};
+    right_[w] = {0.5f, 1, 1.5f + w, 2, 2.5f, 3.f + t};
+    Message push(pstrain::PUSH, w, t);
+    pstrain::FactorShape* f = push.header().mutable_factors();
+    f->set_samples(2);
+    f->set_row_begin(0);
+    f->set_row_end(4);
+    f->set_cols(3);
+    if (relay) f->set_relay(true);
+    push.Chunk(0, {0.01f, 0.02f, 0.03f, 0.04f});
+    push.Chunk(2, {0.05f, 0.06f, 0.07f, 0.08f});
+    return Send(push, left_[w].data(), right_[w].data());
+  }
+  Outgoing PullReply(int w, int64_t t, std::vector<uint32_t> broadcast,
+                     std::vector<uint32_t> history = {}) {
+    Message pull(pstrain::PULL, w, t);
+    for (uint32_t p : broadcast) pull.header().add_broadcast(p);
+    for (uint32_t p : history) pull.header().add_history_params(p);
+    std::vector<Outgoing> out = Send(pull);
+    EXPECT_EQ(out.size(), 1u);
+    return out.empty() ? Outgoing{} : out[0];
+  }
+  static std::vector<float> Values(const Outgoing& o, size_t i) { return *o.payloads[i]; }
+
+  KeyPlacement placement_;
+  std::optional<server::ShardState> shard_;
+  std::vector<float> left_[2], right_[2];
+};
+
+TEST_F(ShardRelayTest, APullOfABroadcastWeightCarriesEveryWorkersFactors) {
+  Start();
+  PushFactors(0, 0, true);
+  PushFactors(1, 0, true);
+  ASSERT_EQ(shard_->version(), 1);
+  const Outgoing reply = PullReply(1, 1, {0});
+  ASSERT_EQ(reply.header.type(), pstrain::PULL_REPLY) << reply.header.text();
+  EXPECT_EQ(reply.header.chunks_size(), 0);  // no weights of parameter 0
+  EXPECT_EQ(reply.header.relay_scale(), 0.5f);
+  EXPECT_EQ(std::vector<uint32_t>(reply.header.relayed_chunks().begin(),
+                                  reply.header.relayed_chunks().end()),
+            (std::vector<uint32_t>{0, 2}));
+  ASSERT_EQ(reply.header.relay_size(), 2);
+  EXPECT_TRUE(reply.header.relay(0).right());   // shard 0 holds worker 0's R
+  EXPECT_FALSE(reply.header.relay(1).right());  // shard 1 holds worker 1's
+  EXPECT_EQ(reply.header.relay(1).worker(), 1u);
+  ASSERT_EQ(reply.payloads.size(), 3u);
+  EXPECT_EQ(Values(reply, 0), left_[0]);
+  EXPECT_EQ(Values(reply, 1), right_[0]);
+  EXPECT_EQ(Values(reply, 2), left_[1]);
+  EXPECT_EQ(transport::PayloadFrames(reply.header), 3u);
+
+  // With history: weights of version 1 and the momentum history, slot by chunk.
+  const Outgoing dense = PullReply(0, 1, {}, {0});
+  ASSERT_EQ(dense.header.chunks_size(), 2);
+  EXPECT_EQ(dense.header.history_slots(), 1u);
+  ASSERT_EQ(dense.payloads.size(), 4u);
+  const auto history = shard_->store()->history(2, 0);
+  EXPECT_EQ(Values(dense, 3), std::vector<float>(history.begin(), history.end()));
+  EXPECT_NE(Values(dense, 3)[0], 0.f);
+}
+
+TEST_F(ShardRelayTest, AWorkerThatDidNotRelayMakesTheBroadcastPullAnError) {
+  Start();
+  PushFactors(0, 0, true);
+  PushFactors(1, 0, false);
+  const Outgoing reply = PullReply(0, 1, {0});
+  EXPECT_EQ(reply.header.type(), pstrain::ERROR);
+  EXPECT_EQ(reply.header.text(),
+            "no factors of parameter 0 from worker 1 for step 0 (it did not push them with "
+            "relay: every worker must broadcast the same weights)");
+}
+
+TEST_F(ShardRelayTest, ARelayIsRefusedWhereTheStepIsNotPlainBsp) {
+  Start(ConsistencyMode::kSsp);
+  const std::vector<Outgoing> out = PushFactors(0, 0, true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.type(), pstrain::ERROR);
+  EXPECT_EQ(out[0].header.text(), "factor relay needs plain bsp, this shard runs ssp");
+  const Outgoing pull = PullReply(0, 0, {}, {0});
+  EXPECT_EQ(pull.header.text(), "factor relay needs plain bsp, this shard runs ssp");
+}
+
+TEST_F(ShardRelayTest, APullForIterationZeroHasNoStepToRelay) {
+  Start();
+  EXPECT_EQ(PullReply(0, 0, {0}).header.text(),
+            "a pull for iteration 0 asks for factors (there is no step before it to relay)");
+}
+
+}  // namespace
+}  // namespace pstrain
