@@ -1,7 +1,8 @@
-"""Sufficient factors on and off: bytes pushed and images/s of an fc-heavy MLP
-(tests/e2e/nets/mlp_wide.prototxt: 784 -> 1024 -> 1024 -> 10, batch 16 a worker),
-2 CPU workers and 1 shard in bsp, run by ps-train; the rounds alternate on/off so
-that a load change on the machine hits both.
+"""Sufficient factors off, push-only and broadcast: bytes pushed and pulled and
+images/s of an fc-heavy MLP (tests/e2e/nets/mlp_wide.prototxt: 784 -> 1024 ->
+1024 -> 10, batch 16 a worker), 2 CPU workers and 1 shard in bsp, run by
+ps-train; each round runs the three in turn so that a load change on the
+machine hits all of them.
 
     python3 bench/sufficient_factors.py --iters 300 --rounds 3
 """
@@ -18,7 +19,10 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def write_job(folder: pathlib.Path, batch: int, iters: int, factors: bool) -> pathlib.Path:
+MODES = (False, True, "broadcast")  # transport.sufficient_factors
+
+
+def write_job(folder: pathlib.Path, batch: int, iters: int, factors) -> pathlib.Path:
     data = ROOT / "data" / "fashion-mnist"
     net = (ROOT / "tests/e2e/nets/mlp_wide.prototxt").read_text()
     (folder / "net.prototxt").write_text(net.replace("BATCH", str(batch))
@@ -27,7 +31,7 @@ def write_job(folder: pathlib.Path, batch: int, iters: int, factors: bool) -> pa
         f'net: "{folder}/net.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\n'
         f'lr_policy: "fixed"\ndisplay: 50\nmax_iter: {iters}\nsnapshot: 0\n'
         f'snapshot_prefix: "{folder}/snap"\nrandom_seed: 7\nsolver_mode: CPU\n')
-    name = "sf-on" if factors else "sf-off"
+    name = {False: "sf-off", True: "sf-push", "broadcast": "sf-broadcast"}[factors]
     job = folder / f"{name}.yaml"
     job.write_text(json.dumps({
         "name": name, "solver": str(folder / "solver.prototxt"),
@@ -45,10 +49,10 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
     args = p.parse_args()
-    results: dict[bool, list[dict]] = {False: [], True: []}
+    results: dict = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for factors in (False, True):
+            for factors in MODES:
                 folder = pathlib.Path(tmp) / f"{r}-{factors}"
                 folder.mkdir()
                 job = write_job(folder, args.batch, args.iters, factors)
@@ -58,10 +62,13 @@ def main() -> int:
                 results[factors].append(summary)
     for factors, runs in results.items():
         ips = [s["images_per_second"] for s in runs]
-        pushed = runs[0]["bytes_pushed"] / (2 * args.iters) / 1e6
-        print(f"sufficient_factors {str(factors).lower():5}: images/s median "
+        pushes = 2 * args.iters  # two workers
+        pulls = 2 * args.iters + 1  # worker 0 also pulls the final weights
+        print(f"sufficient_factors {str(factors).lower():9}: images/s median "
               f"{statistics.median(ips):7.1f} (runs {', '.join(f'{x:.1f}' for x in ips)}), "
-              f"bytes_pushed {runs[0]['bytes_pushed']} ({pushed:.3f} MB a push)")
+              f"bytes_pushed {runs[0]['bytes_pushed']} ({runs[0]['bytes_pushed'] / pushes:,.0f} "
+              f"a push), bytes_pulled {runs[0]['bytes_pulled']} "
+              f"({runs[0]['bytes_pulled'] / pulls:,.0f} a pull)")
     return 0
 
 

@@ -210,7 +210,8 @@ std::vector<OutMessage> SplitMessage(OutMessage message, size_t part_bytes) {
   const std::vector<size_t> starts = PartStarts(bytes, part_bytes);
   std::vector<OutMessage> parts;
   // Frames other than one per chunk (factors, history, a relay) go whole.
-  if (starts.size() < 2 || PayloadFrames(message.header) != message.header.chunks_size() + 0u) {
+  if (starts.size() < 2 ||
+      PayloadFrames(message.header) != static_cast<size_t>(message.header.chunks_size())) {
     parts.push_back(std::move(message));
     return parts;
   }
