@@ -554,7 +554,7 @@ int Test(int argc, char** argv) {
 // How the GPU engine uses cuDNN and CUDA graphs (ps-net time).
 struct GpuRunFlags {
   bool nondeterministic = false;
-  std::string cudnn_api;  // empty: the process's setting (PSTRAIN_CUDNN_API or legacy)
+  std::string cudnn_api;  // when given; else the process's setting (PSTRAIN_CUDNN_API or legacy)
   bool cuda_graphs = false;
 };
 
@@ -569,11 +569,11 @@ void AddGpuRun(po::options_description& desc, GpuRunFlags& flags) {
 }
 
 // Sets the process's cuDNN settings from the flags; 0, or 2 (usage) for a bad value.
-int ApplyGpuRun(const GpuRunFlags& flags, const CommonFlags& common) {
+int ApplyGpuRun(const GpuRunFlags& flags, const CommonFlags& common, const po::variables_map& vm) {
   if (flags.cuda_graphs && common.gpu_device < 0) {
     return Usage("--cuda-graphs goes with --gpu N (a CUDA graph replays GPU work)");
   }
-  if (!flags.cudnn_api.empty()) {
+  if (vm.count("cudnn-api") > 0) {
     auto api = pstrain::ParseCudnnConvApi(flags.cudnn_api, "--cudnn-api");
     if (!api.ok()) return Usage(api.status().message());
     pstrain::SetCudnnConvApi(api.value());
@@ -607,7 +607,7 @@ int Time(int argc, char** argv) {
   if (int rc = ApplyNetState(net_state, vm, true, &options.state); rc != 0) return rc;
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
-  if (int rc = ApplyGpuRun(gpu_run, common); rc != 0) return rc;
+  if (int rc = ApplyGpuRun(gpu_run, common, vm); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   caffe::NetParameter param;
