@@ -127,16 +127,23 @@ TEST(GpuCudaGraph, ReplayedIterationsGiveTheEagerWeightsBitForBit) {
   EXPECT_TRUE(moved) << "the iterations changed no weight: the comparison proves nothing";
 }
 
-// Restores the process's cuDNN determinism setting.
+// Sets the process's cuDNN determinism for the scope, with the legacy calls
+// (whose measurements GetCudnnAlgoCounts counts), and restores both.
 class DeterminismScope {
  public:
-  explicit DeterminismScope(bool deterministic) : saved_(GetCudnnDeterministic()) {
+  explicit DeterminismScope(bool deterministic)
+      : saved_(GetCudnnDeterministic()), saved_api_(GetCudnnConvApi()) {
     SetCudnnDeterministic(deterministic);
+    SetCudnnConvApi(CudnnConvApi::kLegacy);
   }
-  ~DeterminismScope() { SetCudnnDeterministic(saved_); }
+  ~DeterminismScope() {
+    SetCudnnDeterministic(saved_);
+    SetCudnnConvApi(saved_api_);
+  }
 
  private:
   bool saved_;
+  CudnnConvApi saved_api_;
 };
 
 // Forward and backward of a convolution of a shape no other test uses (so
