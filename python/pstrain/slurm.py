@@ -131,16 +131,17 @@ def allocation_slots() -> tuple[list[str] | None, str]:
     of SLURM_JOB_NODELIST (Slurm's block order), from SLURM_JOB_NODELIST (or
     SLURM_NODELIST) and SLURM_TASKS_PER_NODE; (None, why) when they are not set.
     Raises JobError when they are malformed or disagree."""
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+    variable = "SLURM_JOB_NODELIST" if os.environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+    nodelist = os.environ.get(variable)
     per_node = os.environ.get("SLURM_TASKS_PER_NODE")
     if not nodelist or not per_node:
         return None, ("SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE are not both set, so the "
                       "nodes of its tasks are known only once srun starts them")
-    nodes = expand_nodelist(nodelist)
+    nodes = expand_nodelist(nodelist, variable)
     counts = expand_tasks_per_node(per_node)
     if len(nodes) != len(counts):
         raise JobError(f"SLURM_TASKS_PER_NODE: {per_node!r} gives {len(counts)} task counts for "
-                       f"the {len(nodes)} nodes of SLURM_JOB_NODELIST {nodelist!r}")
+                       f"the {len(nodes)} nodes of {variable} {nodelist!r}")
     return [node for node, n in zip(nodes, counts) for _ in range(n)], ""
 
 

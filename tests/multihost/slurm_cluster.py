@@ -140,7 +140,8 @@ PartitionName=pstest Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 raise RuntimeError(f"slurmd: {started.stderr.strip()}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            out = self.run("sinfo", "--noheader", "--Node", "--format=%t", timeout=20).stdout.split()
+            out = self.run("sinfo", "--noheader", "--Node", "--format=%t",
+                           timeout=20).stdout.split()
             if len(out) == len(self.nodes) and all(t in ("idle", "mix", "alloc") for t in out):
                 return
             time.sleep(0.5)
