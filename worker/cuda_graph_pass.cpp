@@ -25,9 +25,7 @@ struct CudaGraphPass::Graph {
 
 namespace {
 
-std::string CudaError(const char* call, cudaError_t err) {
-  return CudaStatus(err, call).message();
-}
+std::string CudaError(const char* call, cudaError_t err) { return CudaStatus(err, call).message(); }
 
 }  // namespace
 

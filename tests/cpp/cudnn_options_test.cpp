@@ -22,13 +22,13 @@ namespace {
 // workspace limit, a non-deterministic one, then two that pass.
 std::vector<ConvAlgoCandidate> Measured() {
   return {
-      {7, false, 0, false, true},          // measurement failed
-      {6, true, 0, true, true},            // tensor-op (TF32) math
-      {5, true, 4096, false, true},        // needs more than the 1024-byte limit
-      {0, true, 0, false, false},          // non-deterministic (atomics)
-      {1, true, 1024, false, true},        // exactly the limit
-      {3, true, 16, false, false},         // non-deterministic, small workspace
-      {2, true, 0, false, true},           // deterministic, no workspace
+      {7, false, 0, false, true},    // measurement failed
+      {6, true, 0, true, true},      // tensor-op (TF32) math
+      {5, true, 4096, false, true},  // needs more than the 1024-byte limit
+      {0, true, 0, false, false},    // non-deterministic (atomics)
+      {1, true, 1024, false, true},  // exactly the limit
+      {3, true, 16, false, false},   // non-deterministic, small workspace
+      {2, true, 0, false, true},     // deterministic, no workspace
   };
 }
 

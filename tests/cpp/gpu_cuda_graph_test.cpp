@@ -149,10 +149,9 @@ class DeterminismScope {
 // Forward and backward of a convolution of a shape no other test uses (so
 // cuDNN measures it here, under the current setting); returns the weight diff.
 std::vector<float> ConvPass(int num_output) {
-  const std::string layer =
-      "name: 'conv' type: 'Convolution' convolution_param { num_output: " +
-      std::to_string(num_output) +
-      " kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } }";
+  const std::string layer = "name: 'conv' type: 'Convolution' convolution_param { num_output: " +
+                            std::to_string(num_output) +
+                            " kernel_size: 3 pad: 1 weight_filler { type: 'gaussian' std: 0.1 } }";
   BlobSet bottoms, tops, scratch;
   bottoms.Add({6, 5, 17, 19});
   tops.Add({});
@@ -189,10 +188,10 @@ TEST(GpuCudnnAlgos, NondeterministicAlgorithmsAreKeptOnlyWhenAllowed) {
     const CudnnAlgoCounts after = GetCudnnAlgoCounts();
     // Backward-filter ALGO_0 and ALGO_3 and backward-data ALGO_0 sum with atomics.
     EXPECT_GT(after.nondeterministic_kept, before.nondeterministic_kept);
-    std::printf("non-deterministic algorithms kept: %lld, fastest in %lld of 3 directions\n",
-                static_cast<long long>(after.nondeterministic_kept - before.nondeterministic_kept),
-                static_cast<long long>(after.nondeterministic_fastest -
-                                       before.nondeterministic_fastest));
+    std::printf(
+        "non-deterministic algorithms kept: %lld, fastest in %lld of 3 directions\n",
+        static_cast<long long>(after.nondeterministic_kept - before.nondeterministic_kept),
+        static_cast<long long>(after.nondeterministic_fastest - before.nondeterministic_fastest));
     ExpectNear(deterministic_dw, dw, 1e-4f, "weight gradient, non-deterministic algorithms");
   }
 }

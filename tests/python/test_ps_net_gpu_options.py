@@ -110,3 +110,30 @@ def test_on_the_gpu_whole_passes_run_as_one_captured_graph(ps_net, model):
     assert event["cuda_graphs"] == "on"
     assert event["graph_launches"] == 3 + 1  # the untimed first pass, then the timed ones
     assert event["cudnn_deterministic"] is False
+
+
+def test_train_takes_the_cudnn_flags_and_checks_them(ps_net, tmp_path):
+    net = tmp_path / "net.prototxt"
+    net.write_text(NET.replace("'x' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 "
+                               "dim: 8 dim: 8 } }",
+                               "'x' type: 'DummyData' top: 'x' top: 't' dummy_data_param { "
+                               "shape { dim: 2 dim: 3 dim: 8 dim: 8 } shape { dim: 2 dim: 2 } "
+                               "data_filler { type: 'gaussian' } }")
+                   + "layer { name: 'loss' type: 'EuclideanLoss' bottom: 'y' bottom: 't' }\n")
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{net}"\nbase_lr: 0.01\nlr_policy: "fixed"\nmax_iter: 2\n'
+                      'display: 1\nsnapshot_after_train: false\n')
+    base = [str(ps_net), "train", "--solver", str(solver), "--engine-cache", "none"]
+    ok = subprocess.run(base + ["--nondeterministic", "--cudnn-api", "graph"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run(base + ["--cudnn-api", "nope"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.splitlines()[0] == "ps-net: --cudnn-api: 'nope' is not legacy or graph"
+    several = subprocess.run(base + ["--gpu", "0,1", "--nondeterministic"], capture_output=True,
+                             text=True, timeout=120)
+    assert several.returncode == 2
+    assert several.stderr.splitlines()[0] == (
+        "ps-net: --nondeterministic and --cudnn-api go with one GPU; with -gpu 0,1 the workers "
+        "take PSTRAIN_CUDNN_NONDETERMINISTIC and PSTRAIN_CUDNN_API from the environment")

@@ -15,6 +15,7 @@
 //     (per layer: forward and backward ms and the implementation that ran;
 //     on the GPU the total from whole passes that wait once, at their end)
 //     [--nondeterministic] [--cudnn-api legacy|graph] [--cuda-graphs]
+//     (train on one GPU takes --nondeterministic and --cudnn-api too)
 //     (GPU: cuDNN may pick non-deterministic algorithms; which cuDNN API the
 //     convolutions call; the whole passes launched as one captured CUDA graph:
 //     worker/layers/cudnn_conv_api.hpp, worker/cuda_graph_pass.hpp)
@@ -360,9 +361,43 @@ int TrainOnGpus(const std::vector<int>& gpus, const std::string& flag, const std
   return code.value();
 }
 
+// How the GPU engine uses cuDNN (ps-net train and time) and CUDA graphs (time).
+struct GpuRunFlags {
+  bool nondeterministic = false;
+  std::string cudnn_api;  // when given; else the process's setting (PSTRAIN_CUDNN_API or legacy)
+  bool cuda_graphs = false;
+};
+
+void AddGpuRun(po::options_description& desc, GpuRunFlags& flags, bool with_cuda_graphs) {
+  desc.add_options()("nondeterministic", po::bool_switch(&flags.nondeterministic),
+                     "let cuDNN pick non-deterministic (atomics) convolution algorithms "
+                     "where faster; results then vary in the last bits from run to run")(
+      "cudnn-api", po::value<std::string>(&flags.cudnn_api),
+      "legacy or graph: which cuDNN API the convolutions call (default legacy)");
+  if (!with_cuda_graphs) return;
+  desc.add_options()(
+      "cuda-graphs", po::bool_switch(&flags.cuda_graphs),
+      "with --gpu: capture the whole forward+backward pass once and launch it as a CUDA graph");
+}
+
+// Sets the process's cuDNN settings from the flags; 0, or 2 (usage) for a bad value.
+int ApplyGpuRun(const GpuRunFlags& flags, const CommonFlags& common, const po::variables_map& vm) {
+  if (flags.cuda_graphs && common.gpu_device < 0) {
+    return Usage("--cuda-graphs goes with --gpu N (a CUDA graph replays GPU work)");
+  }
+  if (vm.count("cudnn-api") > 0) {
+    auto api = pstrain::ParseCudnnConvApi(flags.cudnn_api, "--cudnn-api");
+    if (!api.ok()) return Usage(api.status().message());
+    pstrain::SetCudnnConvApi(api.value());
+  }
+  if (flags.nondeterministic) pstrain::SetCudnnDeterministic(false);
+  return 0;
+}
+
 int Train(int argc, char** argv) {
   CommonFlags common;
   NetStateFlags net_state;
+  GpuRunFlags gpu_run;
   std::string solver, weights, snapshot;
   std::vector<std::string> memory_data;
   bool dry_run = false;
@@ -375,6 +410,7 @@ int Train(int argc, char** argv) {
       "with --gpu 0,1 or all: print the generated job and ps-train's dry run; start nothing");
   AddNetState(desc, net_state, false);
   AddMemoryData(desc, &memory_data);
+  AddGpuRun(desc, gpu_run, false);
   AddCommon(desc, common,
             "run on CUDA device N; several (0,1) or all: a local bsp parameter-server job "
             "with one worker per GPU, run by ps-train");
@@ -397,6 +433,11 @@ int Train(int argc, char** argv) {
         return Usage("--level and --stage go with one GPU; with -gpu " + common.gpu +
                      " set the solver's train_state { level stage } instead");
       }
+      if (gpu_run.nondeterministic || vm.count("cudnn-api")) {
+        return Usage("--nondeterministic and --cudnn-api go with one GPU; with -gpu " + common.gpu +
+                     " the workers take PSTRAIN_CUDNN_NONDETERMINISTIC and " +
+                     "PSTRAIN_CUDNN_API from the environment");
+      }
       return TrainOnGpus(gpus.value(), common.gpu, solver, weights, snapshot, dry_run,
                          CommandLine(argc, argv));
     }
@@ -405,6 +446,7 @@ int Train(int argc, char** argv) {
   if (dry_run) return Usage("--dry-run goes with --gpu 0,1 or --gpu all (a ps-train job)");
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
+  if (int rc = ApplyGpuRun(gpu_run, common, vm); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   pstrain::CaffeLog log;
@@ -551,37 +593,6 @@ int Test(int argc, char** argv) {
   return 0;
 }
 
-// How the GPU engine uses cuDNN and CUDA graphs (ps-net time).
-struct GpuRunFlags {
-  bool nondeterministic = false;
-  std::string cudnn_api;  // when given; else the process's setting (PSTRAIN_CUDNN_API or legacy)
-  bool cuda_graphs = false;
-};
-
-void AddGpuRun(po::options_description& desc, GpuRunFlags& flags) {
-  desc.add_options()("nondeterministic", po::bool_switch(&flags.nondeterministic),
-                     "let cuDNN pick non-deterministic (atomics) convolution algorithms "
-                     "where faster; results then vary in the last bits from run to run")(
-      "cudnn-api", po::value<std::string>(&flags.cudnn_api),
-      "legacy or graph: which cuDNN API the convolutions call (default legacy)")(
-      "cuda-graphs", po::bool_switch(&flags.cuda_graphs),
-      "with --gpu: capture the whole forward+backward pass once and launch it as a CUDA graph");
-}
-
-// Sets the process's cuDNN settings from the flags; 0, or 2 (usage) for a bad value.
-int ApplyGpuRun(const GpuRunFlags& flags, const CommonFlags& common, const po::variables_map& vm) {
-  if (flags.cuda_graphs && common.gpu_device < 0) {
-    return Usage("--cuda-graphs goes with --gpu N (a CUDA graph replays GPU work)");
-  }
-  if (vm.count("cudnn-api") > 0) {
-    auto api = pstrain::ParseCudnnConvApi(flags.cudnn_api, "--cudnn-api");
-    if (!api.ok()) return Usage(api.status().message());
-    pstrain::SetCudnnConvApi(api.value());
-  }
-  if (flags.nondeterministic) pstrain::SetCudnnDeterministic(false);
-  return 0;
-}
-
 int Time(int argc, char** argv) {
   CommonFlags common;
   NetStateFlags net_state;
@@ -597,7 +608,7 @@ int Time(int argc, char** argv) {
       "batch size for Input/DummyData/Data layers (0: as in the file)");
   AddNetState(desc, net_state, true);
   AddMemoryData(desc, &memory_data);
-  AddGpuRun(desc, gpu_run);
+  AddGpuRun(desc, gpu_run, true);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model"}); rc != 0) return rc < 0 ? 0 : rc;
