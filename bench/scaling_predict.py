@@ -62,6 +62,44 @@ CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
 # 25 GbE; the shard's apply threads when they are on (an H200 host has dozens of cores)
 ISSUE = dict(workers=8, servers=8, gbit=25)
 THREADS_ON = 8
+# E12: what a shard lets ZeroMQ hold a worker ahead of the wire (ps-server
+# --pull-window-kb, 2048 by default)
+PULL_WINDOW = 2 << 20
+# E13 on a GPU worker (not built: the broadcast path is CPU only): the rebuild GEMM at the
+# rate of AlexNet's fc6 forward on the H200 (bench/data/h200_alexnet_time.json: 2 x 128 x
+# 9216 x 4096 flops), and the replica's step at HBM speed: an SGD step with momentum moves
+# about 5 bytes of memory (weight, history, gradient; 3 read, 2 written) a float32 byte, at
+# the H200's 4.8 TB/s
+HBM_BYTES_PER_S = 4.8e12
+STEP_BYTES_PER_BYTE = 5.0
+
+
+def gpu_flop_s() -> float:
+    """E13: seconds a flop of an H200's GEMM, from fc6's measured forward."""
+    layers = costmodel.load_layer_times(NETS["alexnet"][1])
+    fc6 = next(l for l in layers if l.name == "fc6")
+    return fc6.forward_ms / 1e3 / (2.0 * 128 * 9216 * 4096)
+
+
+# The switch table, one row a step, each adding its switch to the rows above. The first
+# BUILT rows are in main; the ones marked "being built" are PSTrain's switches in work
+# (E12, E13); the rest are not built or are assumptions about the hardware.
+STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
+         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
+         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
+         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
+         "+ sufficient factors for fc weights (push side): every switch in main",
+         "+ pulls overlapping the next forward, in forward order (E12, "
+         "`transport.pull_overlap`: being built, CPU workers so far)",
+         "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: broadcast`: "
+         "being built, CPU workers; the rebuild on the GPU: not built)",
+         "+ the pull request before the last backward on GPU workers too, as on CPU workers "
+         "(early pull: not built for GPU workers)",
+         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
+         "+ factors in 16 bits both ways (E13: not built)"]
+MAIN_STEP = 5      # every switch in main
+BUILDING_STEP = 7  # and the two being built (E12, E13)
+ALL_STEP = 9       # and early pulls on GPU workers and E2c
 
 
 def switches(step: int, calib: dict) -> dict:
@@ -81,19 +119,17 @@ def switches(step: int, calib: dict) -> dict:
     if step >= 5:
         out["sufficient_factors"] = True
     if step >= 6:
-        out["pipelined_nic"] = True
+        out.update(pull_overlap=True, pull_window_bytes=float(PULL_WINDOW))
     if step >= 7:
-        out["factor_pulls"] = True
+        out.update(factor_broadcast=True, worker_flop_s=gpu_flop_s(),
+                   worker_apply_byte_s=STEP_BYTES_PER_BYTE / HBM_BYTES_PER_S)
+    if step >= 8:
+        out["early_pull"] = True
+    if step >= 9:
+        out["pipelined_nic"] = True
+    if step >= 10:
+        out["factor_value_bytes"] = 2.0
     return out
-
-
-STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
-         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
-         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
-         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
-         "+ sufficient factors for fc weights (push side): every switch built",
-         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c)",
-         "+ sufficient factors in the pulls too (SFB: not built)"]
 
 
 def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float,
@@ -136,9 +172,9 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
         rows.append((label, costmodel.predict(layers, params, batch, costmodel.Cluster(
             **dict(base, **switches(step, calib))))))
     free = costmodel.predict(layers, params, batch, costmodel.Cluster(
-        **dict(base, **dict(switches(6, calib), server_byte_s=0.0, server_io_byte_s=0.0,
-                            server_flop_s=0.0, worker_byte_s=0.0))))
-    rows.append(("every switch built, no CPU cost per byte (the NICs alone)", free))
+        **dict(base, **dict(switches(len(STEPS), calib), server_byte_s=0.0,
+                            server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0))))
+    rows.append(("every row above, no CPU cost per byte (the NICs alone)", free))
     return [(label, r.iteration_s * 1e3, r.images_per_s,
              r.images_per_s / (ISSUE["workers"] * single), r.bottleneck) for label, r in rows]
 
@@ -235,7 +271,7 @@ def main() -> int:
             grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
                                        0.0, cpu * args.worker_ns_per_byte * 1e-9, extra)
         on = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
-                          args.worker_ns_per_byte * 1e-9, switches(6, calib), servers=("W",))
+                          args.worker_ns_per_byte * 1e-9, switches(ALL_STEP, calib), servers=("W",))
         plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on)
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "

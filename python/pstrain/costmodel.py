@@ -558,6 +558,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     summing = (min(cl.workers_per_host, cl.workers) - 1) * cl.host_sum_byte_s if grouped else 0.0
     applied = []            # (ready time at server, shard, reply bytes, float32 bytes)
     position = []           # E12: the forward position of each of them
+    used: dict = {}         # E12: each link's busy intervals while the pushes go
     replica = [0.0] * len(layers)   # E13: the worker's rebuild and step before layer l's forward
     for layer_index, layer in reversed(list(enumerate(layers))):
         t += layer.backward_ms / 1e3 * scale
@@ -572,9 +573,11 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             on_wire = wire("up", start, up, cl.worker_bw)
             sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
             free["up"] = sent
+            used.setdefault("up", []).append((start, sent))
             begin = max(start + L, free[link(("in", k))])
             free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
                                                  server_bw)
+            used.setdefault(link(("in", k)), []).append((begin, free[link(("in", k))]))
             arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
             # E3: the server applies once all W copies are in (bsp: sum + one step), after
             # rebuilding factored chunks (E1b).
@@ -588,7 +591,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             replica[layer_index] += (piece.worker_flops * cl.worker_flop_s
                                      + piece.replica_bytes * cl.worker_apply_byte_s) * scale
     if cl.pull_overlap:
-        return _overlapped_pull(layers, applied, position, replica, t, fwd, request, free,
+        return _overlapped_pull(layers, applied, position, replica, t, fwd, request, used,
                                 link, wire, remote, own, scale, slow, cl)
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
@@ -603,67 +606,117 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             merged[k] = (max(r, ready), n + nbytes, d + dense)
         applied = [(r, k, n, d) for k, (r, n, d) in sorted(merged.items(),
                                                            key=lambda kv: kv[1][0])]
+    # E11: the replies take a link where the pushes (first) leave it free: with a shard
+    # beside, host 0's uplink carries its pushes and shard 0's replies, its downlink the
+    # other hosts' pushes to shard 0 and the replies to this worker; every host's uplink
+    # is busy with its worker's pushes as host 0's is (hosts alike). (Apart, the pushes
+    # leave the outlinks and the downlink idle: there this is the plain sequence.)
+    sending = {}
     for ready, k, nbytes, dense in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         local = beside and k == 0
-        begin = max(ready, request, free[link(("out", k))]) + cl.message_s
-        free[link(("out", k))] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
+        out = link(("out", k))
+        begin = max(ready, request, sending.get(out, fwd)) + cl.message_s
+        sending[out] = _fill(used.get("up" if beside else out, []), begin,
+                             wire(("out", k), begin, remote(k) * nbytes, server_bw))
         staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
         if local:   # the shard beside hands the reply over in memory, not after its NIC
             arrive = begin + staging
         else:
-            down = max(begin + L, free["down"])
+            down = max(begin + L, sending.get("down", fwd))
             on_wire = wire("down", down, own * nbytes, cl.worker_bw)
-            arrive = max(free[link(("out", k))] + L,
-                         down + (max(on_wire, staging) if cl.pipelined_nic else
-                                 on_wire + staging))
-            free["down"] = arrive
+            arrive = max(sending[out] + L,
+                         _fill(used.get("down", []), down,
+                               max(on_wire, staging) if cl.pipelined_nic else
+                               on_wire + staging))
+            sending["down"] = arrive
         end = max(end, arrive + cl.message_s)
     # E13: the worker rebuilds the broadcast weights before the next forward reads them
     return end + sum(replica)
 
 
+def _fill(busy: list, start: float, duration: float) -> float:
+    """E12: when a transfer of `duration` that starts at `start` ends on a link that is
+    busy in the intervals `busy` (the pushes, which go first): it takes the gaps."""
+    t, left = start, duration
+    for a, b in sorted(busy):
+        if b <= t:
+            continue
+        if a > t:
+            if left <= a - t:
+                return t + left
+            left -= a - t
+        t = max(t, b)
+    return t + left
+
+
 def _overlapped_pull(layers, applied, position, replica, backward_end: float, fwd: float,
-                     request: float, free: dict, link, wire, remote, own: int, scale: float,
+                     request: float, used: dict, link, wire, remote, own: int, scale: float,
                      slow: float, cl: Cluster) -> float:
-    """E12: the pull replies overlap the next forward, in forward order. Each shard's
-    outlink sends its replies one after the other; when it picks the next, it takes among
-    those ready (applied, and requested) the one earliest in forward order. The shard
-    keeps pull_window_bytes a worker queued ahead of the wire, so it picks that long
-    before the outlink is free (the queue of each of the remote(k) workers drains at
-    1/remote(k) of the link). The worker's downlink takes the replies in the order the
-    shards sent them. The next forward starts when backward ended; layer l's forward
-    starts at max(end of forward l-1, arrival of the replies layer l reads) (+ E13's
-    rebuild). Returns the iteration time: from the end of one forward to the next's."""
+    """E12: the pull replies overlap the next forward, in forward order. Whenever the
+    worker's connections have room, the shards send, of the replies ready (applied, and
+    requested), the one earliest in forward order; a connection lets pull_window_bytes
+    wait ahead of the wire, so the choice is made that long before the previous reply is
+    in (the window drains at the connection's share of the worker's downlink, shared by
+    the shards that send to it, or of the shard's outlink, shared by the workers it
+    sends to). A reply takes its shard's outlink and the worker's downlink where the
+    pushes (E2, first) leave them free: the weights of the late layers, applied first,
+    travel while the early layers' pushes still go. The next forward starts when
+    backward ended; layer l's forward at max(end of forward l-1, arrival of the replies
+    layer l reads), after E13's rebuild. Returns the iteration time: from the end of one
+    forward to the next's."""
     L, S = cl.latency_s, cl.servers
     beside = cl.servers_beside_workers
     server_bw = _server_link_bw(cl)
-    sent = []               # (begin, end on the outlink, ready, shard, bytes, staged, position)
-    for k in range(S):
-        waiting = [(max(ready, request), ready, nbytes, dense, pos)
-                   for (ready, shard, nbytes, dense), pos in zip(applied, position) if shard == k]
-        out = link(("out", k))
-        ahead = cl.pull_window_bytes * remote(k) / server_bw
-        while waiting:
-            pick_at = max(min(w[0] for w in waiting), free[out] - ahead)
-            ready_now = [w for w in waiting if w[0] <= pick_at]
-            chosen = min(ready_now, key=lambda w: (w[4], w[0]))
-            waiting.remove(chosen)
-            when, ready, nbytes, dense, pos = chosen
-            begin = max(when, free[out]) + cl.message_s
-            free[out] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
-            sent.append((begin, free[out], k, nbytes, dense, pos))
+    senders = S - (1 if beside else 0)
+    fanout = max([remote(k) for k in range(S)] + [1])
+    drain = min(cl.worker_bw / max(1, senders), server_bw / fanout)
+    ahead = cl.pull_window_bytes / drain
+    # a reply goes in parts of at most a chunk (the shard cuts it at its chunks), so a part
+    # of an earlier layer can overtake the rest of a large late one
+    waiting = []
+    for (ready, k, nbytes, dense), pos in zip(applied, position):
+        parts = max(1, math.ceil(dense / cl.chunk_bytes))
+        waiting += [(max(ready, request), pos, k, nbytes / parts, dense / parts)] * parts
+    free: dict = {}
+    last = fwd
     arrival = [0.0] * len(layers)
-    for begin, out_end, k, nbytes, dense, pos in sorted(sent, key=lambda x: (x[0], x[5])):
+
+    def can_go(w) -> float:
+        """When a waiting reply can be handed to ZeroMQ: ready, and its shard's outlink
+        within the window of free."""
+        return max(w[0], free.get(link(("out", w[2])), fwd) - ahead)
+    def on_the_wire(w) -> float:
+        """When its first byte could reach the worker: its shard's outlink free, plus L."""
+        local = beside and w[2] == 0
+        return max(w[0], free.get(link(("out", w[2])), fwd)) + cl.message_s + (0 if local
+                                                                                 else L)
+    while waiting:
+        pick_at = max(min(can_go(w) for w in waiting), last - ahead)
+        choice = [w for w in waiting if can_go(w) <= pick_at]
+        # the downlink takes what can flow now (TCP interleaves the shards' connections):
+        # of the replies that would not leave it idle the earliest in forward order, else
+        # the one that can come first
+        flowing = [w for w in choice if on_the_wire(w) <= free.get("down", fwd)]
+        chosen = (min(flowing, key=lambda w: (w[1], w[0])) if flowing else
+                  min(choice, key=lambda w: (on_the_wire(w), w[1])))
+        waiting.remove(chosen)
+        when, pos, k, nbytes, dense = chosen
+        out = link(("out", k))
+        begin = max(when, free.get(out, fwd)) + cl.message_s
+        free[out] = _fill(used.get("up" if beside else out, []), begin,
+                          wire(("out", k), begin, remote(k) * nbytes, server_bw))
         staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
         if beside and k == 0:   # the shard beside hands the reply over in memory
             arrive = begin + staging
         else:
-            down = max(begin + L, free["down"])
+            down = max(begin + L, free.get("down", fwd))
             on_wire = wire("down", down, own * nbytes, cl.worker_bw)
-            arrive = max(out_end + L, down + (max(on_wire, staging) if cl.pipelined_nic else
-                                              on_wire + staging))
+            arrive = max(free[out] + L, _fill(used.get("down", []), down,
+                                              max(on_wire, staging) if cl.pipelined_nic
+                                              else on_wire + staging))
             free["down"] = arrive
+        last = max(last, arrive)
         arrival[pos] = max(arrival[pos], arrive + cl.message_s)
     done = backward_end
     for i, layer in enumerate(layers):
