@@ -155,7 +155,7 @@ class Cluster:
     # worker ahead of the wire (a reply that becomes ready later overtakes all but those).
     # False: the next forward waits for the whole pull (PsWorker::OnStart's WaitPull)
     pull_overlap: bool = False
-    pull_window_bytes: float = float(4 << 20)
+    pull_window_bytes: float = float(2 << 20)   # ps-server --pull-window-kb 2048
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -795,8 +795,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pull-overlap", action="store_true",
                    help="E12: transport.pull_overlap: the pull overlaps the next forward, "
                         "replies in forward order")
-    p.add_argument("--pull-window-mb", type=float, default=4 * 1.048576,
-                   help="E12: bytes (MB) a shard queues a worker ahead of the wire")
+    p.add_argument("--pull-window-kb", type=float, default=2048,
+                   help="E12: KiB of replies a shard lets ZeroMQ hold a worker ahead of the "
+                        "wire (ps-server --pull-window-kb)")
     p.add_argument("--server-ns-per-flop", type=float, default=0.0,
                    help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
     p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
@@ -840,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
                              worker_flop_s=args.worker_ns_per_flop * 1e-9,
                              worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
                              pull_overlap=args.pull_overlap,
-                             pull_window_bytes=args.pull_window_mb * 1e6,
+                             pull_window_bytes=args.pull_window_kb * 1024,
                              server_flop_s=args.server_ns_per_flop * 1e-9,
                              server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
                              pipelined_nic=args.pipelined_nic)

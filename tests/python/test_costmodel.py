@@ -683,3 +683,57 @@ def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
     slow = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True,
                                            **dict(LINK, worker_byte_s=15e-9)))
     assert slow.iteration_s == pytest.approx(0.152)
+
+
+def test_e11_replies_take_the_gaps_the_pushes_leave_on_a_link():
+    # a link busy 10-20 and 30-40 ms: 10 ms from 5 run 5-10 and 20-25; 15 ms from 12 run
+    # 20-30 and 40-45; after the last interval, at once
+    busy = [(0.030, 0.040), (0.010, 0.020)]
+    assert costmodel._fill(busy, 0.005, 0.010) == pytest.approx(0.025)
+    assert costmodel._fill(busy, 0.012, 0.015) == pytest.approx(0.045)
+    assert costmodel._fill(busy, 0.050, 0.010) == pytest.approx(0.060)
+    assert costmodel._fill([], 0.050, 0.010) == 0.050 + 0.010
+
+
+def test_e11_e12_a_shard_on_every_host_replies_between_its_hosts_pushes():
+    """Two workers on two hosts, a shard beside each, the early pull (request at 31 ms).
+    Placement: c (2 MB) on shard 0, a and b (1 MB each) on shard 1. By hand: backward c
+    30-40 (to shard 0 through memory; host 1's copy comes in on host 0's downlink 41-61),
+    b 40-50 (pushed 50-60, in on shard 1 at 61), a 50-60 (pushed 60-70, in at 71); applied
+    c 61, b 61, a 71. Host 0's uplink is busy with this worker's pushes 50-70, and every
+    host's uplink with its own the same way (hosts alike)."""
+    cl = Cluster(workers=2, servers=2, servers_beside_workers=True, early_pull=True, **LINK)
+    # c's reply to host 1 waits for the push of a: 70-90; this worker has c at 61 (memory).
+    # b leaves host 1 at 70 (its push of a 60-70 first), 70-80, in at 81; a 80-90, in at 91
+    today = predict(ABC, ABC_P, 64, cl)
+    assert today.iteration_s == pytest.approx(0.091)
+    # E12, no window: the same order (c is in memory at once, b before a is ready); the
+    # forward a at max(60, 91) 91-101, b 101-111, c 111-121: 121 - 30 = 91
+    e12 = predict(ABC, ABC_P, 64, dataclasses.replace(cl, pull_overlap=True,
+                                                      pull_window_bytes=0.0))
+    assert e12.iteration_s == pytest.approx(0.091)
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_takes_e12_and_e13(capsys):
+    time_file = ROOT / "bench/data/h200_alexnet_time.json"
+    net = ROOT / "configs/nets/alexnet_deploy.prototxt"
+    code = costmodel.main(["--time", str(time_file), "--net", str(net), "--batch", "128",
+                           "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
+                           "--servers-per-host", "--pull-overlap", "--pull-window-kb", "512",
+                           "--factor-broadcast", "--factor-bytes", "2",
+                           "--worker-ns-per-flop", "0.001", "--worker-apply-ns-per-byte", "0.01",
+                           "--json"])
+    line = json.loads(capsys.readouterr().out)
+    layers, params = costmodel.load_layer_times(time_file), costmodel.net_params(net)
+    base = dict(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
+                servers_beside_workers=True)
+    on = dict(pull_overlap=True, pull_window_bytes=512 * 1024, factor_broadcast=True,
+              factor_value_bytes=2.0, worker_flop_s=1e-12, worker_apply_byte_s=1e-11)
+    want = predict(layers, params, 128, Cluster(**base, **on))
+    assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
+    # the flags count: without the overlap, the rebuild, 16-bit factors or the broadcast
+    for change in (dict(pull_overlap=False), dict(worker_flop_s=0.0),
+                   dict(factor_value_bytes=4.0), dict(factor_broadcast=False)):
+        other = predict(layers, params, 128, Cluster(**base, **dict(on, **change)))
+        assert other.iteration_s != pytest.approx(want.iteration_s, rel=1e-6), change
