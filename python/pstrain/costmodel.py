@@ -385,6 +385,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     shards_used = sum(1 for m in shard_msgs if m)
     e8_cpu = (shards_used * (cl.worker_cpu_exchange_s + cl.server_cpu_exchange_s)
               + total_bytes * (cl.worker_cpu_byte_s + cl.server_cpu_byte_s))
+    # E1b, E13 on shared cores: the CPU of the shards' rebuilds of one worker's factors and,
+    # broadcast, of its own rebuild and step (0 without factors)
+    factor_cpu = (sum(shard_flops) * cl.server_flop_s
+                  + sum(c.worker_flops * cl.worker_flop_s + c.replica_bytes
+                        * cl.worker_apply_byte_s for ps in by_layer.values() for c in ps))
+    comm_cpu += factor_cpu
+    e8_cpu += factor_cpu
     for _ in range((8 if e8 else 4) if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
