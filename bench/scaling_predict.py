@@ -13,7 +13,9 @@ Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one se
 host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
 (--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
-their pushes (no early pull).
+their pushes (no early pull) except in the switch table's row that adds it. The switch
+table of issue 32's configuration adds one switch a row (`STEPS`, `switches()`), E12 and
+E13 included, each row saying whether it is in main, being built or not built.
 
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
@@ -179,8 +181,8 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
              r.images_per_s / (ISSUE["workers"] * single), r.bottleneck) for label, r in rows]
 
 
-def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | None = None
-         ) -> None:
+def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | None = None,
+         in_main: dict | None = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -202,11 +204,15 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
             top.plot(xs, nic, ":", color=c, linewidth=1)
             bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(nic, xs)], ":", color=c,
                         linewidth=1)
-        if on is not None:
-            ips = [on["pred"][gbit, "W", w].images_per_s for w in xs]
-            top.plot(xs, ips, "s-", color="C3", label="every switch built, a shard per host")
-            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], "s-",
-                        color="C3", label="every switch built (S = W, one per host)")
+        for overlay, marker, color, label in ((in_main, "^-", "C1", "every switch in main"),
+                                              (on, "s-", "C3", "+ E12, E13, GPU early pull, "
+                                               "E2c")):
+            if overlay is None:
+                continue
+            ips = [overlay["pred"][gbit, "W", w].images_per_s for w in xs]
+            top.plot(xs, ips, marker, color=color, label=f"{label}, a shard per host")
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], marker,
+                        color=color, label=f"{label} (S = W, one per host)")
         for j, (name, n, eff) in enumerate(ANCHORS):
             bottom.plot([n], [eff], marker="*^vsD"[j], markersize=11, linestyle="none",
                         color=f"C{j + 1}", label=name)
@@ -225,7 +231,7 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
     axes[0][0].legend(fontsize=7, loc="upper left")
     handles, labels = axes[1][0].get_legend_handles_labels()
     keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"
-            and not l.startswith("every switch")]
+            and not l.startswith("every switch") and not l.startswith("+ E12")]
     fig.legend([handles[i] for i in keep], [labels[i] for i in keep], loc="lower center",
                ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
                "networks; see docs/scaling.md)", title_fontsize=8)
@@ -233,10 +239,11 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
                  f"{grid['mbytes']:.0f} MB of gradients per worker and iteration\ncircles: "
                  f"today's defaults, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
                  f" ns/B, I/O {args.calib['server_io_ns_per_byte']:.2g} ns/B, worker "
-                 f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost; red squares: every "
-                 f"switch built, a shard on every host",
+                 f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost;\na shard on every "
+                 f"host: orange triangles every switch in main, red squares + pulls under the "
+                 f"next forward (E12), factor broadcasting (E13), early pulls, NIC DMA (E2c)",
                  fontsize=9)
-    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.09, 1, 0.95))
     fig.savefig(out / f"scaling_{key}.png", dpi=80)
     plt.close(fig)
 
@@ -272,15 +279,19 @@ def main() -> int:
                                        0.0, cpu * args.worker_ns_per_byte * 1e-9, extra)
         on = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
                           args.worker_ns_per_byte * 1e-9, switches(ALL_STEP, calib), servers=("W",))
-        plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on)
+        in_main = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
+                               args.worker_ns_per_byte * 1e-9, switches(MAIN_STEP, calib),
+                               servers=("W",))
+        plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on, in_main)
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
               f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration; "
               f"today's defaults, servers on hosts of their own\n")
         print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
               " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
-              " W=64 bsp, no CPU cost per byte | W=64 bsp, every switch, S = W per host |")
-        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: | ---: |")
+              " W=64 bsp, no CPU cost per byte | W=64 bsp, S = W per host, every switch in"
+              " main | W=64 bsp, S = W per host, every row of the switch table |")
+        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: | ---: | ---: |")
         for gbit in LINKS_GBIT:
             for s in TABLE_SERVERS:
                 def cell(grid, w, s=s):
@@ -290,6 +301,7 @@ def main() -> int:
                       " | ".join(cell(grids["bsp"], w) for w in WORKERS) + " | " +
                       " | ".join(cell(grids["asp"], w) for w in WORKERS) + " | " +
                       g["pred"][gbit, s, 64].bottleneck + " | " + cell(grids["bsp-free"], 64) +
+                      " | " + (cell(in_main, 64, "W") if s == TABLE_SERVERS[-1] else "") +
                       " | " + (cell(on, 64, "W") if s == TABLE_SERVERS[-1] else "") + " |")
     return 0
 
