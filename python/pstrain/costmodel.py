@@ -5,7 +5,7 @@ parameters and the server placement of their chunks (both the engine's own answe
 through pstrain._core: engine.py), link bandwidth and latency,
 the server's cost per byte and per message. Output: predicted iteration time and
 images/s under bsp, ssp and asp, with the bottleneck named. docs/scaling.md derives
-and documents every equation; the comments below name them (E1..E7).
+and documents every equation; the comments below name them (E1..E13).
 
     python3 -m pstrain.costmodel --time TIME.jsonl --net NET.prototxt --batch 32 \
         --workers 8 --servers 2 --bandwidth-gbit 10 --latency-us 50 --mode bsp
@@ -815,43 +815,48 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
+    """The Cluster of one (workers, servers) point of the command line."""
+    gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
+    return Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
+                   worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
+                   latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
+                   server_byte_s=args.server_ns_per_byte * 1e-9,
+                   server_threads=args.server_threads,
+                   worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                   chunk_bytes=args.chunk_bytes, cores=args.cores,
+                   worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
+                   server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
+                   worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
+                   server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
+                   refill_per_share=args.refill_per_share,
+                   balance_s=args.balance_ms * 1e-3,
+                   push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                   pull_value_bytes=value_bytes(args.pull_compression),
+                   workers_per_host=args.workers_per_host,
+                   servers_beside_workers=args.servers_per_host,
+                   host_aggregation=args.host_aggregation,
+                   host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
+                   sufficient_factors=args.sufficient_factors,
+                   factor_broadcast=args.factor_broadcast,
+                   factor_value_bytes=args.factor_bytes,
+                   worker_flop_s=args.worker_ns_per_flop * 1e-9,
+                   worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
+                   pull_overlap=args.pull_overlap,
+                   pull_window_bytes=args.pull_window_kb * 1024,
+                   server_flop_s=args.server_ns_per_flop * 1e-9,
+                   server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                   pipelined_nic=args.pipelined_nic)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         layers = load_layer_times(args.time)
         params = net_params(args.net)
-        gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
         for w in (int(x) for x in args.workers.split(",")):
             for s in (int(x) for x in args.servers.split(",")):
-                cl = Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
-                             worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
-                             latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
-                             server_byte_s=args.server_ns_per_byte * 1e-9,
-                             server_threads=args.server_threads,
-                             worker_byte_s=args.worker_ns_per_byte * 1e-9,
-                             chunk_bytes=args.chunk_bytes, cores=args.cores,
-                             worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
-                             server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
-                             worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
-                             server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
-                             refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3,
-                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
-                             pull_value_bytes=value_bytes(args.pull_compression),
-                             workers_per_host=args.workers_per_host,
-                             servers_beside_workers=args.servers_per_host,
-                             host_aggregation=args.host_aggregation,
-                             host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
-                             sufficient_factors=args.sufficient_factors,
-                             factor_broadcast=args.factor_broadcast,
-                             factor_value_bytes=args.factor_bytes,
-                             worker_flop_s=args.worker_ns_per_flop * 1e-9,
-                             worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
-                             pull_overlap=args.pull_overlap,
-                             pull_window_bytes=args.pull_window_kb * 1024,
-                             server_flop_s=args.server_ns_per_flop * 1e-9,
-                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
-                             pipelined_nic=args.pipelined_nic)
+                cl = cluster_from_args(args, w, s)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

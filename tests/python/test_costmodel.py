@@ -718,18 +718,25 @@ def test_e11_e12_a_shard_on_every_host_replies_between_its_hosts_pushes():
 def test_cli_takes_e12_and_e13(capsys):
     time_file = ROOT / "bench/data/h200_alexnet_time.json"
     net = ROOT / "configs/nets/alexnet_deploy.prototxt"
-    code = costmodel.main(["--time", str(time_file), "--net", str(net), "--batch", "128",
-                           "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
-                           "--servers-per-host", "--pull-overlap", "--pull-window-kb", "512",
-                           "--factor-broadcast", "--factor-bytes", "2",
-                           "--worker-ns-per-flop", "0.001", "--worker-apply-ns-per-byte", "0.01",
-                           "--json"])
+    flags = ["--time", str(time_file), "--net", str(net), "--batch", "128",
+             "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
+             "--servers-per-host", "--pull-overlap", "--pull-window-kb", "512",
+             "--factor-broadcast", "--factor-bytes", "2",
+             "--worker-ns-per-flop", "0.001", "--worker-apply-ns-per-byte", "0.01", "--json"]
+    code = costmodel.main(flags)
     line = json.loads(capsys.readouterr().out)
     layers, params = costmodel.load_layer_times(time_file), costmodel.net_params(net)
     base = dict(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
                 servers_beside_workers=True)
     on = dict(pull_overlap=True, pull_window_bytes=512 * 1024, factor_broadcast=True,
               factor_value_bytes=2.0, worker_flop_s=1e-12, worker_apply_byte_s=1e-11)
+    args = costmodel._parser().parse_args(flags)
+    cl = costmodel.cluster_from_args(args, 8, 8)
+    assert {k: getattr(cl, k) for k in on} == pytest.approx(on)
+    # the defaults are today's behaviour: no overlap, ps-server's 2048 KiB window, float32
+    plain = costmodel.cluster_from_args(costmodel._parser().parse_args(flags[:6]), 8, 8)
+    assert (plain.pull_overlap, plain.pull_window_bytes, plain.factor_broadcast,
+            plain.factor_value_bytes) == (False, 2048 * 1024, False, 4.0)
     want = predict(layers, params, 128, Cluster(**base, **on))
     assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
     # the flags count: without the overlap, the rebuild, 16-bit factors or the broadcast
