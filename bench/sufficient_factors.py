@@ -38,7 +38,9 @@ def write_job(folder: pathlib.Path, batch: int, iters: int, factors) -> pathlib.
         "cluster": {"servers": 1, "workers": 2, "worker_devices": "cpu",
                     "threads_per_worker": 1},
         "consistency": {"mode": "bsp"}, "engine": "fast",
-        "transport": {"kind": "tcp", "sufficient_factors": factors},
+        # host_aggregation false: each worker pushes and pulls its own (auto would sum
+        # the two local workers' gradients and push them dense once)
+        "transport": {"kind": "tcp", "sufficient_factors": factors, "host_aggregation": False},
         "output": str(folder / "runs")}))
     return job
 

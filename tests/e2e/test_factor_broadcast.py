@@ -39,7 +39,7 @@ def server_stat(result, key: str) -> int:
 
 def run(build_dir, data, tmp_path, name, args, **kw):
     solver = write_job(tmp_path, name, WIDE_NET, data, BATCH, ITERS, extra=EXTRA)
-    result = ok(run_job(build_dir, solver, workers=WORKERS, servers=1, timeout=240,
+    result = ok(run_job(build_dir, solver, workers=WORKERS, servers=1, timeout=120,
                         worker_args={0: args, 1: args}, **kw))
     return result, solver
 
