@@ -5,12 +5,11 @@ worker's factors of ip1 and ip2 in its pull replies and each worker steps its
 replica of them exactly as the shard steps its own: the final weights are bit
 for bit those of the push-only factor run and within 1e-5 of the dense run,
 with the strict verification (every 5 iterations the replica is compared with
-the shard's weights and history, bit for bit) on; the shard sends exactly the
-relay's bytes; a worker killed with SIGKILL and restarted starts its replica
-from the weights and history it pulls and the run still ends bit-identical."""
-import os
-import signal
-import time
+the shard's weights and history, bit for bit) on, and the shard sends exactly
+the relay's bytes; also across 2 shards with chunks ending mid-row and
+iter_size 2. (A worker killed with SIGKILL and restarted:
+tests/python/test_factor_broadcast.py.)"""
+import re
 
 from conftest import ROOT
 from ps_job import run_job
@@ -70,3 +69,34 @@ def test_broadcast_is_bit_identical_to_push_only_and_pulls_the_relay_bytes(
     assert "factor broadcast: ip2/0: 262144 bytes of factors pulled instead of 4194304" in said
     # The strict run compared at iterations 5, 10, 15 and 20 (worker 0) and found nothing.
     assert "differs" not in strict.stderr["worker-0"] + strict.stderr["worker-1"]
+
+
+def test_broadcast_across_shards_mid_row_chunks_and_iter_size_2(build_dir, fashion_mnist,
+                                                                tmp_path):
+    # 100000-byte chunks on 2 shards: each weight's chunks end mid-row and lie on
+    # both shards, each relays its L columns and one worker's R (its holder).
+    kw = {"servers": 2, "chunk_bytes": 100000}
+    runs = []
+    for name, args in (("push", FACTORS), ("strict", STRICT)):
+        solver = write_job(tmp_path, name, WIDE_NET, fashion_mnist, BATCH, ITERS,
+                           extra="iter_size: 2\n")
+        runs.append((ok(run_job(build_dir, solver, workers=WORKERS, timeout=120,
+                                worker_args={0: args, 1: args}, **kw)), solver))
+    (push, b), (strict, c) = runs
+    assert_same(build_dir, final_model(b, ITERS), final_model(c, ITERS))
+    assert "differs" not in strict.stderr["worker-0"] + strict.stderr["worker-1"]
+    # What each worker says a pull of a weight's factors costs (RelayBytes: per shard
+    # both workers' 32 x rows-touched L columns, plus both R once) ...
+    said = {m[0]: int(m[1]) for m in re.findall(r"factor broadcast: (ip\d)/0: (\d+) bytes",
+                                                strict.stderr["worker-0"])}
+    assert sorted(said) == ["ip1", "ip2"]
+    assert 2 * 32 * (1024 + 784) * 4 < said["ip1"] < 2 * 32 * (2 * 1024 + 784) * 4
+    # ... is what the shards sent: the first pull of each worker and the 7
+    # verification pulls (iterations 5, 10, 15, 20 of worker 0; 5, 10, 15 of
+    # worker 1) bring ip1 and ip2 with their history, the verifications their
+    # factors too, and every pull after the first their factors.
+    pulls = WORKERS * ITERS + 1
+    with_history = WORKERS + 7
+    expected = (pulls * OTHER * 4 + with_history * 2 * (IP1 + IP2) * 4
+                + (pulls - WORKERS) * (said["ip1"] + said["ip2"]))
+    assert server_stat(strict, "bytes_sent") == expected
