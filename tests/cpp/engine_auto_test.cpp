@@ -82,7 +82,8 @@ void ExpectImplementationsAgree(const std::string& param, const Shape& shape) {
     auto layer = MakeLayer(GaussianConv(param), Engine::kFast);
     ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
     const std::vector<std::string> names = layer->CpuImplementations();
-    ASSERT_EQ(names.size(), 5u);
+    // "winograd" joins the five for 3x3 kernels, stride 1, no dilation, pad <= 2.
+    ASSERT_EQ(names.size(), names.back() == "winograd" ? 6u : 5u);
     for (const std::string& name : names) {
       SCOPED_TRACE(param + " " + name + (bottom_gradient ? "" : " (no bottom gradient)"));
       const Run got = RunConv(param, shape, name, bottom_gradient);
@@ -118,6 +119,50 @@ TEST(ConvImplementationsTest, GroupsPadStrideDilation) {
   ExpectImplementationsAgree("num_output: 24 kernel_size: 1", {2, 16, 7, 7});
 }
 
+// Winograd F(2x2, 3x3): pad 0, 1 and 2, odd and even output sizes (half-used
+// last tiles), rectangular images, groups, no bias; every implementation agrees.
+TEST(ConvImplementationsTest, WinogradShapes) {
+  ExpectImplementationsAgree("num_output: 12 kernel_size: 3 pad: 1", {2, 5, 13, 13});
+  ExpectImplementationsAgree("num_output: 8 kernel_size: 3", {3, 4, 10, 7});
+  ExpectImplementationsAgree("num_output: 6 kernel_size: 3 pad: 2 group: 2", {2, 6, 5, 8});
+  ExpectImplementationsAgree("num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 0 pad_w: 2 bias_term: false",
+                             {1, 3, 6, 3});
+  ExpectImplementationsAgree("num_output: 1 kernel_size: 3 pad: 1", {1, 1, 1, 1});
+}
+
+// "winograd" is offered exactly where it computes the geometry.
+TEST(ConvImplementationsTest, WinogradOnlyFor3x3Stride1) {
+  auto offered = [](const std::string& param) {
+    BlobSet bottoms;
+    BlobSet tops;
+    bottoms.Add({1, 2, 9, 9});
+    tops.Add({});
+    auto layer = MakeLayer(GaussianConv(param), Engine::kFast);
+    EXPECT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok()) << param;
+    const std::vector<std::string> names = layer->CpuImplementations();
+    return std::find(names.begin(), names.end(), "winograd") != names.end();
+  };
+  EXPECT_TRUE(offered("num_output: 2 kernel_size: 3 pad: 1"));
+  EXPECT_TRUE(offered("num_output: 2 kernel_size: 3 pad: 2 group: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 pad: 3"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 stride: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 dilation: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 5"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_h: 3 kernel_w: 1"));
+  // Not offered, not selectable: the error names the choices.
+  BlobSet bottoms;
+  BlobSet tops;
+  bottoms.Add({1, 1, 6, 6});
+  tops.Add({});
+  auto layer = MakeLayer(GaussianConv("num_output: 2 kernel_size: 5"), Engine::kFast);
+  ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
+  Status s = layer->SelectCpuImplementation("winograd");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "layer conv (Convolution) has no CPU implementation 'winograd' (choices: "
+            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference)");
+}
+
 TEST(ConvImplementationsTest, BadNameIsRefusedWithTheChoices) {
   BlobSet bottoms;
   BlobSet tops;
@@ -126,11 +171,12 @@ TEST(ConvImplementationsTest, BadNameIsRefusedWithTheChoices) {
   auto layer = MakeLayer(GaussianConv("num_output: 2 kernel_size: 3"), Engine::kFast);
   ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
   ASSERT_TRUE(layer->SelectCpuImplementation("onednn").ok());
-  Status s = layer->SelectCpuImplementation("winograd");
+  Status s = layer->SelectCpuImplementation("fft");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
-            "layer conv (Convolution) has no CPU implementation 'winograd' (choices: "
-            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference)");
+            "layer conv (Convolution) has no CPU implementation 'fft' (choices: "
+            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference, "
+            "winograd)");
   EXPECT_EQ(layer->CpuImplementation(), "onednn");  // unchanged
   // Engine reference runs the reference whatever was selected.
   layer->set_engine(Engine::kReference);
