@@ -148,7 +148,9 @@ TEST(ConvImplementationsTest, WinogradOnlyFor3x3Stride1) {
   EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 stride: 2"));
   EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 dilation: 2"));
   EXPECT_FALSE(offered("num_output: 2 kernel_size: 5"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 1"));
   EXPECT_FALSE(offered("num_output: 2 kernel_h: 3 kernel_w: 1"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_h: 1 kernel_w: 3"));
   // Not offered, not selectable: the error names the choices.
   BlobSet bottoms;
   BlobSet tops;

@@ -30,17 +30,24 @@ WinogradConv::WinogradConv(const ConvGeometry& g, int num, int channels, int hei
       tiles_h_((out_h + 1) / 2),
       tiles_w_((out_w + 1) / 2) {
   tiles_ = static_cast<int64_t>(num) * tiles_h_ * tiles_w_;
+  // The tiles' input patches span 2 tiles + 2 rows and columns from -pad on.
+  padded_h_ = std::max(2 * tiles_h_ + 2, height_ + pad_h_);
+  padded_w_ = std::max(2 * tiles_w_ + 2, width_ + pad_w_);
 }
 
 // U = G w G^T per (output, channel): G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1].
+// One output's channels at a time, staged so that each of the 16 planes gets one
+// contiguous run.
 void WinogradConv::TransformWeights(const float* weights) {
   u_.resize(static_cast<size_t>(group_) * 16 * g_out_ * g_c_);
+  stage_.resize(static_cast<size_t>(16) * g_c_);
   const int64_t plane = static_cast<int64_t>(g_out_) * g_c_;  // one of the 16 per group
   for (int g = 0; g < group_; ++g) {
     float* u = u_.data() + static_cast<int64_t>(g) * 16 * plane;
     for (int k = 0; k < g_out_; ++k) {
+      const float* wk = weights + (static_cast<int64_t>(g) * g_out_ + k) * g_c_ * 9;
       for (int c = 0; c < g_c_; ++c) {
-        const float* w = weights + ((static_cast<int64_t>(g) * g_out_ + k) * g_c_ + c) * 9;
+        const float* w = wk + c * 9;
         float t[4][3];  // G w
         for (int j = 0; j < 3; ++j) {
           t[0][j] = w[j];
@@ -48,13 +55,15 @@ void WinogradConv::TransformWeights(const float* weights) {
           t[2][j] = 0.5f * (w[j] - w[3 + j] + w[6 + j]);
           t[3][j] = w[6 + j];
         }
-        const int64_t at = static_cast<int64_t>(k) * g_c_ + c;
         for (int i = 0; i < 4; ++i) {  // (G w) G^T
-          u[(i * 4 + 0) * plane + at] = t[i][0];
-          u[(i * 4 + 1) * plane + at] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
-          u[(i * 4 + 2) * plane + at] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
-          u[(i * 4 + 3) * plane + at] = t[i][2];
+          stage_[(i * 4 + 0) * g_c_ + c] = t[i][0];
+          stage_[(i * 4 + 1) * g_c_ + c] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+          stage_[(i * 4 + 2) * g_c_ + c] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+          stage_[(i * 4 + 3) * g_c_ + c] = t[i][2];
         }
+      }
+      for (int x = 0; x < 16; ++x) {
+        std::copy_n(stage_.data() + x * g_c_, g_c_, u + x * plane + static_cast<int64_t>(k) * g_c_);
       }
     }
   }
@@ -64,6 +73,7 @@ void WinogradConv::TransformWeights(const float* weights) {
 // image): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
 void WinogradConv::TransformInput(const float* src) {
   v_.resize(static_cast<size_t>(group_) * 16 * g_c_ * tiles_);
+  stage_.assign(static_cast<size_t>(padded_h_) * padded_w_, 0.f);  // the border stays zero
   const int64_t plane = static_cast<int64_t>(g_c_) * tiles_;
   const int64_t image = static_cast<int64_t>(height_) * width_;
   for (int n = 0; n < num_; ++n) {
@@ -73,23 +83,17 @@ void WinogradConv::TransformInput(const float* src) {
       float* v = v_.data() + static_cast<int64_t>(g) * 16 * plane +
                  static_cast<int64_t>(cg - g * g_c_) * tiles_ +
                  static_cast<int64_t>(n) * tiles_h_ * tiles_w_;
+      // The image inside a zero border: every tile's 4x4 patch is in it.
+      for (int r = 0; r < height_; ++r) {
+        std::copy_n(im + static_cast<int64_t>(r) * width_, width_,
+                    stage_.data() + (r + pad_h_) * padded_w_ + pad_w_);
+      }
       for (int th = 0; th < tiles_h_; ++th) {
-        const int r0 = 2 * th - pad_h_;
         for (int tw = 0; tw < tiles_w_; ++tw, ++v) {
-          const int c0 = 2 * tw - pad_w_;
+          const float* patch = stage_.data() + 2 * th * padded_w_ + 2 * tw;
           float d[4][4];
-          if (r0 >= 0 && r0 + 4 <= height_ && c0 >= 0 && c0 + 4 <= width_) {
-            for (int i = 0; i < 4; ++i) {
-              for (int j = 0; j < 4; ++j) d[i][j] = im[(r0 + i) * width_ + c0 + j];
-            }
-          } else {
-            for (int i = 0; i < 4; ++i) {
-              const int r = r0 + i;
-              for (int j = 0; j < 4; ++j) {
-                const int c = c0 + j;
-                d[i][j] = (r >= 0 && r < height_ && c >= 0 && c < width_) ? im[r * width_ + c] : 0.f;
-              }
-            }
+          for (int i = 0; i < 4; ++i) {
+            for (int j = 0; j < 4; ++j) d[i][j] = patch[i * padded_w_ + j];
           }
           float t[4][4];  // B^T d
           for (int j = 0; j < 4; ++j) {
@@ -261,7 +265,7 @@ void WinogradConv::Backward(const float* src, const float* weights, const float*
   }
   // dX = sum over the tiles over it of B P B^T, B = [1 0 0 0; 0 1 -1 1; -1 1 1 0; 0 0 0 -1].
   const int64_t image = static_cast<int64_t>(height_) * width_;
-  std::fill(src_diff, src_diff + static_cast<int64_t>(num_) * channels_ * image, 0.f);
+  stage_.resize(static_cast<size_t>(padded_h_) * padded_w_);
   for (int n = 0; n < num_; ++n) {
     for (int cg = 0; cg < channels_; ++cg) {
       const int g = cg / g_c_;
@@ -269,10 +273,10 @@ void WinogradConv::Backward(const float* src, const float* weights, const float*
       const float* p = v_.data() + static_cast<int64_t>(g) * 16 * v_plane +
                        static_cast<int64_t>(cg - g * g_c_) * tiles_ +
                        static_cast<int64_t>(n) * tiles_h_ * tiles_w_;
+      // Summed over the zero-bordered image, whose inside is then dX.
+      std::fill(stage_.begin(), stage_.end(), 0.f);
       for (int th = 0; th < tiles_h_; ++th) {
-        const int r0 = 2 * th - pad_h_;
         for (int tw = 0; tw < tiles_w_; ++tw, ++p) {
-          const int c0 = 2 * tw - pad_w_;
           float t[4][4];  // B P
           for (int j = 0; j < 4; ++j) {
             const float p0 = p[(0 * 4 + j) * v_plane], p1 = p[(1 * 4 + j) * v_plane];
@@ -282,28 +286,19 @@ void WinogradConv::Backward(const float* src, const float* weights, const float*
             t[2][j] = p1 + p2 - p0;
             t[3][j] = -p3;
           }
-          float d[4][4];  // (B P) B^T
-          for (int i = 0; i < 4; ++i) {
-            d[i][0] = t[i][0];
-            d[i][1] = t[i][1] - t[i][2] + t[i][3];
-            d[i][2] = t[i][1] + t[i][2] - t[i][0];
-            d[i][3] = -t[i][3];
-          }
-          if (r0 >= 0 && r0 + 4 <= height_ && c0 >= 0 && c0 + 4 <= width_) {
-            for (int i = 0; i < 4; ++i) {
-              for (int j = 0; j < 4; ++j) dx[(r0 + i) * width_ + c0 + j] += d[i][j];
-            }
-          } else {
-            for (int i = 0; i < 4; ++i) {
-              const int r = r0 + i;
-              if (r < 0 || r >= height_) continue;
-              for (int j = 0; j < 4; ++j) {
-                const int c = c0 + j;
-                if (c >= 0 && c < width_) dx[r * width_ + c] += d[i][j];
-              }
-            }
+          float* patch = stage_.data() + 2 * th * padded_w_ + 2 * tw;
+          for (int i = 0; i < 4; ++i) {  // (B P) B^T
+            float* row = patch + i * padded_w_;
+            row[0] += t[i][0];
+            row[1] += t[i][1] - t[i][2] + t[i][3];
+            row[2] += t[i][1] + t[i][2] - t[i][0];
+            row[3] -= t[i][3];
           }
         }
+      }
+      for (int r = 0; r < height_; ++r) {
+        std::copy_n(stage_.data() + (r + pad_h_) * padded_w_ + pad_w_, width_,
+                    dx + static_cast<int64_t>(r) * width_);
       }
     }
   }

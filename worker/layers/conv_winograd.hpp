@@ -51,7 +51,9 @@ class WinogradConv {
   int g_c_, g_out_;            // channels and outputs per group
   int tiles_h_, tiles_w_;      // tiles per image, each axis
   int64_t tiles_ = 0;          // tiles of the batch (the GEMMs' tile axis)
+  int padded_h_, padded_w_;    // one image with its zero border (pad before, the rest after)
   std::vector<float> u_, v_, m_;
+  std::vector<float> stage_;  // one padded image, or one output's transformed weights
 };
 
 }  // namespace pstrain
