@@ -130,6 +130,67 @@ TEST(ConvImplementationsTest, WinogradShapes) {
   ExpectImplementationsAgree("num_output: 1 kernel_size: 3 pad: 1", {1, 1, 1, 1});
 }
 
+// Two bottoms, and backward passes that take turns at the bottom and the weight
+// gradients (as layer-cputime --split runs them): "winograd" reuses the
+// forward's transformed input only while it holds the forwarded bottom's.
+TEST(ConvImplementationsTest, WinogradTwoBottomsAndSplitBackward) {
+  const std::string param = "num_output: 6 kernel_size: 3 pad: 1 group: 2";
+  const Shape shape = {2, 4, 7, 6};
+  struct Layers {
+    BlobSet bottoms, tops;
+    std::unique_ptr<Layer> layer;
+  };
+  auto make = [&](const std::string& implementation) {
+    auto l = std::make_unique<Layers>();
+    for (int i = 0; i < 2; ++i) {
+      BlobSet::FillUniform(l->bottoms.Add(shape), 11 + i, -1.f, 1.f);
+      l->tops.Add({});
+    }
+    l->layer = MakeLayer(GaussianConv(param), Engine::kFast);
+    EXPECT_TRUE(l->layer->SetUp(l->bottoms.vec(), l->tops.vec()).ok());
+    EXPECT_TRUE(l->layer->SelectCpuImplementation(implementation).ok());
+    l->layer->Forward(l->bottoms.vec(), l->tops.vec());
+    Rng rng(99);
+    for (int i = 0; i < 2; ++i) {
+      float* top_diff = l->tops[i]->mutable_cpu_diff();
+      for (int64_t j = 0; j < l->tops[i]->count(); ++j) top_diff[j] = rng.Uniform(-1.f, 1.f);
+    }
+    for (auto& p : l->layer->blobs()) {
+      std::fill(p->mutable_cpu_diff(), p->mutable_cpu_diff() + p->count(), 0.f);
+    }
+    return l;
+  };
+  auto want = make("reference");
+  auto got = make("winograd");
+  auto expect_near = [&](const char* what) {
+    SCOPED_TRACE(what);
+    for (int i = 0; i < 2; ++i) {
+      ExpectBlobsNear(want->tops[i]->cpu_data(), got->tops[i]->cpu_data(), want->tops[i]->count(),
+                      1e-4f, "top");
+      ExpectBlobsNear(want->bottoms[i]->cpu_diff(), got->bottoms[i]->cpu_diff(),
+                      want->bottoms[i]->count(), 1e-4f, "bottom diff");
+    }
+    for (size_t p = 0; p < want->layer->blobs().size(); ++p) {
+      ExpectBlobsNear(want->layer->blobs()[p]->cpu_diff(), got->layer->blobs()[p]->cpu_diff(),
+                      want->layer->blobs()[p]->count(), 1e-4f, "param diff");
+    }
+  };
+  for (Layers* l : {want.get(), got.get()}) {
+    l->layer->Backward(l->tops.vec(), {true, true}, l->bottoms.vec());
+  }
+  expect_near("both gradients");
+  // Forward again, then bottom gradients only (parameter gradients off), then
+  // parameter gradients only.
+  for (Layers* l : {want.get(), got.get()}) {
+    l->layer->Forward(l->bottoms.vec(), l->tops.vec());
+    for (int p = 0; p < 2; ++p) l->layer->set_param_propagate_down(p, false);
+    l->layer->Backward(l->tops.vec(), {true, true}, l->bottoms.vec());
+    for (int p = 0; p < 2; ++p) l->layer->set_param_propagate_down(p, true);
+    l->layer->Backward(l->tops.vec(), {false, false}, l->bottoms.vec());
+  }
+  expect_near("the two halves apart (parameter diffs summed twice)");
+}
+
 // "winograd" is offered exactly where it computes the geometry.
 TEST(ConvImplementationsTest, WinogradOnlyFor3x3Stride1) {
   auto offered = [](const std::string& param) {

@@ -239,10 +239,11 @@ void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>&
     float* weight_diff = param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr;
     float* bias_diff =
         geo_.bias_term && param_propagate_down(1) ? blobs_[1]->mutable_cpu_diff() : nullptr;
-    for (size_t i = 0; i < top.size(); ++i) {
+    // Last bottom first: the transformed input kept from the forward is the last bottom's.
+    for (size_t i = top.size(); i-- > 0;) {
       PrepareWinograd().Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
                                  propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr,
-                                 weight_diff, bias_diff);
+                                 weight_diff, bias_diff, i + 1 == bottom.size());
     }
     return;
   }

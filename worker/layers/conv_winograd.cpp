@@ -159,6 +159,7 @@ void WinogradConv::Forward(const float* src, const float* weights, const float* 
                            float* dst) {
   TransformWeights(weights);
   TransformInput(src);
+  v_is_forwarded_ = true;
   m_.resize(static_cast<size_t>(group_) * 16 * g_out_ * tiles_);
   const int64_t u_plane = static_cast<int64_t>(g_out_) * g_c_;
   const int64_t v_plane = static_cast<int64_t>(g_c_) * tiles_;
@@ -202,7 +203,8 @@ void WinogradConv::Forward(const float* src, const float* weights, const float* 
 }
 
 void WinogradConv::Backward(const float* src, const float* weights, const float* dst_diff,
-                            float* src_diff, float* weight_diff, float* bias_diff) {
+                            float* src_diff, float* weight_diff, float* bias_diff,
+                            bool src_as_forwarded) {
   const int64_t out_image = static_cast<int64_t>(out_h_) * out_w_;
   if (bias_diff != nullptr) {
     for (int n = 0; n < num_; ++n) {
@@ -220,7 +222,10 @@ void WinogradConv::Backward(const float* src, const float* weights, const float*
   const int64_t v_plane = static_cast<int64_t>(g_c_) * tiles_;
   const int64_t m_plane = static_cast<int64_t>(g_out_) * tiles_;
   if (weight_diff != nullptr) {
-    TransformInput(src);
+    if (!src_as_forwarded || !v_is_forwarded_) {
+      TransformInput(src);
+      v_is_forwarded_ = false;  // not necessarily the forwarded bottom
+    }
     u_.resize(static_cast<size_t>(group_) * 16 * u_plane);
     for (int g = 0; g < group_; ++g) {
       for (int x = 0; x < 16; ++x) {  // Q = Z V^T, into u_
@@ -256,6 +261,7 @@ void WinogradConv::Backward(const float* src, const float* weights, const float*
   if (src_diff == nullptr) return;
   TransformWeights(weights);
   v_.resize(static_cast<size_t>(group_) * 16 * v_plane);
+  v_is_forwarded_ = false;  // about to hold the bottom gradient's products
   for (int g = 0; g < group_; ++g) {
     for (int x = 0; x < 16; ++x) {  // P = U^T Z, into v_
       const int64_t p = static_cast<int64_t>(g) * 16 + x;

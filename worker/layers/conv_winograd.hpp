@@ -37,9 +37,10 @@ class WinogradConv {
   // dst = conv(src, weights) + bias (bias may be null).
   void Forward(const float* src, const float* weights, const float* bias, float* dst);
   // Any output may be null (not wanted). src_diff is overwritten; weight_diff
-  // and bias_diff are added to.
+  // and bias_diff are added to. `src_as_forwarded`: src is the one the last
+  // Forward read, unchanged since, so its transform may be reused.
   void Backward(const float* src, const float* weights, const float* dst_diff, float* src_diff,
-                float* weight_diff, float* bias_diff);
+                float* weight_diff, float* bias_diff, bool src_as_forwarded);
 
  private:
   void TransformWeights(const float* weights);   // -> u_
@@ -53,6 +54,7 @@ class WinogradConv {
   int64_t tiles_ = 0;          // tiles of the batch (the GEMMs' tile axis)
   int padded_h_, padded_w_;    // one image with its zero border (pad before, the rest after)
   std::vector<float> u_, v_, m_;
+  bool v_is_forwarded_ = false;  // v_ holds the last Forward's transformed input
   std::vector<float> stage_;  // one padded image, or one output's transformed weights
 };
 
