@@ -366,13 +366,13 @@ TEST(EngineAutoTest, CacheFileIsReusedPinsAndNamesBadLines) {
   EXPECT_EQ(pinned_net->layer_by_name("conv1")->Implementation(), "reference");
 
   // A name the layer lacks: an error naming the file and line.
-  WriteTextFile(cache, "# pinned by hand\n" + key + "\twinograd\n");
+  WriteTextFile(cache, "# pinned by hand\n" + key + "\tfft\n");
   std::vector<ImplementationChoice> unused;
   EXPECT_EQ(NetError(net, AutoOptions(cache, &unused)),
             "<net>: engine auto: " + cache +
-                ":2: layer conv1 (Convolution) has no CPU implementation 'winograd' (choices: "
+                ":2: layer conv1 (Convolution) has no CPU implementation 'fft' (choices: "
                 "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, "
-                "reference)");
+                "reference, winograd)");
   WriteTextFile(cache, "no tab here\n");
   EXPECT_EQ(NetError(net, AutoOptions(cache, &unused)),
             "<net>: engine auto: " + cache + ":1: expected 'key<TAB>implementation'");
