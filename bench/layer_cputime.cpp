@@ -9,7 +9,8 @@
 // One line per implementation: name, the kernels' ISA variant, forward and
 // backward medians in ms. --split also times the backward's two halves apart:
 // "data" (the bottom gradient only, parameter gradients off) and "params"
-// (parameter gradients only, no bottom gradient). PSTRAIN_CPU_ISA and ONEDNN_MAX_CPU_ISA lower the ISA.
+// (parameter gradients only, no bottom gradient). PSTRAIN_CPU_ISA and
+// ONEDNN_MAX_CPU_ISA lower the ISA.
 #include <google/protobuf/text_format.h>
 #include <time.h>
 

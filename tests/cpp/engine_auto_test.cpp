@@ -125,8 +125,8 @@ TEST(ConvImplementationsTest, WinogradShapes) {
   ExpectImplementationsAgree("num_output: 12 kernel_size: 3 pad: 1", {2, 5, 13, 13});
   ExpectImplementationsAgree("num_output: 8 kernel_size: 3", {3, 4, 10, 7});
   ExpectImplementationsAgree("num_output: 6 kernel_size: 3 pad: 2 group: 2", {2, 6, 5, 8});
-  ExpectImplementationsAgree("num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 0 pad_w: 2 bias_term: false",
-                             {1, 3, 6, 3});
+  ExpectImplementationsAgree(
+      "num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 0 pad_w: 2 bias_term: false", {1, 3, 6, 3});
   ExpectImplementationsAgree("num_output: 1 kernel_size: 3 pad: 1", {1, 1, 1, 1});
 }
 

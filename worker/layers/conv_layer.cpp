@@ -7,8 +7,8 @@
 
 #include "common/math_cpu.hpp"
 #include "worker/filler.hpp"
-#include "worker/layers/conv_winograd.hpp"
 #include "worker/layer_registry.hpp"
+#include "worker/layers/conv_winograd.hpp"
 
 namespace pstrain {
 namespace {
@@ -391,8 +391,8 @@ std::string ConvolutionLayer::CpuImplementation() const {
 
 WinogradConv& ConvolutionLayer::PrepareWinograd() {
   if (winograd_ == nullptr) {
-    winograd_ = std::make_unique<WinogradConv>(geo_, num_, channels_, height_, width_, out_h_,
-                                               out_w_);
+    winograd_ =
+        std::make_unique<WinogradConv>(geo_, num_, channels_, height_, width_, out_h_, out_w_);
   }
   return *winograd_;
 }

@@ -159,7 +159,9 @@ class ConvolutionLayer : public Layer {
   std::unique_ptr<WinogradConv> winograd_;
   WinogradConv& PrepareWinograd();
   // oneDNN primitives are (to be) prepared: a oneDNN implementation is selected.
-  bool RunsDnnl() const { return cpu_impl_ != CpuImpl::kReference && cpu_impl_ != CpuImpl::kWinograd; }
+  bool RunsDnnl() const {
+    return cpu_impl_ != CpuImpl::kReference && cpu_impl_ != CpuImpl::kWinograd;
+  }
 #ifdef PSTRAIN_HAVE_CUDA
   struct CudnnConv;  // cuDNN descriptors and chosen algorithms (conv_layer.cu)
   struct CudnnConvDeleter {

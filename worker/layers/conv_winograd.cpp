@@ -155,8 +155,7 @@ void WinogradConv::TransformDstDiff(const float* dst_diff) {
   }
 }
 
-void WinogradConv::Forward(const float* src, const float* weights, const float* bias,
-                           float* dst) {
+void WinogradConv::Forward(const float* src, const float* weights, const float* bias, float* dst) {
   TransformWeights(weights);
   TransformInput(src);
   v_is_forwarded_ = true;

@@ -6,7 +6,7 @@
 // Gray, "Fast Algorithms for Convolutional Neural Networks", 2015):
 //   Y = A^T [ (G w G^T) (.) (B^T d B) ] A
 // The 16 products of all tiles and channels become 16 GEMMs per group (BLAS),
-// channel x channel by channel x tile, so the multiply count drops by 2.25 (less
+// output x channel by channel x tile, so the multiply count drops by 2.25 (less
 // where the output size is odd: the last tile row and column are half used).
 // The two gradients are the same bilinear form read the other way round
 // (transposition of the algorithm):
@@ -49,13 +49,13 @@ class WinogradConv {
 
   int num_, channels_, height_, width_, out_h_, out_w_;
   int num_output_, group_, pad_h_, pad_w_;
-  int g_c_, g_out_;            // channels and outputs per group
-  int tiles_h_, tiles_w_;      // tiles per image, each axis
-  int64_t tiles_ = 0;          // tiles of the batch (the GEMMs' tile axis)
-  int padded_h_, padded_w_;    // one image with its zero border (pad before, the rest after)
+  int g_c_, g_out_;          // channels and outputs per group
+  int tiles_h_, tiles_w_;    // tiles per image, each axis
+  int64_t tiles_ = 0;        // tiles of the batch (the GEMMs' tile axis)
+  int padded_h_, padded_w_;  // one image with its zero border (pad before, the rest after)
   std::vector<float> u_, v_, m_;
   bool v_is_forwarded_ = false;  // v_ holds the last Forward's transformed input
-  std::vector<float> stage_;  // one padded image, or one output's transformed weights
+  std::vector<float> stage_;     // one padded image, or one output's transformed weights
 };
 
 }  // namespace pstrain
