@@ -271,5 +271,48 @@ TEST(PullOverlapShardTest, AnExchangeThroughAOneByteWindowGivesTheHandComputedSt
   loop.join();
 }
 
+// Three chunks of 1 MiB (one message each) through a one-byte window: the
+// loop sends the next part once ZeroMQ let go of the one before, with no
+// other message to wake it; the worker gets every value.
+TEST(PullOverlapShardTest, PartsHeldForTheWindowGoOutWithoutAnotherMessage) {
+  constexpr int64_t kChunk = (1 << 20) / 4;
+  transport::Context context;
+  server::ShardLoopOptions options;
+  options.bind = "tcp://127.0.0.1:0";
+  options.pull_window_bytes = 1;
+  server::ShardConfig config = Config(ConsistencyMode::kBsp, 1);
+  config.chunk_bytes = 1 << 20;
+  config.job_key = 42;
+  auto created = server::ShardLoop::Create(context, server::ShardState(std::move(config)), options);
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  std::unique_ptr<server::ShardLoop> service = std::move(created).value();
+  std::thread loop([&] { (void)service->Run(); });
+  Blob w;
+  w.Reshape({3, static_cast<int>(kChunk)});
+  for (int64_t i = 0; i < w.count(); ++i) w.mutable_cpu_data()[i] = static_cast<float>(i % 1000);
+  PsClientOptions o;
+  o.servers = {service->endpoint()};
+  o.chunk_bytes = 1 << 20;
+  o.timeout = 5s;
+  o.heartbeat_interval = 0ms;  // nothing else reaches the shard while the client waits
+  o.job_key = 42;
+  auto connected = PsClient::Connect(context, o, {{"w", &w}});
+  ASSERT_TRUE(connected.ok()) << connected.status().message();
+  std::unique_ptr<PsClient> client = std::move(connected).value();
+  int64_t clock = -1, version = -1;
+  ASSERT_TRUE(client->Hello(&clock).ok());
+  ASSERT_TRUE(client->InitPush().ok());
+  std::fill_n(w.mutable_cpu_data(), w.count(), 0.f);
+  ASSERT_TRUE(client->Pull(0).ok());
+  const auto start = Clock::now();
+  ASSERT_TRUE(client->WaitPull(&version, nullptr).ok());
+  EXPECT_LT(Clock::now() - start, 2s);
+  for (int64_t i = 0; i < w.count(); i += 4099) {
+    ASSERT_EQ(w.cpu_data()[i], static_cast<float>(i % 1000)) << i;
+  }
+  ASSERT_TRUE(client->Shutdown().ok());
+  loop.join();
+}
+
 }  // namespace
 }  // namespace pstrain
