@@ -12,6 +12,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// With pull_window_bytes: the ROUTER's kernel send buffer per connection.
+constexpr int kPullSendBufferBytes = 256 << 10;
+
 std::string Seconds(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f", std::chrono::duration<double>(d).count());
@@ -56,6 +59,11 @@ Result<std::unique_ptr<ShardLoop>> ShardLoop::Create(transport::Context& context
   }
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
+  if (service->options_.pull_window_bytes > 0) {
+    // The kernel's buffer would otherwise hold up to 4 MB a connection beyond
+    // the window (tcp autotuning), in arrival order.
+    router_options.send_buffer_bytes = kPullSendBufferBytes;
+  }
   router_options.curve_secret_key = own.secret_key;
   router_options.shared_memory_bytes = static_cast<size_t>(service->options_.shared_memory_mb)
                                        << 20;

@@ -500,6 +500,13 @@ Status PsClient::WaitParams(const std::vector<int>& param_ids) {
   return Status::Ok();
 }
 
+Status PsClient::ReleaseDiffs() {
+  const auto start = Clock::now();
+  Status s = WaitDiffsReleased();
+  traffic_.pull_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return s;
+}
+
 Status PsClient::WaitDiffsReleased() {
   if (sends_->WaitIdle(options_.timeout)) return Status::Ok();
   return Status::DeadlineExceeded("pushed gradients still not sent after " +

@@ -172,9 +172,9 @@ class PsClient {
   // is in (PsWorker, --pull-overlap). Error: no pull outstanding.
   Status WaitParams(const std::vector<int>& param_ids);
   // Waits (up to options_.timeout) until ZeroMQ let go of every diff pushed
-  // without a copy: after it, the caller may write the diffs (WaitPull and
-  // Flush end with it).
-  Status WaitDiffsReleased();
+  // without a copy, as WaitPull ends with: after it the caller may write the
+  // diffs while the pull is still arriving. The time counts in pull_wait_seconds.
+  Status ReleaseDiffs();
   // Pushes the gradients (blob diffs) of params `param_ids` for iteration `clock`.
   // `sum_squares` < 0 when unknown (only needed for clipping in ssp/asp).
   // REQUIRES: the diffs stay unchanged until the next WaitPull or Flush returns.
@@ -239,6 +239,9 @@ class PsClient {
   Status AcceptPullReply(int shard, const transport::InMessage& reply);
   // No answer from the shards `waiting` for options_.timeout.
   Status Silent(const std::vector<bool>& waiting) const;
+  // Waits (up to options_.timeout) until ZeroMQ let go of every diff pushed
+  // without a copy.
+  Status WaitDiffsReleased();
   // Sends a shard's push in parts of at most kMessagePartBytes, each within
   // the in-flight window.
   Status SendPush(int shard, const pstrain::Header& header, transport::OutMessage message);

@@ -240,7 +240,7 @@ Status PsWorker::OnStart(int iter) {
     // Forward waits layer by layer (hooks_.before_forward), FinishPull for the
     // rest. The diffs pushed without a copy must be let go of first: the
     // trainer zeroes them before forward (Trainer::ForwardBackward).
-    PSTRAIN_RETURN_IF_ERROR(client_->WaitDiffsReleased());
+    PSTRAIN_RETURN_IF_ERROR(client_->ReleaseDiffs());
     pull_open_ = true;
     layer_wait_ = Status::Ok();
   } else {
