@@ -171,6 +171,20 @@ class Plan:
         groups = [number.setdefault(h, len(number)) for h in hosts]
         return groups if len(number) < len(groups) else None
 
+    def pull_overlap(self) -> bool:
+        """transport.pull_overlap: workers start each layer's forward once its own
+        weights are pulled (ps-worker --pull-overlap) and servers answer pulls in
+        forward order (ps-server --pull-overlap). auto: on, except under a step gate
+        (a driver's GATE checkpoint is not known ahead: the snapshot must be of the
+        weights before forward), with easgd/local_sgd or with host groups (their
+        workers wait for whole pulls anyway). GPU workers wait for whole pulls."""
+        setting = self.job.transport.pull_overlap
+        if setting != "auto":
+            return bool(setting)
+        c = self.job.consistency
+        return (not self.step_gate and c.easgd is None and c.local_sgd is None
+                and self.host_groups() is None)
+
     def host_group_shm(self) -> str:
         """The prefix of the host groups' shared-memory names: the run's random job
         number, so no two runs (nor a guessing local user) share a segment."""
@@ -207,6 +221,8 @@ class Plan:
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += ["--threads", self.server_threads(shard)]
+        if self.pull_overlap():
+            cmd.append("--pull-overlap")
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
@@ -280,6 +296,8 @@ class Plan:
             cmd += ["--pull-compression", j.transport.pull_compression]
         if j.transport.sufficient_factors:
             cmd.append("--sufficient-factors")
+        if self.pull_overlap():
+            cmd.append("--pull-overlap")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]

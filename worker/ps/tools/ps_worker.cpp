@@ -127,6 +127,9 @@ int main(int argc, char** argv) {
       "sufficient-factors", po::bool_switch(&options.sufficient_factors),
       "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
       "those are fewer bytes (CPU engine)")(
+      "pull-overlap", po::bool_switch(&options.pull_overlap),
+      "start each layer's forward once its own weights are pulled, not the whole pull "
+      "(CPU engine; the servers run --pull-overlap to answer in forward order)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
