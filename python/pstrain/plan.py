@@ -177,7 +177,7 @@ class Plan:
         forward order (ps-server --pull-overlap). auto: on, except under a step gate
         (a driver's GATE checkpoint is not known ahead: the snapshot must be of the
         weights before forward), with easgd/local_sgd or with host groups (their
-        workers wait for whole pulls anyway). GPU workers wait for whole pulls."""
+        workers wait for whole pulls anyway)."""
         setting = self.job.transport.pull_overlap
         if setting != "auto":
             return bool(setting)

@@ -101,8 +101,9 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
         });
   }
   worker->SetUpFactors();
-  worker->overlap_ = options.pull_overlap && worker->client_ && !elastic && !worker->group_ &&
-                     worker->trainer_->engine() != Engine::kGpu;
+  // GPU workers too: a pulled blob is copied to the device when its layer first
+  // reads it (SyncedMemory's lazy upload), after that layer's wait.
+  worker->overlap_ = options.pull_overlap && worker->client_ && !elastic && !worker->group_;
   if (worker->overlap_) worker->SetUpOverlap();
   net.set_layer_hooks(worker->hooks_);
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
