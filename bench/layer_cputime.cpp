@@ -7,7 +7,10 @@
 //       kernel_size: 3 stride: 2 }" --shape 10,96,55,55 [--iterations 15] [--impl vector]
 //
 // One line per implementation: name, the kernels' ISA variant, forward and
-// backward medians in ms. PSTRAIN_CPU_ISA and ONEDNN_MAX_CPU_ISA lower the ISA.
+// backward medians in ms. --split also times the backward's two halves apart:
+// "data" (the bottom gradient only, parameter gradients off) and "params"
+// (parameter gradients only, no bottom gradient). PSTRAIN_CPU_ISA and
+// ONEDNN_MAX_CPU_ISA lower the ISA.
 #include <google/protobuf/text_format.h>
 #include <time.h>
 
@@ -42,7 +45,7 @@ double Median(std::vector<double> v) {
 
 // Returns 1 with a message on stderr when the layer cannot run.
 int TimeImplementation(const caffe::LayerParameter& param, const std::vector<int>& shape,
-                       const std::string& impl, int iterations) {
+                       const std::string& impl, int iterations, bool split) {
   auto created = LayerRegistry::Global().Create(param);
   if (!created.ok()) {
     std::cerr << "layer-cputime: " << created.status().message() << "\n";
@@ -65,20 +68,37 @@ int TimeImplementation(const caffe::LayerParameter& param, const std::vector<int
   }
   float* dy = top.mutable_cpu_diff();
   for (int64_t i = 0; i < top.count(); ++i) dy[i] = uniform(rng.engine());
-  std::vector<double> forward, backward;
+  const int num_params = static_cast<int>(layer->blobs().size());
+  auto set_params = [&](bool on) {
+    for (int p = 0; p < num_params; ++p) layer->set_param_propagate_down(p, on);
+  };
+  std::vector<double> forward, backward, data, params;
   for (int i = 0; i <= iterations; ++i) {  // the first is warm-up
     const double t0 = ThreadMs();
     layer->Forward(bottoms, tops);
     const double t1 = ThreadMs();
     layer->Backward(tops, {true}, bottoms);
     const double t2 = ThreadMs();
+    double t3 = t2, t4 = t2;
+    if (split) {
+      set_params(false);
+      layer->Backward(tops, {true}, bottoms);
+      t3 = ThreadMs();
+      set_params(true);
+      layer->Backward(tops, {false}, bottoms);
+      t4 = ThreadMs();
+    }
     if (i == 0) continue;
     forward.push_back(t1 - t0);
     backward.push_back(t2 - t1);
+    data.push_back(t3 - t2);
+    params.push_back(t4 - t3);
   }
-  std::printf("%-10s %-8s forward %9.3f ms  backward %9.3f ms  (median of %d)\n", impl.c_str(),
+  std::printf("%-26s %-8s forward %9.3f ms  backward %9.3f ms", impl.c_str(),
               impl == "vector" ? CpuIsaName(LastKernelIsa()) : "-", Median(forward),
-              Median(backward), iterations);
+              Median(backward));
+  if (split) std::printf(" (data %9.3f, params %9.3f)", Median(data), Median(params));
+  std::printf("  (median of %d)\n", iterations);
   return 0;
 }
 
@@ -87,11 +107,13 @@ int TimeImplementation(const caffe::LayerParameter& param, const std::vector<int
 int main(int argc, char** argv) {
   std::string layer_text, shape_text, impl;
   int iterations = 15;
+  bool split = false;
   po::options_description options("layer-cputime");
   options.add_options()("layer", po::value(&layer_text)->required(), "layer prototxt")(
       "shape", po::value(&shape_text)->required(), "bottom shape, e.g. 10,96,55,55")(
       "iterations", po::value(&iterations)->default_value(15), "timed iterations")(
-      "impl", po::value(&impl), "one CPU implementation (default: each offered)");
+      "impl", po::value(&impl), "one CPU implementation (default: each offered)")(
+      "split", po::bool_switch(&split), "also time the bottom and the parameter gradients apart");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -136,7 +158,7 @@ int main(int argc, char** argv) {
     impls = created.value()->CpuImplementations();
   }
   for (const std::string& name : impls) {
-    if (TimeImplementation(param, shape, name, iterations) != 0) return 1;
+    if (TimeImplementation(param, shape, name, iterations, split) != 0) return 1;
   }
   return 0;
 }

@@ -12,6 +12,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// With pull_window_bytes: the ROUTER's kernel send buffer per connection.
+constexpr int kPullSendBufferBytes = 256 << 10;
+
 std::string Seconds(Clock::duration d) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f", std::chrono::duration<double>(d).count());
@@ -39,6 +42,10 @@ Result<std::unique_ptr<ShardLoop>> ShardLoop::Create(transport::Context& context
     raw->drops_.Report(line, Clock::now());
   };
   service->context_ = &context;
+  if (service->options_.pull_window_bytes > 0) {
+    service->pull_order_ = std::make_unique<PullReplyOrder>(service->options_.pull_window_bytes,
+                                                            transport::kMessagePartBytes);
+  }
   const int k = service->shard_.config().shard;
   const std::string& keys = service->options_.keys;
   transport::KeyPair own;
@@ -52,6 +59,11 @@ Result<std::unique_ptr<ShardLoop>> ShardLoop::Create(transport::Context& context
   }
   transport::SocketOptions router_options;
   router_options.linger_ms = 2000;  // deliver the last acknowledgements at exit
+  if (service->options_.pull_window_bytes > 0) {
+    // The kernel's buffer would otherwise hold up to 4 MB a connection beyond
+    // the window (tcp autotuning), in arrival order.
+    router_options.send_buffer_bytes = kPullSendBufferBytes;
+  }
   router_options.curve_secret_key = own.secret_key;
   router_options.shared_memory_bytes = static_cast<size_t>(service->options_.shared_memory_mb)
                                        << 20;
@@ -82,6 +94,7 @@ transport::RingTraffic ShardLoop::ring_traffic() const { return router_->ring_tr
 
 Result<ShardLoop::Ending> ShardLoop::Run() {
   Result<Ending> ended = Serve();
+  SendOrderedPulls(/*all=*/true);  // linger delivers them
   CountRefusals(Clock::now());
   drops_.Flush(Clock::now(), /*force=*/true);
   return ended;
@@ -92,7 +105,13 @@ Result<ShardLoop::Ending> ShardLoop::Serve() {
   auto last_tick = last_message;
   while (!shard_.done()) {
     if (stop_.load(std::memory_order_relaxed)) return Ending::kStopped;
-    PSTRAIN_ASSIGN_OR_RETURN(int ready, transport::PollAny(channels_, options_.poll));
+    // While replies wait for the window, look again every millisecond (ZeroMQ
+    // lets go of sent bytes on its own thread, which wakes no poll).
+    const bool held = pull_order_ && !pull_order_->empty();
+    PSTRAIN_ASSIGN_OR_RETURN(
+        int ready,
+        transport::PollAny(channels_, held ? std::chrono::milliseconds(1) : options_.poll));
+    if (held) SendOrderedPulls(/*all=*/false);
     const auto now = Clock::now();
     if (now - last_tick >= options_.tick) {
       SendAll(shard_.Tick(now));
@@ -168,7 +187,13 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
 }
 
 void ShardLoop::SendAll(std::vector<Outgoing> outgoing) {
+  bool ordered = false;
   for (auto& o : outgoing) {
+    if (pull_order_ && o.to == Outgoing::To::kPeer && o.header.type() == pstrain::PULL_REPLY) {
+      pull_order_->Add(std::move(o));
+      ordered = true;
+      continue;
+    }
     transport::OutMessage whole{std::move(o.header), {}};
     for (const auto& p : o.payloads) whole.payloads.push_back(transport::Payload::Of(p));
     // A PULL_REPLY of more than kMessagePartBytes goes as several PULL_REPLYs
@@ -181,6 +206,14 @@ void ShardLoop::SendAll(std::vector<Outgoing> outgoing) {
       parts.push_back(std::move(whole));
     }
     for (transport::OutMessage& m : parts) Send(o, std::move(m));
+  }
+  if (ordered) SendOrderedPulls(/*all=*/false);
+}
+
+void ShardLoop::SendOrderedPulls(bool all) {
+  if (!pull_order_) return;
+  for (auto& [peer, m] : all ? pull_order_->TakeAll() : pull_order_->Take()) {
+    if (Status s = router_->Send(peer, std::move(m)); !s.ok()) Log("send failed: " + s.message());
   }
 }
 

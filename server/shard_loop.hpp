@@ -44,6 +44,7 @@
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
+#include "server/pull_reply_order.hpp"
 #include "server/shard_state.hpp"
 
 namespace pstrain::server {
@@ -77,6 +78,10 @@ struct ShardLoopOptions {
   int shared_memory_mb = 0;
   int drop_log_lines = 10;
   std::chrono::milliseconds drop_log_interval{10000};
+  // > 0: pull replies go in forward order (lowest chunk id first) with at
+  // most about this many bytes held by ZeroMQ per peer (server/pull_reply_order.hpp;
+  // ps-server --pull-overlap). 0: each reply goes as soon as it is ready.
+  size_t pull_window_bytes = 0;
 };
 
 // "warning: worker 1 (clock 7) has been silent for 10.0 s".
@@ -117,6 +122,8 @@ class ShardLoop {
   Result<Ending> Serve();
   void Receive(transport::Channel* channel, TimePoint now);
   void SendAll(std::vector<Outgoing> outgoing);
+  // Sends what pull_order_ lets go now (all of it when `all`).
+  void SendOrderedPulls(bool all);
   // One message (or part) to where `o` goes.
   void Send(const Outgoing& o, transport::OutMessage m);
   void CheckLiveness(TimePoint now);
@@ -130,6 +137,7 @@ class ShardLoop {
   DropLog drops_;
   std::unique_ptr<transport::Channel> router_;
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
+  std::unique_ptr<PullReplyOrder> pull_order_;       // options_.pull_window_bytes > 0
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
   FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids

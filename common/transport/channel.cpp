@@ -358,6 +358,9 @@ Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
   PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_SNDTIMEO, o.send_timeout_ms, "ZMQ_SNDTIMEO"));
   PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_MAXMSGSIZE, &o.max_message_bytes,
                                     sizeof(o.max_message_bytes), "ZMQ_MAXMSGSIZE"));
+  if (o.send_buffer_bytes > 0) {
+    PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_SNDBUF, o.send_buffer_bytes, "ZMQ_SNDBUF"));
+  }
   if (router && !o.curve_secret_key.empty()) {
     PSTRAIN_RETURN_IF_ERROR(SetInt(socket, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER"));
     PSTRAIN_RETURN_IF_ERROR(SetOption(socket, ZMQ_CURVE_SECRETKEY, o.curve_secret_key.data(),

@@ -29,6 +29,9 @@ struct SocketOptions {
   int heartbeat_timeout_ms = 10000;
   int send_timeout_ms = 10000;     // Send waits at most this long on a full queue
   int64_t max_message_bytes = -1;  // ZMQ_MAXMSGSIZE for one frame; -1 = no limit
+  // tcp: the kernel's send buffer of each connection (ZMQ_SNDBUF, SO_SNDBUF);
+  // 0 = the OS default (autotuned, up to net.ipv4.tcp_wmem's maximum).
+  int send_buffer_bytes = 0;
   // ipc only (ignored elsewhere): payload frames of kSharedRingMinFrameBytes
   // or more travel through a shared-memory ring of this many bytes per peer
   // (shared_ring.hpp); 0 = every byte through the socket. Both ends of a

@@ -122,6 +122,11 @@ class TransportConfig:
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
+    # A worker starts each layer's forward once that layer's weights are pulled and the
+    # servers answer pulls in forward order (docs/architecture.md, "Pulls in forward order");
+    # auto: on except with a step gate (pstrain.DistributedSolver), easgd/local_sgd or
+    # host aggregation. Only timing changes: the weights are the same bits either way.
+    pull_overlap: Union[bool, str] = "auto"           # auto | true | false
 
     @property
     def factor_broadcast(self) -> bool:
@@ -456,7 +461,7 @@ def _workers(r: _Reader, data: dict) -> int:
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
                                "compression", "pull_compression", "sufficient_factors",
-                               "host_aggregation"))
+                               "host_aggregation", "pull_overlap"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -477,7 +482,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
         sufficient_factors=_sufficient_factors(r, d),
-        host_aggregation=_host_aggregation(r, d))
+        host_aggregation=_auto_bool(r, d, "host_aggregation"),
+        pull_overlap=_auto_bool(r, d, "pull_overlap"))
 
 
 def _sufficient_factors(r: _Reader, d: dict) -> bool | str:
@@ -491,12 +497,13 @@ def _sufficient_factors(r: _Reader, d: dict) -> bool | str:
     return {"push": True, "false": False}.get(v, v)
 
 
-def _host_aggregation(r: _Reader, d: dict) -> bool | str:
-    v = d.get("host_aggregation", "auto")
+def _auto_bool(r: _Reader, d: dict, key: str) -> bool | str:
+    """transport.<key>: auto (the default, also for null), true or false."""
+    v = d.get(key, "auto")
     if v is None:
         return "auto"
     if not isinstance(v, bool) and v != "auto":
-        raise r.fail("transport.host_aggregation", f"must be auto, true or false, got {v!r}")
+        raise r.fail(f"transport.{key}", f"must be auto, true or false, got {v!r}")
     return v
 
 

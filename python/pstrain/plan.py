@@ -175,6 +175,21 @@ class Plan:
         groups = [number.setdefault(h, len(number)) for h in hosts]
         return groups if len(number) < len(groups) else None
 
+    def pull_overlap(self) -> bool:
+        """transport.pull_overlap: workers start each layer's forward once its own
+        weights are pulled (ps-worker --pull-overlap) and servers answer pulls in
+        forward order (ps-server --pull-overlap). auto: on, except under a step gate
+        (a driver's GATE checkpoint is not known ahead: the snapshot must be of the
+        weights before forward), with easgd/local_sgd or with host groups (their
+        workers wait for whole pulls anyway)."""
+        setting = self.job.transport.pull_overlap
+        if setting != "auto":
+            return bool(setting)
+        c = self.job.consistency
+        # Factor broadcast: a broadcast weight exists only once the whole pull is in.
+        return (not self.step_gate and c.easgd is None and c.local_sgd is None
+                and self.host_groups() is None and not self.job.transport.factor_broadcast)
+
     def host_group_shm(self) -> str:
         """The prefix of the host groups' shared-memory names: the run's random job
         number, so no two runs (nor a guessing local user) share a segment."""
@@ -211,6 +226,8 @@ class Plan:
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += ["--threads", self.server_threads(shard)]
+        if self.pull_overlap():
+            cmd.append("--pull-overlap")
         cmd += self.method_flags()
         if shard > 0 and coordinator:
             cmd += ["--coordinator", coordinator]
@@ -291,6 +308,8 @@ class Plan:
             cmd.append("--factor-broadcast")
             if snapshot > 0:
                 cmd += ["--factor-verify-interval", str(snapshot)]
+        if self.pull_overlap():
+            cmd.append("--pull-overlap")
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]
@@ -450,6 +469,9 @@ def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
         refuse.append("clip_gradients scales a step by every shard's norm")
     if c.backup_workers:
         refuse.append("backup workers drop some workers' factors")
+    if job.transport.pull_overlap is True:
+        refuse.append("transport.pull_overlap: true (a broadcast weight exists only once the "
+                      "whole pull is in; auto leaves it off)")
     if job.cluster.server_device != "cpu":
         refuse.append("the relay needs CPU shards (cluster.server_device: cpu)")
     if refuse:

@@ -82,6 +82,8 @@ struct Flags {
   int64_t max_iter = 0;
   int exchange_period = 1;
   int shared_memory_mb = transport::kSharedRingDefaultMb;
+  bool pull_overlap = false;
+  int pull_window_kb = 2048;
 };
 
 class Printer {
@@ -306,6 +308,12 @@ int main(int argc, char** argv) try {
       po::value(&f.shared_memory_mb)->default_value(transport::kSharedRingDefaultMb),
       "ipc: replies of 16 KB or more go through a shared-memory ring of this many MiB per "
       "worker connection (0: through the socket)")(
+      "pull-overlap", po::bool_switch(&f.pull_overlap),
+      "send pull replies in forward order (lowest chunk id first), at most --pull-window-kb "
+      "held by ZeroMQ per worker connection, so a first layer's weights overtake queued late "
+      "layers' (the workers run --pull-overlap)")(
+      "pull-window-kb", po::value(&f.pull_window_kb)->default_value(2048),
+      "with --pull-overlap: bytes of pull replies ZeroMQ may hold per worker connection")(
       "threads", po::value(&f.threads)->default_value("auto"),
       "threads applying each push: a whole number >= 1, or auto (the cores this process may "
       "run on); the weights are the same bits for any count");
@@ -322,6 +330,10 @@ int main(int argc, char** argv) try {
     return pstrain::UsageError(spec, "--shared-memory-mb must be in [0, " +
                                          std::to_string(transport::kSharedRingMaxMb) + "], got " +
                                          std::to_string(f.shared_memory_mb));
+  }
+  if (f.pull_window_kb < 1) {
+    return pstrain::UsageError(spec, "--pull-window-kb must be at least 1, got " +
+                                         std::to_string(f.pull_window_kb));
   }
   const int shard = f.config.shard;
   if (Status s = Configure(f); !s.ok()) return Fail(shard, s);
@@ -354,6 +366,7 @@ int main(int argc, char** argv) try {
   };
   options.keys = f.keys;
   options.shared_memory_mb = f.shared_memory_mb;
+  if (f.pull_overlap) options.pull_window_bytes = static_cast<size_t>(f.pull_window_kb) << 10;
   transport::Context context;
   auto created = ShardLoop::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());

@@ -82,7 +82,8 @@ void ExpectImplementationsAgree(const std::string& param, const Shape& shape) {
     auto layer = MakeLayer(GaussianConv(param), Engine::kFast);
     ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
     const std::vector<std::string> names = layer->CpuImplementations();
-    ASSERT_EQ(names.size(), 5u);
+    // "winograd" joins the five for 3x3 kernels, stride 1, no dilation, pad <= 2.
+    ASSERT_EQ(names.size(), names.back() == "winograd" ? 6u : 5u);
     for (const std::string& name : names) {
       SCOPED_TRACE(param + " " + name + (bottom_gradient ? "" : " (no bottom gradient)"));
       const Run got = RunConv(param, shape, name, bottom_gradient);
@@ -118,6 +119,113 @@ TEST(ConvImplementationsTest, GroupsPadStrideDilation) {
   ExpectImplementationsAgree("num_output: 24 kernel_size: 1", {2, 16, 7, 7});
 }
 
+// Winograd F(2x2, 3x3): pad 0, 1 and 2, odd and even output sizes (half-used
+// last tiles), rectangular images, groups, no bias; every implementation agrees.
+TEST(ConvImplementationsTest, WinogradShapes) {
+  ExpectImplementationsAgree("num_output: 12 kernel_size: 3 pad: 1", {2, 5, 13, 13});
+  ExpectImplementationsAgree("num_output: 8 kernel_size: 3", {3, 4, 10, 7});
+  ExpectImplementationsAgree("num_output: 6 kernel_size: 3 pad: 2 group: 2", {2, 6, 5, 8});
+  ExpectImplementationsAgree(
+      "num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 0 pad_w: 2 bias_term: false", {1, 3, 6, 3});
+  ExpectImplementationsAgree("num_output: 1 kernel_size: 3 pad: 1", {1, 1, 1, 1});
+}
+
+// Two bottoms, and backward passes that take turns at the bottom and the weight
+// gradients (as layer-cputime --split runs them): "winograd" reuses the
+// forward's transformed input only while it holds the forwarded bottom's.
+TEST(ConvImplementationsTest, WinogradTwoBottomsAndSplitBackward) {
+  const std::string param = "num_output: 6 kernel_size: 3 pad: 1 group: 2";
+  const Shape shape = {2, 4, 7, 6};
+  struct Layers {
+    BlobSet bottoms, tops;
+    std::unique_ptr<Layer> layer;
+  };
+  auto make = [&](const std::string& implementation) {
+    auto l = std::make_unique<Layers>();
+    for (int i = 0; i < 2; ++i) {
+      BlobSet::FillUniform(l->bottoms.Add(shape), 11 + i, -1.f, 1.f);
+      l->tops.Add({});
+    }
+    l->layer = MakeLayer(GaussianConv(param), Engine::kFast);
+    EXPECT_TRUE(l->layer->SetUp(l->bottoms.vec(), l->tops.vec()).ok());
+    EXPECT_TRUE(l->layer->SelectCpuImplementation(implementation).ok());
+    l->layer->Forward(l->bottoms.vec(), l->tops.vec());
+    Rng rng(99);
+    for (int i = 0; i < 2; ++i) {
+      float* top_diff = l->tops[i]->mutable_cpu_diff();
+      for (int64_t j = 0; j < l->tops[i]->count(); ++j) top_diff[j] = rng.Uniform(-1.f, 1.f);
+    }
+    for (auto& p : l->layer->blobs()) {
+      std::fill(p->mutable_cpu_diff(), p->mutable_cpu_diff() + p->count(), 0.f);
+    }
+    return l;
+  };
+  auto want = make("reference");
+  auto got = make("winograd");
+  auto expect_near = [&](const char* what) {
+    SCOPED_TRACE(what);
+    for (int i = 0; i < 2; ++i) {
+      ExpectBlobsNear(want->tops[i]->cpu_data(), got->tops[i]->cpu_data(), want->tops[i]->count(),
+                      1e-4f, "top");
+      ExpectBlobsNear(want->bottoms[i]->cpu_diff(), got->bottoms[i]->cpu_diff(),
+                      want->bottoms[i]->count(), 1e-4f, "bottom diff");
+    }
+    for (size_t p = 0; p < want->layer->blobs().size(); ++p) {
+      ExpectBlobsNear(want->layer->blobs()[p]->cpu_diff(), got->layer->blobs()[p]->cpu_diff(),
+                      want->layer->blobs()[p]->count(), 1e-4f, "param diff");
+    }
+  };
+  for (Layers* l : {want.get(), got.get()}) {
+    l->layer->Backward(l->tops.vec(), {true, true}, l->bottoms.vec());
+  }
+  expect_near("both gradients");
+  // Forward again, then bottom gradients only (parameter gradients off), then
+  // parameter gradients only.
+  for (Layers* l : {want.get(), got.get()}) {
+    l->layer->Forward(l->bottoms.vec(), l->tops.vec());
+    for (int p = 0; p < 2; ++p) l->layer->set_param_propagate_down(p, false);
+    l->layer->Backward(l->tops.vec(), {true, true}, l->bottoms.vec());
+    for (int p = 0; p < 2; ++p) l->layer->set_param_propagate_down(p, true);
+    l->layer->Backward(l->tops.vec(), {false, false}, l->bottoms.vec());
+  }
+  expect_near("the two halves apart (parameter diffs summed twice)");
+}
+
+// "winograd" is offered exactly where it computes the geometry.
+TEST(ConvImplementationsTest, WinogradOnlyFor3x3Stride1) {
+  auto offered = [](const std::string& param) {
+    BlobSet bottoms;
+    BlobSet tops;
+    bottoms.Add({1, 2, 9, 9});
+    tops.Add({});
+    auto layer = MakeLayer(GaussianConv(param), Engine::kFast);
+    EXPECT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok()) << param;
+    const std::vector<std::string> names = layer->CpuImplementations();
+    return std::find(names.begin(), names.end(), "winograd") != names.end();
+  };
+  EXPECT_TRUE(offered("num_output: 2 kernel_size: 3 pad: 1"));
+  EXPECT_TRUE(offered("num_output: 2 kernel_size: 3 pad: 2 group: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 pad: 3"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 stride: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 3 dilation: 2"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 5"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_size: 1"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_h: 3 kernel_w: 1"));
+  EXPECT_FALSE(offered("num_output: 2 kernel_h: 1 kernel_w: 3"));
+  // Not offered, not selectable: the error names the choices.
+  BlobSet bottoms;
+  BlobSet tops;
+  bottoms.Add({1, 1, 6, 6});
+  tops.Add({});
+  auto layer = MakeLayer(GaussianConv("num_output: 2 kernel_size: 5"), Engine::kFast);
+  ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
+  Status s = layer->SelectCpuImplementation("winograd");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "layer conv (Convolution) has no CPU implementation 'winograd' (choices: "
+            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference)");
+}
+
 TEST(ConvImplementationsTest, BadNameIsRefusedWithTheChoices) {
   BlobSet bottoms;
   BlobSet tops;
@@ -126,11 +234,12 @@ TEST(ConvImplementationsTest, BadNameIsRefusedWithTheChoices) {
   auto layer = MakeLayer(GaussianConv("num_output: 2 kernel_size: 3"), Engine::kFast);
   ASSERT_TRUE(layer->SetUp(bottoms.vec(), tops.vec()).ok());
   ASSERT_TRUE(layer->SelectCpuImplementation("onednn").ok());
-  Status s = layer->SelectCpuImplementation("winograd");
+  Status s = layer->SelectCpuImplementation("fft");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(),
-            "layer conv (Convolution) has no CPU implementation 'winograd' (choices: "
-            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference)");
+            "layer conv (Convolution) has no CPU implementation 'fft' (choices: "
+            "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, reference, "
+            "winograd)");
   EXPECT_EQ(layer->CpuImplementation(), "onednn");  // unchanged
   // Engine reference runs the reference whatever was selected.
   layer->set_engine(Engine::kReference);
@@ -257,13 +366,13 @@ TEST(EngineAutoTest, CacheFileIsReusedPinsAndNamesBadLines) {
   EXPECT_EQ(pinned_net->layer_by_name("conv1")->Implementation(), "reference");
 
   // A name the layer lacks: an error naming the file and line.
-  WriteTextFile(cache, "# pinned by hand\n" + key + "\twinograd\n");
+  WriteTextFile(cache, "# pinned by hand\n" + key + "\tfft\n");
   std::vector<ImplementationChoice> unused;
   EXPECT_EQ(NetError(net, AutoOptions(cache, &unused)),
             "<net>: engine auto: " + cache +
-                ":2: layer conv1 (Convolution) has no CPU implementation 'winograd' (choices: "
+                ":2: layer conv1 (Convolution) has no CPU implementation 'fft' (choices: "
                 "onednn-blocked, onednn, onednn-blocked+gemm-wgrad, onednn+gemm-wgrad, "
-                "reference)");
+                "reference, winograd)");
   WriteTextFile(cache, "no tab here\n");
   EXPECT_EQ(NetError(net, AutoOptions(cache, &unused)),
             "<net>: engine auto: " + cache + ":1: expected 'key<TAB>implementation'");

@@ -43,7 +43,8 @@ SECTION_KEYS = {
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
-                  "pull_compression", "sufficient_factors", "host_aggregation"],
+                  "pull_compression", "sufficient_factors", "host_aggregation",
+                  "pull_overlap"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
@@ -218,6 +219,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
     assert c.transport.sufficient_factors in (False, True, "broadcast")
+    assert c.transport.pull_overlap in (True, False, "auto")
     m = c.consistency
     assert 0 <= m.backup_workers < c.cluster.workers
     assert m.backup_workers == 0 or m.mode == "bsp"

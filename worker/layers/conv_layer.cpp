@@ -8,6 +8,7 @@
 #include "common/math_cpu.hpp"
 #include "worker/filler.hpp"
 #include "worker/layer_registry.hpp"
+#include "worker/layers/conv_winograd.hpp"
 
 namespace pstrain {
 namespace {
@@ -139,7 +140,6 @@ Status ParseConvGeometry(const caffe::ConvolutionParameter& p, ConvGeometry* g) 
 }
 
 ConvolutionLayer::ConvolutionLayer(const caffe::LayerParameter& param) : Layer(param) {}
-ConvolutionLayer::~ConvolutionLayer() = default;
 
 Status ConvolutionLayer::LayerSetUp(const BlobVec& bottom, const BlobVec&) {
   const caffe::ConvolutionParameter& p = param_.convolution_param();
@@ -244,8 +244,9 @@ Status ConvolutionLayer::Reshape(const BlobVec& bottom, const BlobVec& top) {
       dnnl_[l].reset();
       dnnl_failed_[l] = false;
     }
+    winograd_.reset();
   }
-  if (engine() == Engine::kFast && cpu_impl_ != CpuImpl::kReference) PrepareDnnl();
+  if (engine() == Engine::kFast && RunsDnnl()) PrepareDnnl();
   return Status::Ok();
 }
 
@@ -360,18 +361,23 @@ void ConvolutionLayer::BackwardReference(const BlobVec& top,
 namespace {
 
 // In CpuImpl's order.
-constexpr const char* kImplNames[] = {"onednn-blocked", "onednn", "onednn-blocked+gemm-wgrad",
-                                      "onednn+gemm-wgrad", "reference"};
+constexpr const char* kImplNames[] = {"onednn-blocked",    "onednn",    "onednn-blocked+gemm-wgrad",
+                                      "onednn+gemm-wgrad", "reference", "winograd"};
 
 }  // namespace
 
+ConvolutionLayer::~ConvolutionLayer() = default;
+
 std::vector<std::string> ConvolutionLayer::CpuImplementations() const {
-  return {std::begin(kImplNames), std::end(kImplNames)};
+  // "winograd" (last) only where it computes this geometry.
+  const size_t count = std::size(kImplNames) - (WinogradApplies(geo_) ? 0 : 1);
+  return {std::begin(kImplNames), std::begin(kImplNames) + count};
 }
 
 Status ConvolutionLayer::SelectCpuImplementation(const std::string& name) {
-  for (size_t k = 0; k < std::size(kImplNames); ++k) {
-    if (name != kImplNames[k]) continue;
+  const std::vector<std::string> names = CpuImplementations();
+  for (size_t k = 0; k < names.size(); ++k) {
+    if (name != names[k]) continue;
     cpu_impl_ = static_cast<CpuImpl>(k);
     return Status::Ok();
   }
@@ -379,8 +385,16 @@ Status ConvolutionLayer::SelectCpuImplementation(const std::string& name) {
 }
 
 std::string ConvolutionLayer::CpuImplementation() const {
-  if (cpu_impl_ != CpuImpl::kReference && dnnl_failed_[Layout()]) return "reference";
+  if (RunsDnnl() && dnnl_failed_[Layout()]) return "reference";
   return kImplNames[static_cast<int>(cpu_impl_)];
+}
+
+WinogradConv& ConvolutionLayer::PrepareWinograd() {
+  if (winograd_ == nullptr) {
+    winograd_ =
+        std::make_unique<WinogradConv>(geo_, num_, channels_, height_, width_, out_h_, out_w_);
+  }
+  return *winograd_;
 }
 
 PSTRAIN_REGISTER_LAYER("Convolution", ConvolutionLayer);

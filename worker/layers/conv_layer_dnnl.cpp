@@ -8,6 +8,7 @@
 #include "common/dnnl_context.hpp"
 #include "common/math_cpu.hpp"
 #include "worker/layers/conv_layer.hpp"
+#include "worker/layers/conv_winograd.hpp"
 
 namespace pstrain {
 namespace {
@@ -216,6 +217,14 @@ bool ConvolutionLayer::PrepareDnnl() {
 }
 
 void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
+  if (cpu_impl_ == CpuImpl::kWinograd) {
+    const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
+    for (size_t i = 0; i < bottom.size(); ++i) {
+      PrepareWinograd().Forward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), bias,
+                                top[i]->mutable_cpu_data());
+    }
+    return;
+  }
   if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) return ForwardReference(bottom, top);
   const float* bias = geo_.bias_term ? blobs_[1]->cpu_data() : nullptr;
   for (size_t i = 0; i < bottom.size(); ++i) {
@@ -226,6 +235,18 @@ void ConvolutionLayer::ForwardFast(const BlobVec& bottom, const BlobVec& top) {
 
 void ConvolutionLayer::BackwardFast(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
+  if (cpu_impl_ == CpuImpl::kWinograd) {
+    float* weight_diff = param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr;
+    float* bias_diff =
+        geo_.bias_term && param_propagate_down(1) ? blobs_[1]->mutable_cpu_diff() : nullptr;
+    // Last bottom first: the transformed input kept from the forward is the last bottom's.
+    for (size_t i = top.size(); i-- > 0;) {
+      PrepareWinograd().Backward(bottom[i]->cpu_data(), blobs_[0]->cpu_data(), top[i]->cpu_diff(),
+                                 propagate_down[i] ? bottom[i]->mutable_cpu_diff() : nullptr,
+                                 weight_diff, bias_diff, i + 1 == bottom.size());
+    }
+    return;
+  }
   if (cpu_impl_ == CpuImpl::kReference || !PrepareDnnl()) {
     return BackwardReference(top, propagate_down, bottom);
   }

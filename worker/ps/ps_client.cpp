@@ -489,6 +489,40 @@ Status PsClient::WaitPull(int64_t* version, std::vector<std::string>* checkpoint
   return Status::Ok();
 }
 
+Status PsClient::WaitParams(const std::vector<int>& param_ids) {
+  if (!pull_outstanding_) return Status::FailedPrecondition("WaitParams without a Pull");
+  // The shards that still owe a chunk of `param_ids` (none: all arrived).
+  auto owing = [&] {
+    std::vector<bool> waiting(channels_.size(), false);
+    for (int p : param_ids) {
+      for (uint32_t id : placement_.param_chunks(p)) {
+        if (!pull_arrived_[id]) waiting[static_cast<size_t>(placement_.chunk(id).shard)] = true;
+      }
+    }
+    return waiting;
+  };
+  auto any = [](const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); };
+  const auto start = Clock::now();
+  auto last_heard = start;
+  for (std::vector<bool> waiting = owing(); any(waiting); waiting = owing()) {
+    PSTRAIN_ASSIGN_OR_RETURN(auto got, ReceiveOne(std::chrono::milliseconds(200)));
+    if (got.has_value()) {
+      last_heard = Clock::now();
+    } else if (Clock::now() - last_heard > options_.timeout) {
+      return Silent(waiting);
+    }
+  }
+  traffic_.pull_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return Status::Ok();
+}
+
+Status PsClient::ReleaseDiffs() {
+  const auto start = Clock::now();
+  Status s = WaitDiffsReleased();
+  traffic_.pull_wait_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  return s;
+}
+
 Status PsClient::WaitDiffsReleased() {
   if (sends_->WaitIdle(options_.timeout)) return Status::Ok();
   return Status::DeadlineExceeded("pushed gradients still not sent after " +

@@ -166,6 +166,17 @@ class PsClient {
   // `version` receives the smallest shard version; `checkpoint_files` the
   // shard checkpoint paths when the pull was a snapshot barrier.
   Status WaitPull(int64_t* version, std::vector<std::string>* checkpoint_files);
+  // Waits until every chunk of params `param_ids` of the last Pull has been
+  // copied into the blobs (the others may still be on their way; WaitPull
+  // completes the pull). Bounded by `timeout` as WaitPull (DeadlineExceeded
+  // naming the shards that still owe one of those chunks); the time counts in
+  // pull_wait_seconds. Used to start a layer's forward before the whole pull
+  // is in (PsWorker, --pull-overlap). Error: no pull outstanding.
+  Status WaitParams(const std::vector<int>& param_ids);
+  // Waits (up to options_.timeout) until ZeroMQ let go of every diff pushed
+  // without a copy, as WaitPull ends with: after it the caller may write the
+  // diffs while the pull is still arriving. The time counts in pull_wait_seconds.
+  Status ReleaseDiffs();
   // Pushes the gradients (blob diffs) of params `param_ids` for iteration `clock`.
   // `sum_squares` < 0 when unknown (only needed for clipping in ssp/asp).
   // REQUIRES: the diffs stay unchanged until the next WaitPull or Flush returns.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "common/optim/solver_proto.hpp"
@@ -105,6 +106,18 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
   }
   worker->SetUpFactors();
   PSTRAIN_RETURN_IF_ERROR(worker->SetUpBroadcast());
+  // GPU workers too: a pulled blob is copied to the device when its layer first
+  // reads it (SyncedMemory's lazy upload), after that layer's wait. Not with
+  // factor broadcast: a broadcast weight's values exist only once the whole
+  // pull is in (every shard's relay, FactorBroadcast::Finish).
+  worker->overlap_ = options.pull_overlap && worker->client_ && !elastic && !worker->group_ &&
+                     !worker->broadcast_;
+  if (options.pull_overlap && worker->broadcast_ && options.on_notice) {
+    options.on_notice('W', "pull overlap: off with factor broadcast (the replica steps once "
+                           "the whole pull is in)");
+  }
+  if (worker->overlap_) worker->SetUpOverlap();
+  net.set_layer_hooks(worker->hooks_);
   worker->straggle_rng_ = Rng(MixSeed(static_cast<uint64_t>(solver.random_seed()), 1000 + rank));
   worker->trainer_->add_callback(worker.get());
   return worker;
@@ -133,9 +146,55 @@ void PsWorker::SetUpFactors() {
     return;
   }
   for (const std::string& line : factors_->summary()) notice('I', line);
-  LayerHooks hooks;
-  hooks.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
-  net.set_layer_hooks(std::move(hooks));
+  hooks_.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
+}
+
+void PsWorker::SetUpOverlap() {
+  Net& net = trainer_->net();
+  std::map<const Blob*, int> ps_param_of_blob;
+  for (size_t i = 0; i < ps_blobs_.size(); ++i) ps_param_of_blob[ps_blobs_[i]] = static_cast<int>(i);
+  // A shared parameter is one blob in every layer that reads it: each waits.
+  params_of_layer_.assign(net.layers().size(), {});
+  for (size_t i = 0; i < net.layers().size(); ++i) {
+    for (const auto& blob : net.layers()[i]->blobs()) {
+      auto it = ps_param_of_blob.find(blob.get());
+      if (it != ps_param_of_blob.end()) params_of_layer_[i].push_back(it->second);
+    }
+  }
+  hooks_.before_forward = [this](int layer) {
+    const std::vector<int>& ids = params_of_layer_[static_cast<size_t>(layer)];
+    if (!pull_open_ || ids.empty() || !layer_wait_.ok()) return;
+    // An error stops nothing here (a hook returns nothing): FinishPull returns it
+    // before backward, so no gradient of this forward is pushed.
+    layer_wait_ = client_->WaitParams(ids);
+  };
+}
+
+bool PsWorker::WholePullAt(int iter) const {
+  if (rank() != 0) return false;  // only worker 0 tests and snapshots
+  const caffe::SolverParameter& solver = trainer_->solver();
+  const bool test = solver.test_interval() > 0 && iter % solver.test_interval() == 0 &&
+                    (iter > 0 || solver.test_initialization()) && trainer_->test_net() != nullptr;
+  const bool snapshot = solver.snapshot() > 0 && iter > 0 && iter % solver.snapshot() == 0;
+  return test || snapshot;
+}
+
+Status PsWorker::FinishPull(int iter) {
+  if (!pull_open_) return Status::Ok();
+  pull_open_ = false;
+  PSTRAIN_RETURN_IF_ERROR(layer_wait_);
+  std::vector<std::string> shard_files;
+  PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
+  if (rank() == 0 && !shard_files.empty() && iter > 0) {
+    // The snapshot must hold the weights from before this forward (BatchNorm's
+    // running statistics move in forward): only the solver's snapshot
+    // iterations are known ahead (WholePullAt).
+    return Status::FailedPrecondition(
+        "pull overlap: the servers cut a checkpoint at iteration " + std::to_string(iter) +
+        " that is not a snapshot iteration of the solver (a driver's GATE checkpoint?); run "
+        "the workers without --pull-overlap");
+  }
+  return Status::Ok();
 }
 
 Status PsWorker::SetUpBroadcast() {
@@ -234,6 +293,13 @@ Status PsWorker::OnStart(int iter) {
     if (iter % options_.elastic.period == 0) {
       PSTRAIN_RETURN_IF_ERROR(exchange_->Exchange(iter / options_.elastic.period - 1));
     }
+  } else if (overlap_ && !WholePullAt(iter)) {
+    // Forward waits layer by layer (hooks_.before_forward), FinishPull for the
+    // rest. The diffs pushed without a copy must be let go of first: the
+    // trainer zeroes them before forward (Trainer::ForwardBackward).
+    PSTRAIN_RETURN_IF_ERROR(client_->ReleaseDiffs());
+    pull_open_ = true;
+    layer_wait_ = Status::Ok();
   } else {
     std::vector<std::string> shard_files;
     PSTRAIN_RETURN_IF_ERROR(client_->WaitPull(&version_, &shard_files));
@@ -254,6 +320,7 @@ Status PsWorker::OnStart(int iter) {
 }
 
 Status PsWorker::OnLastForward(int iter) {
+  PSTRAIN_RETURN_IF_ERROR(FinishPull(iter));  // before backward writes diffs
   // The shards answer chunk by chunk as each chunk's step is applied, which
   // needs this worker's push of it: the weights backward still reads are
   // never overwritten.

@@ -91,6 +91,16 @@ struct PsWorkerOptions {
   // host_group.name "" : a group of one (it pushes alone). A member's client
   // options are not used to connect.
   HostGroupOptions host_group;
+  // Forward starts before the whole pull is in: before layer i's forward only
+  // the chunks of the PS params layer i reads are waited for
+  // (PsClient::WaitParams); the pull completes (version, checkpoint files)
+  // after the last forward, before backward. The weights each layer computes
+  // with are the same; only the timing changes. Where it cannot apply (GPU
+  // engine, host aggregation, EASGD / model averaging) the whole pull is
+  // waited for before forward; worker 0 also waits for all of it at its test
+  // and snapshot iterations. The shards should run --pull-overlap (replies in
+  // forward order).
+  bool pull_overlap = false;
   std::function<void(const TrainEvent&)> on_event;
 };
 
@@ -124,6 +134,14 @@ class PsWorker : public Trainer::Callback {
   Status PushCopied(int iter, bool wait);
   // Turns sufficient factors on where they may be (see PsWorkerOptions).
   void SetUpFactors();
+  // pull_overlap: which PS params each layer reads (params_of_layer_) and the
+  // before_forward hook that waits for them.
+  void SetUpOverlap();
+  // pull_overlap: whether OnStart(iter) must wait for the whole pull (worker
+  // 0 tests or snapshots at iter: they read every weight).
+  bool WholePullAt(int iter) const;
+  // pull_overlap: completes the pull OnStart left open (after the last forward).
+  Status FinishPull(int iter);
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   // Worker 0 at the end: the servers' statistics as a server_stats event.
   void EmitServerStats(int iter);
@@ -154,6 +172,11 @@ class PsWorker : public Trainer::Callback {
   int start_iter_ = 0;
   bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
   bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward
+  bool overlap_ = false;      // options_.pull_overlap where it applies
+  LayerHooks hooks_;          // the train net's hooks (factors, overlap)
+  std::vector<std::vector<int>> params_of_layer_;  // layer index -> PS params it reads
+  bool pull_open_ = false;    // overlap: OnStart left the pull to the layers and FinishPull
+  Status layer_wait_;         // overlap: the first failed WaitParams of this forward
   Rng straggle_rng_{0};
   int64_t version_ = 0;        // of the weights the current iteration trains on
   PsTraffic display_traffic_;  // at the previous train event

@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
       "factor-verify-strict", po::bool_switch(&options.factor_verify_strict),
       "--factor-broadcast: a replica that differs from the servers is an error (tests), not a "
       "warning")(
+      "pull-overlap", po::bool_switch(&options.pull_overlap),
+      "start each layer's forward once its own weights are pulled, not the whole pull "
+      "(CPU engine; the servers run --pull-overlap to answer in forward order)")(
       "no-error-feedback", po::bool_switch(&no_error_feedback),
       "topk/sign: drop what the encoding loses instead of adding it to the next push")(
       "memory-data", po::value(&memory_data)->composing(),
