@@ -32,9 +32,13 @@ def test_values_and_flags(tmp_path, build_dir):
         job, _ = plan_of(tmp_path, {"sufficient_factors": value}, consistency=BSP)
         assert (job.transport.sufficient_factors, job.transport.factor_broadcast) == \
             (held, broadcast), value
-    # broadcast on one host: auto host aggregation stays off (each worker its own factors)
+    # broadcast on one host: auto host aggregation stays off (each worker its own
+    # factors), and so does auto pull overlap (a broadcast weight exists once the
+    # whole pull is in)
     _, plan = plan_of(tmp_path, {"sufficient_factors": "broadcast"}, consistency=BSP)
     assert plan.host_groups() is None
+    assert plan.pull_overlap() is False
+    assert "--pull-overlap" not in plan.worker_command(0, ["e"])
     worker = plan.worker_command(1, ["e"])
     assert "--sufficient-factors" in worker and "--factor-broadcast" in worker
     # base_job snapshots every 30 iterations: the replica is checked there
@@ -63,6 +67,13 @@ def test_refused_where_the_relay_cannot_be_exact(tmp_path, build_dir, changes, w
     assert str(e.value).startswith("job.yaml: transport.sufficient_factors: broadcast is not "
                                    "possible here (")
     assert why in str(e.value)
+
+
+def test_refused_with_pull_overlap_true(tmp_path, build_dir):
+    with pytest.raises(JobError, match=r"transport\.sufficient_factors: broadcast is not possible "
+                                       r"here \(transport\.pull_overlap: true"):
+        plan_of(tmp_path, {"sufficient_factors": "broadcast", "pull_overlap": True},
+                consistency=BSP)
 
 
 def test_refused_with_host_aggregation_true(tmp_path, build_dir):
