@@ -189,7 +189,13 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
 void ShardLoop::SendAll(std::vector<Outgoing> outgoing) {
   bool ordered = false;
   for (auto& o : outgoing) {
-    if (pull_order_ && o.to == Outgoing::To::kPeer && o.header.type() == pstrain::PULL_REPLY) {
+    // A reply with history or relayed factors (frames besides one per chunk,
+    // docs/wire-protocol.md "Factor relay") cannot be cut into its chunks: it
+    // goes whole, at once.
+    const bool per_chunk =
+        transport::PayloadFrames(o.header) == static_cast<size_t>(o.header.chunks_size());
+    if (pull_order_ && o.to == Outgoing::To::kPeer && o.header.type() == pstrain::PULL_REPLY &&
+        per_chunk) {
       pull_order_->Add(std::move(o));
       ordered = true;
       continue;

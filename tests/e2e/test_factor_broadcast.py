@@ -100,3 +100,13 @@ def test_broadcast_across_shards_mid_row_chunks_and_iter_size_2(build_dir, fashi
     expected = (pulls * OTHER * 4 + with_history * 2 * (IP1 + IP2) * 4
                 + (pulls - WORKERS) * (said["ip1"] + said["ip2"]))
     assert server_stat(strict, "bytes_sent") == expected
+
+
+def test_pull_overlap_asked_for_is_turned_off_under_broadcast(build_dir, fashion_mnist, tmp_path):
+    # A layer's forward may not start on its chunks' arrival: a broadcast weight's
+    # values exist only once every relay is in. The worker says so and waits whole.
+    push, b = run(build_dir, fashion_mnist, tmp_path, "push", FACTORS)
+    overlap, c = run(build_dir, fashion_mnist, tmp_path, "overlap", STRICT + ["--pull-overlap"],
+                     server_args=["--pull-overlap"])
+    assert_same(build_dir, final_model(b, ITERS), final_model(c, ITERS))
+    assert "pull overlap: off with factor broadcast" in overlap.stderr["worker-1"]
