@@ -43,6 +43,7 @@
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
+#include "server/gpu_ipc_reader.hpp"
 #include "server/shard_state.hpp"
 #include "server/sufficient_factors.hpp"
 
@@ -122,6 +123,12 @@ class ShardLoop {
   void CheckLiveness(TimePoint now);
   void CountRefusals(TimePoint now);
   void Heard(const pstrain::Header& header, TimePoint now);
+  // GPU IPC pushes (server/gpu_ipc_reader.hpp; shard_loop_gpu_ipc.cpp): the
+  // answer to a HELLO's offer, set on the HELLO_ACK in `out`; an IPC PUSH's
+  // slices read into `incoming`, or false when it was refused (an ERROR to
+  // the worker naming it, counted as a bad message, nothing applied).
+  void AnswerGpuIpc(const pstrain::Header& hello, std::vector<Outgoing>& out);
+  bool ReadIpcPush(const transport::InMessage& message, Incoming& incoming, TimePoint now);
   void Log(const std::string& line) const;
 
   ShardState shard_;
@@ -132,6 +139,7 @@ class ShardLoop {
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
   FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
+  std::unique_ptr<GpuIpcReader> gpu_ipc_;            // GPU IPC pushes' regions, by worker
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"
   std::vector<std::string> worker_names_;            // "worker R" at index R

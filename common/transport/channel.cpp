@@ -447,7 +447,7 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
         (header.has_factors() ? " with factors (2 payloads)" : "") + " but " +
         std::to_string(message.payloads.size()) + " payloads are given");
   }
-  for (int i = 0; i < header.chunks_size() && !header.has_factors(); ++i) {
+  for (int i = 0; i < static_cast<int>(message.payloads.size()) && !header.has_factors(); ++i) {
     // A compressed payload (dtype other than FLOAT32) has its encoding's size.
     if (header.dtype() == pstrain::FLOAT32 &&
         header.chunks(i).length() != message.payloads[i].count) {

@@ -68,9 +68,11 @@ class Frame {
   alignas(8) unsigned char message_[64];
 };
 
-// The payload frames a message with `header` has: one per header chunk, or
-// two for a PUSH of sufficient factors (Header.factors: left and right).
+// The payload frames a message with `header` has: one per header chunk, two
+// for a PUSH of sufficient factors (Header.factors: left and right), none for
+// a GPU IPC PUSH (Header.ipc_offsets: the values are in the worker's region).
 inline size_t PayloadFrames(const pstrain::Header& header) {
+  if (header.ipc_offsets_size() > 0) return 0;
   return header.has_factors() ? 2 : static_cast<size_t>(header.chunks_size());
 }
 

@@ -119,6 +119,10 @@ class TransportConfig:
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
+    # GPU workers with a GPU shard on the same host, bsp: push gradients through CUDA IPC
+    # (device memory) instead of the socket; auto: where every shard accepts (else the socket,
+    # the reason in the worker's log); true: a refusal stops the worker (docs/config-reference.md)
+    gpu_ipc: Union[bool, str] = "auto"                # auto | true | false
 
 
 @dataclasses.dataclass
@@ -301,6 +305,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
     )
     _check_exposure(job, source)
     _check_host_aggregation(job, source)
+    _check_gpu_ipc(job, source)
     return job
 
 
@@ -448,7 +453,7 @@ def _workers(r: _Reader, data: dict) -> int:
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
                                "compression", "pull_compression", "sufficient_factors",
-                               "host_aggregation"))
+                               "host_aggregation", "gpu_ipc"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -470,7 +475,42 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
                                   PULL_COMPRESSIONS),
         sufficient_factors=r.boolean(d, "sufficient_factors", "transport.sufficient_factors",
                                      False),
-        host_aggregation=_host_aggregation(r, d))
+        host_aggregation=_host_aggregation(r, d),
+        gpu_ipc=_gpu_ipc(r, d))
+
+
+def _gpu_ipc(r: _Reader, d: dict) -> bool | str:
+    v = d.get("gpu_ipc", "auto")
+    if v is None:
+        return "auto"
+    if not isinstance(v, bool) and v != "auto":
+        raise r.fail("transport.gpu_ipc", f"must be auto, true or false, got {v!r}")
+    return v
+
+
+def _check_gpu_ipc(job: JobConfig, source: str) -> None:
+    """gpu_ipc: true needs what the path needs (common/transport/gpu_path.hpp): GPU workers,
+    a GPU shard, bsp without backup workers, float32 pushes, no host aggregation."""
+    if job.transport.gpu_ipc is not True:
+        return
+    c = job.consistency
+    why = None
+    if job.cluster.worker_devices == "cpu":
+        why = "GPU workers (cluster.worker_devices is cpu)"
+    elif job.cluster.server_device == "cpu":
+        why = "a GPU shard (cluster.server_device is cpu)"
+    elif c.mode != "bsp":
+        why = f"consistency.mode bsp (got {c.mode})"
+    elif c.backup_workers:
+        why = "no consistency.backup_workers"
+    elif c.easgd is not None or c.local_sgd is not None:
+        why = "no consistency.easgd or local_sgd (they push weight deltas)"
+    elif job.transport.compression.method != "none":
+        why = "no transport.compression (it encodes on the host)"
+    elif job.transport.host_aggregation is True:
+        why = "no transport.host_aggregation (a host's sum is made in host memory)"
+    if why:
+        raise JobError(f"{source}: transport.gpu_ipc: true needs {why}")
 
 
 def _host_aggregation(r: _Reader, d: dict) -> bool | str:

@@ -280,6 +280,8 @@ class Plan:
             cmd += ["--pull-compression", j.transport.pull_compression]
         if j.transport.sufficient_factors:
             cmd.append("--sufficient-factors")
+        if j.transport.gpu_ipc != "auto":
+            cmd += ["--gpu-ipc", "true" if j.transport.gpu_ipc else "false"]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]

@@ -46,6 +46,7 @@
 #include "common/status.hpp"
 #include "common/transport/context.hpp"
 #include "worker/ps/device_gradients.hpp"
+#include "worker/ps/gpu_region.hpp"
 #include "worker/ps/elastic_exchange.hpp"
 #include "worker/ps/host_group.hpp"
 #include "worker/ps/ps_client.hpp"
@@ -114,6 +115,13 @@ class PsWorker : public Trainer::Callback {
   Status PushCopied(int iter, bool wait);
   // Turns sufficient factors on where they may be (see PsWorkerOptions).
   void SetUpFactors();
+  // GPU IPC pushes (ps_worker_gpu_ipc.cpp): a GPU worker that may use them
+  // makes its region and puts the offer into `client` (otherwise the notice
+  // says why not; with transport.gpu_ipc true that is an error); after Hello,
+  // UseGpuPath keeps the region only when every shard accepted, and says so.
+  Status OfferGpuIpc(PsClientOptions* client);
+  void UseGpuPath();
+  void Notice(char level, const std::string& text) const;
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   // Worker 0 at the end: the servers' statistics as a server_stats event.
   void EmitServerStats(int iter);
@@ -131,6 +139,7 @@ class PsWorker : public Trainer::Callback {
   std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
+  std::unique_ptr<GpuGradientRegion> gpu_region_;      // GPU IPC pushes only
   std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
   std::unique_ptr<FactorCapture> factors_;  // --sufficient-factors, where weights qualify
   std::unique_ptr<HostGroup> group_;                   // host aggregation only
