@@ -19,8 +19,8 @@ using std::to_string;
 constexpr bool kCudaBuild = true;
 struct GpuIpcReader::Region {
   uint64_t bytes = 0;
-  char* base = nullptr;          // the worker's region, opened here
-  cudaEvent_t event = nullptr;   // the worker's event, opened here
+  char* base = nullptr;         // the worker's region, opened here
+  cudaEvent_t event = nullptr;  // the worker's event, opened here
 };
 #else
 constexpr bool kCudaBuild = false;
@@ -56,8 +56,8 @@ std::optional<GpuIpcAnswer> GpuIpcReader::OnHello(const Header& hello) {
   }
   answer.set_accepted(why.empty());
   if (why.empty()) {
-    answer.set_reason("shard " + to_string(facts_.shard) + " reads from gpu:" +
-                      to_string(facts_.device));
+    answer.set_reason("shard " + to_string(facts_.shard) +
+                      " reads from gpu:" + to_string(facts_.device));
     regions_[worker] = std::move(region);
   } else {
     answer.set_reason(why);
@@ -94,10 +94,9 @@ Status GpuIpcReader::Read(const Header& push, std::vector<float*>* payloads) {
   for (int i = 0; i < push.chunks_size(); ++i) {
     const size_t bytes = push.chunks(i).length() * sizeof(float);
     char* host = reinterpret_cast<char*>(staging_) + at;
-    PSTRAIN_RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(host, region.base + push.ipc_offsets(i), bytes, cudaMemcpyDeviceToHost,
-                        stream),
-        "cudaMemcpyAsync of " + whose));
+    PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(host, region.base + push.ipc_offsets(i),
+                                                       bytes, cudaMemcpyDeviceToHost, stream),
+                                       "cudaMemcpyAsync of " + whose));
     payloads->push_back(reinterpret_cast<float*>(host));
     at += bytes;
   }
@@ -128,9 +127,8 @@ Status GpuIpcReader::Open(const GpuIpcOffer& offer, Region* region) {
   GpuContext& gpu = GpuContext::ForThisThread();
   if (gpu.device() != facts_.device) PSTRAIN_RETURN_IF_ERROR(gpu.SelectDevice(facts_.device));
   void* base = nullptr;
-  PSTRAIN_RETURN_IF_ERROR(
-      CudaStatus(cudaIpcOpenMemHandle(&base, mem, cudaIpcMemLazyEnablePeerAccess),
-                 "cudaIpcOpenMemHandle"));
+  PSTRAIN_RETURN_IF_ERROR(CudaStatus(
+      cudaIpcOpenMemHandle(&base, mem, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle"));
   cudaEvent_t opened = nullptr;
   if (Status s = CudaStatus(cudaIpcOpenEventHandle(&opened, event), "cudaIpcOpenEventHandle");
       !s.ok()) {

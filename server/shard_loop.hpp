@@ -16,7 +16,9 @@
 //     for the first `drop_log_lines`, then as one count line per
 //     `drop_log_interval` (DropLog);
 //   - a valid one goes to ShardState::Handle, and what Handle returns is sent
-//     (NORM_TOTAL to every server that has sent this shard a message);
+//     (NORM_TOTAL to every server that has sent this shard a message); a
+//     HELLO's GPU IPC offer is answered in its HELLO_ACK and a GPU IPC PUSH's
+//     slices are read from the worker's region first (GpuIpcReader);
 //   - every `tick` the shard logs pulls that waited too long, and the
 //     liveness table is checked: a worker not heard from (any valid message,
 //     HEARTBEAT included) for `silence_warning` is logged once, naming its

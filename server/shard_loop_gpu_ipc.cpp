@@ -22,8 +22,8 @@ bool ShardLoop::ReadIpcPush(const transport::InMessage& message, Incoming& incom
   const Status s = gpu_ipc_->Read(message.header, &incoming.payloads);
   if (s.ok()) return true;
   shard_.CountBadMessage();
-  const std::string why = "IPC push of worker " + std::to_string(message.header.sender()) +
-                          " refused: " + s.message();
+  const std::string why =
+      "IPC push of worker " + std::to_string(message.header.sender()) + " refused: " + s.message();
   drops_.Report("dropped " + transport::Describe(message) + ": " + why, now);
   const transport::Origin self{pstrain::SERVER, shard_.config().shard, shard_.config().job_key};
   Outgoing error;

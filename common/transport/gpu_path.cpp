@@ -72,8 +72,8 @@ std::string ShardGpuIpcBlocker(const GpuIpcOffer& offer, const ShardGpuFacts& f)
   }
   if (f.mode != ConsistencyMode::kBsp) return NeedsBsp(shard + " runs", f.mode);
   if (f.backup_workers > 0) {
-    return shard + " runs bsp with " + to_string(f.backup_workers) +
-           " backup worker" + (f.backup_workers == 1 ? "" : "s") +
+    return shard + " runs bsp with " + to_string(f.backup_workers) + " backup worker" +
+           (f.backup_workers == 1 ? "" : "s") +
            ": a late push could be read after the worker reused its region";
   }
   if (offer.region_bytes() == 0) return "the offer's region is empty";
@@ -118,9 +118,8 @@ Status CheckIpcPushShape(const Header& h, size_t payload_frames) {
                                    " (its slices are float32)");
   }
   if (h.ipc_offsets_size() != h.chunks_size()) {
-    return Status::InvalidArgument("IPC push lists " + to_string(h.chunks_size()) +
-                                   " chunks and " + to_string(h.ipc_offsets_size()) +
-                                   " ipc_offsets");
+    return Status::InvalidArgument("IPC push lists " + to_string(h.chunks_size()) + " chunks and " +
+                                   to_string(h.ipc_offsets_size()) + " ipc_offsets");
   }
   return Status::Ok();
 }

@@ -44,11 +44,11 @@ std::string LocalHostId();
 // What keeps a worker from offering GPU IPC, or "" when it may offer.
 struct WorkerGpuFacts {
   GpuIpcSwitch gpu_ipc = GpuIpcSwitch::kAuto;
-  bool gpu_engine = false;       // the net runs on the GPU engine
-  bool host_group = false;       // bsp host aggregation (sums go through host memory)
+  bool gpu_engine = false;  // the net runs on the GPU engine
+  bool host_group = false;  // bsp host aggregation (sums go through host memory)
   ConsistencyMode mode = ConsistencyMode::kBsp;
   DataType compression = FLOAT32;
-  bool elastic = false;          // EASGD / model averaging pushes weight deltas
+  bool elastic = false;  // EASGD / model averaging pushes weight deltas
   bool cuda_build = false;
 };
 // Reasons, in this order: "transport.gpu_ipc is false", "this build has no

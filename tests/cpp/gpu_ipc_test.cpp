@@ -90,8 +90,9 @@ TEST(GpuIpcTest, IpcPushesTrainBitForBitAsTheSocketPath) {
   EXPECT_TRUE(Said(ipc, "GPU IPC pushes on")) << ::testing::PrintToString(ipc.notices);
   EXPECT_GE(ipc.gpu_ipc_pushes, 4);
   EXPECT_EQ(socket.gpu_ipc_pushes, 0);
-  EXPECT_TRUE(Said(socket, "GPU IPC pushes off, gradients go through the socket: "
-                           "transport.gpu_ipc is false"))
+  EXPECT_TRUE(Said(socket,
+                   "GPU IPC pushes off, gradients go through the socket: "
+                   "transport.gpu_ipc is false"))
       << ::testing::PrintToString(socket.notices);
   // The weights moved: not two initialisations compared.
   TempDir dir;

@@ -20,9 +20,12 @@
 
 #include "common/transport/validate.hpp"
 #include "server/shard_loop.hpp"
+#include "tests/cpp/data_test_util.hpp"
+#include "tests/cpp/gpu_test_util.hpp"
 #include "tests/cpp/shard_state_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/ps_client.hpp"
+#include "worker/ps/ps_worker.hpp"
 
 namespace pstrain {
 namespace {
@@ -31,6 +34,11 @@ using namespace std::chrono_literals;
 using namespace server::test_support;  // NOLINT: the shard suites' net and gradients
 using transport::GpuIpcSwitch;
 using transport::GpuPathDecision;
+
+transport::Context& context() {
+  static transport::Context* c = new transport::Context();  // outlives every client
+  return *c;
+}
 
 GpuIpcOffer Offer(const std::string& host_id, uint64_t region_bytes = 1024) {
   GpuIpcOffer offer;
@@ -106,8 +114,7 @@ TEST(GpuPathTest, AShardAcceptsAnOfferFromItsHostOnlyOnAGpuInBsp) {
   f = gpu;
   f.cuda_build = false;
   f.shard = 2;
-  EXPECT_EQ(transport::ShardGpuIpcBlocker(Offer("boot-a@node1"), f),
-            "shard 2's build has no CUDA");
+  EXPECT_EQ(transport::ShardGpuIpcBlocker(Offer("boot-a@node1"), f), "shard 2's build has no CUDA");
   f = gpu;
   f.mode = ConsistencyMode::kAsp;
   EXPECT_EQ(transport::ShardGpuIpcBlocker(Offer("boot-a@node1"), f),
@@ -120,6 +127,28 @@ TEST(GpuPathTest, AShardAcceptsAnOfferFromItsHostOnlyOnAGpuInBsp) {
             "reused its region");
   EXPECT_EQ(transport::ShardGpuIpcBlocker(Offer("boot-a@node1", 0), gpu),
             "the offer's region is empty");
+}
+
+TEST(GpuPathTest, GpuIpcTrueOnAWorkerThatCannotOfferFailsItsCreation) {
+  testing::TempDir dir;
+  PsWorkerOptions options;
+  options.solver_path = testing::WriteLmdbClassifier(dir.path(), "base_lr: 0.1\nmax_iter: 2\n");
+  options.client.servers = {"tcp://127.0.0.1:1"};  // never reached: Create fails first
+  options.client.gpu_ipc = GpuIpcSwitch::kOn;
+  auto worker = PsWorker::Create(context(), options);
+  ASSERT_FALSE(worker.ok());
+  EXPECT_TRUE(worker.status().IsFailedPrecondition());
+#ifdef PSTRAIN_HAVE_CUDA
+  EXPECT_EQ(worker.status().message(),
+            "transport.gpu_ipc is true but the worker runs on the CPU engine");
+#else
+  EXPECT_EQ(worker.status().message(), "transport.gpu_ipc is true but this build has no CUDA");
+#endif
+  options.client.gpu_ipc = GpuIpcSwitch::kAuto;  // auto: the socket, silently on the CPU
+  std::vector<std::string> notices;
+  options.on_notice = [&](char, const std::string& text) { notices.push_back(text); };
+  EXPECT_TRUE(PsWorker::Create(context(), options).ok());
+  for (const std::string& n : notices) EXPECT_EQ(n.find("GPU IPC"), std::string::npos) << n;
 }
 
 GpuIpcAnswer Answer(bool accepted, const std::string& reason) {
@@ -398,8 +427,10 @@ TEST_F(GpuPathShardTest, ARefusedOfferLeavesBspBitForBitAsWithoutOne) {
   EXPECT_EQ(offered->traffic().gpu_ipc_pushes, 0);
   const Status ipc = offered->PushIpc({0}, 3, {0, 256});
   EXPECT_TRUE(ipc.IsFailedPrecondition());
-  EXPECT_EQ(ipc.message(), "PushIpc, but pushes go through the socket: server 0 refused GPU IPC "
-                           "pushes: " + CpuShardRefusal());
+  EXPECT_EQ(ipc.message(),
+            "PushIpc, but pushes go through the socket: server 0 refused GPU IPC "
+            "pushes: " +
+                CpuShardRefusal());
   ASSERT_EQ(socket.size(), 3u);
   ASSERT_EQ(fallback.size(), 3u);
   for (size_t t = 0; t < 3; ++t) {

@@ -28,9 +28,9 @@ Status GpuGradientRegion::Start(const std::vector<int>&) {
 #else  // PSTRAIN_HAVE_CUDA
 
 struct GpuGradientRegion::Cuda {
-  char* base = nullptr;                  // cudaMalloc'd, the exported region
-  cudaEvent_t backward_done = nullptr;   // compute stream -> copy stream
-  cudaEvent_t copied = nullptr;          // interprocess, recorded after each group's copies
+  char* base = nullptr;                 // cudaMalloc'd, the exported region
+  cudaEvent_t backward_done = nullptr;  // compute stream -> copy stream
+  cudaEvent_t copied = nullptr;         // interprocess, recorded after each group's copies
 };
 
 Result<std::unique_ptr<GpuGradientRegion>> GpuGradientRegion::Create(
@@ -48,13 +48,15 @@ Result<std::unique_ptr<GpuGradientRegion>> GpuGradientRegion::Create(
   int device = 0;
   PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
   char bus_id[32] = {};
-  PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device),
-                                     "cudaDeviceGetPCIBusId"));
+  PSTRAIN_RETURN_IF_ERROR(
+      CudaStatus(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device), "cudaDeviceGetPCIBusId"));
   void* base = nullptr;
-  PSTRAIN_RETURN_IF_ERROR(CudaStatus(
-      cudaMalloc(&base, bytes), "cudaMalloc of the " + std::to_string(bytes) + "-byte GPU IPC region"));
+  PSTRAIN_RETURN_IF_ERROR(
+      CudaStatus(cudaMalloc(&base, bytes),
+                 "cudaMalloc of the " + std::to_string(bytes) + "-byte GPU IPC region"));
   c.base = static_cast<char*>(base);
-  PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaMemset(base, 0, bytes), "cudaMemset of the GPU IPC region"));
+  PSTRAIN_RETURN_IF_ERROR(
+      CudaStatus(cudaMemset(base, 0, bytes), "cudaMemset of the GPU IPC region"));
   PSTRAIN_RETURN_IF_ERROR(
       CudaStatus(cudaEventCreateWithFlags(&c.backward_done, cudaEventDisableTiming),
                  "cudaEventCreateWithFlags"));
@@ -107,8 +109,8 @@ Status GpuGradientRegion::Start(const std::vector<int>& ids) {
         cudaMemcpyAsync(c.base + offsets_[id], sources[k], bytes, cudaMemcpyDeviceToDevice, copy),
         "cudaMemcpyAsync of param " + std::to_string(id) + "'s gradient into the GPU IPC region"));
   }
-  PSTRAIN_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(c.copied, copy),
-                                     "cudaEventRecord of the GPU IPC event"));
+  PSTRAIN_RETURN_IF_ERROR(
+      CudaStatus(cudaEventRecord(c.copied, copy), "cudaEventRecord of the GPU IPC event"));
   ++groups_started_;
   return Status::Ok();
 }

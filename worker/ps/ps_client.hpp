@@ -62,8 +62,8 @@
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
-#include "common/transport/gradient_codec.hpp"
 #include "common/transport/gpu_path.hpp"
+#include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
 

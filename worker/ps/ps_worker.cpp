@@ -73,7 +73,7 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
   }
   PsClientOptions client_options = options.client;
-  if (worker->device_gradients_) PSTRAIN_RETURN_IF_ERROR(worker->OfferGpuIpc(&client_options));
+  if (!worker->member()) PSTRAIN_RETURN_IF_ERROR(worker->OfferGpuIpc(&client_options));
   if (!worker->member()) {
     PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
                              PsClient::Connect(context, client_options, std::move(params)));

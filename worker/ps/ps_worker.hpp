@@ -46,8 +46,8 @@
 #include "common/status.hpp"
 #include "common/transport/context.hpp"
 #include "worker/ps/device_gradients.hpp"
-#include "worker/ps/gpu_region.hpp"
 #include "worker/ps/elastic_exchange.hpp"
+#include "worker/ps/gpu_region.hpp"
 #include "worker/ps/host_group.hpp"
 #include "worker/ps/ps_client.hpp"
 #include "worker/ps/sufficient_factors.hpp"
@@ -116,9 +116,11 @@ class PsWorker : public Trainer::Callback {
   // Turns sufficient factors on where they may be (see PsWorkerOptions).
   void SetUpFactors();
   // GPU IPC pushes (ps_worker_gpu_ipc.cpp): a GPU worker that may use them
-  // makes its region and puts the offer into `client` (otherwise the notice
-  // says why not; with transport.gpu_ipc true that is an error); after Hello,
-  // UseGpuPath keeps the region only when every shard accepted, and says so.
+  // makes its region and puts the offer into `client`. Otherwise a GPU
+  // worker's notice says why not; with transport.gpu_ipc true it is any
+  // worker's error ("transport.gpu_ipc is true but the worker runs on the
+  // CPU engine"). After Hello, UseGpuPath keeps the region only when every
+  // shard accepted, and says so.
   Status OfferGpuIpc(PsClientOptions* client);
   void UseGpuPath();
   void Notice(char level, const std::string& text) const;

@@ -32,7 +32,8 @@ Status PsWorker::OfferGpuIpc(PsClientOptions* client) {
   if (client->gpu_ipc == transport::GpuIpcSwitch::kOn) {
     return Status::FailedPrecondition("transport.gpu_ipc is true but " + why);
   }
-  Notice('I', "GPU IPC pushes off, gradients go through the socket: " + why);
+  // A CPU worker has nothing to say about a GPU path.
+  if (facts.gpu_engine) Notice('I', "GPU IPC pushes off, gradients go through the socket: " + why);
   return Status::Ok();
 }
 
