@@ -13,7 +13,9 @@ Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one se
 host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
 (--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
-their pushes (no early pull).
+their pushes (no early pull) except in the switch table's row that adds it. The switch
+table of issue 32's configuration adds one switch a row (`STEPS`, `switches()`), E12 and
+E13 included, each row saying whether it is in main, being built or not built.
 
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
@@ -62,6 +64,44 @@ CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
 # 25 GbE; the shard's apply threads when they are on (an H200 host has dozens of cores)
 ISSUE = dict(workers=8, servers=8, gbit=25)
 THREADS_ON = 8
+# E12: what a shard lets ZeroMQ hold a worker ahead of the wire (ps-server
+# --pull-window-kb, 2048 by default)
+PULL_WINDOW = 2 << 20
+# E13 on a GPU worker (not built: the broadcast path is CPU only): the rebuild GEMM at the
+# rate of AlexNet's fc6 forward on the H200 (bench/data/h200_alexnet_time.json: 2 x 128 x
+# 9216 x 4096 flops), and the replica's step at HBM speed: an SGD step with momentum moves
+# about 5 bytes of memory (weight, history, gradient; 3 read, 2 written) a float32 byte, at
+# the H200's 4.8 TB/s
+HBM_BYTES_PER_S = 4.8e12
+STEP_BYTES_PER_BYTE = 5.0
+
+
+def gpu_flop_s() -> float:
+    """E13: seconds a flop of an H200's GEMM, from fc6's measured forward."""
+    layers = costmodel.load_layer_times(NETS["alexnet"][1])
+    fc6 = next(l for l in layers if l.name == "fc6")
+    return fc6.forward_ms / 1e3 / (2.0 * 128 * 9216 * 4096)
+
+
+# The switch table, one row a step, each adding its switch to the rows above. The first
+# BUILT rows are in main; the ones marked "being built" are PSTrain's switches in work
+# (E12, E13); the rest are not built or are assumptions about the hardware.
+STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
+         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
+         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
+         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
+         "+ sufficient factors for fc weights (push side): every switch in main",
+         "+ pulls overlapping the next forward, in forward order (E12, "
+         "`transport.pull_overlap`: being built, CPU workers so far)",
+         "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: broadcast`: "
+         "being built, CPU workers; the rebuild on the GPU: not built)",
+         "+ the pull request before the last backward on GPU workers too, as on CPU workers "
+         "(early pull: not built for GPU workers)",
+         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
+         "+ factors in 16 bits both ways (E13: not built)"]
+MAIN_STEP = 5      # every switch in main
+BUILDING_STEP = 7  # and the two being built (E12, E13)
+ALL_STEP = 9       # and early pulls on GPU workers and E2c
 
 
 def switches(step: int, calib: dict) -> dict:
@@ -81,19 +121,17 @@ def switches(step: int, calib: dict) -> dict:
     if step >= 5:
         out["sufficient_factors"] = True
     if step >= 6:
-        out["pipelined_nic"] = True
+        out.update(pull_overlap=True, pull_window_bytes=float(PULL_WINDOW))
     if step >= 7:
-        out["factor_pulls"] = True
+        out.update(factor_broadcast=True, worker_flop_s=gpu_flop_s(),
+                   worker_apply_byte_s=STEP_BYTES_PER_BYTE / HBM_BYTES_PER_S)
+    if step >= 8:
+        out["early_pull"] = True
+    if step >= 9:
+        out["pipelined_nic"] = True
+    if step >= 10:
+        out["factor_value_bytes"] = 2.0
     return out
-
-
-STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
-         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
-         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
-         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
-         "+ sufficient factors for fc weights (push side): every switch built",
-         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c)",
-         "+ sufficient factors in the pulls too (SFB: not built)"]
 
 
 def predict_grid(key: str, mode: str, message_s: float, server_byte_s: float,
@@ -136,15 +174,15 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
         rows.append((label, costmodel.predict(layers, params, batch, costmodel.Cluster(
             **dict(base, **switches(step, calib))))))
     free = costmodel.predict(layers, params, batch, costmodel.Cluster(
-        **dict(base, **dict(switches(6, calib), server_byte_s=0.0, server_io_byte_s=0.0,
-                            server_flop_s=0.0, worker_byte_s=0.0))))
-    rows.append(("every switch built, no CPU cost per byte (the NICs alone)", free))
+        **dict(base, **dict(switches(len(STEPS), calib), server_byte_s=0.0,
+                            server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0))))
+    rows.append(("every row above, no CPU cost per byte (the NICs alone)", free))
     return [(label, r.iteration_s * 1e3, r.images_per_s,
              r.images_per_s / (ISSUE["workers"] * single), r.bottleneck) for label, r in rows]
 
 
-def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | None = None
-         ) -> None:
+def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | None = None,
+         in_main: dict | None = None) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -166,11 +204,15 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
             top.plot(xs, nic, ":", color=c, linewidth=1)
             bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(nic, xs)], ":", color=c,
                         linewidth=1)
-        if on is not None:
-            ips = [on["pred"][gbit, "W", w].images_per_s for w in xs]
-            top.plot(xs, ips, "s-", color="C3", label="every switch built, a shard per host")
-            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], "s-",
-                        color="C3", label="every switch built (S = W, one per host)")
+        for overlay, marker, color, label in ((in_main, "^-", "C1", "every switch in main"),
+                                              (on, "s-", "C3", "+ E12, E13, GPU early pull, "
+                                               "E2c")):
+            if overlay is None:
+                continue
+            ips = [overlay["pred"][gbit, "W", w].images_per_s for w in xs]
+            top.plot(xs, ips, marker, color=color, label=f"{label}, a shard per host")
+            bottom.plot(xs, [v / (w * grid["single"]) for v, w in zip(ips, xs)], marker,
+                        color=color, label=f"{label} (S = W, one per host)")
         for j, (name, n, eff) in enumerate(ANCHORS):
             bottom.plot([n], [eff], marker="*^vsD"[j], markersize=11, linestyle="none",
                         color=f"C{j + 1}", label=name)
@@ -189,7 +231,7 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
     axes[0][0].legend(fontsize=7, loc="upper left")
     handles, labels = axes[1][0].get_legend_handles_labels()
     keep = [i for i, l in enumerate(labels) if not l.startswith("S =") and l != "ideal"
-            and not l.startswith("every switch")]
+            and not l.startswith("every switch") and not l.startswith("+ E12")]
     fig.legend([handles[i] for i in keep], [labels[i] for i in keep], loc="lower center",
                ncol=3, fontsize=8, title="published scaling efficiencies (other GPUs, nets, "
                "networks; see docs/scaling.md)", title_fontsize=8)
@@ -197,10 +239,11 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
                  f"{grid['mbytes']:.0f} MB of gradients per worker and iteration\ncircles: "
                  f"today's defaults, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
                  f" ns/B, I/O {args.calib['server_io_ns_per_byte']:.2g} ns/B, worker "
-                 f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost; red squares: every "
-                 f"switch built, a shard on every host",
+                 f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost;\na shard on every "
+                 f"host: orange triangles every switch in main, red squares + pulls under the "
+                 f"next forward (E12), factor broadcasting (E13), early pulls, NIC DMA (E2c)",
                  fontsize=9)
-    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.09, 1, 0.95))
     fig.savefig(out / f"scaling_{key}.png", dpi=80)
     plt.close(fig)
 
@@ -235,16 +278,20 @@ def main() -> int:
             grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
                                        0.0, cpu * args.worker_ns_per_byte * 1e-9, extra)
         on = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
-                          args.worker_ns_per_byte * 1e-9, switches(6, calib), servers=("W",))
-        plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on)
+                          args.worker_ns_per_byte * 1e-9, switches(ALL_STEP, calib), servers=("W",))
+        in_main = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,
+                               args.worker_ns_per_byte * 1e-9, switches(MAIN_STEP, calib),
+                               servers=("W",))
+        plot(key, grids["bsp"], grids["bsp-free"], args.out, args, on, in_main)
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
               f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration; "
               f"today's defaults, servers on hosts of their own\n")
         print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
               " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
-              " W=64 bsp, no CPU cost per byte | W=64 bsp, every switch, S = W per host |")
-        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: | ---: |")
+              " W=64 bsp, no CPU cost per byte | W=64 bsp, S = W per host, every switch in"
+              " main | W=64 bsp, S = W per host, every row of the switch table |")
+        print("| --- | ---: |" + " ---: |" * (2 * len(WORKERS)) + " --- | ---: | ---: | ---: |")
         for gbit in LINKS_GBIT:
             for s in TABLE_SERVERS:
                 def cell(grid, w, s=s):
@@ -254,6 +301,7 @@ def main() -> int:
                       " | ".join(cell(grids["bsp"], w) for w in WORKERS) + " | " +
                       " | ".join(cell(grids["asp"], w) for w in WORKERS) + " | " +
                       g["pred"][gbit, s, 64].bottleneck + " | " + cell(grids["bsp-free"], 64) +
+                      " | " + (cell(in_main, 64, "W") if s == TABLE_SERVERS[-1] else "") +
                       " | " + (cell(on, 64, "W") if s == TABLE_SERVERS[-1] else "") + " |")
     return 0
 

@@ -38,6 +38,7 @@ earlier --json-out (bench/data/scaling_validation_run14.json is the run docs/sca
 
 usage: python3 bench/scaling_validate.py [--build build] [--quick] [--rounds 3] [--markdown]
                                          [--json-out FILE] [--no-netns] [--recompute FILE]
+                                         [--switches | --overlap-factors] [--measure-links]
 """
 from __future__ import annotations
 
@@ -297,29 +298,67 @@ def netns_unavailable() -> str | None:
     return None
 
 
+# The programs' flags of the switches E12 and E13 (docs/scaling.md): pulls overlapping the
+# next forward (transport.pull_overlap: ps-worker and ps-server --pull-overlap, the shard's
+# window --pull-window-kb) and sufficient factors pushed (--sufficient-factors) or broadcast
+# (transport.sufficient_factors: broadcast; the flag below is the one its branch is to give
+# ps-worker: a build whose --help does not list a flag skips the point, saying so).
+OVERLAP_FLAGS = {"worker": ["--pull-overlap"], "server": ["--pull-overlap"]}
+FACTOR_FLAGS = {"push": ["--sufficient-factors"],
+                "broadcast": ["--sufficient-factors", "--factor-broadcast"]}
+# E1b, E13 on a CPU: the shard's and the worker's rebuild GEMM per flop, the worker's replica
+# step per float32 byte, where a run's calibration has none (bench/scaling_calibrate.py on this
+# machine: bench/data/scaling_calibration_gpu.json)
+FACTOR_CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
+
+
 def switch_flags(switches: dict | None, who: str) -> list[str]:
     """The programs' flags for issue 32's switches of a point: the shard's apply threads
     (ps-server --threads; given as 1 where a point names none, the model's default, since
-    ps-server's own default is `auto`), 16-bit pushes and pulls (ps-worker)."""
+    ps-server's own default is `auto`), 16-bit pushes and pulls (ps-worker), E12's overlap
+    (both, the shard's window) and E13's factors (ps-worker)."""
     switches = switches or {}
-    if who == "server":
-        return ["--threads", str(switches.get("threads", 1))]
     flags = []
+    if switches.get("pull_overlap"):
+        flags += OVERLAP_FLAGS[who]
+        if who == "server" and "pull_window_kb" in switches:
+            flags += ["--pull-window-kb", str(switches["pull_window_kb"])]
+    if who == "server":
+        return ["--threads", str(switches.get("threads", 1))] + flags
     if "compression" in switches:
         flags += ["--compression", switches["compression"]]
     if "pull_compression" in switches:
         flags += ["--pull-compression", switches["pull_compression"]]
+    if "sufficient_factors" in switches:
+        flags += FACTOR_FLAGS[switches["sufficient_factors"]]
     return flags
 
 
 def switch_label(switches: dict | None) -> str:
-    """" threads=2", " fp16/fp16" (push/pull) or "" for a point without switches."""
+    """" threads=2", " fp16/fp16" (push/pull), " overlap", " factors=push" or "" for a
+    point without switches."""
     switches = switches or {}
     out = f" threads={switches['threads']}" if "threads" in switches else ""
     if "compression" in switches or "pull_compression" in switches:
         out += (f" {switches.get('compression', 'none')}/"
                 f"{switches.get('pull_compression', 'none')}")
+    if switches.get("pull_overlap"):
+        out += " overlap"
+    if "sufficient_factors" in switches:
+        out += f" factors={switches['sufficient_factors']}"
     return out
+
+
+def missing_flags(build: pathlib.Path, switches: dict) -> list[str]:
+    """The flags of a point's switches that this build's ps-worker or ps-server does not
+    list in --help (a feature not built yet)."""
+    missing = []
+    for who in ("worker", "server"):
+        wanted = [f for f in switch_flags(switches, who) if f.startswith("--")]
+        text = subprocess.run([str(build / f"bin/ps-{who}"), "--help"], capture_output=True,
+                              text=True).stdout
+        missing += [f"ps-{who} {f}" for f in wanted if f not in text]
+    return missing
 
 
 def run_job(build: pathlib.Path, solver: pathlib.Path, workers: int, servers: int, mode: str,
@@ -479,6 +518,18 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
         base["push_value_bytes"] = costmodel.value_bytes(switches["compression"])
     if "pull_compression" in switches:
         base["pull_value_bytes"] = costmodel.value_bytes(switches["pull_compression"])
+    if switches.get("pull_overlap"):          # E12
+        base.update(pull_overlap=True,
+                    pull_window_bytes=switches.get("pull_window_kb", 2048) * 1024.0)
+    if "sufficient_factors" in switches:      # E1b, E13: the rebuilds at this CPU's c_g
+        flop = calib.get("server_ns_per_flop") or \
+            json.loads(FACTOR_CALIBRATION.read_text())["server_ns_per_flop"]
+        base.update(sufficient_factors=True, server_flop_s=flop * 1e-9)
+        if switches["sufficient_factors"] == "broadcast":
+            # each worker rebuilds the step of every pusher (the same GEMM) and applies it
+            # with the shard's update code (c_s per float32 byte)
+            base.update(factor_broadcast=True, worker_flop_s=flop * 1e-9,
+                        worker_apply_byte_s=base["server_byte_s"])
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -639,6 +690,11 @@ def main() -> int:
                     help="issue 32's switches on the shaped links: LeNet W = 2 bsp with the "
                          "shard on 2 threads and with fp16 both ways, beside the same point "
                          "without them (needs root)")
+    ap.add_argument("--overlap-factors", action="store_true",
+                    help="E12 and E13 on the shaped links: LeNet W = 2 bsp with pulls "
+                         "overlapping the next forward, with sufficient factors pushed and "
+                         "broadcast, beside the same point without them (needs root; a point "
+                         "whose flags this build lacks is skipped)")
     ap.add_argument("--measure-links", action="store_true",
                     help="β of a shaped link from iperf3 through it (default: its tbf rate)")
     ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
@@ -716,6 +772,23 @@ def main() -> int:
             points = [(rate, "LeNet", 2, 1, "bsp", 0, sw) for rate in ("100mbit", "1gbit")
                       for sw in ({}, {"threads": 2},
                                  {"compression": "fp16", "pull_compression": "fp16"})]
+        if args.overlap_factors and why_not is None:
+            points = [(rate, "LeNet", 2, 1, "bsp", 0, sw) for rate in ("100mbit", "1gbit")
+                      for sw in ({}, {"pull_overlap": True, "pull_window_kb": 2048},
+                                 {"sufficient_factors": "push"},
+                                 {"sufficient_factors": "broadcast"},
+                                 {"pull_overlap": True, "pull_window_kb": 2048,
+                                  "sufficient_factors": "broadcast"})]
+        if args.switches or args.overlap_factors:
+            kept = []
+            for point in points:
+                lacks = missing_flags(build, point[6] if len(point) > 6 else {})
+                if lacks:
+                    print(f"{point[0]} LeNet{switch_label(point[6])}: skipped, this build "
+                          f"has no {', '.join(lacks)}", file=sys.stderr)
+                else:
+                    kept.append(point)
+            points = kept
         if args.quick:
             points = points[::2]
         rows = []

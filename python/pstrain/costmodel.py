@@ -5,7 +5,7 @@ parameters and the server placement of their chunks (both the engine's own answe
 through pstrain._core: engine.py), link bandwidth and latency,
 the server's cost per byte and per message. Output: predicted iteration time and
 images/s under bsp, ssp and asp, with the bottleneck named. docs/scaling.md derives
-and documents every equation; the comments below name them (E1..E7).
+and documents every equation; the comments below name them (E1..E13).
 
     python3 -m pstrain.costmodel --time TIME.jsonl --net NET.prototxt --batch 32 \
         --workers 8 --servers 2 --bandwidth-gbit 10 --latency-us 50 --mode bsp
@@ -110,7 +110,7 @@ class Cluster:
     # waiting thread to them; this is that latency, measured with W processes that spin a
     # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
     balance_s: float = 0.0
-    # ---- issue 32's switches (docs/scaling.md E1, E1b, E3, E11). The defaults are the
+    # ---- issue 32's switches (docs/scaling.md E1, E1b, E3, E11, E12, E13). The defaults are the
     # behaviour before them: the stored validation runs replay unchanged.
     # E1: bytes on the wire per value: pushes (transport.compression) and pulls
     # (transport.pull_compression); value_bytes() turns the job's settings into them
@@ -128,11 +128,20 @@ class Cluster:
     # E1b: sufficient factors (ps-worker --sufficient-factors): an InnerProduct weight whose
     # factors are fewer bytes than its gradient is pushed as them (float32, per shard the
     # rows its chunks span and every column, `batch` samples); the shard rebuilds each chunk
-    # with a GEMM (server_flop_s: its CPU seconds per flop). factor_pulls: the replies of
-    # such a weight as the pushers' factors too (Poseidon's SFB; not built in PSTrain)
+    # with a GEMM (server_flop_s: its CPU seconds per flop)
     sufficient_factors: bool = False
-    factor_pulls: bool = False
     server_flop_s: float = 0.0
+    # E13: sufficient-factor broadcasting (transport.sufficient_factors: broadcast; bsp): the
+    # pull of a factored weight is every pusher's factors, relayed by the shards (per shard
+    # the L rows its chunks touch from all P pushers and the R factors of the pushers it is
+    # the holder for), and every worker rebuilds and applies the step on its replica:
+    # worker_flop_s per flop of the rebuild GEMM (2 P b r c a weight), worker_apply_byte_s per
+    # float32 byte of the update rule's step. factor_value_bytes: a factor value on the wire,
+    # both ways (4: float32, as built; 2: 16-bit factors, not built)
+    factor_broadcast: bool = False
+    factor_value_bytes: float = 4.0
+    worker_flop_s: float = 0.0
+    worker_apply_byte_s: float = 0.0
     # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
     # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
     server_io_byte_s: float = 0.0
@@ -140,6 +149,13 @@ class Cluster:
     # next ones: per piece the worker's link takes max(wire, CPU), not their sum. False:
     # in series, as on loopback and the validation's veth links, where the CPU is the wire
     pipelined_nic: bool = False
+    # E12: pulls overlapping the next forward, in forward order (transport.pull_overlap): the
+    # worker starts layer l's forward once the weights layer l reads are in; a shard sends
+    # its ready replies earliest forward position first, with pull_window_bytes queued per
+    # worker ahead of the wire (a reply that becomes ready later overtakes all but those).
+    # False: the next forward waits for the whole pull (PsWorker::OnStart's WaitPull)
+    pull_overlap: bool = False
+    pull_window_bytes: float = float(2 << 20)   # ps-server --pull-window-kb 2048
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -171,6 +187,11 @@ class Piece:
     pull: float                       # bytes on the wire, pull reply
     staged: float                     # bytes the worker stages (float32 gradient or factors)
     flops: float = 0.0                # the shard's GEMM rebuilding factored chunks, per pusher
+    # E13: float32 bytes the worker stages of the reply (None: the piece's dense values), the
+    # worker's rebuild flops and the float32 bytes of its replica's step
+    pull_staged: float | None = None
+    worker_flops: float = 0.0
+    replica_bytes: float = 0.0
 
 
 def _factor_rows(chunks: list[Chunk], cols: int) -> tuple[int, int]:
@@ -182,9 +203,17 @@ def _factor_rows(chunks: list[Chunk], cols: int) -> tuple[int, int]:
     return last - first + 1, touched
 
 
+def _rows_touched(chunks: list[Chunk], cols: int) -> int:
+    """E13: the distinct rows of one weight that its chunks on one shard hold values of."""
+    rows: set[int] = set()
+    for c in chunks:
+        rows.update(range(c.offset // cols, (c.offset + c.values - 1) // cols + 1))
+    return len(rows)
+
+
 def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluster"
            ) -> dict[str, list[Piece]]:
-    """E1, E1b: every layer's messages, shard by shard, with their bytes each way."""
+    """E1, E1b, E13: every layer's messages, shard by shard, with their bytes each way."""
     by_layer = _layer_chunks(layers, params, cl)
     P = cl.pushers()[0]
     out: dict[str, list[Piece]] = {}
@@ -194,6 +223,8 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
             mine = [c for c in chunks if c.shard == k]
             values = sum(c.values for c in mine)
             push = pull = staged = flops = 0.0
+            relay = None                      # E13: float32 bytes of relayed factors
+            dense_staged = worker_flops = replica = 0.0
             for i in sorted({c.param for c in mine}):
                 part = [c for c in mine if c.param == i]
                 n = sum(c.values for c in part)
@@ -201,14 +232,30 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
                 factors = _factors(params[i], i, by_layer[layer], batch, cl)
                 if factors is None:
                     push, pull, staged = push + dense_push, pull + dense_pull, staged + 4.0 * n
+                    dense_staged += 4.0 * n
                     continue
                 rows, cols = params[i].fc_shape
                 span, touched = _factor_rows(part, cols)
                 sent = 4.0 * batch * (span + cols)
-                push, staged = push + sent, staged + sent
+                push += sent * cl.factor_value_bytes / 4.0
+                staged += sent
                 flops += 2.0 * touched * cols * batch
-                pull += min(dense_pull, P * sent) if cl.factor_pulls else dense_pull
-            out[layer].append(Piece(k, values, push, pull, staged, flops))
+                if not cl.factor_broadcast:
+                    pull += dense_pull
+                    dense_staged += 4.0 * n
+                    continue
+                # E13: the L rows its chunks touch from all P pushers, and the R factors of
+                # the pushers w this shard holds for (holders[w % n], n holder shards)
+                holders = sorted({c.shard for c in by_layer[layer] if c.param == i})
+                relayed = len(range(holders.index(k), P, len(holders)))
+                factor_values = P * batch * _rows_touched(part, cols) + relayed * batch * cols
+                pull += cl.factor_value_bytes * factor_values
+                relay = (relay or 0.0) + 4.0 * factor_values
+                worker_flops += 2.0 * P * batch * n
+                replica += 4.0 * n
+            out[layer].append(Piece(k, values, push, pull, staged, flops,
+                                    None if relay is None else dense_staged + relay,
+                                    worker_flops, replica))
     return out
 
 
@@ -216,7 +263,7 @@ def _factors(param: Param, index: int, chunks: list[Chunk], batch: int, cl: "Clu
     """E1b: whether `param` goes as sufficient factors: an InnerProduct weight whose factors,
     summed over the shards holding its chunks, are fewer float32 bytes than its gradient
     (FactorCapture::Create's rule). None when it does not."""
-    if not cl.sufficient_factors or param.fc_shape is None:
+    if not (cl.sufficient_factors or cl.factor_broadcast) or param.fc_shape is None:
         return None
     rows, cols = param.fc_shape
     mine = [c for c in chunks if c.param == index]
@@ -254,6 +301,15 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError("workers, servers and batch must be >= 1")
     if cl.mode not in ("bsp", "ssp", "asp"):
         raise CostModelError(f"mode must be bsp, ssp or asp, got {cl.mode!r}")
+    if cl.factor_broadcast and cl.mode != "bsp":
+        raise CostModelError("factor_broadcast (E13, transport.sufficient_factors: broadcast) "
+                             f"is bsp only, got mode {cl.mode!r}")
+    if cl.pull_overlap and cl.mode != "bsp" and not cl.streamed_pulls:
+        raise CostModelError("pull_overlap (E12) needs pulls answered chunk by chunk "
+                             "(streamed_pulls) in ssp and asp")
+    if cl.factor_value_bytes <= 0 or cl.pull_window_bytes < 0:
+        raise CostModelError("factor_value_bytes must be > 0 and pull_window_bytes >= 0, got "
+                             f"{cl.factor_value_bytes} and {cl.pull_window_bytes}")
     by_layer = pieces(layers, params, batch, cl)
     W, S = cl.workers, cl.servers
     P, p = cl.pushers()
@@ -329,6 +385,13 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     shards_used = sum(1 for m in shard_msgs if m)
     e8_cpu = (shards_used * (cl.worker_cpu_exchange_s + cl.server_cpu_exchange_s)
               + total_bytes * (cl.worker_cpu_byte_s + cl.server_cpu_byte_s))
+    # E1b, E13 on shared cores: the CPU of the shards' rebuilds of one worker's factors and,
+    # broadcast, of its own rebuild and step (0 without factors)
+    factor_cpu = (sum(shard_flops) * cl.server_flop_s
+                  + sum(c.worker_flops * cl.worker_flop_s + c.replica_bytes
+                        * cl.worker_apply_byte_s for ps in by_layer.values() for c in ps))
+    comm_cpu += factor_cpu
+    e8_cpu += factor_cpu
     for _ in range((8 if e8 else 4) if cl.cores is not None else 0):
         busy_procs = W + min(S, busy["server cpu"] * S / max(it, 1e-9))
         demand = (busy_procs + cl.background) / cl.cores
@@ -417,9 +480,11 @@ def _bsp(path: float, busy: dict, slow: float, cl: Cluster) -> float:
     shard's CPU needs for the W workers' bytes at its share of the cores (E6c): its kernel
     work overlaps the transfer in the path, yet occupies the CPU. E11: where a host's NIC
     carries more than one worker's exchange (several workers, or its shard beside them),
-    nor than that NIC needs for it."""
-    hosts = cl.workers_per_host > 1 or cl.servers_beside_workers
-    return max(path, busy["server cpu"] * slow, busy["worker link"] if hosts else 0.0)
+    nor than that NIC needs for it. E12: with the pull under the next forward, no less
+    than any link's bytes of an iteration need either."""
+    hosts = cl.workers_per_host > 1 or cl.servers_beside_workers or cl.pull_overlap
+    return max(path, busy["server cpu"] * slow, busy["worker link"] if hosts else 0.0,
+               busy["server link"] if cl.pull_overlap else 0.0)
 
 
 def _server_link_bw(cl: Cluster) -> float:
@@ -499,7 +564,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     grouped = cl.host_aggregation and cl.mode == "bsp" and cl.workers_per_host > 1
     summing = (min(cl.workers_per_host, cl.workers) - 1) * cl.host_sum_byte_s if grouped else 0.0
     applied = []            # (ready time at server, shard, reply bytes, float32 bytes)
-    for layer in reversed(layers):
+    position = []           # E12: the forward position of each of them
+    used: dict = {}         # E12: each link's busy intervals while the pushes go
+    replica = [0.0] * len(layers)   # E13: the worker's rebuild and step before layer l's forward
+    for layer_index, layer in reversed(list(enumerate(layers))):
         t += layer.backward_ms / 1e3 * scale
         for piece in by_layer[layer.name]:
             k = piece.shard
@@ -512,9 +580,11 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             on_wire = wire("up", start, up, cl.worker_bw)
             sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
             free["up"] = sent
+            used.setdefault("up", []).append((start, sent))
             begin = max(start + L, free[link(("in", k))])
             free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
                                                  server_bw)
+            used.setdefault(link(("in", k)), []).append((begin, free[link(("in", k))]))
             arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
             # E3: the server applies once all W copies are in (bsp: sum + one step), after
             # rebuilding factored chunks (E1b).
@@ -522,7 +592,14 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
                                     + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
                                     + cl.message_s) * slow
-            applied.append((s_cpu[k], k, piece.pull, 4.0 * piece.values))
+            applied.append((s_cpu[k], k, piece.pull, 4.0 * piece.values
+                            if piece.pull_staged is None else piece.pull_staged))
+            position.append(layer_index)
+            replica[layer_index] += (piece.worker_flops * cl.worker_flop_s
+                                     + piece.replica_bytes * cl.worker_apply_byte_s) * scale
+    if cl.pull_overlap:
+        return _overlapped_pull(layers, applied, position, replica, t, fwd, request, used,
+                                link, wire, remote, own, scale, slow, cl)
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -536,23 +613,122 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             merged[k] = (max(r, ready), n + nbytes, d + dense)
         applied = [(r, k, n, d) for k, (r, n, d) in sorted(merged.items(),
                                                            key=lambda kv: kv[1][0])]
+    # E11: the replies take a link where the pushes (first) leave it free: with a shard
+    # beside, host 0's uplink carries its pushes and shard 0's replies, its downlink the
+    # other hosts' pushes to shard 0 and the replies to this worker; every host's uplink
+    # is busy with its worker's pushes as host 0's is (hosts alike). (Apart, the pushes
+    # leave the outlinks and the downlink idle: there this is the plain sequence.)
+    sending = {}
     for ready, k, nbytes, dense in applied:
         # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
         local = beside and k == 0
-        begin = max(ready, request, free[link(("out", k))]) + cl.message_s
-        free[link(("out", k))] = begin + wire(("out", k), begin, remote(k) * nbytes, server_bw)
+        out = link(("out", k))
+        begin = max(ready, request, sending.get(out, fwd)) + cl.message_s
+        sending[out] = _fill(used.get("up" if beside else out, []), begin,
+                             wire(("out", k), begin, remote(k) * nbytes, server_bw))
         staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
         if local:   # the shard beside hands the reply over in memory, not after its NIC
             arrive = begin + staging
         else:
-            down = max(begin + L, free["down"])
+            down = max(begin + L, sending.get("down", fwd))
             on_wire = wire("down", down, own * nbytes, cl.worker_bw)
-            arrive = max(free[link(("out", k))] + L,
-                         down + (max(on_wire, staging) if cl.pipelined_nic else
-                                 on_wire + staging))
-            free["down"] = arrive
+            arrive = max(sending[out] + L,
+                         _fill(used.get("down", []), down,
+                               max(on_wire, staging) if cl.pipelined_nic else
+                               on_wire + staging))
+            sending["down"] = arrive
         end = max(end, arrive + cl.message_s)
-    return end
+    # E13: the worker rebuilds the broadcast weights before the next forward reads them
+    return end + sum(replica)
+
+
+def _fill(busy: list, start: float, duration: float) -> float:
+    """E12: when a transfer of `duration` that starts at `start` ends on a link that is
+    busy in the intervals `busy` (the pushes, which go first): it takes the gaps."""
+    t, left = start, duration
+    for a, b in sorted(busy):
+        if b <= t:
+            continue
+        if a > t:
+            if left <= a - t:
+                return t + left
+            left -= a - t
+        t = max(t, b)
+    return t + left
+
+
+def _overlapped_pull(layers, applied, position, replica, backward_end: float, fwd: float,
+                     request: float, used: dict, link, wire, remote, own: int, scale: float,
+                     slow: float, cl: Cluster) -> float:
+    """E12: the pull replies overlap the next forward, in forward order. Whenever the
+    worker's connections have room, the shards send, of the replies ready (applied, and
+    requested), the one earliest in forward order; a connection lets pull_window_bytes
+    wait ahead of the wire, so the choice is made that long before the previous reply is
+    in (the window drains at the connection's share of the worker's downlink, shared by
+    the shards that send to it, or of the shard's outlink, shared by the workers it
+    sends to). A reply takes its shard's outlink and the worker's downlink where the
+    pushes (E2, first) leave them free: the weights of the late layers, applied first,
+    travel while the early layers' pushes still go. The next forward starts when
+    backward ended; layer l's forward at max(end of forward l-1, arrival of the replies
+    layer l reads), after E13's rebuild. Returns the iteration time: from the end of one
+    forward to the next's."""
+    L, S = cl.latency_s, cl.servers
+    beside = cl.servers_beside_workers
+    server_bw = _server_link_bw(cl)
+    senders = S - (1 if beside else 0)
+    fanout = max([remote(k) for k in range(S)] + [1])
+    drain = min(cl.worker_bw / max(1, senders), server_bw / fanout)
+    ahead = cl.pull_window_bytes / drain
+    # a reply goes in parts of at most a chunk (the shard cuts it at its chunks), so a part
+    # of an earlier layer can overtake the rest of a large late one
+    waiting = []
+    for (ready, k, nbytes, dense), pos in zip(applied, position):
+        parts = max(1, math.ceil(dense / cl.chunk_bytes))
+        waiting += [(max(ready, request), pos, k, nbytes / parts, dense / parts)] * parts
+    free: dict = {}
+    last = fwd
+    arrival = [0.0] * len(layers)
+
+    def can_go(w) -> float:
+        """When a waiting reply can be handed to ZeroMQ: ready, and its shard's outlink
+        within the window of free."""
+        return max(w[0], free.get(link(("out", w[2])), fwd) - ahead)
+    def on_the_wire(w) -> float:
+        """When its first byte could reach the worker: its shard's outlink free, plus L."""
+        local = beside and w[2] == 0
+        return max(w[0], free.get(link(("out", w[2])), fwd)) + cl.message_s + (0 if local
+                                                                                 else L)
+    while waiting:
+        pick_at = max(min(can_go(w) for w in waiting), last - ahead)
+        choice = [w for w in waiting if can_go(w) <= pick_at]
+        # the downlink takes what can flow now (TCP interleaves the shards' connections):
+        # of the replies that would not leave it idle the earliest in forward order, else
+        # the one that can come first
+        flowing = [w for w in choice if on_the_wire(w) <= free.get("down", fwd)]
+        chosen = (min(flowing, key=lambda w: (w[1], w[0])) if flowing else
+                  min(choice, key=lambda w: (on_the_wire(w), w[1])))
+        waiting.remove(chosen)
+        when, pos, k, nbytes, dense = chosen
+        out = link(("out", k))
+        begin = max(when, free.get(out, fwd)) + cl.message_s
+        free[out] = _fill(used.get("up" if beside else out, []), begin,
+                          wire(("out", k), begin, remote(k) * nbytes, server_bw))
+        staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
+        if beside and k == 0:   # the shard beside hands the reply over in memory
+            arrive = begin + staging
+        else:
+            down = max(begin + L, free.get("down", fwd))
+            on_wire = wire("down", down, own * nbytes, cl.worker_bw)
+            arrive = max(free[out] + L, _fill(used.get("down", []), down,
+                                              max(on_wire, staging) if cl.pipelined_nic
+                                              else on_wire + staging))
+            free["down"] = arrive
+        last = max(last, arrive)
+        arrival[pos] = max(arrival[pos], arrive + cl.message_s)
+    done = backward_end
+    for i, layer in enumerate(layers):
+        done = max(done, arrival[i]) + replica[i] + layer.forward_ms / 1e3 * scale
+    return done - fwd
 
 
 # ---------------------------------------------------------------- command line
@@ -595,7 +771,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--balance-ms", type=float, default=0.0,
                    help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
                         "W not a multiple of the cores)")
-    # issue 32's switches (docs/scaling.md E1, E1b, E3, E11)
+    # issue 32's switches (docs/scaling.md E1, E1b, E3, E11, E12, E13)
     p.add_argument("--compression", default="none",
                    choices=("none", "fp16", "bf16", "topk", "sign"),
                    help="E1: the pushes' encoding (transport.compression)")
@@ -613,8 +789,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="E11: the host leader's sum, per byte of a member's gradient")
     p.add_argument("--sufficient-factors", action="store_true",
                    help="E1b: push InnerProduct weights as sufficient factors where fewer bytes")
-    p.add_argument("--factor-pulls", action="store_true",
-                   help="E1b: pull them as the pushers' factors too (SFB; not built)")
+    p.add_argument("--factor-broadcast", action="store_true",
+                   help="E13: transport.sufficient_factors: broadcast (bsp): the factored "
+                        "weights' pulls are every pusher's factors, the worker rebuilds them")
+    p.add_argument("--factor-bytes", type=float, default=4.0,
+                   help="E13: bytes a factor value on the wire (4: float32 as built; 2: "
+                        "16-bit factors, not built)")
+    p.add_argument("--worker-ns-per-flop", type=float, default=0.0,
+                   help="E13: the worker's time per flop of its rebuild of the broadcast step")
+    p.add_argument("--worker-apply-ns-per-byte", type=float, default=0.0,
+                   help="E13: the worker's time per float32 byte of its replica's step")
+    p.add_argument("--pull-overlap", action="store_true",
+                   help="E12: transport.pull_overlap: the pull overlaps the next forward, "
+                        "replies in forward order")
+    p.add_argument("--pull-window-kb", type=float, default=2048,
+                   help="E12: KiB of replies a shard lets ZeroMQ hold a worker ahead of the "
+                        "wire (ps-server --pull-window-kb)")
     p.add_argument("--server-ns-per-flop", type=float, default=0.0,
                    help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
     p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
@@ -625,38 +815,48 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
+    """The Cluster of one (workers, servers) point of the command line."""
+    gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
+    return Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
+                   worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
+                   latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
+                   server_byte_s=args.server_ns_per_byte * 1e-9,
+                   server_threads=args.server_threads,
+                   worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                   chunk_bytes=args.chunk_bytes, cores=args.cores,
+                   worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
+                   server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
+                   worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
+                   server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
+                   refill_per_share=args.refill_per_share,
+                   balance_s=args.balance_ms * 1e-3,
+                   push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                   pull_value_bytes=value_bytes(args.pull_compression),
+                   workers_per_host=args.workers_per_host,
+                   servers_beside_workers=args.servers_per_host,
+                   host_aggregation=args.host_aggregation,
+                   host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
+                   sufficient_factors=args.sufficient_factors,
+                   factor_broadcast=args.factor_broadcast,
+                   factor_value_bytes=args.factor_bytes,
+                   worker_flop_s=args.worker_ns_per_flop * 1e-9,
+                   worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
+                   pull_overlap=args.pull_overlap,
+                   pull_window_bytes=args.pull_window_kb * 1024,
+                   server_flop_s=args.server_ns_per_flop * 1e-9,
+                   server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                   pipelined_nic=args.pipelined_nic)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         layers = load_layer_times(args.time)
         params = net_params(args.net)
-        gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
         for w in (int(x) for x in args.workers.split(",")):
             for s in (int(x) for x in args.servers.split(",")):
-                cl = Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
-                             worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
-                             latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
-                             server_byte_s=args.server_ns_per_byte * 1e-9,
-                             server_threads=args.server_threads,
-                             worker_byte_s=args.worker_ns_per_byte * 1e-9,
-                             chunk_bytes=args.chunk_bytes, cores=args.cores,
-                             worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
-                             server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
-                             worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
-                             server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
-                             refill_per_share=args.refill_per_share,
-                             balance_s=args.balance_ms * 1e-3,
-                             push_value_bytes=value_bytes(args.compression, args.topk_ratio),
-                             pull_value_bytes=value_bytes(args.pull_compression),
-                             workers_per_host=args.workers_per_host,
-                             servers_beside_workers=args.servers_per_host,
-                             host_aggregation=args.host_aggregation,
-                             host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
-                             sufficient_factors=args.sufficient_factors,
-                             factor_pulls=args.factor_pulls,
-                             server_flop_s=args.server_ns_per_flop * 1e-9,
-                             server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
-                             pipelined_nic=args.pipelined_nic)
+                cl = cluster_from_args(args, w, s)
                 r = predict(layers, params, args.batch, cl)
                 if args.json:
                     print(json.dumps({"workers": w, "servers": s, "mode": args.mode,

@@ -34,3 +34,7 @@ class Layout:
         host: transport.host_aggregation groups them); None: not known before the
         processes start. Here: every worker on this machine."""
         return ["localhost"] * len(self.worker_gpus)
+
+    def worker_hosts_unknown(self) -> str:
+        """Why worker_hosts() is None (for the error of host_aggregation: true)."""
+        return "the hosts of its workers are known only once they start"

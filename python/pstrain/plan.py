@@ -164,8 +164,8 @@ class Plan:
         if hosts is None:
             if setting is True:
                 raise JobError(f"{self.source}: transport.host_aggregation: true is not "
-                               f"available with hosts: {j.cluster.hosts} (the nodes of its "
-                               f"tasks are known only once srun starts them); set auto or false")
+                               f"available with hosts: {j.cluster.hosts} here "
+                               f"({self.layout.worker_hosts_unknown()}); set auto or false")
             return None
         number: dict[str, int] = {}
         groups = [number.setdefault(h, len(number)) for h in hosts]

@@ -16,6 +16,16 @@ task, so logs, metrics and the watch loop are as for local processes. A
 restarted worker is a new one-task step on the node it ran on (--overlap).
 The run folder must be on a filesystem every node of the allocation sees (as
 usual on Slurm clusters).
+
+Host aggregation (transport.host_aggregation, plan.py host_groups) needs each
+worker's node before anything starts: the servers count one pusher a node.
+The allocation says where its task slots are (SLURM_JOB_NODELIST, expanded
+as Slurm's host lists are, and SLURM_TASKS_PER_NODE, "2(x2),1"), so the
+layout gives the workers those slots in block order (node 0's slots first,
+as Slurm's default distribution does; with first_slots the servers take the
+first S). When that makes groups, the step is not left to Slurm's placement:
+it runs with --distribution=arbitrary and --nodelist naming each task's node
+in task order, and slurmnode.py refuses to start a task on another node.
 """
 from __future__ import annotations
 
@@ -40,6 +50,7 @@ from .layout import Layout
 from .plan import Plan
 
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$", re.S)
+_HOSTLIST_PART = re.compile(r"([^\[]*)(\[[^\]]*\])?")     # a name's text, then its [ranges]
 _WORKER_ON = re.compile(r'"message":"worker \d+ on ([^"]+)"')
 PLAN_FILE = "slurm_tasks.json"
 NODE = "@NODE@"     # replaced by each task's node name (slurmnode.py)
@@ -53,6 +64,85 @@ def allocation_nodes() -> int:
         if value.isdigit() and int(value) >= 1:
             return int(value)
     return 1
+
+
+def expand_nodelist(text: str, variable: str = "SLURM_JOB_NODELIST") -> list[str]:
+    """Slurm's compressed host list expanded, in its order: "n[01-03,7],gpu5" ->
+    n01 n02 n03 n7 gpu5; several brackets in a name multiply out left first
+    ("r[1-2]-n[1-2]" -> r1-n1 r1-n2 r2-n1 r2-n2); a range keeps its first bound's
+    zero padding. A malformed list is a JobError naming `variable`."""
+    def bad(why: str) -> JobError:
+        return JobError(f"{variable}: cannot read the node list {text!r}: {why}")
+
+    items: list[str] = []
+    depth, start = 0, 0
+    for i, ch in enumerate(text + ","):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise bad("a '[' inside brackets")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise bad("a ']' without '['")
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    if depth:
+        raise bad("a '[' without ']'")
+    names: list[str] = []
+    for item in items:
+        if not item:
+            raise bad("an empty name")
+        expanded = [""]
+        for prefix, ranges in _HOSTLIST_PART.findall(item):
+            parts = [prefix]
+            if ranges:
+                parts = []
+                for r in ranges[1:-1].split(","):
+                    lo, dash, hi = r.strip().partition("-")
+                    if not lo.isdigit() or (dash and not hi.isdigit()):
+                        raise bad(f"the range '{r}' is not N or N-M")
+                    if hi and int(hi) < int(lo):
+                        raise bad(f"the range '{r}' runs backwards")
+                    width = len(lo) if lo.startswith("0") else 0
+                    parts += [prefix + str(n).zfill(width)
+                              for n in range(int(lo), int(hi or lo) + 1)]
+            expanded = [e + part for e in expanded for part in parts]
+        names += expanded
+    return names
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """SLURM_TASKS_PER_NODE expanded to one count a node: "2(x2),1" -> [2, 2, 1].
+    A malformed value is a JobError naming the variable."""
+    counts: list[int] = []
+    for item in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)(?:\(x(\d+)\))?\s*", item)
+        if m is None:
+            raise JobError(f"SLURM_TASKS_PER_NODE: cannot read {text!r}: '{item}' is not N or "
+                           f"N(xM)")
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts
+
+
+def allocation_slots() -> tuple[list[str] | None, str]:
+    """The allocation's task slots, one node name a slot, node by node in the order
+    of SLURM_JOB_NODELIST (Slurm's block order), from SLURM_JOB_NODELIST (or
+    SLURM_NODELIST) and SLURM_TASKS_PER_NODE; (None, why) when they are not set.
+    Raises JobError when they are malformed or disagree."""
+    variable = "SLURM_JOB_NODELIST" if os.environ.get("SLURM_JOB_NODELIST") else "SLURM_NODELIST"
+    nodelist = os.environ.get(variable)
+    per_node = os.environ.get("SLURM_TASKS_PER_NODE")
+    if not nodelist or not per_node:
+        return None, ("SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE are not both set, so the "
+                      "nodes of its tasks are known only once srun starts them")
+    nodes = expand_nodelist(nodelist, variable)
+    counts = expand_tasks_per_node(per_node)
+    if len(nodes) != len(counts):
+        raise JobError(f"SLURM_TASKS_PER_NODE: {per_node!r} gives {len(counts)} task counts for "
+                       f"the {len(nodes)} nodes of {variable} {nodelist!r}")
+    return [node for node, n in zip(nodes, counts) for _ in range(n)], ""
 
 
 def check_allocation(servers: int, workers: int, source: str, *,
@@ -230,10 +320,18 @@ class TaskHandle(ProcessHandle):
 
 class SlurmLayout(Layout):
     """Every process on the node Slurm gives its task: each binds and advertises
-    the node's name (@NODE@, filled in by slurmnode.py); GPUs come from GRES."""
+    the node's name (@NODE@, filled in by slurmnode.py); GPUs come from GRES.
+    worker_nodes: per worker rank, the node of its slot in the allocation (the
+    module's comment), or None, with why_unknown, where the allocation does not say."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, worker_nodes: list[str] | None = None,
+                 why_unknown: str = "the nodes of its tasks are known only once srun "
+                                    "starts them", server_nodes: list[str] | None = None):
         super().__init__([None] * workers)
+        self.worker_nodes = list(worker_nodes) if worker_nodes is not None else None
+        self.why_unknown = why_unknown
+        # first_slots: the servers' slots (the first S), for a step that places them too
+        self.server_nodes = list(server_nodes) if server_nodes is not None else None
 
     def server_address(self, shard: int) -> str | None:
         return NODE
@@ -242,7 +340,10 @@ class SlurmLayout(Layout):
         return NODE
 
     def worker_hosts(self) -> list[str] | None:
-        return None     # Slurm puts the tasks on nodes when the step starts
+        return self.worker_nodes
+
+    def worker_hosts_unknown(self) -> str:
+        return self.why_unknown
 
 
 class SlurmLauncher(Launcher):
@@ -273,14 +374,29 @@ class SlurmLauncher(Launcher):
             raise JobError(f"{source}: cluster.worker_devices: with hosts: slurm, GPUs come "
                            f"from Slurm's GRES (remote.srun_options: ['--gpus-per-task=1']); "
                            f"set worker_devices cpu or auto and server_device cpu")
-        return SlurmLayout(c.workers)
+        try:
+            slots, why = allocation_slots()
+        except JobError as e:
+            raise JobError(f"{source}: cluster.hosts: slurm: {e}") from None
+        first = 0 if per_host else c.servers    # first_slots: the servers take the first S
+        if slots is not None and len(slots) < first + c.workers:
+            why = (f"the allocation has {len(slots)} task slots (SLURM_TASKS_PER_NODE "
+                   f"{os.environ['SLURM_TASKS_PER_NODE']}) for {first + c.workers} tasks, so "
+                   f"srun places the others only when it starts them")
+            slots = None
+        if slots is None:
+            return SlurmLayout(c.workers, why_unknown=why)
+        return SlurmLayout(c.workers, slots[first:first + c.workers],
+                           server_nodes=slots[:first] if first else None)
 
     def start_servers(self) -> list[ProcessHandle]:
         c = self.plan.job.cluster
         S, W = c.servers, c.workers
         self.write_tasks()
+        placed = self.placed_nodes()
         if c.server_placement == "first_slots":
-            handles = self._start_step(list(range(S + W)))
+            handles = self._start_step(list(range(S + W)), spread=self._arbitrary(
+                None if placed is None else placed["server"] + placed["worker"]))
             worker_step = server_step = self.steps[-1]
         else:   # per_host: one server a node, beside the workers (the module's comment)
             nodes = min(S, allocation_nodes())
@@ -291,7 +407,8 @@ class SlurmLauncher(Launcher):
         server_step.send({"coordinator": servers[0].wait_listening(START_TIMEOUT_S)})
         endpoints = [h.wait_listening(START_TIMEOUT_S) for h in servers]
         if c.server_placement != "first_slots":
-            handles = self._start_step(list(range(S, S + W)), spread=["--overlap"])
+            handles = self._start_step(list(range(S, S + W)), spread=["--overlap"] + (
+                self._arbitrary(None if placed is None else placed["worker"])))
             worker_step = self.steps[-1]
         worker_step.send({"servers": endpoints})
         self._held = {r: handles[S + r] for r in range(W)}
@@ -304,6 +421,9 @@ class SlurmLauncher(Launcher):
         task = self.plan.job.cluster.servers + rank
         previous = self._workers.get(rank)
         node = previous.host if previous is not None else None
+        placed = self.placed_nodes()
+        if placed is not None:      # its host group's node
+            node = placed["worker"][rank]
         self._workers[rank] = self._start_step([task], node=node)[task]
         self.steps[-1].send({"servers": endpoints})
         return self._workers[rank]
@@ -316,12 +436,35 @@ class SlurmLauncher(Launcher):
 
     # -- steps -------------------------------------------------------------------
 
+    def placed_nodes(self) -> dict[str, list[str]] | None:
+        """With host groups (plan.host_groups), the node of each task the launcher
+        places itself: {"worker": per rank, "server": per shard with first_slots,
+        else []}; None: Slurm's own distribution places every task."""
+        layout = self.plan.layout
+        assert isinstance(layout, SlurmLayout)
+        if self.plan.host_groups() is None or layout.worker_nodes is None:
+            return None
+        return {"worker": layout.worker_nodes, "server": layout.server_nodes or []}
+
+    @staticmethod
+    def _arbitrary(nodes: list[str] | None) -> list[str]:
+        """srun's options that start task i of a step on nodes[i] (none for None)."""
+        if nodes is None:
+            return []
+        return ["--distribution=arbitrary", f"--nodelist={','.join(nodes)}"]
+
     def write_tasks(self) -> None:
         j = self.plan.job
         tasks = [{"role": "server", "rank": k, "argv": self.plan.server_command(k, "@COORDINATOR@")}
                  for k in range(j.cluster.servers)]
         tasks += [{"role": "worker", "rank": r, "argv": self.plan.worker_command(r, ["@SERVERS@"])}
                   for r in range(j.cluster.workers)]
+        placed = self.placed_nodes()
+        if placed is not None:      # slurmnode.py checks that srun put the task there
+            for task in tasks:
+                nodes = placed[task["role"]]
+                if task["rank"] < len(nodes):
+                    task["node"] = nodes[task["rank"]]
         data = {"tasks": tasks, "gpu_from_slurm": j.cluster.worker_devices != "cpu"}
         (self.plan.run_dir / PLAN_FILE).write_text(json.dumps(data, indent=1) + "\n")
 

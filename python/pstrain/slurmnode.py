@@ -11,6 +11,12 @@ stdin (srun --input=all):
     {"servers": ["tcp://node1:40123", ...]}      every server's endpoint
     {"signal": 15, "task": 3}                    a signal for task 3's program
 
+A task the plan gives a "node" (the workers of host groups,
+transport.host_aggregation: ps-train placed them with srun
+--distribution=arbitrary) must run there: on another node it starts nothing,
+says so and exits with status 2, as its group's shared memory and the
+servers' count of pushers hold only on that node.
+
 A worker with `gpu_from_slurm` trains on the first GPU Slurm's GRES gave the
 task (CUDA_VISIBLE_DEVICES). The program's output goes to the task's stdout;
 its exit status follows as the task's last line, {"event":"task_exit",
@@ -55,6 +61,14 @@ def main(argv: list[str]) -> int:
     me = tasks[procid]
     task = plan["tasks"][me]
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    expected = task.get("node")
+    if expected and expected != node:
+        sys.stdout.write(f"pstrain.slurmnode: {task['role']} {task['rank']} runs on {node}, but "
+                         f"ps-train placed it on {expected} (transport.host_aggregation groups "
+                         f"the workers by node); srun did not follow --distribution=arbitrary\n")
+        sys.stdout.write(json.dumps({"event": "task_exit", "status": 2}) + "\n")
+        sys.stdout.flush()
+        return 2
     inbox: queue.Queue[dict | None] = queue.Queue()
     threading.Thread(target=_read_stdin, args=(inbox,), daemon=True).start()
 

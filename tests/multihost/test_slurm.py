@@ -37,16 +37,17 @@ def slurm():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def submit(slurm, tmp_path: pathlib.Path, job: dict, name: str) -> tuple[str, pathlib.Path]:
+def submit(slurm, tmp_path: pathlib.Path, job: dict, name: str,
+           options: list[str] = ()) -> tuple[str, pathlib.Path]:
     """Writes `job` (srun --overcommit: 3 tasks on a small node) to NAME.yaml and
-    submits it with sbatch through scripts/slurm/pstrain.sbatch; returns the job
-    id and the file sbatch writes its output to."""
+    submits it with sbatch (and its `options`) through scripts/slurm/pstrain.sbatch;
+    returns the job id and the file sbatch writes its output to."""
     job["remote"] = {"srun_options": ["--overcommit"]}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(job, sort_keys=False))
-    out = tmp_path / "sbatch.out"
+    out = tmp_path / f"{name}.sbatch.out"
     submitted = slurm.run("env", f"PSTRAIN_PYTHONPATH={ROOT / 'python'}", "sbatch", "--parsable",
-                          "--overcommit", f"--output={out}", f"--chdir={ROOT}",
+                          "--overcommit", *options, f"--output={out}", f"--chdir={ROOT}",
                           str(ROOT / "scripts/slurm/pstrain.sbatch"), str(path))
     assert submitted.returncode == 0, submitted.stderr
     return submitted.stdout.strip().split(";")[0], out

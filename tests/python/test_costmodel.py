@@ -488,13 +488,95 @@ def test_e1b_factors_cut_the_push_and_the_rebuild_costs_the_shard():
     # a plain fc bias or a Param without fc_shape is never factored
     assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, **on)).iteration_s == \
         pytest.approx(0.112)
-    # SFB pulls: the reply as the pushers' factors too, 512 KB: 30 + 5.12 + 1 + 5.12 + 1
-    sfb = predict(ONE, FC, 64, Cluster(workers=1, servers=1, factor_pulls=True, **on))
-    assert sfb.iteration_s == pytest.approx(0.04224)
-    # with 4 pushers in bsp the reply would be 4 x 512 KB (2.048 MB) a worker: the server's
-    # outlink sends 4 x 2.048 MB: 30 + 4 x 5.12 + 1 + 4 x 20.48 + 1 ms
-    four = predict(ONE, FC, 64, Cluster(workers=4, servers=1, factor_pulls=True, **on))
-    assert four.iteration_s == pytest.approx(0.030 + 4 * 0.00512 + 0.001 + 4 * 0.02048 + 0.001)
+
+
+def test_e13_broadcast_pulls_every_pushers_factors_relayed_by_the_shards():
+    """E13: a 1000 x 1000 weight, batch 64, on 2 shards (the chunks of the E1b test above:
+    shard 0 touches rows 0-450 and 901-999, 550 rows; shard 1 rows 450-900, 451). A
+    worker pulls from shard k the L rows its chunks touch from all P pushers, P x 64 x
+    r_k values, and the R factors (64 x 1000) of the pushers shard k holds for, worker w
+    on holders[w % 2]."""
+    cl = Cluster(workers=4, servers=2, factor_broadcast=True,
+                 **dict(LINK, chunk_bytes=4 * 450_500))
+    got = costmodel.pieces(ONE, FC, 64, cl)["fc"]
+    # P = 4: shard 0 relays workers 0 and 2, shard 1 workers 1 and 3
+    pulled = [4 * (4 * 64 * 550 + 2 * 64 * 1000), 4 * (4 * 64 * 451 + 2 * 64 * 1000)]
+    assert [p.pull for p in got] == pulled == [1_075_200, 973_824]
+    # in all 4 x 64 x (1000 + 1000) values, and one row (450) both shards touch
+    assert sum(pulled) == 4 * (4 * 64 * 2000 + 4 * 64 * 1)
+    # the push is E1b's (the rows each shard's chunks span, float32)
+    assert [p.push for p in got] == [4 * 64 * 2000, 4 * 64 * 1451]
+    # every worker rebuilds the whole step of the 4 pushers: 2 x 4 x 64 x (its values)
+    assert [(p.worker_flops, p.replica_bytes, p.pull_staged) for p in got] == [
+        (2 * 4 * 64 * 549_500, 4 * 549_500, pulled[0]), (2 * 4 * 64 * 450_500, 4 * 450_500,
+                                                         pulled[1])]
+    # P = 3: shard 0 holds for workers 0 and 2, shard 1 for worker 1 alone
+    three = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, workers=3))["fc"]
+    assert [p.pull for p in three] == [4 * (3 * 64 * 550 + 2 * 64 * 1000),
+                                       4 * (3 * 64 * 451 + 1 * 64 * 1000)]
+    # 16-bit factors (not built) halve both directions
+    half = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, factor_value_bytes=2.0))["fc"]
+    assert [(p.push, p.pull) for p in half] == [(2 * 64 * 2000, pulled[0] / 2),
+                                                (2 * 64 * 1451, pulled[1] / 2)]
+    # a weight the push side sends dense (batch 600: factors bigger) is pulled dense
+    dense = costmodel.pieces(ONE, FC, 600, cl)["fc"]
+    assert [(p.pull, p.pull_staged, p.worker_flops) for p in dense] == [
+        (4 * 549_500, None, 0.0), (4 * 450_500, None, 0.0)]
+
+
+def test_e13_the_worker_rebuilds_the_broadcast_step_before_the_next_forward():
+    on = dict(LINK, factor_broadcast=True, worker_flop_s=1e-10, worker_apply_byte_s=1e-9)
+    # one worker: 64 x 2000 floats each way (512 KB, 5.12 ms); the worker rebuilds
+    # 2 x 1 x 64 x 1e6 = 128 Mflop (12.8 ms) and steps 4 MB at 1 ns a byte (4 ms):
+    # 30 + 5.12 + 1 + 5.12 + 1 + 12.8 + 4 ms
+    r = predict(ONE, FC, 64, Cluster(workers=1, servers=1, **on))
+    assert r.iteration_s == pytest.approx(0.030 + 0.00512 + 0.001 + 0.00512 + 0.001 + 0.0128
+                                          + 0.004)
+    # 4 pushers, bsp: the inlink takes 4 x 512 KB, each reply is 4 x 64 x 2000 floats
+    # (2.048 MB: 20.48 ms) and the outlink sends 4 of them; the rebuild is 4 x 12.8 ms:
+    # 30 + 4 x 5.12 + 1 + 4 x 20.48 + 1 + 51.2 + 4 ms
+    four = predict(ONE, FC, 64, Cluster(workers=4, servers=1, **on))
+    assert four.iteration_s == pytest.approx(0.030 + 4 * 0.00512 + 0.001 + 4 * 0.02048 + 0.001
+                                             + 0.0512 + 0.004)
+    with pytest.raises(CostModelError, match="factor_broadcast \\(E13, transport.sufficient_"
+                                             "factors: broadcast\\) is bsp only, got mode 'asp'"):
+        predict(ONE, FC, 64, Cluster(workers=4, servers=1, mode="asp", **on))
+
+
+# E12: three layers in forward order a, b, c, 10 ms forward and 10 ms backward each; a and b
+# hold 1 MB (10 ms on a 100 MB/s link), c 2 MB (20 ms)
+ABC = [LayerTime("a", 10.0, 10.0), LayerTime("b", 10.0, 10.0), LayerTime("c", 10.0, 10.0)]
+ABC_P = [Param("a", "a/weight", 250_000), Param("b", "b/weight", 250_000),
+         Param("c", "c/weight", 500_000)]
+
+
+def test_e12_the_pull_overlaps_the_next_forward_in_forward_order():
+    """By hand, one worker and one shard: forward 0-30 ms; backward c 30-40, b 40-50,
+    a 50-60; pushes c 40-60, b 60-70, a 70-80 on the uplink, applied as they arrive (1 ms
+    later): c 61, b 71, a 81. The pull request comes after backward: 60 + 1 = 61."""
+    # today: replies in the order applied, c 61-81, b 81-91, a 91-101 on the shard's
+    # outlink, in 1 ms later; the next forward waits for all: 102 ms an iteration
+    today = predict(ABC, ABC_P, 64, Cluster(workers=1, servers=1, **LINK))
+    assert today.iteration_s == pytest.approx(0.102)
+    # E12 with no window: at 81 the outlink is free and b (ready at 71) and a (81) wait:
+    # a first. Replies c 61-81, a 81-91, b 91-101 arrive at 82, 92, 102. Forward: a at
+    # max(60, 92) = 92-102, b at max(102, 102) 102-112, c 112-122 (c's reply was in at 82):
+    # 122 - 30 = 92 ms from the end of one forward to the next
+    cl = Cluster(workers=1, servers=1, pull_overlap=True, pull_window_bytes=0.0, **LINK)
+    assert predict(ABC, ABC_P, 64, cl).iteration_s == pytest.approx(0.092)
+    # a window of 1 MB: the shard queues b behind c at 71 (the outlink 10 ms from free),
+    # before a is ready; a goes last (91-101, in at 102): a 102-112, b 112-122, c 122-132
+    window = dataclasses.replace(cl, pull_window_bytes=1e6)
+    assert predict(ABC, ABC_P, 64, window).iteration_s == pytest.approx(0.102)
+    # forward 20 ms a layer: everything 30 ms later (backward ends at 90, replies c, a, b
+    # in at 112, 122, 132); a 122-142, b 142-162 (its reply in at 132: hidden), c 162-182:
+    # 182 - 60 = 122 ms, of which 32 exposed (a's wait), against 132 (42) today
+    slow = [LayerTime(l.name, 20.0, 10.0) for l in ABC]
+    hidden = predict(slow, ABC_P, 64, cl)
+    assert hidden.iteration_s == pytest.approx(0.122)
+    assert hidden.exposed_s == pytest.approx(0.032)
+    assert predict(slow, ABC_P, 64, Cluster(workers=1, servers=1, **LINK)).iteration_s == \
+        pytest.approx(0.132)
 
 
 def test_e3_the_shards_io_thread_caps_its_links():
@@ -601,3 +683,64 @@ def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
     slow = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, pipelined_nic=True,
                                            **dict(LINK, worker_byte_s=15e-9)))
     assert slow.iteration_s == pytest.approx(0.152)
+
+
+def test_e11_replies_take_the_gaps_the_pushes_leave_on_a_link():
+    # a link busy 10-20 and 30-40 ms: 10 ms from 5 run 5-10 and 20-25; 15 ms from 12 run
+    # 20-30 and 40-45; after the last interval, at once
+    busy = [(0.030, 0.040), (0.010, 0.020)]
+    assert costmodel._fill(busy, 0.005, 0.010) == pytest.approx(0.025)
+    assert costmodel._fill(busy, 0.012, 0.015) == pytest.approx(0.045)
+    assert costmodel._fill(busy, 0.050, 0.010) == pytest.approx(0.060)
+    assert costmodel._fill([], 0.050, 0.010) == 0.050 + 0.010
+
+
+def test_e11_e12_a_shard_on_every_host_replies_between_its_hosts_pushes():
+    """Two workers on two hosts, a shard beside each, the early pull (request at 31 ms).
+    Placement: c (2 MB) on shard 0, a and b (1 MB each) on shard 1. By hand: backward c
+    30-40 (to shard 0 through memory; host 1's copy comes in on host 0's downlink 41-61),
+    b 40-50 (pushed 50-60, in on shard 1 at 61), a 50-60 (pushed 60-70, in at 71); applied
+    c 61, b 61, a 71. Host 0's uplink is busy with this worker's pushes 50-70, and every
+    host's uplink with its own the same way (hosts alike)."""
+    cl = Cluster(workers=2, servers=2, servers_beside_workers=True, early_pull=True, **LINK)
+    # c's reply to host 1 waits for the push of a: 70-90; this worker has c at 61 (memory).
+    # b leaves host 1 at 70 (its push of a 60-70 first), 70-80, in at 81; a 80-90, in at 91
+    today = predict(ABC, ABC_P, 64, cl)
+    assert today.iteration_s == pytest.approx(0.091)
+    # E12, no window: the same order (c is in memory at once, b before a is ready); the
+    # forward a at max(60, 91) 91-101, b 101-111, c 111-121: 121 - 30 = 91
+    e12 = predict(ABC, ABC_P, 64, dataclasses.replace(cl, pull_overlap=True,
+                                                      pull_window_bytes=0.0))
+    assert e12.iteration_s == pytest.approx(0.091)
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_takes_e12_and_e13(capsys):
+    time_file = ROOT / "bench/data/h200_alexnet_time.json"
+    net = ROOT / "configs/nets/alexnet_deploy.prototxt"
+    flags = ["--time", str(time_file), "--net", str(net), "--batch", "128",
+             "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
+             "--servers-per-host", "--pull-overlap", "--pull-window-kb", "512",
+             "--factor-broadcast", "--factor-bytes", "2",
+             "--worker-ns-per-flop", "0.001", "--worker-apply-ns-per-byte", "0.01", "--json"]
+    code = costmodel.main(flags)
+    line = json.loads(capsys.readouterr().out)
+    layers, params = costmodel.load_layer_times(time_file), costmodel.net_params(net)
+    base = dict(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
+                servers_beside_workers=True)
+    on = dict(pull_overlap=True, pull_window_bytes=512 * 1024, factor_broadcast=True,
+              factor_value_bytes=2.0, worker_flop_s=1e-12, worker_apply_byte_s=1e-11)
+    args = costmodel._parser().parse_args(flags)
+    cl = costmodel.cluster_from_args(args, 8, 8)
+    assert {k: getattr(cl, k) for k in on} == pytest.approx(on)
+    # the defaults are today's behaviour: no overlap, ps-server's 2048 KiB window, float32
+    plain = costmodel.cluster_from_args(costmodel._parser().parse_args(flags[:6]), 8, 8)
+    assert (plain.pull_overlap, plain.pull_window_bytes, plain.factor_broadcast,
+            plain.factor_value_bytes) == (False, 2048 * 1024, False, 4.0)
+    want = predict(layers, params, 128, Cluster(**base, **on))
+    assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
+    # the flags count: without the overlap, the rebuild, 16-bit factors or the broadcast
+    for change in (dict(pull_overlap=False), dict(worker_flop_s=0.0),
+                   dict(factor_value_bytes=4.0), dict(factor_broadcast=False)):
+        other = predict(layers, params, 128, Cluster(**base, **dict(on, **change)))
+        assert other.iteration_s != pytest.approx(want.iteration_s, rel=1e-6), change

@@ -5,6 +5,7 @@ bit, equal to one worker with the whole batch, and a killed member restarted."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 
 from ps_train_util import base_job, leftover_processes, run_killing_worker, write_job
 from pstrain import Job
+from pstrain import slurmnode
 from pstrain.errors import JobError
+from pstrain.slurm import (PLAN_FILE, SlurmLauncher, expand_nodelist, expand_tasks_per_node)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SMOOTH_NET = ROOT / "tests/e2e/nets/mlp_smooth.prototxt"
@@ -126,9 +129,8 @@ def test_host_aggregation_key_errors(tmp_path, build_dir, monkeypatch):
         with pytest.raises(JobError) as e:
             Job.from_yaml(path)
         assert str(e.value) == f"{path}: {message}"
-    # Slurm places tasks when srun starts them: no groups known at plan time
-    monkeypatch.setenv("SLURM_JOB_ID", "7")
-    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    # Slurm without the allocation's node list: the nodes of the tasks are not known
+    _slurm_env(monkeypatch, None, None)
     j = base_job(tmp_path, consistency={"mode": "bsp", "staleness": 0})
     j["cluster"]["hosts"] = "slurm"
     j["transport"]["host_aggregation"] = True
@@ -136,8 +138,167 @@ def test_host_aggregation_key_errors(tmp_path, build_dir, monkeypatch):
     with pytest.raises(JobError) as e:
         Job.from_yaml(path).plan()
     assert str(e.value) == (f"{path}: transport.host_aggregation: true is not available with "
-                            f"hosts: slurm (the nodes of its tasks are known only once srun "
+                            f"hosts: slurm here (SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE are "
+                            f"not both set, so the nodes of its tasks are known only once srun "
                             f"starts them); set auto or false")
+
+
+# -- Slurm: the groups from the allocation's variables -----------------------------------------
+
+def _slurm_env(monkeypatch, nodelist: str | None, per_node: str | None, ntasks: int = 0) -> None:
+    """Inside a Slurm allocation (SLURM_JOB_ID, srun on PATH) with these variables."""
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/" + name)
+    for name in ("SLURM_NODELIST", "SLURM_NNODES", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES",
+                 "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE"):
+        monkeypatch.delenv(name, raising=False)
+    if nodelist is not None:
+        monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
+        monkeypatch.setenv("SLURM_JOB_NUM_NODES", str(len(expand_nodelist(nodelist))))
+    if per_node is not None:
+        monkeypatch.setenv("SLURM_TASKS_PER_NODE", per_node)
+    if ntasks:
+        monkeypatch.setenv("SLURM_NTASKS", str(ntasks))
+
+
+def _slurm_plan(tmp_path, workers: int, aggregation="auto", **cluster):
+    job = base_job(tmp_path, consistency={"mode": "bsp", "staleness": 0})
+    del job["cluster"]["servers"]
+    job["cluster"].update(hosts="slurm", workers=workers, **cluster)
+    job["transport"]["host_aggregation"] = aggregation
+    path = write_job(tmp_path, job)
+    return Job.from_yaml(path).plan(), path
+
+
+def test_slurm_groups_come_from_the_allocations_node_list(tmp_path, build_dir, monkeypatch):
+    # sbatch --nodes=2 --ntasks-per-node=2: two nodes of two task slots
+    _slurm_env(monkeypatch, "node[01-02]", "2(x2)", ntasks=4)
+    plan, _ = _slurm_plan(tmp_path, 4)
+    assert plan.layout.worker_hosts() == ["node01", "node01", "node02", "node02"]
+    assert plan.host_groups() == [0, 0, 1, 1]
+    assert plan.job.cluster.servers == 2        # per_host: one server a node
+    server = plan.server_command(1, "tcp://node01:1")
+    assert (_flag(server, "--workers"), _flag(server, "--average-over")) == ("2", "4")
+    worker = plan.worker_command(3, ["@SERVERS@"])
+    assert _flag(worker, "--host-groups") == "0,0,1,1"
+    assert _flag(worker, "--advertise") == "@NODE@"
+    # the launcher places the workers itself, on those nodes, and tells each task its node
+    launcher = SlurmLauncher(plan, sink=None)
+    assert launcher.placed_nodes() == {"worker": ["node01", "node01", "node02", "node02"],
+                                       "server": []}
+    assert launcher._arbitrary(launcher.placed_nodes()["worker"]) == [
+        "--distribution=arbitrary", "--nodelist=node01,node01,node02,node02"]
+    plan.run_dir.mkdir(parents=True)
+    launcher.write_tasks()
+    tasks = json.loads((plan.run_dir / PLAN_FILE).read_text())["tasks"]
+    assert [(t["role"], t.get("node")) for t in tasks] == [
+        ("server", None), ("server", None), ("worker", "node01"), ("worker", "node01"),
+        ("worker", "node02"), ("worker", "node02")]
+    # the steps: per_host servers cyclic over the nodes, then the workers where the plan
+    # put them; a restarted worker goes back to its group's node
+    steps = []
+
+    class Step:
+        def send(self, message):
+            pass
+
+    class Task:
+        host = "elsewhere"
+
+        def wait_listening(self, timeout):
+            return "tcp://node01:1"
+
+    def start_step(self, tasks, node=None, spread=()):
+        steps.append((tasks, node, list(spread)))
+        self.steps.append(Step())
+        return {t: Task() for t in tasks}
+
+    monkeypatch.setattr(SlurmLauncher, "_start_step", start_step)
+    launcher.start_servers()
+    assert launcher.start_worker(2, ["e"]) is not None
+    launcher.start_worker(2, ["e"])         # the restart of worker 2
+    assert steps == [
+        ([0, 1], None, ["--nodes=2", "--distribution=cyclic", "--overlap"]),
+        ([2, 3, 4, 5], None, ["--overlap", "--distribution=arbitrary",
+                              "--nodelist=node01,node01,node02,node02"]),
+        ([4], "node02", [])]
+    # uneven nodes (3,1): block order fills the first node first
+    _slurm_env(monkeypatch, "a,b", "3,1", ntasks=4)
+    plan, _ = _slurm_plan(tmp_path, 4)
+    assert plan.host_groups() == [0, 0, 0, 1]
+    # first_slots: the servers take the allocation's first slots, the workers the next
+    _slurm_env(monkeypatch, "gpu[7-8]", "2(x2)", ntasks=4)
+    plan, _ = _slurm_plan(tmp_path, 3, server_placement="first_slots", servers=1)
+    assert plan.layout.worker_hosts() == ["gpu7", "gpu8", "gpu8"]
+    assert plan.host_groups() == [0, 1, 1]
+    assert SlurmLauncher(plan, sink=None).placed_nodes() == {
+        "worker": ["gpu7", "gpu8", "gpu8"], "server": ["gpu7"]}
+    # one worker a node: nothing to sum; and off: Slurm's own placement, as before
+    _slurm_env(monkeypatch, "n[1-4]", "1(x4)", ntasks=4)
+    plan, _ = _slurm_plan(tmp_path, 4)
+    assert plan.host_groups() is None and SlurmLauncher(plan, sink=None).placed_nodes() is None
+    _slurm_env(monkeypatch, "node[01-02]", "2(x2)", ntasks=4)
+    plan, _ = _slurm_plan(tmp_path, 4, aggregation=False)
+    assert plan.host_groups() is None and SlurmLauncher(plan, sink=None).placed_nodes() is None
+    assert "--average-over" not in plan.server_command(0, None)
+
+
+def test_slurm_allocations_that_do_not_say_where_the_workers_go(tmp_path, build_dir,
+                                                                monkeypatch):
+    # sbatch --nodes=2 with srun --overcommit: 2 slots for 4 workers; auto stays off
+    _slurm_env(monkeypatch, "node[01-02]", "1(x2)")
+    plan, path = _slurm_plan(tmp_path, 4)
+    assert plan.host_groups() is None
+    with pytest.raises(JobError) as e:
+        _slurm_plan(tmp_path, 4, aggregation=True)
+    assert str(e.value) == (f"{path}: transport.host_aggregation: true is not available with "
+                            f"hosts: slurm here (the allocation has 2 task slots "
+                            f"(SLURM_TASKS_PER_NODE 1(x2)) for 4 tasks, so srun places the "
+                            f"others only when it starts them); set auto or false")
+    # malformed or disagreeing variables: one error naming the variable
+    for nodelist, per_node, message in [
+            ("node[01-02]", "2(x2", "SLURM_TASKS_PER_NODE: cannot read '2(x2': '2(x2' is not "
+                                    "N or N(xM)"),
+            ("node[01-03]", "2(x2)", "SLURM_TASKS_PER_NODE: '2(x2)' gives 2 task counts for the "
+                                     "3 nodes of SLURM_JOB_NODELIST 'node[01-03]'"),
+            ("node[02-01]", "2(x2)", "SLURM_JOB_NODELIST: cannot read the node list "
+                                     "'node[02-01]': the range '02-01' runs backwards")]:
+        _slurm_env(monkeypatch, None, per_node)
+        monkeypatch.setenv("SLURM_JOB_NODELIST", nodelist)
+        with pytest.raises(JobError) as e:
+            _slurm_plan(tmp_path, 4)
+        assert str(e.value) == f"{path}: cluster.hosts: slurm: {message}"
+
+
+def test_slurm_host_lists_expand_as_slurm_writes_them():
+    assert expand_nodelist("pstnode[0-1]") == ["pstnode0", "pstnode1"]
+    assert expand_nodelist("n[01-03,7],gpu5") == ["n01", "n02", "n03", "n7", "gpu5"]
+    assert expand_nodelist("n[098-101]") == ["n098", "n099", "n100", "n101"]
+    assert expand_nodelist("r[1-2]-n[1-2]") == ["r1-n1", "r1-n2", "r2-n1", "r2-n2"]
+    assert expand_nodelist("a, b") == ["a", "b"]
+    assert expand_tasks_per_node("2(x2),1") == [2, 2, 1]
+    assert expand_tasks_per_node("4") == [4]
+    for text, why in [("n[1-", "a '[' without ']'"), ("n]", "a ']' without '['"),
+                      ("n[1-]", "the range '1-' is not N or N-M"),
+                      ("n[a]", "the range 'a' is not N or N-M"), ("a,,b", "an empty name"),
+                      ("n[1[2]]", "a '[' inside brackets")]:
+        with pytest.raises(JobError) as e:
+            expand_nodelist(text)
+        assert str(e.value) == f"SLURM_JOB_NODELIST: cannot read the node list {text!r}: {why}"
+
+
+def test_slurmnode_refuses_a_task_srun_put_on_another_node(tmp_path, monkeypatch, capsys):
+    plan = tmp_path / PLAN_FILE
+    plan.write_text(json.dumps({"tasks": [
+        {"role": "worker", "rank": 0, "argv": ["true"], "node": "node01"},
+        {"role": "worker", "rank": 1, "argv": ["true"], "node": "node02"}]}))
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURMD_NODENAME", "node01")
+    assert slurmnode.main([str(plan)]) == 2
+    assert capsys.readouterr().out.splitlines() == [
+        "pstrain.slurmnode: worker 1 runs on node01, but ps-train placed it on node02 "
+        "(transport.host_aggregation groups the workers by node); srun did not follow "
+        "--distribution=arbitrary", '{"event": "task_exit", "status": 2}']
 
 
 # -- real jobs -------------------------------------------------------------------------------
