@@ -167,7 +167,9 @@ def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> fl
         server_args = server_args + ["--shared-memory-mb", str(args.ring_mb)]
         worker_args = worker_args + ["--shared-memory-mb", str(args.ring_mb)]
     gpu_ipc = transport == "gpuipc"
-    worker_args = worker_args + ["--gpu-ipc", "true" if gpu_ipc else "false"]
+    # true makes a refusal an error (the path must run); a CPU worker cannot offer at all.
+    worker_args = worker_args + ["--gpu-ipc",
+                                 "false" if not gpu_ipc else "auto" if args.cpu else "true"]
     with tempfile.TemporaryDirectory(prefix="resnet-ipc-") as sockets:
         bind = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{sockets}/server-{{k}}"
         start = time.monotonic()
