@@ -12,11 +12,13 @@
 #      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
 #      bsp) and checks the final test accuracy >= 0.89;
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
-#      with `ps-net time --gpu 0` (cuDNN's legacy calls, deterministic and not,
-#      and its graph API; ResNet-50 also with BatchNorm, Scale, ReLU unfused)
-#      and, when `import torch` works, the same models in PyTorch (fp32, TF32
-#      off, cudnn.benchmark on; AlexNet built layer for layer as the Caffe net,
-#      ResNet-50 torchvision's), with the ratio;
+#      with `ps-net time --gpu 0` (whole passes, one wait each: cuDNN's legacy
+#      calls, deterministic and not (--nondeterministic), its graph API
+#      (--cudnn-api graph), the passes as one CUDA graph (--cuda-graphs);
+#      ResNet-50 also with BatchNorm, Scale, ReLU unfused), the ratios that
+#      decide each default (docs/gpu.md), and, when `import torch` works, the
+#      same models in PyTorch (fp32, TF32 off, cudnn.benchmark on; AlexNet built
+#      layer for layer as the Caffe net, ResNet-50 torchvision's), with the ratio;
 #   5. checks that a GPU job pushing NaN is stopped by its GPU server shard, then
 #      runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
@@ -300,25 +302,36 @@ fi
 
 # --- 4. forward+backward throughput: ps-net time vs PyTorch ------------------------
 # Each twice: cuDNN restricted to deterministic algorithms (PSTrain's default; PyTorch
-# with cudnn.deterministic) and free to pick any (PSTRAIN_CUDNN_NONDETERMINISTIC=1;
-# PyTorch's default). PSTrain also a third time, deterministic through cuDNN's graph
-# API (PSTRAIN_CUDNN_API=graph) instead of its legacy convolution calls, and
-# ResNet-50 a fourth with BatchNorm, Scale and ReLU apart (PSTRAIN_FUSE_LAYERS=0).
+# with cudnn.deterministic) and free to pick any (--nondeterministic; PyTorch's
+# default). PSTrain also deterministic through cuDNN's graph API (--cudnn-api graph)
+# instead of its legacy convolution calls, with every whole pass launched as one
+# captured CUDA graph (--cuda-graphs), and ResNet-50 with BatchNorm, Scale and ReLU
+# apart (PSTRAIN_FUSE_LAYERS=0). The totals are of whole passes that wait once, at
+# their end, as PyTorch's loop below (the per-layer rows wait after every layer).
+# The defaults these decide (docs/gpu.md): the graph API when "graph API / legacy"
+# is >= 1.00 for both nets (and the CudnnGraph* tests pass); CUDA graphs when
+# "CUDA graphs / eager" is > 1.00 for both and GpuCudaGraph.* (bit-identical
+# weights after replays) passed in step 2; non-deterministic stays a flag.
 declare -A ps_rate
 variants=(det nondet)
 [[ "$dry" == 1 ]] && variants=(det)
-for variant in "${variants[@]}" graph apart; do
+extra=(graph cudagraph apart)
+[[ "$dry" == 1 ]] && extra=(graph apart)
+for variant in "${variants[@]}" "${extra[@]}"; do
 for spec in alexnet:128 resnet50:32; do
   model="${spec%%:*}"; batch="${spec##*:}"
   [[ "$variant" == apart && "$model" != resnet50 ]] && continue
   [[ "$dry" == 1 ]] && batch=2
   timing="$out/time_${model}_${variant}.json"
-  nondet=0; [[ "$variant" == nondet ]] && nondet=1
-  api=legacy; [[ "$variant" == graph ]] && api=graph
+  flags=()
+  [[ "$variant" == nondet ]] && flags=(--nondeterministic)
+  [[ "$variant" == graph ]] && flags=(--cudnn-api graph)
+  [[ "$variant" == cudagraph ]] && flags=(--cuda-graphs)
   fuse=1; [[ "$variant" == apart ]] && fuse=0
-  if PSTRAIN_CUDNN_NONDETERMINISTIC=$nondet PSTRAIN_CUDNN_API=$api PSTRAIN_FUSE_LAYERS=$fuse timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
+  if env -u PSTRAIN_CUDNN_NONDETERMINISTIC -u PSTRAIN_CUDNN_API PSTRAIN_FUSE_LAYERS=$fuse \
+       timeout 180 "$bin/ps-net" time --model "$root/configs/nets/${model}_deploy.prototxt" \
        --batch "$batch" --iterations "$([[ "$dry" == 1 ]] && echo 1 || echo 20)" \
-       "${net_dev[@]}" --json > "$timing" 2> "$out/time_${model}_${variant}.err"; then
+       "${net_dev[@]}" "${flags[@]}" --json > "$timing" 2> "$out/time_${model}_${variant}.err"; then
     rate=$(python3 -c "import json,sys
 e=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]
 print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$batch")
@@ -328,6 +341,19 @@ print(f'{int(sys.argv[2]) * 1000.0 / e[\"median_total_ms\"]:.1f}')" "$timing" "$
       say "  graph API / legacy calls (both deterministic): $(
         python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
           "$rate" "${ps_rate[$model.det]}")"
+    fi
+    if [[ "$variant" == cudagraph ]]; then
+      graphs=$(python3 -c "import json,sys
+e=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]
+print(e.get('cuda_graphs', '?'), e.get('graph_launches', '?'))" "$timing")
+      say "  CUDA graphs: ${graphs% *} (${graphs#* } launches)$(
+        [[ "${graphs% *}" == on ]] || echo "; why not: $(tail -1 "$out/time_${model}_${variant}.err")")"
+      [[ "${graphs% *}" == on ]] || fail "ps-net time $model --cuda-graphs did not run as a graph"
+      if [[ -n "${ps_rate[$model.det]:-}" ]]; then
+        say "  CUDA graphs / eager (both deterministic, legacy calls): $(
+          python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" \
+            "$rate" "${ps_rate[$model.det]}")"
+      fi
     fi
     if [[ "$variant" == apart && -n "${ps_rate[$model.det]:-}" ]]; then
       say "  images/s BatchNorm+Scale+ReLU fused / apart (both deterministic): $(

@@ -26,30 +26,43 @@ std::vector<std::vector<bool>> TimedPropagateDown(const Net& net) {
   return propagate;
 }
 
-NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
+namespace {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t m = values.size();
+  return m % 2 ? values[m / 2] : (values[m / 2 - 1] + values[m / 2]) / 2;
+}
+
+}  // namespace
+
+Result<NetTime> TimeNet(Net& net, int iterations, const NetTimerOptions& options) {
   using Clock = std::chrono::steady_clock;
+  const std::function<void()>& sync = options.sync;
   const auto& layers = net.layers();
   const size_t n = layers.size();
   const std::vector<std::vector<bool>> propagate = TimedPropagateDown(net);
-  const auto pass = [&](std::vector<double>* fwd, std::vector<double>* bwd) {
+  // wait: call sync after every layer (the per-layer rows' passes).
+  const auto pass = [&](std::vector<double>* fwd, std::vector<double>* bwd, bool wait) {
     for (size_t i = 0; i < n; ++i) {
       auto start = Clock::now();
       layers[i]->Forward(net.bottom_vecs()[i], net.top_vecs()[i]);
-      if (sync) sync();
+      if (wait && sync) sync();
       if (fwd) (*fwd)[i] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }
     for (size_t k = n; k-- > 0;) {
       auto start = Clock::now();
       layers[k]->Backward(net.top_vecs()[k], propagate[k], net.bottom_vecs()[k]);
-      if (sync) sync();
+      if (wait && sync) sync();
       if (bwd) (*bwd)[k] += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }
   };
-  pass(nullptr, nullptr);  // warm-up: allocations, primitive creation
+  pass(nullptr, nullptr, true);  // warm-up: allocations, primitive creation
   std::vector<double> fwd(n, 0.0), bwd(n, 0.0), totals;
   for (int it = 0; it < iterations; ++it) {
     auto start = Clock::now();
-    pass(&fwd, &bwd);
+    pass(&fwd, &bwd, true);
     totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   NetTime result;
@@ -61,15 +74,35 @@ NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
     result.forward_ms += fwd[i] / div;
     result.backward_ms += bwd[i] / div;
   }
+  if (sync) {  // the totals from whole passes, one wait each
+    const std::function<void()> whole = [&] { pass(nullptr, nullptr, false); };
+    const auto run = [&]() -> Status {
+      return options.run_whole_pass ? options.run_whole_pass(whole) : (whole(), Status::Ok());
+    };
+    PSTRAIN_RETURN_IF_ERROR(run());  // untimed: a CUDA graph is captured here
+    sync();
+    totals.clear();
+    for (int it = 0; it < iterations; ++it) {
+      auto start = Clock::now();
+      PSTRAIN_RETURN_IF_ERROR(run());
+      sync();
+      totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    }
+    result.whole_passes = true;
+  }
   double sum = 0;
   for (double t : totals) sum += t;
   result.total_ms = sum / div;
-  if (!totals.empty()) {
-    std::sort(totals.begin(), totals.end());
-    const size_t m = totals.size();
-    result.median_total_ms = m % 2 ? totals[m / 2] : (totals[m / 2 - 1] + totals[m / 2]) / 2;
-  }
+  result.median_total_ms = Median(totals);
   return result;
+}
+
+NetTime TimeNet(Net& net, int iterations, const std::function<void()>& sync) {
+  NetTimerOptions options;
+  options.sync = sync;
+  Result<NetTime> t = TimeNet(net, iterations, options);
+  PSTRAIN_CHECK_MSG(t.ok(), t.status().message());  // without run_whole_pass nothing fails
+  return std::move(t).value();
 }
 
 void OverrideBatchSize(caffe::NetParameter* net, int batch) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -30,6 +31,9 @@ struct DeviceCache {
   std::mutex mu;
   std::unordered_map<void*, Block> in_use;
   std::map<std::pair<int, size_t>, std::vector<std::pair<void*, Block>>> free;
+  // Blocks freed while their stream was capturing a CUDA graph, whose events
+  // RecordCapturedFrees records again.
+  std::set<void*> freed_in_capture;
   DeviceMemoryStats stats;
 };
 
@@ -164,9 +168,23 @@ void DeviceFree(void* ptr) {
     cache.in_use.erase(it);
   }
   block.stream = GpuContext::ForThisThread().stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(block.stream, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    capture = cudaStreamCaptureStatusNone;
+  }
   cudaError_t err = cudaSuccess;
   if (block.freed == nullptr) err = cudaEventCreateWithFlags(&block.freed, cudaEventDisableTiming);
   if (err == cudaSuccess) err = cudaEventRecord(block.freed, block.stream);
+  if (err != cudaSuccess && capture != cudaStreamCaptureStatusNone) {
+    // A capture that a call in it broke: the block may be in use by work
+    // queued before the capture, and cudaFree now would break more. Keep
+    // it out of the cache (held until exit).
+    (void)cudaGetLastError();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    cache.stats.in_use_bytes -= static_cast<int64_t>(block.bytes);
+    return;
+  }
   if (err != cudaSuccess) {
     // The device failed earlier (a kernel fault is sticky): this runs while
     // the process unwinds to report that error, so drop the block quietly.
@@ -180,6 +198,25 @@ void DeviceFree(void* ptr) {
   cache.free[{block.device, block.bytes}].emplace_back(ptr, block);
   cache.stats.in_use_bytes -= static_cast<int64_t>(block.bytes);
   cache.stats.cached_bytes += static_cast<int64_t>(block.bytes);
+  if (capture != cudaStreamCaptureStatusNone) cache.freed_in_capture.insert(ptr);
+}
+
+Status RecordCapturedFrees() {
+  DeviceCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  for (auto& [key, blocks] : cache.free) {
+    for (auto& [ptr, block] : blocks) {
+      if (cache.freed_in_capture.count(ptr) == 0) continue;
+      const cudaError_t err = cudaEventRecord(block.freed, block.stream);
+      if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CudaStatus(err, "recording the free of a block freed in a CUDA graph capture");
+      }
+    }
+  }
+  // Blocks in use again are recorded when next freed.
+  cache.freed_in_capture.clear();
+  return Status::Ok();
 }
 
 DeviceMemoryStats GetDeviceMemoryStats() {

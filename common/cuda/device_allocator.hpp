@@ -42,6 +42,16 @@ struct DeviceMemoryStats {
 };
 DeviceMemoryStats GetDeviceMemoryStats();
 
+// For CUDA graph capture (worker/cuda_graph_pass.hpp). A block freed while
+// the freeing thread's stream captures a graph has its event recorded into
+// the capture, and no stream outside the capture may wait on such an event.
+// Call this after the capture ended (however it ended): it records those
+// events again on their streams, so the blocks are handed out as any other.
+// A block freed in a capture that was broken by then is kept out of the
+// cache. The graph keeps the blocks' addresses: REQUIRES of its owner that
+// nothing else takes them while the graph may still be launched.
+Status RecordCapturedFrees();
+
 // The size class a request is served from (exposed for tests).
 size_t DeviceSizeClass(size_t bytes);
 

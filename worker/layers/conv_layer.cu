@@ -11,24 +11,28 @@
 // algorithm on the real inputs (outputs go to scratch memory) with a
 // workspace of at most the limit, and the acceptable ones, fastest first, are
 // cached for the process (ConvAlgoCache; identical layers share it).
-// Acceptable: succeeded, plain FP32 math (no TF32 tensor cores, which would
-// miss the reference by ~1e-3) and, unless non-deterministic algorithms are
-// allowed, deterministic. Each call takes its workspace from the caching
-// device allocator and returns it right after (layers share the cached
-// blocks); when that allocation fails the next algorithm with a smaller
-// workspace runs instead, down to one that needs none.
+// Acceptable (worker/layers/cudnn_algo_filter.hpp): succeeded, within the
+// workspace limit, plain FP32 math (no TF32 tensor cores, which would miss
+// the reference by ~1e-3) and, unless non-deterministic algorithms are
+// allowed (GetCudnnDeterministic()), deterministic. Each call takes its
+// workspace from the caching device allocator and returns it right after
+// (layers share the cached blocks); when that allocation fails the next
+// algorithm with a smaller workspace runs instead, down to one that needs
+// none.
 //
-// With PSTRAIN_CUDNN_API=graph (worker/layers/cudnn_conv_api.hpp) a shape
+// With the graph API (GetCudnnConvApi(), worker/layers/cudnn_conv_api.hpp) a shape
 // prepared afterwards runs through cuDNN's graph API instead: execution plans
 // per (shape, direction), filtered and timed the same way
 // (worker/layers/cudnn_graph_conv.hpp), cached per handle (GraphPlanCache);
 // a direction without a plan, or a call with an operand less aligned than
 // the plans assume, runs the legacy calls here.
 //
-// Options, read once per process from the environment:
-//   PSTRAIN_CUDNN_NONDETERMINISTIC=1   also accept non-deterministic algorithms
+// Settings (worker/layers/cudnn_conv_api.hpp, read when a shape is prepared):
+//   GetCudnnDeterministic()  false: also accept non-deterministic algorithms
+//                            (ps-net --nondeterministic, PSTRAIN_CUDNN_NONDETERMINISTIC=1)
+//   GetCudnnConvApi()        legacy or graph (ps-net --cudnn-api, PSTRAIN_CUDNN_API)
+// and, read once per process from the environment:
 //   PSTRAIN_CUDNN_WORKSPACE_MB=<n>     workspace limit per call (default 1024)
-//   PSTRAIN_CUDNN_API=legacy|graph     which cuDNN API (default legacy)
 // The bias is added and its gradient summed by own kernels (GpuChannelSum,
 // deterministic, in double as the reference does).
 #include <algorithm>
@@ -44,6 +48,7 @@
 
 #include "common/cuda/device_allocator.hpp"
 #include "worker/layers/conv_layer.hpp"
+#include "worker/layers/cudnn_algo_filter.hpp"
 #include "worker/layers/cudnn_conv_api.hpp"
 #include "worker/layers/cudnn_descriptors.hpp"
 #include "worker/layers/cudnn_graph_conv.hpp"
@@ -67,7 +72,6 @@ using CudnnConvolution =
 enum class ConvDirection { kForward, kBackwardData, kBackwardFilter };
 
 struct ConvOptions {
-  bool deterministic = true;
   size_t workspace_limit = size_t{1024} << 20;
 };
 
@@ -75,17 +79,6 @@ struct ConvOptions {
 // default kept.
 ConvOptions ReadConvOptions() {
   ConvOptions options;
-  if (const char* v = std::getenv("PSTRAIN_CUDNN_NONDETERMINISTIC")) {
-    const std::string s(v);
-    if (s == "1") {
-      options.deterministic = false;
-    } else if (s != "0" && !s.empty()) {
-      std::fprintf(stderr,
-                   "pstrain: PSTRAIN_CUDNN_NONDETERMINISTIC=%s is not 0 or 1; keeping "
-                   "deterministic cuDNN algorithms\n",
-                   v);
-    }
-  }
   if (const char* v = std::getenv("PSTRAIN_CUDNN_WORKSPACE_MB")) {
     char* end = nullptr;
     const long long mb = std::strtoll(v, &end, 10);
@@ -105,14 +98,6 @@ const ConvOptions& Options() {
   static const ConvOptions options = ReadConvOptions();
   return options;
 }
-
-// One acceptable algorithm (any of the three directions' enums, as int) and
-// the workspace it needs.
-struct ConvAlgo {
-  int algo = 0;
-  size_t workspace = 0;
-};
-using ConvAlgoList = std::vector<ConvAlgo>;  // fastest first
 
 // Everything the measurement depends on.
 struct ConvKey {
@@ -161,20 +146,24 @@ using ConvAlgoCache = MeasuredCache<ConvKey, ConvAlgoList>;
 using GraphPlanKey = std::tuple<ConvKey, uint64_t, int64_t>;
 using GraphPlanCache = MeasuredCache<GraphPlanKey, std::shared_ptr<const GraphConvPlans>>;
 
-// Keeps the acceptable entries of cuDNN's perf results (fastest first).
+// Keeps the acceptable entries of cuDNN's perf results (fastest first;
+// FilterConvAlgorithms) and counts them (GetCudnnAlgoCounts).
 template <typename Perf>
 ConvAlgoList Acceptable(const std::vector<Perf>& perf, int count, size_t limit,
                         bool deterministic) {
-  ConvAlgoList list;
+  std::vector<ConvAlgoCandidate> measured;
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
-    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
-      continue;
-    }
-    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    list.push_back({static_cast<int>(p.algo), p.memory});
+    measured.push_back({static_cast<int>(p.algo), p.status == CUDNN_STATUS_SUCCESS, p.memory,
+                        p.mathType == CUDNN_TENSOR_OP_MATH ||
+                            p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+                        p.determinism == CUDNN_DETERMINISTIC});
   }
+  ConvAlgoList list = FilterConvAlgorithms(measured, limit, !deterministic);
+  int64_t nondeterministic = 0;
+  for (const ConvAlgo& a : list) nondeterministic += a.deterministic ? 0 : 1;
+  CountCudnnAlgoList(static_cast<int64_t>(list.size()), nondeterministic,
+                     !list.empty() && !list.front().deterministic);
   return list;
 }
 
@@ -251,9 +240,7 @@ struct CudnnConvState {
 using conv_cudnn::Acceptable;
 using conv_cudnn::AlignmentOf;
 using conv_cudnn::AllocateMeasureWorkspace;
-using conv_cudnn::ConvAlgo;
 using conv_cudnn::ConvAlgoCache;
-using conv_cudnn::ConvAlgoList;
 using conv_cudnn::ConvDirection;
 using conv_cudnn::ConvKey;
 using conv_cudnn::CudnnConvState;
@@ -337,7 +324,7 @@ ConvolutionLayer::CudnnConv& ConvolutionLayer::PrepareCudnn() {
                    geo_.dilation_h,
                    geo_.dilation_w,
                    geo_.group,
-                   Options().deterministic,
+                   GetCudnnDeterministic(),
                    Options().workspace_limit};
   c->graph = GetCudnnConvApi() == CudnnConvApi::kGraph;
   c->shape = GraphConvShape{c->batch,        channels_,     height_,         width_,

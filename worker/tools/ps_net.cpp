@@ -12,7 +12,13 @@
 //     (train, test and time take Caffe's --level N and --stage a,b: the net
 //     state's level and stages, which a layer's include/exclude rules test;
 //     train gives them to the solver's train_state, as Caffe's tool does)
-//     (per layer: forward and backward ms and the implementation that ran)
+//     (per layer: forward and backward ms and the implementation that ran;
+//     on the GPU the total from whole passes that wait once, at their end)
+//     [--nondeterministic] [--cudnn-api legacy|graph] [--cuda-graphs]
+//     (train on one GPU takes --nondeterministic and --cudnn-api too)
+//     (GPU: cuDNN may pick non-deterministic algorithms; which cuDNN API the
+//     convolutions call; the whole passes launched as one captured CUDA graph:
+//     worker/layers/cudnn_conv_api.hpp, worker/cuda_graph_pass.hpp)
 //   ps-net diff  A.caffemodel B.caffemodel [--max-rel R]
 //   ps-net devices (or device_query)
 // Every command takes --gpu N to run the layers on CUDA device N (CUDA builds)
@@ -57,6 +63,8 @@
 #include "worker/python/python_embed.hpp"
 #endif
 #include "worker/caffe_log.hpp"
+#include "worker/cuda_graph_pass.hpp"
+#include "worker/layers/cudnn_conv_api.hpp"
 #include "worker/layers/memory_data_layer.hpp"
 #include "worker/model_diff.hpp"
 #include "worker/multi_gpu_job.hpp"
@@ -353,9 +361,43 @@ int TrainOnGpus(const std::vector<int>& gpus, const std::string& flag, const std
   return code.value();
 }
 
+// How the GPU engine uses cuDNN (ps-net train and time) and CUDA graphs (time).
+struct GpuRunFlags {
+  bool nondeterministic = false;
+  std::string cudnn_api;  // when given; else the process's setting (PSTRAIN_CUDNN_API or legacy)
+  bool cuda_graphs = false;
+};
+
+void AddGpuRun(po::options_description& desc, GpuRunFlags& flags, bool with_cuda_graphs) {
+  desc.add_options()("nondeterministic", po::bool_switch(&flags.nondeterministic),
+                     "let cuDNN pick non-deterministic (atomics) convolution algorithms "
+                     "where faster; results then vary in the last bits from run to run")(
+      "cudnn-api", po::value<std::string>(&flags.cudnn_api),
+      "legacy or graph: which cuDNN API the convolutions call (default legacy)");
+  if (!with_cuda_graphs) return;
+  desc.add_options()(
+      "cuda-graphs", po::bool_switch(&flags.cuda_graphs),
+      "with --gpu: capture the whole forward+backward pass once and launch it as a CUDA graph");
+}
+
+// Sets the process's cuDNN settings from the flags; 0, or 2 (usage) for a bad value.
+int ApplyGpuRun(const GpuRunFlags& flags, const CommonFlags& common, const po::variables_map& vm) {
+  if (flags.cuda_graphs && common.gpu_device < 0) {
+    return Usage("--cuda-graphs goes with --gpu N (a CUDA graph replays GPU work)");
+  }
+  if (vm.count("cudnn-api") > 0) {
+    auto api = pstrain::ParseCudnnConvApi(flags.cudnn_api, "--cudnn-api");
+    if (!api.ok()) return Usage(api.status().message());
+    pstrain::SetCudnnConvApi(api.value());
+  }
+  if (flags.nondeterministic) pstrain::SetCudnnDeterministic(false);
+  return 0;
+}
+
 int Train(int argc, char** argv) {
   CommonFlags common;
   NetStateFlags net_state;
+  GpuRunFlags gpu_run;
   std::string solver, weights, snapshot;
   std::vector<std::string> memory_data;
   bool dry_run = false;
@@ -368,6 +410,7 @@ int Train(int argc, char** argv) {
       "with --gpu 0,1 or all: print the generated job and ps-train's dry run; start nothing");
   AddNetState(desc, net_state, false);
   AddMemoryData(desc, &memory_data);
+  AddGpuRun(desc, gpu_run, false);
   AddCommon(desc, common,
             "run on CUDA device N; several (0,1) or all: a local bsp parameter-server job "
             "with one worker per GPU, run by ps-train");
@@ -390,6 +433,11 @@ int Train(int argc, char** argv) {
         return Usage("--level and --stage go with one GPU; with -gpu " + common.gpu +
                      " set the solver's train_state { level stage } instead");
       }
+      if (gpu_run.nondeterministic || vm.count("cudnn-api")) {
+        return Usage("--nondeterministic and --cudnn-api go with one GPU; with -gpu " + common.gpu +
+                     " the workers take PSTRAIN_CUDNN_NONDETERMINISTIC and " +
+                     "PSTRAIN_CUDNN_API from the environment");
+      }
       return TrainOnGpus(gpus.value(), common.gpu, solver, weights, snapshot, dry_run,
                          CommandLine(argc, argv));
     }
@@ -398,6 +446,7 @@ int Train(int argc, char** argv) {
   if (dry_run) return Usage("--dry-run goes with --gpu 0,1 or --gpu all (a ps-train job)");
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
+  if (int rc = ApplyGpuRun(gpu_run, common, vm); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   pstrain::CaffeLog log;
@@ -547,6 +596,7 @@ int Test(int argc, char** argv) {
 int Time(int argc, char** argv) {
   CommonFlags common;
   NetStateFlags net_state;
+  GpuRunFlags gpu_run;
   std::string model;
   int iterations = 50;
   int batch = 0;
@@ -558,6 +608,7 @@ int Time(int argc, char** argv) {
       "batch size for Input/DummyData/Data layers (0: as in the file)");
   AddNetState(desc, net_state, true);
   AddMemoryData(desc, &memory_data);
+  AddGpuRun(desc, gpu_run, true);
   AddCommon(desc, common);
   po::variables_map vm;
   if (int rc = ParseFlags(argc, argv, desc, vm, {"model"}); rc != 0) return rc < 0 ? 0 : rc;
@@ -567,6 +618,7 @@ int Time(int argc, char** argv) {
   if (int rc = ApplyNetState(net_state, vm, true, &options.state); rc != 0) return rc;
   pstrain::Engine engine = pstrain::Engine::kFast;
   if (int rc = SelectEngine(common, &engine); rc != 0) return rc;
+  if (int rc = ApplyGpuRun(gpu_run, common, vm); rc != 0) return rc;
   pstrain::SetCpuThreads(common.threads);
 
   caffe::NetParameter param;
@@ -590,11 +642,25 @@ int Time(int argc, char** argv) {
   if (Status named = CheckMemoryDataNamed(options.context, *net.value(), model); !named.ok()) {
     return Fail(named);
   }
-  std::function<void()> sync;
-  if (engine == pstrain::Engine::kGpu) sync = pstrain::SynchronizeGpu;
-  const pstrain::NetTime t = pstrain::TimeNet(*net.value(), iterations, sync);
+  pstrain::NetTimerOptions timer;
+  if (engine == pstrain::Engine::kGpu) timer.sync = pstrain::SynchronizeGpu;
+  pstrain::CudaGraphPass graph;
+  if (gpu_run.cuda_graphs) {
+    timer.run_whole_pass = [&](const std::function<void()>& pass) { return graph.Run(pass); };
+  }
+  auto timed = pstrain::TimeNet(*net.value(), iterations, timer);
+  if (!timed.ok()) return Fail(timed.status());
+  const pstrain::NetTime& t = timed.value();
   // A layer that failed while timed (a Python layer that raised) voids the figures.
   if (Status s = net.value()->RuntimeStatus(); !s.ok()) return Fail(s);
+  // "on" (the whole passes ran as a graph), "off", or "fallback" (logged with its reason).
+  const char* graphs = !gpu_run.cuda_graphs ? "off" : graph.captured() ? "on" : "fallback";
+  if (gpu_run.cuda_graphs && !graph.captured()) {
+    std::fprintf(stderr, "ps-net time: --cuda-graphs: the whole passes ran without a graph: %s\n",
+                 graph.fallback_reason().c_str());
+  }
+  const bool deterministic = pstrain::GetCudnnDeterministic();
+  const char* api = pstrain::CudnnConvApiName(pstrain::GetCudnnConvApi());
   for (const auto& layer : t.layers) {
     if (common.json) {
       std::printf("%s\n", JsonLine()
@@ -623,6 +689,11 @@ int Time(int argc, char** argv) {
                             .Add("backward_ms", t.backward_ms)
                             .Add("total_ms", t.total_ms)
                             .Add("median_total_ms", t.median_total_ms)
+                            .Add("whole_passes", t.whole_passes)
+                            .Add("cudnn_deterministic", deterministic)
+                            .Add("cudnn_api", api)
+                            .Add("cuda_graphs", graphs)
+                            .Add("graph_launches", graph.launches())
                             .str()
                             .c_str());
   } else {
@@ -630,6 +701,11 @@ int Time(int argc, char** argv) {
     std::printf("Average Backward pass: %.4f ms\n", t.backward_ms);
     std::printf("Average Forward-Backward: %.4f ms (median %.4f ms, %d iterations, %d threads)\n",
                 t.total_ms, t.median_total_ms, t.iterations, pstrain::CpuThreads());
+    if (engine == pstrain::Engine::kGpu) {
+      std::printf("GPU: whole passes %s, cuDNN %s algorithms, %s API, CUDA graphs %s\n",
+                  t.whole_passes ? "timed apart" : "not timed apart",
+                  deterministic ? "deterministic" : "non-deterministic allowed", api, graphs);
+    }
   }
   return 0;
 }
