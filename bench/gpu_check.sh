@@ -22,7 +22,11 @@
 #   5. checks that a GPU job pushing NaN is stopped by its GPU server shard, then
 #      runs ResNet-50 (batch 32, DummyData) as a bsp job with a GPU server shard,
 #      1 GPU worker then 2 sharing the GPU, over loopback tcp and over ipc with
-#      shared-memory rings (bench/gpu_resnet_job.py), images/s of each.
+#      shared-memory rings (both --gpu-ipc false) and with GPU IPC pushes
+#      (--gpu-ipc true: gradients handed over in device memory, issue 28; the
+#      shard must have read pushes that way), images/s of each, and of
+#      `ps-net train --gpu` of the same solver alone (bench/gpu_resnet_job.py).
+#      GPU IPC against the socket path bit for bit: GpuIpcTest in step 2.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
 # line each), build.log, gpu_tests.log, python_gpu_tests.log, distributed_solver.txt,
 # lenet_job.txt, time_*.json, torch_*.json, resnet_job.txt.
@@ -437,7 +441,7 @@ fi
 
 # --- 5. ResNet-50 b32 bsp job: 2 GPU workers against 1 (images/s) --------------------
 if [[ "$dry" != 1 ]]; then
-  timeout "${RESNET_TIMEOUT:-400}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
+  timeout "${RESNET_TIMEOUT:-560}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
     --gpu "$gpu" --iterations "${RESNET_ITERS:-30}" > "$out/resnet_job.txt" 2>&1
   rc=$?
   while read -r line; do say "ResNet-50 bsp: $line"; done < <(grep '^RESULT' "$out/resnet_job.txt")

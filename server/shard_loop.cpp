@@ -38,6 +38,14 @@ Result<std::unique_ptr<ShardLoop>> ShardLoop::Create(transport::Context& context
                                                      ShardLoopOptions options) {
   std::unique_ptr<ShardLoop> service(new ShardLoop(std::move(shard), std::move(options)));
   service->shard_.log = service->options_.log;
+  const ShardConfig& config = service->shard_.config();
+  transport::ShardGpuFacts facts;
+  facts.shard = config.shard;
+  facts.host_id = transport::LocalHostId();
+  facts.device = config.device;
+  facts.mode = config.mode;
+  facts.backup_workers = config.methods.backup_workers;
+  service->gpu_ipc_ = std::make_unique<GpuIpcReader>(std::move(facts));
   service->shard_.drop_log = [raw = service.get()](const std::string& line) {
     raw->drops_.Report(line, Clock::now());
   };
@@ -154,6 +162,16 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     server_peers_[message.peer] = true;
   }
   Incoming incoming{message.peer, message.header, {}, {}};
+  if (message.header.type() == pstrain::HELLO) {
+    std::vector<Outgoing> out = shard_.Handle(incoming, now);
+    AnswerGpuIpc(message.header, out);
+    SendAll(std::move(out));
+    return;
+  }
+  if (message.header.ipc_offsets_size() > 0) {  // the values are in the worker's GPU region
+    if (ReadIpcPush(message, incoming, now)) SendAll(shard_.Handle(incoming, now));
+    return;
+  }
   if (message.header.has_factors()) {  // sufficient factors: rebuilt here, once
     const KeyPlacement* placement = shard_.placement();
     if (placement == nullptr) {
@@ -189,6 +207,9 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
 void ShardLoop::SendAll(std::vector<Outgoing> outgoing) {
   bool ordered = false;
   for (auto& o : outgoing) {
+    if (o.header.type() == pstrain::STATS && o.header.has_stats()) {
+      o.header.mutable_stats()->set_gpu_ipc_pushes(gpu_ipc_->pushes_read());
+    }
     // A reply with history or relayed factors (frames besides one per chunk,
     // docs/wire-protocol.md "Factor relay") cannot be cut into its chunks: it
     // goes whole, at once.

@@ -16,7 +16,9 @@
 //     for the first `drop_log_lines`, then as one count line per
 //     `drop_log_interval` (DropLog);
 //   - a valid one goes to ShardState::Handle, and what Handle returns is sent
-//     (NORM_TOTAL to every server that has sent this shard a message);
+//     (NORM_TOTAL to every server that has sent this shard a message); a
+//     HELLO's GPU IPC offer is answered in its HELLO_ACK and a GPU IPC PUSH's
+//     slices are read from the worker's region first (GpuIpcReader);
 //   - every `tick` the shard logs pulls that waited too long, and the
 //     liveness table is checked: a worker not heard from (any valid message,
 //     HEARTBEAT included) for `silence_warning` is logged once, naming its
@@ -44,6 +46,7 @@
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
+#include "server/gpu_ipc_reader.hpp"
 #include "server/pull_reply_order.hpp"
 #include "server/shard_state.hpp"
 
@@ -129,6 +132,12 @@ class ShardLoop {
   void CheckLiveness(TimePoint now);
   void CountRefusals(TimePoint now);
   void Heard(const pstrain::Header& header, TimePoint now);
+  // GPU IPC pushes (server/gpu_ipc_reader.hpp; shard_loop_gpu_ipc.cpp): the
+  // answer to a HELLO's offer, set on the HELLO_ACK in `out`; an IPC PUSH's
+  // slices read into `incoming`, or false when it was refused (an ERROR to
+  // the worker naming it, counted as a bad message, nothing applied).
+  void AnswerGpuIpc(const pstrain::Header& hello, std::vector<Outgoing>& out);
+  bool ReadIpcPush(const transport::InMessage& message, Incoming& incoming, TimePoint now);
   void Log(const std::string& line) const;
 
   ShardState shard_;
@@ -140,6 +149,7 @@ class ShardLoop {
   std::unique_ptr<PullReplyOrder> pull_order_;       // options_.pull_window_bytes > 0
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
   FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
+  std::unique_ptr<GpuIpcReader> gpu_ipc_;            // GPU IPC pushes' regions, by worker
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"
   std::vector<std::string> worker_names_;            // "worker R" at index R

@@ -1,5 +1,6 @@
 #include "common/transport/channel.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -450,7 +451,11 @@ Status Channel::Send(const std::string& peer, OutMessage message) {
         (header.has_factors() ? " with factors (2 payloads)" : "") + " but " +
         std::to_string(message.payloads.size()) + " payloads are given");
   }
-  for (int i = 0; i < header.chunks_size() && !header.has_factors(); ++i) {
+  // The chunks' own frames come first (a PULL_REPLY's history and relayed
+  // factors follow them; a GPU IPC push has none).
+  const int chunk_frames =
+      std::min(header.chunks_size(), static_cast<int>(message.payloads.size()));
+  for (int i = 0; i < chunk_frames && !header.has_factors(); ++i) {
     // A compressed payload (dtype other than FLOAT32) has its encoding's size.
     if (header.dtype() == pstrain::FLOAT32 &&
         header.chunks(i).length() != message.payloads[i].count) {

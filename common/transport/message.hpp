@@ -68,11 +68,13 @@ class Frame {
   alignas(8) unsigned char message_[64];
 };
 
-// The payload frames a message with `header` has: one per header chunk, or
-// two for a PUSH of sufficient factors (Header.factors: left and right); a
-// PULL_REPLY adds its history frames (history_slots per history chunk) and
+// The payload frames a message with `header` has: one per header chunk, two
+// for a PUSH of sufficient factors (Header.factors: left and right), none for
+// a GPU IPC PUSH (Header.ipc_offsets: the values are in the worker's region);
+// a PULL_REPLY adds its history frames (history_slots per history chunk) and
 // its relayed factors' (L, and R where `right`): docs/wire-protocol.md.
 inline size_t PayloadFrames(const pstrain::Header& header) {
+  if (header.ipc_offsets_size() > 0) return 0;
   if (header.has_factors()) return 2;
   size_t frames = static_cast<size_t>(header.chunks_size()) +
                   static_cast<size_t>(header.history_slots()) *

@@ -4,13 +4,15 @@
 // proto/pstrain.proto is the schema.
 //
 //   kind          sent by -> to                 needs (besides type, role, sender)
-//   HELLO         worker -> server              world_size (pull_dtype: 16-bit pulls)
-//   HELLO_ACK     server -> worker              clock, version, text = mode (pull_dtype echoed)
+//   HELLO         worker -> server              world_size (pull_dtype: 16-bit pulls;
+//                                               gpu_ipc_offer: GPU IPC pushes, gpu_path.hpp)
+//   HELLO_ACK     server -> worker              clock, version, text = mode (pull_dtype echoed;
+//                                               gpu_ipc_answer to an offer)
 //   INIT_PUSH     worker 0 -> server            params, chunks (every chunk of the shard)
 //   INIT_ACK      server -> worker 0            version
 //   PULL          worker -> server              clock
 //   PULL_REPLY    server -> worker              clock, version, reply_chunks_total
-//   PUSH          worker -> server              clock, chunks
+//   PUSH          worker -> server              clock, chunks (ipc_offsets: GPU IPC, no payloads)
 //   PUSH_ACK      server -> worker              clock
 //   SHUTDOWN      worker, control -> server; the server's answer back
 //   HEARTBEAT     worker -> server, when it sent nothing else for kHeartbeatInterval

@@ -7,6 +7,7 @@
 #include "common/ps/factor_relay.hpp"
 #include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
+#include "common/transport/gpu_path.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 
@@ -50,7 +51,9 @@ Status CheckSender(const Header& h, const ValidationRules& rules) {
 // Frame count, the chunk list and each payload's byte size.
 Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   const Header& h = message.header;
-  if (h.has_factors()) {  // two frames for all the chunks (common/ps/sufficient_factors.hpp)
+  if (h.ipc_offsets_size() > 0) {  // GPU IPC: the values are in the worker's region
+    PSTRAIN_RETURN_IF_ERROR(CheckIpcPushShape(h, message.frames.size()));
+  } else if (h.has_factors()) {  // two frames for all chunks (common/ps/sufficient_factors.hpp)
     if (h.type() != PUSH) {
       return Status::InvalidArgument("factors in a " + MessageType_Name(h.type()) +
                                      " (only a PUSH carries them)");
@@ -86,6 +89,9 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
       }
     }
   }
+  // An IPC push's slices are checked against the worker's region where it
+  // is known (server/gpu_ipc_reader.hpp).
+  if (h.ipc_offsets_size() > 0) return Status::Ok();
   if (h.has_factors()) {
     return CheckFactors(h, message.frames[0].size(), message.frames[1].size(), rules.placement);
   }
@@ -203,6 +209,10 @@ Status Validate(const InMessage& message, const ValidationRules& rules) {
                                      " (a pull is FLOAT32, FLOAT16 or BFLOAT16)");
     }
   }
+  if (h.has_gpu_ipc_offer() && h.type() != HELLO)
+    return Status::InvalidArgument("gpu_ipc_offer in a " + MessageType_Name(h.type()));
+  if (h.has_gpu_ipc_answer() && h.type() != HELLO_ACK)
+    return Status::InvalidArgument("gpu_ipc_answer in a " + MessageType_Name(h.type()));
   if (h.has_after_push()) {
     if (h.type() != PULL)
       return Status::InvalidArgument("after_push in a " + MessageType_Name(h.type()));

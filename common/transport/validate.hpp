@@ -52,6 +52,9 @@ struct ValidationRules {
 //   "worker 5 is not in this job (2 workers)" / "server 3 is not in this job (2 servers)"
 //   "world size 3 does not match this job (2 workers)"           (HELLO)
 //   "header lists 3 chunks but 2 payload frames follow"
+//   CheckIpcPushShape's reasons (gpu_path.hpp)                    (Header.ipc_offsets;
+//                                                                  the slices are checked
+//                                                                  by the shard's reader)
 //   "factors in a PULL_REPLY (only a PUSH carries them)" / "factors: 3 payload
 //   frames follow, a PUSH with factors has 2"                      (Header.factors)
 //   CheckChunkList's reasons                                      (placement set)
@@ -60,6 +63,7 @@ struct ValidationRules {
 //   CheckFactors's reasons (common/ps/sufficient_factors.hpp)      (Header.factors)
 //   "PULL_REPLY says 5 chunks in all, shard 1 holds 3"            (placement, shard)
 //   "PUSH has no clock" / "clock 900 is outside [3, 12]"          (PUSH, PULL)
+//   "gpu_ipc_offer in a PUSH" / "gpu_ipc_answer in a PULL"        (HELLO / HELLO_ACK only)
 // Cost: O(chunks), no work per value.
 Status Validate(const InMessage& message, const ValidationRules& rules);
 

@@ -127,6 +127,10 @@ class TransportConfig:
     # auto: on except with a step gate (pstrain.DistributedSolver), easgd/local_sgd or
     # host aggregation. Only timing changes: the weights are the same bits either way.
     pull_overlap: Union[bool, str] = "auto"           # auto | true | false
+    # GPU workers with a GPU shard on the same host, bsp: push gradients through CUDA IPC
+    # (device memory) instead of the socket; auto: where every shard accepts (else the socket,
+    # the reason in the worker's log); true: a refusal stops the worker (docs/config-reference.md)
+    gpu_ipc: Union[bool, str] = "auto"                # auto | true | false
 
     @property
     def factor_broadcast(self) -> bool:
@@ -314,6 +318,7 @@ def parse_job(data: Any, source: str, base_dir: pathlib.Path) -> JobConfig:
     )
     _check_exposure(job, source)
     _check_host_aggregation(job, source)
+    _check_gpu_ipc(job, source)
     return job
 
 
@@ -461,7 +466,7 @@ def _workers(r: _Reader, data: dict) -> int:
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
                                "compression", "pull_compression", "sufficient_factors",
-                               "host_aggregation", "pull_overlap"))
+                               "host_aggregation", "pull_overlap", "gpu_ipc"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -483,7 +488,33 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
                                   PULL_COMPRESSIONS),
         sufficient_factors=_sufficient_factors(r, d),
         host_aggregation=_auto_bool(r, d, "host_aggregation"),
-        pull_overlap=_auto_bool(r, d, "pull_overlap"))
+        pull_overlap=_auto_bool(r, d, "pull_overlap"),
+        gpu_ipc=_auto_bool(r, d, "gpu_ipc"))
+
+
+def _check_gpu_ipc(job: JobConfig, source: str) -> None:
+    """gpu_ipc: true needs what the path needs (common/transport/gpu_path.hpp): GPU workers,
+    a GPU shard, bsp without backup workers, float32 pushes, no host aggregation."""
+    if job.transport.gpu_ipc is not True:
+        return
+    c = job.consistency
+    why = None
+    if job.cluster.worker_devices == "cpu":
+        why = "GPU workers (cluster.worker_devices is cpu)"
+    elif job.cluster.server_device == "cpu":
+        why = "a GPU shard (cluster.server_device is cpu)"
+    elif c.mode != "bsp":
+        why = f"consistency.mode bsp (got {c.mode})"
+    elif c.backup_workers:
+        why = "no consistency.backup_workers"
+    elif c.easgd is not None or c.local_sgd is not None:
+        why = "no consistency.easgd or local_sgd (they push weight deltas)"
+    elif job.transport.compression.method != "none":
+        why = "no transport.compression (it encodes on the host)"
+    elif job.transport.host_aggregation is True:
+        why = "no transport.host_aggregation (a host's sum is made in host memory)"
+    if why:
+        raise JobError(f"{source}: transport.gpu_ipc: true needs {why}")
 
 
 def _sufficient_factors(r: _Reader, d: dict) -> bool | str:

@@ -44,7 +44,7 @@ SECTION_KEYS = {
                     "dc_asgd", "easgd", "local_sgd"],
     "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
                   "pull_compression", "sufficient_factors", "host_aggregation",
-                  "pull_overlap"],
+                  "pull_overlap", "gpu_ipc"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
     "remote": ["ssh", "ssh_options", "workdir", "program_dir", "srun_options"],
@@ -188,7 +188,7 @@ OVERRIDES = st.lists(st.one_of(
                                "name.x", "", "security", "security.nonfinite",
                                "consistency.dc_asgd.lambda", "consistency.easgd",
                                "transport.compression", "transport.compression.ratio",
-                               "transport.pull_compression",
+                               "transport.pull_compression", "transport.gpu_ipc",
                                "transport.shared_memory_mb", "transport.sufficient_factors",
                                "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)

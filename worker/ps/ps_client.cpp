@@ -317,6 +317,7 @@ Status PsClient::Hello(int64_t* clock) {
   for (size_t k = 0; k < channels_.size(); ++k) {
     OutMessage m{transport::HelloHeader(origin(), options_.world_size, options_.pull_compression),
                  {}};
+    if (options_.gpu_ipc_offer) *m.header.mutable_gpu_ipc_offer() = *options_.gpu_ipc_offer;
     PSTRAIN_RETURN_IF_ERROR(Send(static_cast<int>(k), std::move(m)));
   }
   std::vector<InMessage> replies;
@@ -333,7 +334,7 @@ Status PsClient::Hello(int64_t* clock) {
     if (shard_has_chunks_[k]) smallest = std::min(smallest, ack->clock);
   }
   *clock = smallest == INT64_MAX ? 0 : smallest;
-  return Status::Ok();
+  return ChooseGpuPath(replies);
 }
 
 Status PsClient::InitPush() {

@@ -53,6 +53,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
+#include "common/transport/gpu_path.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
@@ -121,6 +123,11 @@ struct PsClientOptions {
   // or BFLOAT16 (the shard rounds its float32 weights to nearest even; the
   // blobs get the decoded values). A shard that does not grant it fails Hello.
   pstrain::DataType pull_compression = pstrain::FLOAT32;
+  // GPU IPC pushes (common/transport/gpu_path.hpp): a GPU worker's offer
+  // (worker/ps/gpu_region.hpp), sent in every HELLO; unset: none. gpu_ipc
+  // kOn makes a shard's refusal a Hello error.
+  std::optional<pstrain::GpuIpcOffer> gpu_ipc_offer;
+  transport::GpuIpcSwitch gpu_ipc = transport::GpuIpcSwitch::kAuto;
   // Tests: wraps each request and pull DEALER as it is connected (e.g. in a
   // transport::FaultChannel that fails sends). Empty: none.
   std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>
@@ -141,6 +148,7 @@ struct PsTraffic {
   double pull_wait_seconds = 0;  // time spent in WaitPull
   double push_wait_seconds = 0;  // time spent blocked on the in-flight window
   int64_t send_retries = 0;      // sends tried again after a retryable failure
+  int64_t gpu_ipc_pushes = 0;    // PUSH messages sent as GPU IPC slices (PushIpc)
 };
 
 class PsClient {
@@ -193,6 +201,15 @@ class PsClient {
   // relay: the shards keep the factors for the factor relay (FactorShape.relay).
   Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors,
                      bool relay = false);
+  // As Push, for a GPU worker whose offer every shard accepted
+  // (gpu_path().ipc): the gradients were copied into its GPU IPC region
+  // (GpuGradientRegion::Start, param p at byte `offsets[p]`) and each shard
+  // gets their chunks' offsets instead of values (ps_client_gpu_ipc.cpp).
+  // Error: FailedPrecondition when gpu_path().ipc is false.
+  Status PushIpc(const std::vector<int>& param_ids, int64_t clock,
+                 const std::vector<uint64_t>& offsets);
+  // The path Hello chose for pushes (sockets, with the reason, until Hello).
+  const transport::GpuPathDecision& gpu_path() const { return gpu_path_; }
   // Waits until every push is acknowledged (and ZeroMQ let go of its payloads).
   Status Flush();
   // Asks each shard to exit (the job is over).
@@ -256,6 +273,8 @@ class PsClient {
   Status SendPush(int shard, const pstrain::Header& header, transport::OutMessage message);
   // Sends one push message whole (not split), within the in-flight window.
   Status SendPushPart(int shard, transport::OutMessage message);
+  // Hello's choice of the push path from the shards' HELLO_ACKs (gpu_path_).
+  Status ChooseGpuPath(const std::vector<transport::InMessage>& acks);
   // Push's bookkeeping for Pull's after_push: chunks `ids` went to `shard` for `clock`.
   void NotePushed(size_t shard, int64_t clock, const std::vector<uint32_t>& ids);
 
@@ -289,6 +308,7 @@ class PsClient {
   std::vector<std::string> pull_files_;
   bool pull_outstanding_ = false;
   FactorBroadcast* factor_broadcast_ = nullptr;  // set_factor_broadcast
+  transport::GpuPathDecision gpu_path_{false, "no HELLO yet"};
   PsTraffic traffic_;
   std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first
 };

@@ -77,9 +77,11 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     for (const PsParam& p : params) blobs.push_back(p.blob);
     PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
   }
+  PsClientOptions client_options = options.client;
+  if (!worker->member()) PSTRAIN_RETURN_IF_ERROR(worker->OfferGpuIpc(&client_options));
   if (!worker->member()) {
     PSTRAIN_ASSIGN_OR_RETURN(worker->client_,
-                             PsClient::Connect(context, options.client, std::move(params)));
+                             PsClient::Connect(context, client_options, std::move(params)));
   }
   const caffe::SolverParameter& solver = worker->trainer_->solver();
   worker->clip_at_end_ =
@@ -265,6 +267,7 @@ Status PsWorker::Run() {
   }
   int64_t clock = 0;
   PSTRAIN_RETURN_IF_ERROR(client_->Hello(&clock));
+  UseGpuPath();
   if (rank() == 0 && clock == 0) PSTRAIN_RETURN_IF_ERROR(client_->InitPush());
   // Continue the data stream where this worker's clock says it stopped (with
   // an exchange period, clocks count exchanges).
@@ -342,6 +345,10 @@ Status PsWorker::AfterBackward(int iter, int layer) {
       }
     }
     return dense.empty() ? Status::Ok() : client_->Push(dense, iter, -1.0);
+  }
+  if (gpu_region_) {  // GPU IPC: the shards read the values from the region
+    PSTRAIN_RETURN_IF_ERROR(gpu_region_->Start(ids));
+    return client_->PushIpc(ids, iter, gpu_region_->offsets());
   }
   if (!device_gradients_) return client_->Push(ids, iter, -1.0);
   // Copy the layer's gradients out on the side stream; push the ones whose
@@ -437,16 +444,18 @@ Status PsWorker::OnFinish(int iter) {
 void PsWorker::EmitServerStats(int iter) {
   auto stats = client_->Stats();
   if (stats.ok()) {
-    int64_t staleness_max = 0, bad = 0;
+    int64_t staleness_max = 0, bad = 0, ipc = 0;
     for (const auto& s : stats.value()) {
       staleness_max = std::max(staleness_max, s.staleness_max());
       bad += s.bad_messages();
+      ipc += s.gpu_ipc_pushes();
     }
     Emit({"server_stats",
           iter,
           {{"version", static_cast<double>(version_)},
            {"staleness_max", static_cast<double>(staleness_max)},
-           {"bad_messages", static_cast<double>(bad)}},
+           {"bad_messages", static_cast<double>(bad)},
+           {"gpu_ipc_pushes", static_cast<double>(ipc)}},
           ""});
   }
 }

@@ -47,6 +47,7 @@
 #include "common/transport/context.hpp"
 #include "worker/ps/device_gradients.hpp"
 #include "worker/ps/elastic_exchange.hpp"
+#include "worker/ps/gpu_region.hpp"
 #include "worker/ps/host_group.hpp"
 #include "worker/ps/ps_client.hpp"
 #include "worker/ps/factor_broadcast.hpp"
@@ -142,6 +143,15 @@ class PsWorker : public Trainer::Callback {
   bool WholePullAt(int iter) const;
   // pull_overlap: completes the pull OnStart left open (after the last forward).
   Status FinishPull(int iter);
+  // GPU IPC pushes (ps_worker_gpu_ipc.cpp): a GPU worker that may use them
+  // makes its region and puts the offer into `client`. Otherwise a GPU
+  // worker's notice says why not; with transport.gpu_ipc true it is any
+  // worker's error ("transport.gpu_ipc is true but the worker runs on the
+  // CPU engine"). After Hello, UseGpuPath keeps the region only when every
+  // shard accepted, and says so.
+  Status OfferGpuIpc(PsClientOptions* client);
+  void UseGpuPath();
+  void Notice(char level, const std::string& text) const;
   Status WriteSnapshot(int64_t iter, const std::vector<std::string>& shard_files);
   // Worker 0 at the end: the servers' statistics as a server_stats event.
   void EmitServerStats(int iter);
@@ -159,6 +169,7 @@ class PsWorker : public Trainer::Callback {
   std::vector<int> ps_param_of_learnable_;  // learnable index -> PS param index, or -1
   std::vector<std::vector<int>> push_after_layer_;  // layer index -> PS params final there
   std::unique_ptr<DeviceGradients> device_gradients_;  // GPU engine only
+  std::unique_ptr<GpuGradientRegion> gpu_region_;      // GPU IPC pushes only
   std::unique_ptr<ElasticExchange> exchange_;          // EASGD / model averaging only
   std::unique_ptr<FactorCapture> factors_;  // --sufficient-factors, where weights qualify
   std::unique_ptr<FactorBroadcast> broadcast_;  // --factor-broadcast, where weights qualify

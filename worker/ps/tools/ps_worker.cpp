@@ -4,7 +4,7 @@
 //             [--job-key K] [--chunk-bytes B] [--mode bsp|ssp|asp] [--staleness S]
 //             [--weights W.caffemodel] [--straggle-ms D] [--straggle-jitter-ms J]
 //             [--compression none|fp16|bf16|topk|sign [--topk-ratio R] [--no-error-feedback]]
-//             [--pull-compression none|fp16|bf16]
+//             [--pull-compression none|fp16|bf16] [--gpu-ipc auto|true|false]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
 //             [--shared-memory-mb M] [--sufficient-factors
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none",
-                       pull_compression = "none";
+                       pull_compression = "none", gpu_ipc = "auto";
   bool no_error_feedback = false;
   std::string elastic = "none";
   int threads = 1;
@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
       "json", po::bool_switch(&json), "one JSON object a line")(
       "compression", po::value(&compression)->default_value("none"),
       "gradient pushes: none, fp16, bf16, topk or sign")(
+      "gpu-ipc", po::value(&gpu_ipc)->default_value("auto"),
+      "GPU worker, GPU shard on this host, bsp: push gradients through CUDA IPC (device "
+      "memory, docs/wire-protocol.md): auto (where every shard accepts, else the socket), "
+      "true (a refusal is an error) or false")(
       "pull-compression", po::value(&pull_compression)->default_value("none"),
       "pulled weights: none (float32), fp16 or bf16 (rounded to nearest even by the shards, "
       "whose master weights stay float32)")(
@@ -191,6 +195,9 @@ int main(int argc, char** argv) {
   auto parsed_pull = pstrain::transport::ParsePullCompression(pull_compression);
   if (!parsed_pull.ok()) return usage("--pull-compression: " + parsed_pull.status().message());
   options.client.pull_compression = parsed_pull.value();
+  auto parsed_gpu_ipc = pstrain::transport::ParseGpuIpcSwitch(gpu_ipc);
+  if (!parsed_gpu_ipc.ok()) return usage(parsed_gpu_ipc.status().message());
+  options.client.gpu_ipc = parsed_gpu_ipc.value();
   options.client.error_feedback = !no_error_feedback;
   auto parsed_elastic = pstrain::ParseElasticMethod(elastic);
   if (!parsed_elastic.ok()) return usage("--elastic: " + parsed_elastic.status().message());
