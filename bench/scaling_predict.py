@@ -15,7 +15,7 @@ per-message cost and server CPU cost per byte as measured here by bench/scaling_
 (--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
 their pushes (no early pull) except in the switch table's row that adds it. The switch
 table of issue 32's configuration adds one switch a row (`STEPS`, `switches()`), E12 and
-E13 included, each row saying whether it is in main, being built or not built.
+E13 included, each row saying whether it is in main or not built.
 
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
@@ -84,23 +84,23 @@ def gpu_flop_s() -> float:
 
 
 # The switch table, one row a step, each adding its switch to the rows above. The first
-# BUILT rows are in main; the ones marked "being built" are PSTrain's switches in work
-# (E12, E13); the rest are not built or are assumptions about the hardware.
+# rows were in main before E12 and E13; the next two are E12 and E13 (in main since, E13 for
+# CPU workers); the rest are not built or are assumptions about the hardware.
 STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
          "+ a shard on every worker host (`cluster.server_placement: per_host`)",
          f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
          "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
          "+ sufficient factors for fc weights (push side): every switch in main",
          "+ pulls overlapping the next forward, in forward order (E12, "
-         "`transport.pull_overlap`: being built, CPU workers so far)",
+         "`transport.pull_overlap`: in main, CPU and GPU workers)",
          "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: broadcast`: "
-         "being built, CPU workers; the rebuild on the GPU: not built)",
+         "in main, CPU workers; the rebuild on the GPU: not built)",
          "+ the pull request before the last backward on GPU workers too, as on CPU workers "
          "(early pull: not built for GPU workers)",
          "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
          "+ factors in 16 bits both ways (E13: not built)"]
 MAIN_STEP = 5      # every switch in main
-BUILDING_STEP = 7  # and the two being built (E12, E13)
+BUILDING_STEP = 7  # and the two added since (E12, E13)
 ALL_STEP = 9       # and early pulls on GPU workers and E2c
 
 
