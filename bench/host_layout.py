@@ -103,14 +103,7 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
     done = subprocess.run(["ip", "netns", "exec", hosts.head, sys.executable, "-m", "pstrain",
                            str(job), "--quiet"], env=env, capture_output=True, text=True,
                           timeout=timeout)
-    spec = yaml.safe_load(job.read_text())
-    run_dir = pathlib.Path(spec["output"]) / spec["name"]
-    if not (run_dir / "summary.json").exists():
-        raise RuntimeError(f"{job}: no summary.json: {done.stdout[-2000:]}{done.stderr[-2000:]}")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    if summary["status"] != "ok":
-        raise RuntimeError(f"{job}: {summary['message']}\n{done.stdout[-2000:]}")
-    events = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    summary, events = netns_hosts.finished_run(job, done)
     train = [e for e in events if e.get("event") == "train" and e.get("rank") == 0]
     first, last = train[0], train[-1]       # after the first display: warmed up
     steady = ((last["iter"] - first["iter"]) * HOSTS * PER_HOST * BATCH

@@ -13,6 +13,7 @@ namespace, then deletes the namespaces (which removes the veths and the bridge).
 """
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
@@ -21,6 +22,24 @@ import subprocess
 import time
 
 SUBNET = "10.77.0"
+
+
+
+def finished_run(job: pathlib.Path, done: subprocess.CompletedProcess) -> tuple[dict, list]:
+    """The summary and the metrics events of the run that job file made (its output
+    folder and name), once ps-train has exited (`done`). A run that left no summary or
+    did not end ok raises RuntimeError with the job file and the end of its output."""
+    import yaml  # the benches that call this have it; the tests that import this may not
+
+    spec = yaml.safe_load(job.read_text())
+    run_dir = pathlib.Path(spec["output"]) / spec["name"]
+    if not (run_dir / "summary.json").exists():
+        raise RuntimeError(f"{job}: no summary.json: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if summary["status"] != "ok":
+        raise RuntimeError(f"{job}: {summary['message']}\n{done.stdout[-2000:]}")
+    events = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return summary, events
 
 
 def unavailable() -> str | None:
