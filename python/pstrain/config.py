@@ -130,7 +130,8 @@ class TransportConfig:
     # GPU workers with a GPU shard on the same host, bsp: push gradients through CUDA IPC
     # (device memory) instead of the socket; auto: where every shard accepts (else the socket,
     # the reason in the worker's log); true: a refusal stops the worker (docs/config-reference.md)
-    gpu_ipc: Union[bool, str] = "auto"                # auto | true | false
+    # Off by default until bench/gpu_check.sh has run the path on a GPU.
+    gpu_ipc: Union[bool, str] = False                 # auto | true | false
 
     @property
     def factor_broadcast(self) -> bool:
@@ -489,7 +490,7 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         sufficient_factors=_sufficient_factors(r, d),
         host_aggregation=_auto_bool(r, d, "host_aggregation"),
         pull_overlap=_auto_bool(r, d, "pull_overlap"),
-        gpu_ipc=_auto_bool(r, d, "gpu_ipc"))
+        gpu_ipc=_auto_bool(r, d, "gpu_ipc", default=False))
 
 
 def _check_gpu_ipc(job: JobConfig, source: str) -> None:
@@ -528,11 +529,11 @@ def _sufficient_factors(r: _Reader, d: dict) -> bool | str:
     return {"push": True, "false": False}.get(v, v)
 
 
-def _auto_bool(r: _Reader, d: dict, key: str) -> bool | str:
-    """transport.<key>: auto (the default, also for null), true or false."""
-    v = d.get(key, "auto")
+def _auto_bool(r: _Reader, d: dict, key: str, default: bool | str = "auto") -> bool | str:
+    """transport.<key>: auto, true or false; absent or null: `default`."""
+    v = d.get(key)
     if v is None:
-        return "auto"
+        return default
     if not isinstance(v, bool) and v != "auto":
         raise r.fail(f"transport.{key}", f"must be auto, true or false, got {v!r}")
     return v

@@ -310,8 +310,8 @@ class Plan:
                 cmd += ["--factor-verify-interval", str(snapshot)]
         if self.pull_overlap():
             cmd.append("--pull-overlap")
-        if j.transport.gpu_ipc != "auto":
-            cmd += ["--gpu-ipc", "true" if j.transport.gpu_ipc else "false"]
+        if j.transport.gpu_ipc is not False:  # ps-worker's default is false
+            cmd += ["--gpu-ipc", "auto" if j.transport.gpu_ipc == "auto" else "true"]
         s = j.cluster.straggler
         if s is not None and s.rank == rank:
             cmd += ["--straggle-ms", str(s.delay_ms), "--straggle-jitter-ms", str(s.jitter_ms)]

@@ -1,6 +1,6 @@
-"""transport.gpu_ipc (GPU IPC pushes, docs/config-reference.md): the job key (default auto;
-auto, true or false, otherwise one error naming the key), the ps-worker flag the plan gives
-every worker (none for auto, the default of ps-worker), and true refused at job start where
+"""transport.gpu_ipc (GPU IPC pushes, docs/config-reference.md): the job key (default false
+until a GPU has run the path; auto, true or false, otherwise one error naming the key), the
+ps-worker flag the plan gives every worker (none for false, the default of ps-worker), and true refused at job start where
 the path cannot run, naming what it needs."""
 from __future__ import annotations
 
@@ -23,19 +23,21 @@ def flag(cmd: list[str]) -> str | None:
     return cmd[cmd.index("--gpu-ipc") + 1] if "--gpu-ipc" in cmd else None
 
 
-def test_auto_by_default_and_no_flag(tmp_path, build_dir):
+def test_off_by_default_and_no_flag(tmp_path, build_dir):
     job, plan = plan_of(tmp_path)
-    assert job.transport.gpu_ipc == "auto"
+    assert job.transport.gpu_ipc is False
     assert flag(plan.worker_command(0, ["e"])) is None
+    _, auto = plan_of(tmp_path, transport={"kind": "tcp", "gpu_ipc": "auto"})
+    assert flag(auto.worker_command(0, ["e"])) == "auto"
 
 
-def test_false_and_true_reach_every_worker_and_no_server(tmp_path, build_dir, monkeypatch):
+def test_true_reaches_every_worker_and_no_server_and_false_needs_no_flag(tmp_path, build_dir, monkeypatch):
     # The plan of a GPU job, made on any machine: a CUDA build with one GPU, as far as the
     # device checks can tell.
     monkeypatch.setattr(programs, "cuda_build", lambda: True)
     monkeypatch.setattr(programs, "gpu_count", lambda: 1)
     _, off = plan_of(tmp_path, transport={"kind": "tcp", "gpu_ipc": False})
-    assert [flag(off.worker_command(r, ["e"])) for r in (0, 1)] == ["false", "false"]
+    assert [flag(off.worker_command(r, ["e"])) for r in (0, 1)] == [None, None]
     _, on = plan_of(tmp_path, cluster=GPU, consistency={"mode": "bsp"},
                     transport={"kind": "ipc", "gpu_ipc": True, "host_aggregation": False})
     assert [flag(on.worker_command(r, ["e"])) for r in (0, 1)] == ["true", "true"]

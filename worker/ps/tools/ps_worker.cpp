@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   pstrain::SilenceProtobufLogs();
   pstrain::PsWorkerOptions options;
   std::string servers, engine = "auto", engine_cache, mode = "bsp", advertise, compression = "none",
-                       pull_compression = "none", gpu_ipc = "auto";
+                       pull_compression = "none", gpu_ipc = "false";
   bool no_error_feedback = false;
   std::string elastic = "none";
   int threads = 1;
@@ -109,10 +109,10 @@ int main(int argc, char** argv) {
       "json", po::bool_switch(&json), "one JSON object a line")(
       "compression", po::value(&compression)->default_value("none"),
       "gradient pushes: none, fp16, bf16, topk or sign")(
-      "gpu-ipc", po::value(&gpu_ipc)->default_value("auto"),
+      "gpu-ipc", po::value(&gpu_ipc)->default_value("false"),
       "GPU worker, GPU shard on this host, bsp: push gradients through CUDA IPC (device "
       "memory, docs/wire-protocol.md): auto (where every shard accepts, else the socket), "
-      "true (a refusal is an error) or false")(
+      "true (a refusal is an error) or false (the default until a GPU has run it)")(
       "pull-compression", po::value(&pull_compression)->default_value("none"),
       "pulled weights: none (float32), fp16 or bf16 (rounded to nearest even by the shards, "
       "whose master weights stay float32)")(
