@@ -41,7 +41,10 @@
 # without PSTrain's build dependencies), LENET_ITERS (per worker, default
 # 10000), LENET_TIMEOUT (seconds, default 560), GPU_TESTS_TIMEOUT (seconds,
 # default 300), RESNET_ITERS, RESNET_TIMEOUT, GPU (device, default 0), JOBS
-# (build jobs, default nproc). CPU_DRY_RUN=1 runs steps 3-4
+# (build jobs, default nproc), STEPS (the steps to run, default "1 2 2b 2c 3 4 5": a
+# device call may run at most 10 minutes, so a session can run the build and the
+# tests in one call and, with SKIP_BUILD=1, the jobs and timings in another, e.g.
+# STEPS="1 2 2b 2c" then STEPS="3 4 5"). CPU_DRY_RUN=1 runs steps 3-4
 # without any GPU flag on a CPU build (a few iterations): a check of this
 # script itself, not of the GPU.
 set -uo pipefail
@@ -53,6 +56,8 @@ case "$build" in /*) ;; *) build="$root/$build" ;; esac
 gpu="${GPU:-0}"
 jobs="${JOBS:-$(nproc)}"
 dry="${CPU_DRY_RUN:-0}"
+steps=" ${STEPS:-1 2 2b 2c 3 4 5} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 iters="${LENET_ITERS:-10000}"
 [[ "$dry" == 1 ]] && iters="${LENET_ITERS:-40}"
 lenet_timeout="${LENET_TIMEOUT:-560}"
@@ -87,7 +92,7 @@ if command -v nvidia-smi > /dev/null; then
 fi
 
 # --- 1. build ------------------------------------------------------------------
-if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+if [[ "${SKIP_BUILD:-0}" != 1 ]] && want 1; then
   say "building into $build (-j$jobs)"
   if ! { cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_WITH_CUDA=ON \
            -DPSTRAIN_BUILD_BENCH=OFF &&
@@ -110,7 +115,7 @@ else
 fi
 
 # --- 2. GPU tests ------------------------------------------------------------------
-if [[ "$dry" != 1 ]]; then
+if [[ "$dry" != 1 ]] && want 2; then
   say "GPU tests"
   timeout "${GPU_TESTS_TIMEOUT:-300}" "$bin/pstrain_tests" --gtest_filter='Gpu*:*Gpu*:CudnnGraph*' > "$out/gpu_tests.log" 2>&1
   rc=$?
@@ -135,7 +140,7 @@ if [[ "$dry" != 1 ]]; then
 fi
 
 # --- 2b. the Python GPU path (pstrain.caffe: set_mode_gpu, DLPack) -------------------
-if [[ "$dry" != 1 ]]; then
+if [[ "$dry" != 1 ]] && want 2b; then
   core="$(ls "$build"/python/pstrain/_core*.so 2> /dev/null | head -1)"
   if [[ -z "$core" ]]; then
     say "Python GPU tests: not run (no $build/python/pstrain/_core*.so)"
@@ -157,7 +162,7 @@ fi
 # iterations by step(), then solve() to max_iter 40. The workers held the GPU:
 # nvidia-smi lists two ps-worker processes while they wait at the step gate, or
 # (where a container hides processes) the GPU's used memory rose by 200 MiB or more.
-if [[ "$dry" != 1 ]]; then
+if [[ "$dry" != 1 ]] && want 2c; then
   core="$(ls "$build"/python/pstrain/_core*.so 2> /dev/null | head -1)"
   if [[ -z "$core" ]] || ! python3 -c 'import numpy' 2> /dev/null; then
     say "DistributedSolver on the GPU: not run (no $build/python/pstrain/_core*.so or numpy)"
@@ -245,12 +250,12 @@ fi
 
 # --- 3. LeNet on Fashion-MNIST, GPU workers and GPU server ------------------------
 lmdb="$root/data/fashion-mnist"
-if [[ ! -d "$lmdb/train_lmdb" || ! -d "$lmdb/test_lmdb" ]]; then
+if want 3 && [[ ! -d "$lmdb/train_lmdb" || ! -d "$lmdb/test_lmdb" ]]; then
   say "preparing Fashion-MNIST from ${FMNIST_IDX:-/usr/share/datasets/fashion-mnist}"
   "$root/scripts/prepare_data.sh" "$build" "${FMNIST_IDX:-/usr/share/datasets/fashion-mnist}" \
     >> "$out/build.log" 2>&1 || fail "no Fashion-MNIST LMDBs (scripts/prepare_data.sh failed)"
 fi
-if [[ -d "$lmdb/train_lmdb" && -d "$lmdb/test_lmdb" ]]; then
+if want 3 && [[ -d "$lmdb/train_lmdb" && -d "$lmdb/test_lmdb" ]]; then
   say "LeNet: 2 workers x $iters iterations, bsp," \
     "server ${server_dev[*]:-cpu}, workers ${worker_dev[*]:-cpu}"
   ITERS="$iters" OUTDIR="$out" BUILD_DIR="$build" DRY="$dry" LENET_TIMEOUT="$lenet_timeout" \
@@ -317,6 +322,7 @@ variants=(det nondet)
 [[ "$dry" == 1 ]] && variants=(det)
 extra=(graph cudagraph apart)
 [[ "$dry" == 1 ]] && extra=(graph apart)
+want 4 || { variants=(); extra=(); }
 for variant in "${variants[@]}" "${extra[@]}"; do
 for spec in alexnet:128 resnet50:32; do
   model="${spec%%:*}"; batch="${spec##*:}"
@@ -366,7 +372,7 @@ print(e.get('cuda_graphs', '?'), e.get('graph_launches', '?'))" "$timing")
 done
 done
 
-if [[ "$dry" != 1 ]] && python3 -c "import torch" 2> /dev/null; then
+if want 4 && [[ "$dry" != 1 ]] && python3 -c "import torch" 2> /dev/null; then
   for variant in "${variants[@]}"; do
   for spec in alexnet:128 resnet50:32; do
     model="${spec%%:*}"; batch="${spec##*:}"
@@ -435,12 +441,12 @@ PY
     fi
   done
   done
-elif [[ "$dry" != 1 ]]; then
+elif want 4 && [[ "$dry" != 1 ]]; then
   say "PyTorch: not installed (python3 -c 'import torch' fails); no comparison"
 fi
 
 # --- 5. ResNet-50 b32 bsp job: 2 GPU workers against 1 (images/s) --------------------
-if [[ "$dry" != 1 ]]; then
+if [[ "$dry" != 1 ]] && want 5; then
   timeout "${RESNET_TIMEOUT:-560}" python3 "$root/bench/gpu_resnet_job.py" "$root" "$build" "$out" \
     --gpu "$gpu" --iterations "${RESNET_ITERS:-30}" > "$out/resnet_job.txt" 2>&1
   rc=$?
