@@ -12,14 +12,17 @@ and documents every equation; the comments below name them (E1..E13).
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 import math
+import pathlib
 import sys
 
 from . import engine
-# The inputs and the cluster (re-exported: bench/ and the tests read them from here).
-from .costmodel_inputs import (Cluster, CostModelError, LayerTime, Param,  # noqa: F401
-                               load_layer_times, net_params, value_bytes)
+# The inputs (re-exported: bench/ and the tests read them from here).
+from .costmodel_inputs import (CostModelError, LayerTime, Param, load_layer_times,  # noqa: F401
+                               net_params)
 
 
 # ---------------------------------------------------------------- placement
@@ -49,6 +52,130 @@ def _server_wall_byte_s(cl: "Cluster") -> float:
     """E3/E5/E6c: a shard's wall time per gradient byte: its CPU per byte (c_s) split
     among the threads that apply a push (each chunk's values cut among them)."""
     return cl.server_byte_s / max(1, cl.server_threads)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """One job's shape and the measured constants. Bandwidths in bytes/s per direction
+    (links are full duplex), latency one way in s."""
+
+    workers: int
+    servers: int
+    mode: str = "bsp"                 # bsp, ssp, asp
+    staleness: int = 0
+    worker_bw: float = 1.25e9         # a worker's NIC
+    server_bw: float = 1.25e9         # a server's NIC, shared by the W workers
+    latency_s: float = 50e-6
+    message_s: float = 20e-6          # per message, at each end (framing, syscalls, wake-ups)
+    server_byte_s: float = 0.0        # server CPU per byte of one worker's gradient (receive,
+                                      # apply, reply)
+    server_threads: int = 1           # threads a shard applies a push on (ps-server
+                                      # --threads): its wall time per byte is
+                                      # server_byte_s / server_threads (E3, E5, E6c)
+    worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
+    kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
+                                      # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
+    server_kernel_byte_s: float = 0.0  # the server host's TCP stack CPU per byte of one
+                                      # worker's gradient (in and out) beyond server_byte_s:
+                                      # 0 where c_s was measured on the same kind of link
+    chunk_bytes: int = 1 << 20
+    cores: float | None = None        # CPU cores the processes share; None: dedicated devices
+    background: float = 0.0           # other programs busy during the job (runnable threads,
+                                      # or autogroups where the kernel shares by session)
+    timed_background: float = 0.0     # ... while the layer times were taken
+    early_pull: bool = False          # bsp CPU workers request the next pull before backward
+    # ssp/asp pulls beside the pushes (after_push, docs/wire-protocol.md): the reply streams
+    # chunk by chunk as this worker's push is applied (E4''); False: answered whole (E4')
+    streamed_pulls: bool = True
+    link_kernel_byte_s: float = 0.0   # the worker's TCP stack per byte in series with a shaped
+                                      # link's wire, at the CPU share (E2b); 0: a plain NIC
+    burst_bytes: float = 0.0          # a shaped link's token bucket (tbf burst): bytes that
+                                      # pass at once after it idled; 0 for a plain NIC
+    compute_in_job: bool = False      # the layer times were measured inside the job itself
+                                      # (contention included): no E6/E6b, E6c stays
+    # E8: CPU seconds of every thread of the worker process (training thread and ZeroMQ I/O
+    # thread) and of the servers, per push+pull exchange with one shard and per byte of one
+    # worker's gradient, measured with ps-bench's threads (bench/scaling_cpu.py). When any
+    # is set, E8 (all of the job's CPU on `cores`) replaces E6b.
+    worker_cpu_exchange_s: float = 0.0
+    worker_cpu_byte_s: float = 0.0
+    server_cpu_exchange_s: float = 0.0
+    server_cpu_byte_s: float = 0.0
+    # E9: the training thread's extra CPU (cache refills) per unit of the share of its core
+    # that other threads take, from `ps-net time` pinned to one core beside another busy
+    # program (bench/scaling_cpu.py --interference); 0: none
+    refill_per_share: float = 0.0
+    # E10: bsp with W > C not a multiple of the cores: after the barrier the cores that got
+    # fewer training threads run dry first and idle until the kernel's load balancer moves a
+    # waiting thread to them; this is that latency, measured with W processes that spin a
+    # fixed CPU time between barriers (bench/scaling_cpu.py --barrier); 0: none
+    balance_s: float = 0.0
+    # ---- issue 32's switches (docs/scaling.md E1, E1b, E3, E11, E12, E13). The defaults are the
+    # behaviour before them: the stored validation runs replay unchanged.
+    # E1: bytes on the wire per value: pushes (transport.compression) and pulls
+    # (transport.pull_compression); value_bytes() turns the job's settings into them
+    push_value_bytes: float = 4.0
+    pull_value_bytes: float = 4.0
+    # E11: hosts. workers_per_host m: the workers that share one host's NIC (worker_bw is
+    # then the host's link); servers_beside_workers: cluster.server_placement per_host,
+    # shard k on worker host k, its traffic on that host's NIC; host_aggregation
+    # (transport.host_aggregation): one push and one pull per host (bsp), the sum made in
+    # shared memory after the last backward, host_sum_byte_s a member's gradient byte
+    host_aggregation: bool = False
+    workers_per_host: int = 1
+    servers_beside_workers: bool = False
+    host_sum_byte_s: float = 0.0
+    # E1b: sufficient factors (ps-worker --sufficient-factors): an InnerProduct weight whose
+    # factors are fewer bytes than its gradient is pushed as them (float32, per shard the
+    # rows its chunks span and every column, `batch` samples); the shard rebuilds each chunk
+    # with a GEMM (server_flop_s: its CPU seconds per flop)
+    sufficient_factors: bool = False
+    server_flop_s: float = 0.0
+    # E13: sufficient-factor broadcasting (transport.sufficient_factors: broadcast; bsp): the
+    # pull of a factored weight is every pusher's factors, relayed by the shards (per shard
+    # the L rows its chunks touch from all P pushers and the R factors of the pushers it is
+    # the holder for), and every worker rebuilds and applies the step on its replica:
+    # worker_flop_s per flop of the rebuild GEMM (2 P b r c a weight), worker_apply_byte_s per
+    # float32 byte of the update rule's step. factor_value_bytes: a factor value on the wire,
+    # both ways (4: float32, as built; 2: 16-bit factors, not built)
+    factor_broadcast: bool = False
+    factor_value_bytes: float = 4.0
+    worker_flop_s: float = 0.0
+    worker_apply_byte_s: float = 0.0
+    # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
+    # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
+    server_io_byte_s: float = 0.0
+    # E2c: a NIC moves a worker's bytes by DMA while its CPU (c_w, the stack) prepares the
+    # next ones: per piece the worker's link takes max(wire, CPU), not their sum. False:
+    # in series, as on loopback and the validation's veth links, where the CPU is the wire
+    pipelined_nic: bool = False
+    # E12: pulls overlapping the next forward, in forward order (transport.pull_overlap): the
+    # worker starts layer l's forward once the weights layer l reads are in; a shard sends
+    # its ready replies earliest forward position first, with pull_window_bytes queued per
+    # worker ahead of the wire (a reply that becomes ready later overtakes all but those).
+    # False: the next forward waits for the whole pull (PsWorker::OnStart's WaitPull)
+    pull_overlap: bool = False
+    pull_window_bytes: float = float(2 << 20)   # ps-server --pull-window-kb 2048
+
+    def pushers(self) -> tuple[int, int]:
+        """E11: (the pushers every shard serves, the pushers on one host)."""
+        m = max(1, self.workers_per_host)
+        if self.host_aggregation and self.mode == "bsp":
+            return math.ceil(self.workers / m), 1
+        return self.workers, min(m, self.workers)
+
+
+def value_bytes(method: str, ratio: float = 0.01) -> float:
+    """E1: payload bytes per value of an encoding (docs/wire-protocol.md): none 4, fp16
+    and bf16 2, topk 8 * ratio (an index and a value per sent value), sign 1/8 (one bit;
+    the per-chunk scale is left out). Pulls take none, fp16 or bf16."""
+    widths = {"none": 4.0, "fp16": 2.0, "bf16": 2.0, "sign": 0.125}
+    if method == "topk":
+        return 8.0 * ratio
+    if method not in widths:
+        raise CostModelError(f"compression must be one of none, fp16, bf16, topk, sign, "
+                             f"got {method!r}")
+    return widths[method]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -604,10 +731,147 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
     return done - fwd
 
 
+# ---------------------------------------------------------------- command line
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m pstrain.costmodel",
+                                description="Predict PSTrain iteration time and images/s.")
+    p.add_argument("--time", required=True, type=pathlib.Path,
+                   help="`ps-net time --json` output (layer_time lines)")
+    p.add_argument("--net", required=True, type=pathlib.Path,
+                   help="the net prototxt (Input or DummyData shapes)")
+    p.add_argument("--batch", required=True, type=int, help="batch per worker of the timing")
+    p.add_argument("--workers", default="1", help="comma-separated worker counts")
+    p.add_argument("--servers", default="1", help="comma-separated server counts")
+    p.add_argument("--mode", default="bsp", choices=("bsp", "ssp", "asp"))
+    p.add_argument("--staleness", type=int, default=0)
+    p.add_argument("--bandwidth-gbit", type=float, default=10.0,
+                   help="link bandwidth per direction, Gbit/s (workers and servers)")
+    p.add_argument("--server-bandwidth-gbit", type=float, help="servers' links if different")
+    p.add_argument("--latency-us", type=float, default=50.0, help="one-way latency")
+    p.add_argument("--message-us", type=float, default=20.0, help="per-message cost at each end")
+    p.add_argument("--server-ns-per-byte", type=float, default=0.0,
+                   help="server CPU per byte of one worker's gradient (receive, apply, send)")
+    p.add_argument("--server-threads", type=int, default=1,
+                   help="threads each shard applies a push on (ps-server --threads): the "
+                        "shard's wall time per byte is c_s divided by them")
+    p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
+                   help="worker CPU per byte and direction (staging and copies)")
+    p.add_argument("--chunk-bytes", type=int, default=1 << 20)
+    p.add_argument("--cores", type=float, help="cores shared by all processes (CPU runs)")
+    p.add_argument("--cpu-exchange-us", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("WORKER", "SERVER"),
+                   help="E8: CPU of one push+pull exchange, worker's and server's threads")
+    p.add_argument("--cpu-ns-per-byte", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("WORKER", "SERVER"),
+                   help="E8: CPU per byte of one worker's gradient, worker's and server's "
+                        "threads (with --cores)")
+    p.add_argument("--refill-per-share", type=float, default=0.0,
+                   help="E9: the compute's extra CPU per unit of its core's share others take")
+    p.add_argument("--balance-ms", type=float, default=0.0,
+                   help="E10: the load balancer's latency to fill a core that ran dry (bsp, "
+                        "W not a multiple of the cores)")
+    # issue 32's switches (docs/scaling.md E1, E1b, E3, E11, E12, E13)
+    p.add_argument("--compression", default="none",
+                   choices=("none", "fp16", "bf16", "topk", "sign"),
+                   help="E1: the pushes' encoding (transport.compression)")
+    p.add_argument("--topk-ratio", type=float, default=0.01, help="E1: topk's share of values")
+    p.add_argument("--pull-compression", default="none", choices=("none", "fp16", "bf16"),
+                   help="E1: the pulls' encoding (transport.pull_compression): 2 bytes a value")
+    p.add_argument("--workers-per-host", type=int, default=1,
+                   help="E11: workers sharing one host's link (--bandwidth-gbit is the host's)")
+    p.add_argument("--servers-per-host", action="store_true",
+                   help="E11: cluster.server_placement per_host: shard k beside the workers of "
+                        "host k, its traffic on that host's link (use --servers = the hosts)")
+    p.add_argument("--host-aggregation", action="store_true",
+                   help="E11: transport.host_aggregation, bsp: one push and one pull per host")
+    p.add_argument("--host-sum-ns-per-byte", type=float, default=0.0,
+                   help="E11: the host leader's sum, per byte of a member's gradient")
+    p.add_argument("--sufficient-factors", action="store_true",
+                   help="E1b: push InnerProduct weights as sufficient factors where fewer bytes")
+    p.add_argument("--factor-broadcast", action="store_true",
+                   help="E13: transport.sufficient_factors: broadcast (bsp): the factored "
+                        "weights' pulls are every pusher's factors, the worker rebuilds them")
+    p.add_argument("--factor-bytes", type=float, default=4.0,
+                   help="E13: bytes a factor value on the wire (4: float32 as built; 2: "
+                        "16-bit factors, not built)")
+    p.add_argument("--worker-ns-per-flop", type=float, default=0.0,
+                   help="E13: the worker's time per flop of its rebuild of the broadcast step")
+    p.add_argument("--worker-apply-ns-per-byte", type=float, default=0.0,
+                   help="E13: the worker's time per float32 byte of its replica's step")
+    p.add_argument("--pull-overlap", action="store_true",
+                   help="E12: transport.pull_overlap: the pull overlaps the next forward, "
+                        "replies in forward order")
+    p.add_argument("--pull-window-kb", type=float, default=2048,
+                   help="E12: KiB of replies a shard lets ZeroMQ hold a worker ahead of the "
+                        "wire (ps-server --pull-window-kb)")
+    p.add_argument("--server-ns-per-flop", type=float, default=0.0,
+                   help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
+    p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
+                   help="E3: the shard's I/O thread and stack per wire byte and direction")
+    p.add_argument("--pipelined-nic", action="store_true",
+                   help="E2c: the worker's CPU per byte overlaps its NIC's wire (DMA)")
+    p.add_argument("--json", action="store_true", help="one JSON line per prediction")
+    return p
+
+
+def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
+    """The Cluster of one (workers, servers) point of the command line."""
+    gbit = args.server_bandwidth_gbit or args.bandwidth_gbit
+    return Cluster(workers=w, servers=s, mode=args.mode, staleness=args.staleness,
+                   worker_bw=args.bandwidth_gbit * 1.25e8, server_bw=gbit * 1.25e8,
+                   latency_s=args.latency_us * 1e-6, message_s=args.message_us * 1e-6,
+                   server_byte_s=args.server_ns_per_byte * 1e-9,
+                   server_threads=args.server_threads,
+                   worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                   chunk_bytes=args.chunk_bytes, cores=args.cores,
+                   worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
+                   server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,
+                   worker_cpu_byte_s=args.cpu_ns_per_byte[0] * 1e-9,
+                   server_cpu_byte_s=args.cpu_ns_per_byte[1] * 1e-9,
+                   refill_per_share=args.refill_per_share,
+                   balance_s=args.balance_ms * 1e-3,
+                   push_value_bytes=value_bytes(args.compression, args.topk_ratio),
+                   pull_value_bytes=value_bytes(args.pull_compression),
+                   workers_per_host=args.workers_per_host,
+                   servers_beside_workers=args.servers_per_host,
+                   host_aggregation=args.host_aggregation,
+                   host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
+                   sufficient_factors=args.sufficient_factors,
+                   factor_broadcast=args.factor_broadcast,
+                   factor_value_bytes=args.factor_bytes,
+                   worker_flop_s=args.worker_ns_per_flop * 1e-9,
+                   worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
+                   pull_overlap=args.pull_overlap,
+                   pull_window_bytes=args.pull_window_kb * 1024,
+                   server_flop_s=args.server_ns_per_flop * 1e-9,
+                   server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                   pipelined_nic=args.pipelined_nic)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The command line (costmodel_cli.py)."""
-    from .costmodel_cli import main as cli_main
-    return cli_main(argv)
+    args = _parser().parse_args(argv)
+    try:
+        layers = load_layer_times(args.time)
+        params = net_params(args.net)
+        for w in (int(x) for x in args.workers.split(",")):
+            for s in (int(x) for x in args.servers.split(",")):
+                cl = cluster_from_args(args, w, s)
+                r = predict(layers, params, args.batch, cl)
+                if args.json:
+                    print(json.dumps({"workers": w, "servers": s, "mode": args.mode,
+                                      "iteration_ms": r.iteration_s * 1e3,
+                                      "images_per_s": r.images_per_s,
+                                      "compute_ms": r.compute_s * 1e3,
+                                      "bottleneck": r.bottleneck}))
+                else:
+                    print(f"W={w:3d} S={s:2d} {args.mode}: {r.iteration_s * 1e3:9.2f} ms/iter "
+                          f"{r.images_per_s:10.1f} images/s (compute {r.compute_s * 1e3:.2f} ms,"
+                          f" bottleneck {r.bottleneck})")
+    except (CostModelError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

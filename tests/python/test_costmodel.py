@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from pstrain import caffe_schema, costmodel, costmodel_cli
+from pstrain import caffe_schema, costmodel
 from pstrain.costmodel import Cluster, CostModelError, LayerTime, Param, place, predict
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -730,11 +730,11 @@ def test_cli_takes_e12_and_e13(capsys):
                 servers_beside_workers=True)
     on = dict(pull_overlap=True, pull_window_bytes=512 * 1024, factor_broadcast=True,
               factor_value_bytes=2.0, worker_flop_s=1e-12, worker_apply_byte_s=1e-11)
-    args = costmodel_cli._parser().parse_args(flags)
-    cl = costmodel_cli.cluster_from_args(args, 8, 8)
+    args = costmodel._parser().parse_args(flags)
+    cl = costmodel.cluster_from_args(args, 8, 8)
     assert {k: getattr(cl, k) for k in on} == pytest.approx(on)
     # the defaults are today's behaviour: no overlap, ps-server's 2048 KiB window, float32
-    plain = costmodel_cli.cluster_from_args(costmodel_cli._parser().parse_args(flags[:6]), 8, 8)
+    plain = costmodel.cluster_from_args(costmodel._parser().parse_args(flags[:6]), 8, 8)
     assert (plain.pull_overlap, plain.pull_window_bytes, plain.factor_broadcast,
             plain.factor_value_bytes) == (False, 2048 * 1024, False, 4.0)
     want = predict(layers, params, 128, Cluster(**base, **on))
