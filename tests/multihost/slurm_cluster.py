@@ -17,15 +17,41 @@ their peers must resolve it); the batch script runs on pstnode0, in its
 namespace. Every node is this machine: its cores, its /dev/shm, its files."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 ADDRESS = "10.78.0.1"
+
+
+
+@contextlib.contextmanager
+def started(prefix: str, nodes: int = 1):
+    """A SlurmCluster of `nodes` in a fresh folder named `prefix`..., for a test fixture:
+    the test is skipped (pytest.skip) where Slurm is unavailable or does not start; the
+    cluster's processes and folder are gone afterwards."""
+    import pytest  # only the tests call this
+
+    why = unavailable()
+    if why:
+        pytest.skip(f"the Slurm test needs {why}")
+    folder = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        cluster = SlurmCluster(folder, nodes=nodes)
+    except RuntimeError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        pytest.skip(f"Slurm does not start here: {e}")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def unavailable() -> str | None:

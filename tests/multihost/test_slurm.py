@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import shutil
 import signal
-import tempfile
 import time
 
 import pytest
@@ -21,20 +19,8 @@ from test_hostfile import job_dict
 
 @pytest.fixture(scope="module")
 def slurm():
-    why = slurm_cluster.unavailable()
-    if why:
-        pytest.skip(f"the Slurm test needs {why}")
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="pstrain-slurm-"))
-    try:
-        cluster = slurm_cluster.SlurmCluster(folder)
-    except RuntimeError as e:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"Slurm does not start here: {e}")
-    try:
+    with slurm_cluster.started("pstrain-slurm-") as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def submit(slurm, tmp_path: pathlib.Path, job: dict, name: str,

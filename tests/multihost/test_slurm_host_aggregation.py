@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
-import shutil
-import tempfile
 import time
 
 import numpy as np
@@ -32,20 +30,8 @@ LENET_BYTES = 4 * (520 + 25050 + 400500 + 5010)
 
 @pytest.fixture(scope="module")
 def slurm2():
-    why = slurm_cluster.unavailable()
-    if why:
-        pytest.skip(f"the Slurm test needs {why}")
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="pstrain-slurm2-"))
-    try:
-        cluster = slurm_cluster.SlurmCluster(folder, nodes=2)
-    except RuntimeError as e:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"Slurm does not start here: {e}")
-    try:
+    with slurm_cluster.started("pstrain-slurm2-", nodes=2) as cluster:
         yield cluster
-    finally:
-        cluster.close()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _segments() -> set[str]:
