@@ -40,6 +40,37 @@ void ShardCore::RecordStaleness(int w) {
   ++staleness_histogram[static_cast<size_t>(staleness)];
 }
 
+void ShardCore::KeepStepStart(uint32_t id, int local, int64_t step) {
+  ChunkStore& s = store();
+  if (s.device() >= 0) return;
+  if (step_starts.size() != static_cast<size_t>(s.num_chunks())) {
+    step_starts.resize(static_cast<size_t>(s.num_chunks()));
+  }
+  StepStart& kept = step_starts[static_cast<size_t>(local)];
+  kept.step = step;
+  // Held here, the buffer stays as it is: the step's in-place update moves the
+  // chunk to another buffer first (ChunkStore's copy-on-write).
+  kept.weights = s.Snapshot(id);
+  kept.history.resize(keep_step_start_history ? static_cast<size_t>(s.history_slots()) : 0);
+  for (size_t k = 0; k < kept.history.size(); ++k) {
+    const std::span<const float> h = s.history(id, static_cast<int>(k));
+    kept.history[k].assign(h.begin(), h.end());  // capacity reused from step to step
+  }
+}
+
+const ShardCore::StepStart* ShardCore::StepStartOf(int local, int64_t step) const {
+  if (static_cast<size_t>(local) >= step_starts.size()) return nullptr;
+  const StepStart& kept = step_starts[static_cast<size_t>(local)];
+  return kept.step == step ? &kept : nullptr;
+}
+
+void ShardCore::ForgetStepStarts() {
+  for (StepStart& kept : step_starts) {
+    kept.step = -1;
+    kept.weights.reset();  // back to the store's free buffers
+  }
+}
+
 void ShardCore::RecordFresh(int64_t n) {
   if (staleness_histogram.empty()) staleness_histogram.resize(1, 0);
   staleness_histogram[0] += n;

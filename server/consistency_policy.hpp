@@ -116,6 +116,32 @@ struct ShardCore {
   }
   // Counts one push of worker w, of staleness version - its served version.
   void RecordStaleness(int w);
+
+  // A bsp step lands a chunk as soon as every worker's gradient of it is in,
+  // before the rest of the step: its weights (and history) are then those
+  // after step t while version is still t. A pull for iteration t that comes
+  // after that -- a restarted worker's, whose killed process had pushed the
+  // chunk, or a backup worker's -- must still compute iteration t on the
+  // weights of iteration t (docs/architecture.md, "Restarts under bsp"), so
+  // the policy calls KeepStepStart before landing a chunk and
+  // ForgetStepStarts when the step is complete, and the pull reply takes
+  // StepStart's values. CPU store only (a device store's snapshot is a copy
+  // from the device: GPU shards keep serving the landed values).
+  struct StepStart {
+    int64_t step = -1;  // the values are those before this step; -1: none kept
+    std::shared_ptr<const std::vector<float>> weights;  // ChunkStore::Snapshot: shared, not copied
+    std::vector<std::vector<float>> history;            // when keep_step_start_history
+  };
+  // Keeps chunk `id`'s (local index `local`) values before step `step`.
+  void KeepStepStart(uint32_t id, int local, int64_t step);
+  // The values chunk `local` had before step `step`, or null when that step
+  // has not landed it ahead of the rest (the store holds them).
+  const StepStart* StepStartOf(int local, int64_t step) const;
+  void ForgetStepStarts();
+  // The history too (sufficient-factor broadcasting: a restarted worker's
+  // first pull takes the weights with their history, server/factor_relay.hpp).
+  bool keep_step_start_history = false;
+  std::vector<StepStart> step_starts;  // per local chunk
   // Counts n pushes of staleness 0.
   void RecordFresh(int64_t n);
   transport::Origin origin() const { return {pstrain::SERVER, config.shard, config.job_key}; }

@@ -163,13 +163,20 @@ Result<Outgoing> ShardState::PullReply(DeferredPull& pull, const std::function<b
       // worker checks its replica against them).
       if (!InHistory(pull, id)) continue;
     }
-    std::shared_ptr<const std::vector<float>> weights = store.Snapshot(id);
+    // The weights of iteration pull.clock: a chunk whose step pull.clock
+    // landed ahead of the rest of the step (a restarted worker's pull) goes
+    // as it was before that step (ShardCore::StepStart).
+    const ShardCore::StepStart* before = core_->StepStartOf(c, pull.clock);
+    std::shared_ptr<const std::vector<float>> weights =
+        before != nullptr ? before->weights : store.Snapshot(id);
     transport::AddChunk(o.header, id, static_cast<uint64_t>(store.length(id)));
     if (dtype == pstrain::FLOAT32) {
       o.payloads.push_back(weights);
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(auto encoded,
-                               pull_encoding_.Encode(id, dtype, *weights, core_->layout));
+      PullEncoding once;  // not the step's shared encodings: these are other values
+      PSTRAIN_ASSIGN_OR_RETURN(
+          auto encoded,
+          (before != nullptr ? once : pull_encoding_).Encode(id, dtype, *weights, core_->layout));
       o.payloads.push_back(std::move(encoded));
     }
     // DC-ASGD compensates against the float32 weights served (16-bit pulls:

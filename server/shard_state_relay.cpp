@@ -16,6 +16,8 @@ bool ShardState::KeepRelay(const Incoming& m, Out& out) {
   }
   if (!relay_.installed()) {
     relay_.Install(core_->layout.placement, core_->config.shard, core_->config.num_workers);
+    // A restarted worker's first pull takes the history of its iteration too.
+    core_->keep_step_start_history = true;
   }
   relay_.Keep(m.header, m.header.sender(), m.factor_left, m.factor_right);
   return true;
@@ -29,8 +31,7 @@ bool ShardState::CheckBroadcastPull(const Incoming& m, Out& out) {
     return false;
   }
   if (!h.broadcast().empty() && h.clock() < 1) {
-    Reject(m, "a pull for iteration 0 asks for factors (there is no step before it to relay)",
-           out);
+    Reject(m, "a pull for iteration 0 asks for factors (there is no step before it to relay)", out);
     return false;
   }
   return true;
@@ -61,21 +62,32 @@ Status ShardState::AddHistoryAndRelay(const DeferredPull& pull, const std::vecto
   const ChunkStore& store = core_->store();
   const KeyPlacement& placement = core_->layout.placement;
   // History: the slots of the sent chunks of history_params, slot by slot.
-  std::vector<uint32_t> history;
+  // (A chunk whose step pull.clock landed ahead of the rest sends the history
+  // from before that step, as PullReply sends its weights: ShardCore::StepStart.)
+  std::vector<std::pair<uint32_t, const ShardCore::StepStart*>> history;
   for (int c : sent) {
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
     const uint32_t param = static_cast<uint32_t>(placement.chunk(id).param);
     if (std::find(pull.history_params.begin(), pull.history_params.end(), param) !=
         pull.history_params.end()) {
-      history.push_back(id);
+      history.emplace_back(id, core_->StepStartOf(c, pull.clock));
     }
   }
   if (!history.empty() && store.history_slots() > 0) {
     o.header.set_history_slots(static_cast<uint32_t>(store.history_slots()));
-    for (uint32_t id : history) o.header.add_history_chunks(id);
+    for (const auto& [id, before] : history) o.header.add_history_chunks(id);
     for (int k = 0; k < store.history_slots(); ++k) {
-      for (uint32_t id : history) {
-        const std::span<const float> h = store.history(id, k);
+      for (const auto& [id, before] : history) {
+        if (before != nullptr &&
+            before->history.size() != static_cast<size_t>(store.history_slots())) {
+          return Status::FailedPrecondition(
+              "chunk " + std::to_string(id) + "'s step " + std::to_string(pull.clock) +
+              " is applied and its history from before it was not kept (worker " +
+              std::to_string(pull.worker) + " asked for it)");
+        }
+        const std::span<const float> h =
+            before != nullptr ? std::span<const float>(before->history[static_cast<size_t>(k)])
+                              : store.history(id, k);
         o.payloads.push_back(std::make_shared<const std::vector<float>>(h.begin(), h.end()));
       }
     }

@@ -33,6 +33,7 @@ void BspPolicy::OnGradient(ChunkGradient& g) {
     // frame, or decoded as it is applied (RankOrderedSum would copy it first;
     // same floats either way).
     ++step_chunks_complete_;
+    core_.KeepStepStart(g.id, g.local, g.iteration);
     ApplyChunkGradient(core_.store(), g, StepScale(), static_cast<int>(g.iteration));
     chunk_steps_[static_cast<size_t>(g.local)] = g.iteration + 1;
     return;
@@ -46,6 +47,7 @@ void BspPolicy::ChunkComplete(uint32_t id, int local, int64_t t) {
 }
 
 void BspPolicy::LandChunk(uint32_t id, int local, float* sum, int64_t t) {
+  core_.KeepStepStart(id, local, t);  // a pull for t coming after this still gets t's weights
   core_.store().ApplyGradientInPlace(id, sum, StepScale(), static_cast<int>(t));
   chunk_steps_[static_cast<size_t>(local)] = t + 1;  // pulls for t + 1 may take it now
 }
@@ -133,6 +135,7 @@ void BspPolicy::ResetStep() {
 
 void BspPolicy::FinishStep() {
   ResetStep();
+  core_.ForgetStepStarts();
   core_.pushes_applied += StepGradients();
   ++core_.version;
   step_chunks_complete_ = 0;

@@ -22,6 +22,7 @@ class ElasticBspPolicy : public BspPolicy {
  protected:
   bool Clipping() const override { return false; }
   void LandChunk(uint32_t id, int local, float* sum, int64_t t) override {
+    core_.KeepStepStart(id, local, t);
     AddToWeights(core_.store(), id, sum);
     chunk_steps_[static_cast<size_t>(local)] = t + 1;
   }

@@ -1,7 +1,7 @@
 // ShardState driven by scripted message arrivals: BSP aggregation (rank
 // order, one step, arrival-order independent, chunk-wise pull replies),
-// SSP/ASP bounds and staleness, and the clip_gradients norm exchange between
-// two shards.
+// SSP/ASP bounds and staleness, the clip_gradients norm exchange between two
+// shards, and the pull of a restarted worker whose chunks of the step landed.
 #include "server/shard_state.hpp"
 
 #include <gtest/gtest.h>
@@ -292,6 +292,71 @@ TEST(ShardStateTest, NormMessagesOnlyWhenClipping) {
   EXPECT_EQ(s.Send(std::move(m))[0].header.text(),
             "no gradient norms are exchanged (bsp with clip_gradients only, after init)");
   EXPECT_EQ(s.Weights()[0], kInitial[0]);
+}
+
+// The values of every chunk of a PULL_REPLY, by flat index.
+std::vector<float> ReplyValues(const Outgoing& reply) {
+  std::vector<float> v(kValues, NAN);
+  for (int i = 0; i < reply.header.chunks_size(); ++i) {
+    const uint32_t id = reply.header.chunks(i).id();
+    const std::vector<float>& values = *reply.payloads[static_cast<size_t>(i)];
+    std::copy(values.begin(), values.end(), v.begin() + Offset(id));
+  }
+  return v;
+}
+
+// Worker 1 is killed after pushing chunk 0 of iteration 1, which lands (worker
+// 0 pushed all of it) before the rest of step 1; its restarted process says
+// HELLO, pulls iteration 1 and pushes all of it again. The pull must bring the
+// weights of iteration 1 -- chunk 0 as it was before step 1, not after -- so
+// that the chunks its old process did not push get the same gradient as
+// without the kill, and the run ends bit for bit where it ends without it.
+TEST(ShardStateTest, BspRestartedWorkerPullsTheStepItResumesAtEvenWhereItsChunksLanded) {
+  Shard clean(Config(ConsistencyMode::kBsp, 2));
+  Shard s(Config(ConsistencyMode::kBsp, 2));
+  for (Shard* shard : {&clean, &s}) {
+    shard->Send(Init(0, 1));
+    shard->Send(Hello(0, 2));
+    shard->Send(Hello(1, 2));
+    shard->Send(Push(0, 0, {0, 1, 2}));
+    shard->Send(Push(1, 0, {0, 1, 2}));
+    ASSERT_EQ(shard->server.version(), 1);
+  }
+  const Outgoing* reply = nullptr;
+  auto pulled = clean.Send(Pull(1, 1));
+  ASSERT_NE(reply = Find(pulled, pstrain::PULL_REPLY), nullptr);
+  const std::vector<float> iteration1 = ReplyValues(*reply);
+  clean.Send(Push(0, 1, {0, 1, 2}));
+  clean.Send(Push(1, 1, {0, 1, 2}));
+  ASSERT_EQ(clean.server.version(), 2);
+
+  s.Send(Pull(1, 1));  // the killed process's pull, answered
+  s.Send(Push(0, 1, {0, 1, 2}));
+  s.Send(Push(1, 1, {0}));  // chunk 0 of step 1 lands: both gradients are in
+  ASSERT_EQ(s.server.version(), 1);
+  const std::vector<double> landed = HandBsp(2, 2);
+  EXPECT_FLOAT_EQ(s.Weights()[0], static_cast<float>(landed[0]));
+  // The restarted process.
+  auto hello = s.Send(Hello(1, 2).Peer("w1-again"));
+  ASSERT_NE(reply = Find(hello, pstrain::HELLO_ACK), nullptr);
+  EXPECT_EQ(reply->header.clock(), 1);  // iteration 1 is not completely pushed
+  pulled = s.Send(Pull(1, 1).Peer("w1-again"));
+  ASSERT_NE(reply = Find(pulled, pstrain::PULL_REPLY, "w1-again"), nullptr);
+  ASSERT_EQ(reply->header.chunks_size(), 3);
+  const std::vector<float> restarted = ReplyValues(*reply);
+  for (int i = 0; i < kValues; ++i) {
+    EXPECT_EQ(restarted[static_cast<size_t>(i)], iteration1[static_cast<size_t>(i)])
+        << "value " << i << " of iteration 1";
+  }
+  // Its push of iteration 1 again: chunk 0 is a duplicate, 1 and 2 complete the step.
+  s.Send(Push(1, 1, {0, 1, 2}).Peer("w1-again"));
+  EXPECT_EQ(s.server.version(), 2);
+  EXPECT_EQ(s.server.Stats().duplicates_dropped(), 1);
+  EXPECT_EQ(s.Weights(), clean.Weights());
+  // The next pulls get step 1's weights everywhere, as without the kill.
+  pulled = s.Send(Pull(1, 2).Peer("w1-again"));
+  ASSERT_NE(reply = Find(pulled, pstrain::PULL_REPLY), nullptr);
+  EXPECT_EQ(ReplyValues(*reply), clean.Weights());
 }
 
 }  // namespace
