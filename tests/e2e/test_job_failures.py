@@ -11,7 +11,9 @@ timeout. Now:
   - a worker that exits non-zero gives the others failure_grace seconds, then
     the job stops naming it;
   - a worker that prints more than a pipe holds (64 KiB) while the launcher
-    waits for another one does not stall the job.
+    waits for another one does not stall the job;
+  - bench/gpu_resnet_job.py reports a failed job as a RESULT line and goes
+    on, and with --cpu skips a job whose workers do not fit in MemAvailable.
 
 The net: DummyData into two 512 x 512 InnerProducts (2 MiB of gradients per
 iteration, every weight chunk over 16 KiB, so it goes through the ring) with
@@ -167,3 +169,53 @@ def test_a_worker_printing_more_than_a_pipe_holds_does_not_stall_the_job(build_d
             assert iters == list(range(1500)), (rank, iters[:5], len(iters))
         done = result.of("done", "server-0")
         assert done and done[0]["shared_memory_bytes_received"] > 0
+
+
+def resnet_job_module():
+    import importlib.util
+    root = pathlib.Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("gpu_resnet_job",
+                                                  root / "bench" / "gpu_resnet_job.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_resnet_bench_reports_a_failed_job_and_goes_on(capsys):
+    bench = resnet_job_module()
+
+    def failing_run_job(*args, **kwargs):
+        raise JobFailed("worker-0 was killed by SIGKILL (signal 9): ...")
+
+    class Args:
+        cpu = False
+        gpu = "0"
+        ring_mb = 512
+        iterations = 4
+        root = build = pathlib.Path("/nonexistent")
+
+    rate = bench.run(Args(), failing_run_job, pathlib.Path("solver.prototxt"), "ipc", 2)
+    assert rate == 0.0
+    out = capsys.readouterr().out
+    assert out.startswith("RESULT transport=ipc workers=2 failed after 0 s: worker-0 was killed "
+                          "by SIGKILL (signal 9): ...\n"), out
+
+
+def test_the_resnet_bench_skips_cpu_workers_that_do_not_fit_in_memory():
+    import re
+    import subprocess
+    import sys
+    bench = resnet_job_module()
+    # A child of this process peaks at 256 MiB or more: the largest process so far.
+    subprocess.run([sys.executable, "-c", "x = bytearray(256 << 20)"], check=True)
+    with open("/proc/meminfo") as f:
+        available_gb = int(re.search(r"MemAvailable:\s+(\d+)", f.read()).group(1)) * 1024 / 1e9
+    assert bench.memory_shortfall(1) == ""  # 1 x 0.3 GB fits
+    workers = int(available_gb / 0.25) + 10  # each counted at >= 0.27 GB: more than available
+    why = bench.memory_shortfall(workers)
+    match = re.fullmatch(rf"{workers} workers need about ([\d.]+) GB \(([\d.]+) GB each, the "
+                         r"largest process so far\), ([\d.]+) GB is available: the kernel's OOM "
+                         r"killer would take one mid-job \(try --batch 8\)", why)
+    assert match, why
+    need, each, available = map(float, match.groups())
+    assert need > available and each >= 0.26 and abs(need - workers * each) <= workers * 0.05
