@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
 
@@ -183,8 +184,15 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     }
     incoming.wire_bytes =
         static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
-    factors_.Rebuild(message.header, message.payload(0), message.payload(1), *placement,
-                     &incoming.payloads);
+    // 16-bit factors are decoded first; the relay keeps the frames as they came.
+    const pstrain::Header& h = message.header;
+    const pstrain::FactorShape& f = h.factors();
+    const size_t samples = f.samples();
+    const float* left = DecodeFactors(h.dtype(), message.payload(0),
+                                      samples * (f.row_end() - f.row_begin()), &factor_left_);
+    const float* right =
+        DecodeFactors(h.dtype(), message.payload(1), samples * f.cols(), &factor_right_);
+    factors_.Rebuild(h, left, right, *placement, &incoming.payloads);
     incoming.factor_left = message.payload(0);
     incoming.factor_right = message.payload(1);
     SendAll(shard_.Handle(incoming, now));

@@ -149,6 +149,7 @@ class ShardLoop {
   std::unique_ptr<PullReplyOrder> pull_order_;       // options_.pull_window_bytes > 0
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
   FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
+  std::vector<float> factor_left_, factor_right_;    // its 16-bit frames, decoded
   std::unique_ptr<GpuIpcReader> gpu_ipc_;            // GPU IPC pushes' regions, by worker
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"
