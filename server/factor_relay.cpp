@@ -29,8 +29,8 @@ void FactorRelayStore::Install(const KeyPlacement& placement, int shard, int num
                      2, std::vector<Factors>(static_cast<size_t>(num_workers))));
 }
 
-void FactorRelayStore::Keep(const pstrain::Header& push, int worker, const float* left,
-                            const float* right) {
+void FactorRelayStore::Keep(const pstrain::Header& push, int worker, pstrain::DataType dtype,
+                            const float* left, const float* right) {
   const pstrain::FactorShape& f = push.factors();
   const int param = placement_.chunk(push.chunks(0).id()).param;
   Factors& k = params_[static_cast<size_t>(param)][static_cast<size_t>(push.clock() % 2)]
@@ -38,7 +38,7 @@ void FactorRelayStore::Keep(const pstrain::Header& push, int worker, const float
   k.step = push.clock();
   k.samples = f.samples();
   k.cols = f.cols();
-  k.dtype = push.dtype();
+  k.dtype = dtype;
   const int64_t width = f.row_end() - f.row_begin();
   // 32-bit words of each frame (two 16-bit values a word in FLOAT16/BFLOAT16).
   const size_t left_words = static_cast<size_t>(FactorFrameBytes(k.dtype, f.samples() * width) / 4);

@@ -40,10 +40,11 @@ class FactorRelayStore {
 
   // Keeps worker `worker`'s factors of step push.clock() (a PUSH with
   // factors that ShardState accepted; left and right its two frames as they
-  // travelled and transport::Validate checked them: float32 values, or
-  // 16-bit words when push.dtype() is FLOAT16 or BFLOAT16). They are kept,
-  // and relayed, byte for byte in push.dtype(), never re-encoded.
-  void Keep(const pstrain::Header& push, int worker, const float* left, const float* right);
+  // travelled and transport::Validate checked them, in `dtype`: float32
+  // values, or 16-bit words for FLOAT16 and BFLOAT16). They are kept, and
+  // relayed, byte for byte in `dtype`, never re-encoded.
+  void Keep(const pstrain::Header& push, int worker, pstrain::DataType dtype, const float* left,
+            const float* right);
 
   // Appends to `reply` the relay of parameter `param`'s step `step`: one
   // RelayedFactors per worker with its frames, in worker order, and the

@@ -195,6 +195,8 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     factors_.Rebuild(h, left, right, *placement, &incoming.payloads);
     incoming.factor_left = message.payload(0);
     incoming.factor_right = message.payload(1);
+    incoming.factor_dtype = h.dtype();
+    incoming.header.set_dtype(pstrain::FLOAT32);  // the rebuilt chunks
     SendAll(shard_.Handle(incoming, now));
     return;
   }

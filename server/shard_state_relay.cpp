@@ -17,7 +17,7 @@ bool ShardState::KeepRelay(const Incoming& m, Out& out) {
   if (!relay_.installed()) {
     relay_.Install(core_->layout.placement, core_->config.shard, core_->config.num_workers);
   }
-  relay_.Keep(m.header, m.header.sender(), m.factor_left, m.factor_right);
+  relay_.Keep(m.header, m.header.sender(), m.factor_dtype, m.factor_left, m.factor_right);
   return true;
 }
 

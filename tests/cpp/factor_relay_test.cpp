@@ -211,11 +211,15 @@ class ShardRelayTest : public ::testing::Test {
     init.Chunk(2, {9, 10, 11, 12});
     Send(init);
   }
-  std::vector<Outgoing> Send(Message& m, const void* left = nullptr,
-                             const void* right = nullptr) {
+  // As the shard loop hands a factor PUSH on: its frames as they came, in
+  // `dtype`, the payloads rebuilt float32 chunks (header.dtype FLOAT32).
+  std::vector<Outgoing> Send(Message& m, const float* left = nullptr,
+                             const float* right = nullptr,
+                             pstrain::DataType dtype = pstrain::FLOAT32) {
     server::Incoming in = m.get();
-    in.factor_left = static_cast<const float*>(left);
-    in.factor_right = static_cast<const float*>(right);
+    in.factor_left = left;
+    in.factor_right = right;
+    in.factor_dtype = dtype;
     return shard_->Handle(in, kT0);
   }
   // Worker w's factor push of step t (2 samples; L over rows 0-3, R 2 x 3):
@@ -248,7 +252,6 @@ class ShardRelayTest : public ::testing::Test {
                       Word(0x4700, l7)};
     right_words_[w] = {Word(0x3800, 0x3c00), Word(r2, 0x4000), Word(0x4100, r5)};
     Message push(pstrain::PUSH, w, t);
-    push.header().set_dtype(pstrain::FLOAT16);
     pstrain::FactorShape* f = push.header().mutable_factors();
     f->set_samples(2);
     f->set_row_begin(0);
@@ -257,7 +260,7 @@ class ShardRelayTest : public ::testing::Test {
     f->set_relay(true);
     push.Chunk(0, {0.01f, 0.02f, 0.03f, 0.04f});
     push.Chunk(2, {0.05f, 0.06f, 0.07f, 0.08f});
-    return Send(push, left_words_[w].data(), right_words_[w].data());
+    return Send(push, left_words_[w].data(), right_words_[w].data(), pstrain::FLOAT16);
   }
   static float Word(uint16_t lo, uint16_t hi) {
     const uint32_t w = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
