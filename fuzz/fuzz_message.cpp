@@ -1,19 +1,24 @@
 // Fuzz target "message": network messages into one parameter-server shard,
 // through the same steps ShardLoop takes for each arrival: frame 0 parsed
 // as a pstrain::Header, payload frames aligned, transport::Validate against
-// ShardState::RulesFor, then ShardState::Handle. The worker side's checks of
+// ShardState::RulesFor, a push of sufficient factors rebuilt (FactorRebuild),
+// a compressed push's frame sizes passed on, then ShardState::Handle. The worker side's checks of
 // server answers (Validate as a WORKER, ReadHelloAck) see the same headers.
 //
 // Input layout (fuzz/message_input.hpp writes it; the seeds are real
 // encoder output):
 //   byte 0    the shard's set-up: mode = b % 3 (bsp, ssp, asp); bit 2: two
 //             workers; bit 3: two shards; bit 4: this is shard 1 of two;
-//             bit 5: clip_gradients (norm exchange); bit 6: the step gate
+//             bit 5: clip_gradients (norm exchange); bit 6: the step gate;
+//             bit 7: host aggregation (bsp: each push stands for more workers)
 //   then      messages: u8 frame count (at most 8), then per frame a u16
 //             little-endian length and that many bytes (cut at the end).
 // Properties checked (a violation aborts): what Handle returns is sendable
-// (one payload of chunks[i].length values per chunk, as Channel::Send
-// requires), and the statistics never go negative.
+// (the payload frames transport::PayloadFrames counts, a float32 chunk's of
+// its length, as Channel::Send requires); what it sends a worker passes the
+// worker's own Validate (so a shard never answers with what its workers must
+// refuse: relayed factors, history frames, 16-bit replies included); and the
+// statistics never go negative.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/ps/factor_rebuild.hpp"
 #include "common/transport/message.hpp"
 #include "common/transport/protocol.hpp"
 #include "common/transport/validate.hpp"
@@ -44,21 +50,65 @@ void Require(bool holds, const char* what) {
   }
 }
 
-void CheckSendable(const std::vector<Outgoing>& out) {
+// PSTRAIN_FUZZ_VERBOSE=1: one line per message (kind, sender, verdict) and per
+// answer (kind, chunks, frames, relayed factors), to
+// check what a seed reaches.
+const bool kVerbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
+
+// The frames of `o` as a worker would receive them: the header's bytes, then
+// each payload's.
+pstrain::transport::InMessage Received(const Outgoing& o, std::vector<std::string>* storage) {
+  storage->clear();
+  for (const auto& p : o.payloads) {
+    storage->emplace_back(reinterpret_cast<const char*>(p->data()), p->size() * sizeof(float));
+  }
+  pstrain::transport::InMessage in;
+  in.header = o.header;
+  in.header_bytes = o.header.ByteSizeLong();
+  for (const std::string& f : *storage) in.frames.emplace_back(std::string_view(f));
+  in.AlignPayloads();
+  return in;
+}
+
+void CheckSendable(const std::vector<Outgoing>& out, const ShardState& shard,
+                   const ShardConfig& config) {
+  std::vector<std::string> storage;
   for (const Outgoing& o : out) {
-    Require(static_cast<size_t>(o.header.chunks_size()) == o.payloads.size(),
-            "an outgoing message has one payload per chunk");
-    for (int i = 0; i < o.header.chunks_size(); ++i) {
-      Require(o.payloads[static_cast<size_t>(i)] != nullptr &&
-                  o.payloads[static_cast<size_t>(i)]->size() == o.header.chunks(i).length(),
-              "an outgoing payload has the chunk's length");
+    if (kVerbose) {
+      std::fprintf(stderr, "  -> %s: %d chunks, %zu frames, %d relayed, %d history chunks\n",
+                   pstrain::MessageType_Name(o.header.type()).c_str(), o.header.chunks_size(),
+                   o.payloads.size(), o.header.relay_size(), o.header.history_chunks_size());
     }
+    Require(pstrain::transport::PayloadFrames(o.header) == o.payloads.size(),
+            "an outgoing message has the payload frames its header counts");
+    for (const auto& p : o.payloads) Require(p != nullptr, "an outgoing payload is set");
+    if (!o.header.has_factors() && o.header.dtype() == pstrain::FLOAT32) {
+      for (int i = 0; i < o.header.chunks_size() && i < static_cast<int>(o.payloads.size()); ++i) {
+        Require(o.payloads[static_cast<size_t>(i)]->size() == o.header.chunks(i).length(),
+                "an outgoing float32 payload has the chunk's length");
+      }
+    }
+    if (o.to != Outgoing::To::kPeer || o.header.role() != pstrain::SERVER) continue;
+    // What goes to a worker passes the worker's checks (PsClient validates
+    // every reply so; a shard message's kind is for workers unless it is
+    // server to server).
+    const pstrain::MessageType type = o.header.type();
+    if (type == pstrain::NORM_PARTIAL || type == pstrain::NORM_TOTAL) continue;
+    pstrain::transport::ValidationRules rules;
+    rules.receiver = pstrain::WORKER;
+    rules.job_key = config.job_key;
+    rules.placement = shard.placement();
+    rules.shard = config.shard;
+    rules.num_workers = config.num_workers;
+    const pstrain::Status valid = pstrain::transport::Validate(Received(o, &storage), rules);
+    if (!valid.ok()) {
+      std::fprintf(stderr, "fuzz_message: a %s to a worker fails its checks: %s\n",
+                   pstrain::MessageType_Name(type).c_str(), valid.message().c_str());
+    }
+    Require(valid.ok(), "what a shard sends a worker passes the worker's Validate");
   }
 }
 
-// PSTRAIN_FUZZ_VERBOSE=1: one line per message (kind, sender, verdict), to
-// check what a seed reaches.
-const bool kVerbose = std::getenv("PSTRAIN_FUZZ_VERBOSE") != nullptr;
 
 }  // namespace
 
@@ -70,6 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kVerbose) std::fprintf(stderr, "  log: %s\n", line.c_str());
   };
   auto now = ShardState::TimePoint{} + std::chrono::hours(1);
+  pstrain::FactorRebuild factors;
 
   std::vector<std::string> frames;
   while (input.Next(&frames)) {
@@ -111,12 +162,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       shard.CountBadMessage();
       continue;
     }
-    Incoming incoming{message.peer, message.header, {}};
-    for (size_t i = 0; i < message.payload_count(); ++i) {
-      incoming.payloads.push_back(message.mutable_payload(i));
+    // As ShardLoop::Receive hands an arrival to the shard.
+    Incoming incoming{message.peer, message.header, {}, {}};
+    if (message.header.ipc_offsets_size() > 0) {
+      shard.CountBadMessage();  // no worker's GPU region is open here (ReadIpcPush refuses)
+      continue;
     }
-    CheckSendable(shard.Handle(incoming, now));
-    CheckSendable(shard.Tick(now));
+    if (message.header.has_factors()) {  // sufficient factors: rebuilt, once
+      if (shard.placement() == nullptr) {
+        shard.CountBadMessage();  // "sufficient factors before the init push"
+        continue;
+      }
+      incoming.wire_bytes =
+          static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
+      factors.Rebuild(message.header, message.payload(0), message.payload(1), *shard.placement(),
+                      &incoming.payloads);
+      incoming.factor_left = message.payload(0);
+      incoming.factor_right = message.payload(1);
+    } else {
+      const bool compressed = message.header.dtype() != pstrain::FLOAT32;
+      if (compressed) incoming.wire_bytes = 0;
+      for (size_t i = 0; i < message.payload_count(); ++i) {
+        incoming.payloads.push_back(message.mutable_payload(i));
+        if (!compressed) continue;
+        incoming.payload_bytes.push_back(message.payload_bytes(i));
+        incoming.wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
+      }
+    }
+    CheckSendable(shard.Handle(incoming, now), shard, config);
+    CheckSendable(shard.Tick(now), shard, config);
     if (shard.done()) break;
   }
   const pstrain::ShardStats stats = shard.Stats();

@@ -4,7 +4,10 @@
 //   corpus/message/      worker sessions built with transport's header builders
 //                        (HELLO, INIT_PUSH, PULL, PUSH, HEARTBEAT, STATS,
 //                        SHUTDOWN, GATE to a --step-gate shard; NORM_PARTIAL
-//                        from another shard), in the framing
+//                        from another shard; fp16 and bf16 pushes with 16-bit
+//                        pulls; pushes of sufficient factors, with the relay
+//                        and history pulls of factor broadcasting; pushes
+//                        under host aggregation), in the framing
 //                        fuzz/message_input.hpp reads
 //   corpus/datum/        Datum records as ps-data writes them (uint8, float)
 //   corpus/caffemodel/   the small net's .caffemodel (Net::WriteCaffemodel)
@@ -14,6 +17,7 @@
 // Run by hand after a format change; the output is committed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +28,7 @@
 
 #include "common/proto_io.hpp"
 #include "common/ps/key_placement.hpp"
+#include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
@@ -46,12 +51,76 @@ std::string Floats(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
+// How a seed's workers push and pull (the seeds below each set one).
+struct Wire {
+  pstrain::DataType push = pstrain::FLOAT32;  // PUSH dtype (transport.compression)
+  pstrain::DataType pull = pstrain::FLOAT32;  // HELLO pull_dtype (transport.pull_compression)
+  // Parameter w[2x3] pushed as sufficient factors (2 samples) instead of
+  // values; with `relay`, kept for factor broadcasting, and every pull after
+  // the first asks for w's factors (PULL broadcast), the first for its
+  // history (PULL history_params).
+  bool factors = false;
+  bool relay = false;
+};
+
+// One worker's PUSH of every chunk of `mine` at `clock`, as PsClient sends it.
+std::string PushFrames(const pstrain::KeyPlacement& placement, const std::vector<uint32_t>& mine,
+                       const Origin& worker, int64_t clock, const Wire& wire) {
+  pstrain::Header push = pstrain::transport::PushHeader(worker, clock, 0.75);
+  std::vector<std::string> frames = {""};
+  std::vector<uint32_t> dense;
+  std::vector<uint32_t> factored;
+  for (uint32_t id : mine) {
+    (wire.factors && placement.chunk(id).param == 0 ? factored : dense).push_back(id);
+  }
+  std::string out;
+  if (!factored.empty()) {  // w = L^T R, L: 2 samples x 2 rows, R: 2 samples x 3 cols
+    pstrain::Header h = pstrain::transport::PushHeader(worker, clock, -1.0);
+    pstrain::FactorShape* shape = h.mutable_factors();
+    int64_t first = 2, last = -1;
+    for (uint32_t id : factored) {
+      const pstrain::Chunk& c = placement.chunk(id);
+      pstrain::transport::AddChunk(h, id, static_cast<uint64_t>(c.length));
+      first = std::min<int64_t>(first, c.offset / 3);
+      last = std::max<int64_t>(last, (c.offset + c.length - 1) / 3);
+    }
+    shape->set_samples(2);
+    shape->set_row_begin(static_cast<uint32_t>(first));
+    shape->set_row_end(static_cast<uint32_t>(last + 1));
+    shape->set_cols(3);
+    if (wire.relay) shape->set_relay(true);
+    std::vector<float> left;
+    for (int s = 0; s < 2; ++s) {
+      for (int64_t r = first; r <= last; ++r) left.push_back(0.25f * (s + 1) - 0.5f * r);
+    }
+    const std::vector<float> right = {1.f, -2.f, 0.5f, 0.25f, 3.f, -1.f};
+    pstrain::fuzz::AppendMessage({Frame(h), Floats(left), Floats(right)}, &out);
+  }
+  if (dense.empty()) return out;
+  if (wire.push != pstrain::FLOAT32) push.set_dtype(wire.push);
+  for (uint32_t id : dense) {
+    const pstrain::Chunk& c = placement.chunk(id);
+    pstrain::transport::AddChunk(push, id, static_cast<uint64_t>(c.length));
+    std::vector<float> values(static_cast<size_t>(c.length), 0.125f * (worker.rank + 1));
+    if (wire.push == pstrain::FLOAT32) {
+      frames.push_back(Floats(values));
+    } else {
+      std::vector<float> words;
+      (void)pstrain::transport::EncodeHalves(wire.push, values.data(), values.size(), &words);
+      frames.push_back(Floats(words));
+    }
+  }
+  frames[0] = Frame(push);
+  pstrain::fuzz::AppendMessage(frames, &out);
+  return out;
+}
+
 // A session of worker `w` with the shard of `setup`: HELLO, (worker 0)
 // INIT_PUSH of the two-parameter net w[2x3], b[2], (gate >= 0) a GATE to
 // `gate`, then `steps` rounds of PULL and PUSH of every chunk this shard
 // holds, then `tail` (STATS, SHUTDOWN...; a GATE there asks for gate 1).
 std::string Session(uint8_t setup, int steps, const std::vector<pstrain::MessageType>& tail,
-                    int64_t gate = -1) {
+                    int64_t gate = -1, const Wire& wire = {}) {
   const pstrain::server::ShardConfig config = pstrain::fuzz::SetupConfig(setup);
   auto placement =
       pstrain::KeyPlacement::Create({6, 2}, config.num_shards, config.chunk_bytes).value();
@@ -60,7 +129,7 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
   for (int w = 0; w < config.num_workers; ++w) {
     Origin worker{pstrain::WORKER, w, config.job_key};
     pstrain::fuzz::AppendMessage(
-        {Frame(pstrain::transport::HelloHeader(worker, config.num_workers))}, &out);
+        {Frame(pstrain::transport::HelloHeader(worker, config.num_workers, wire.pull))}, &out);
   }
   Origin w0{pstrain::WORKER, 0, config.job_key};
   pstrain::Header init = pstrain::transport::NewHeader(w0, pstrain::INIT_PUSH);
@@ -85,17 +154,10 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
   for (int t = 0; t < steps; ++t) {
     for (int w = 0; w < config.num_workers; ++w) {
       Origin worker{pstrain::WORKER, w, config.job_key};
-      pstrain::fuzz::AppendMessage({Frame(pstrain::transport::PullHeader(worker, t))}, &out);
-      pstrain::Header push = pstrain::transport::PushHeader(worker, t, 0.75);
-      std::vector<std::string> push_frames = {""};
-      for (uint32_t id : mine) {
-        const pstrain::Chunk& c = placement.chunk(id);
-        pstrain::transport::AddChunk(push, id, static_cast<uint64_t>(c.length));
-        push_frames.push_back(
-            Floats(std::vector<float>(static_cast<size_t>(c.length), 0.125f * (w + 1))));
-      }
-      push_frames[0] = Frame(push);
-      pstrain::fuzz::AppendMessage(push_frames, &out);
+      pstrain::Header pull = pstrain::transport::PullHeader(worker, t);
+      if (wire.relay) (t == 0 ? pull.add_history_params(0) : pull.add_broadcast(0));
+      pstrain::fuzz::AppendMessage({Frame(pull)}, &out);
+      out += PushFrames(placement, mine, worker, t, wire);
     }
   }
   for (pstrain::MessageType type : tail) {
@@ -121,6 +183,23 @@ void MessageSeeds(const fs::path& dir) {
   // Set-up bit 6: --step-gate. The tail's GATE 1 is below the gate (refused).
   Write(dir / "gate_bsp_one_worker", Session(64 | 2, 2, {GATE, STATS}, /*gate=*/2));
   Write(dir / "gate_ssp_two_workers", Session(64 | 4 | 2, 3, {STATS, GATE}, /*gate=*/2));
+  // (The mode is the set-up byte % 3: 6 is bsp with two workers.)
+  // 16-bit pushes, and pulls: fp16 both ways (bsp), bf16 both ways (ssp, 2 shards),
+  // bf16 pushes with float32 pulls (asp).
+  Write(dir / "bsp_fp16_both_ways", Session(2 | 4, 2, {STATS}, -1, {pstrain::FLOAT16, pstrain::FLOAT16}));
+  Write(dir / "ssp_bf16_both_ways_two_shards",
+        Session(1 | 4 | 8, 2, {STATS}, -1, {pstrain::BFLOAT16, pstrain::BFLOAT16}));
+  Write(dir / "asp_bf16_pushes", Session(2 | 4 | 32, 2, {STATS}, -1, {pstrain::BFLOAT16}));
+  // Sufficient factors: push only (asp, 2 shards: w's rows split mid-row), and
+  // broadcast (bsp, 2 workers: relayed factors and history in the replies).
+  Write(dir / "asp_factor_pushes_two_shards",
+        Session(2 | 4 | 8, 2, {STATS}, -1, {.factors = true}));
+  Write(dir / "bsp_factor_broadcast",
+        Session(2 | 4, 3, {STATS}, -1, {.factors = true, .relay = true}));
+  Write(dir / "bsp_factor_broadcast_shard1",
+        Session(2 | 4 | 8 | 16, 3, {SHUTDOWN}, -1, {.factors = true, .relay = true}));
+  // Host aggregation (bit 7): 2 pushers standing for 3 workers, bsp.
+  Write(dir / "bsp_host_aggregation", Session(4 | 128, 2, {STATS}));
   std::string hello(1, '\0');
   pstrain::fuzz::AppendMessage(
       {Frame(pstrain::transport::HelloHeader({pstrain::WORKER, 0, 77}, 1))}, &hello);
@@ -197,7 +276,7 @@ void FileSeeds(const fs::path& fuzz_dir, const fs::path& scratch) {
   std::vector<std::string> frames;
   const auto now = pstrain::server::ShardState::TimePoint{};
   while (input.Next(&frames)) {
-    pstrain::server::Incoming in{"peer", {}, {}};
+    pstrain::server::Incoming in{"peer", {}, {}, {}};
     (void)in.header.ParseFromString(frames[0]);
     std::vector<std::vector<float>> values;
     for (size_t i = 1; i < frames.size(); ++i) {

@@ -66,6 +66,8 @@ inline server::ShardConfig SetupConfig(uint8_t setup) {
   c.hyper.momentum = 0.9f;
   if (setup & 32) c.hyper.clip_gradients = 1.0f;
   c.step_gate = (setup & 64) != 0;
+  // Bit 7: host aggregation (bsp only): each pusher stands for more workers.
+  if ((setup & 128) && c.mode == ConsistencyMode::kBsp) c.averaged_workers = c.num_workers + 1;
   c.chunk_bytes = 16;
   c.job_key = 77;
   return c;

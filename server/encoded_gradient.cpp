@@ -24,6 +24,33 @@ void HalvesScalar(const void* data, uint64_t begin, uint64_t end, float* out) {
   for (uint64_t i = begin; i < end; ++i) out[i - begin] = transport::HalfToFloat(HalfAt(data, i));
 }
 
+// bfloat16 is float32's top half: exact, and vectorised by the compiler.
+void BFloat16s(const void* data, uint64_t begin, uint64_t end, float* out) {
+  for (uint64_t i = begin; i < end; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(HalfAt(data, i)) << 16;
+    std::memcpy(out + (i - begin), &bits, sizeof(bits));
+  }
+}
+
+// The first of the 16-bit values [0, n) at `data` whose exponent bits (`mask`)
+// are all set (an infinity or a NaN), or -1. Branch-free per block
+// (vectorised), an exact search only in a bad block.
+int64_t FirstAllOnesExponent(const void* data, uint64_t n, uint32_t mask) {
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t start = 0; start < n; start += kBlock) {
+    const uint64_t end = std::min(n, start + kBlock);
+    uint32_t bad = 0;
+    for (uint64_t i = start; i < end; ++i) {
+      bad |= static_cast<uint32_t>((HalfAt(data, i) & mask) == mask);
+    }
+    if (bad == 0) continue;
+    for (uint64_t i = start; i < end; ++i) {
+      if ((HalfAt(data, i) & mask) == mask) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
 #if defined(__x86_64__)
 // vcvtph2ps: exact, as HalfToFloat (the finite check has refused NaN and
 // infinity before any value is decoded).
@@ -71,6 +98,8 @@ void DecodeRange(const EncodedGradient& g, uint64_t begin, uint64_t end, float* 
       if (kF16c) return HalvesF16c(g.data, begin, end, out);
 #endif
       return HalvesScalar(g.data, begin, end, out);
+    case pstrain::BFLOAT16:
+      return BFloat16s(g.data, begin, end, out);
     case pstrain::TOP_K: {
       std::fill(out, out + (end - begin), 0.f);
       const uint64_t k = WordAt(g.data, 0);
@@ -104,24 +133,15 @@ void DecodeRange(const EncodedGradient& g, uint64_t begin, uint64_t end, float* 
 
 int64_t FirstNonFinite(const EncodedGradient& g, float* value) {
   switch (g.dtype) {
-    case pstrain::FLOAT16: {
-      // Branch-free per block (vectorised), exact search only in a bad block.
-      constexpr uint64_t kBlock = 4096;
-      for (uint64_t start = 0; start < g.n; start += kBlock) {
-        const uint64_t end = std::min(g.n, start + kBlock);
-        uint32_t bad = 0;
-        for (uint64_t i = start; i < end; ++i) {
-          bad |= static_cast<uint32_t>((HalfAt(g.data, i) & 0x7c00u) == 0x7c00u);
-        }
-        if (bad == 0) continue;
-        for (uint64_t i = start; i < end; ++i) {
-          if ((HalfAt(g.data, i) & 0x7c00u) == 0x7c00u) {
-            *value = transport::HalfToFloat(HalfAt(g.data, i));
-            return static_cast<int64_t>(i);
-          }
-        }
+    case pstrain::FLOAT16:
+    case pstrain::BFLOAT16: {
+      const bool half = g.dtype == pstrain::FLOAT16;
+      const int64_t i = FirstAllOnesExponent(g.data, g.n, half ? 0x7c00u : 0x7f80u);
+      if (i >= 0) {
+        const uint16_t bits = HalfAt(g.data, static_cast<uint64_t>(i));
+        *value = half ? transport::HalfToFloat(bits) : transport::BFloat16ToFloat(bits);
       }
-      return -1;
+      return i;
     }
     case pstrain::TOP_K: {
       const uint64_t k = WordAt(g.data, 0);

@@ -6,7 +6,8 @@
 // which stay in the core's L1 cache) that is summed or applied at once, so a
 // compressed push costs one pass over the weights, as a float32 one does.
 // Values equal transport::Decode's bit for bit (FLOAT16 through the CPU's
-// F16C instructions where it has them: an exact conversion either way).
+// F16C instructions where it has them: an exact conversion either way;
+// BFLOAT16 is float32's upper half).
 #pragma once
 
 #include <cstddef>
@@ -36,7 +37,7 @@ struct EncodedGradient {
 void DecodeRange(const EncodedGradient& g, uint64_t begin, uint64_t end, float* out);
 
 // Index of the first value of g that is NaN or infinite, or -1; `value` gets
-// it. FLOAT16: a half with every exponent bit set; TOP_K: a sent value;
+// it. FLOAT16, BFLOAT16: a value with every exponent bit set; TOP_K: a sent value;
 // SIGN_SCALED: never (CheckEncoded refused a non-finite scale).
 int64_t FirstNonFinite(const EncodedGradient& g, float* value);
 

@@ -26,10 +26,10 @@ void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
   }
   if (!CheckBroadcastPull(m, out)) return;
   // Answered (possibly at once) by ServeReadyPulls at the end of Handle.
-  deferred_.push_back(DeferredPull{
-      m.peer, h.sender(), h.clock(), now, now, {}, 0, h.has_after_push() ? h.after_push() : -1});
-  deferred_.back().broadcast.assign(h.broadcast().begin(), h.broadcast().end());
-  deferred_.back().history_params.assign(h.history_params().begin(), h.history_params().end());
+  deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), now, now, {}, 0,
+                                   h.has_after_push() ? h.after_push() : -1,
+                                   {h.broadcast().begin(), h.broadcast().end()},
+                                   {h.history_params().begin(), h.history_params().end()}});
 }
 
 void ShardState::OnControlPull(const Incoming& m, Out& out) {

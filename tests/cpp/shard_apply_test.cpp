@@ -165,7 +165,7 @@ TEST(ApplyThreads, RangesCoverEveryValueOnceOnDistinctThreads) {
 TEST(ShardApply, ParallelApplyEqualsOneThreadForEveryRuleAndMode) {
   for (const char* rule : kRules) {
     for (const Mode& mode : kModes) {
-      for (pstrain::DataType dtype : {pstrain::FLOAT32, pstrain::FLOAT16}) {
+      for (pstrain::DataType dtype : {pstrain::FLOAT32, pstrain::FLOAT16, pstrain::BFLOAT16}) {
         Case one{rule, mode, 1, dtype, false};
         Case three = one;
         three.threads = 3;
@@ -179,7 +179,7 @@ TEST(ShardApply, FusedDecodeEqualsDecodingFirstForEveryRuleAndMode) {
   for (const char* rule : kRules) {
     for (const Mode& mode : kModes) {
       for (pstrain::DataType dtype :
-           {pstrain::FLOAT16, pstrain::TOP_K, pstrain::SIGN_SCALED}) {
+           {pstrain::FLOAT16, pstrain::BFLOAT16, pstrain::TOP_K, pstrain::SIGN_SCALED}) {
         Case fused{rule, mode, 1, dtype, false};
         Case first = fused;
         first.decode_first = true;
@@ -215,6 +215,48 @@ TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteHalf) {
   EXPECT_EQ(std::memcmp(whole.data(), part.data(), n * 4), 0);
   float bad = 0;
   EXPECT_EQ(FirstNonFinite(g, &bad), -1);
+}
+
+TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteBFloat16) {
+  // Every finite bfloat16 pattern (a bf16 push crashed the shard before: DecodeRange
+  // knew no BFLOAT16), with an odd count.
+  std::vector<uint16_t> values;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    if ((b & 0x7f80u) != 0x7f80u) values.push_back(static_cast<uint16_t>(b));
+  }
+  values.push_back(0x3f80);  // 1.0
+  if (values.size() % 2) values.push_back(0);
+  const uint64_t n = values.size() - 1;
+  std::vector<float> whole(n), part(n, -7.f);
+  transport::Decode(pstrain::BFLOAT16, values.data(), values.size() * 2, n, whole.data());
+  const EncodedGradient g{pstrain::BFLOAT16, values.data(), values.size() * 2, n};
+  for (uint64_t begin = 0; begin < n;) {
+    const uint64_t end = std::min(n, begin + 4093);
+    DecodeRange(g, begin, end, part.data() + begin);
+    begin = end;
+  }
+  EXPECT_EQ(std::memcmp(whole.data(), part.data(), n * 4), 0);
+  EXPECT_EQ(part[n - 1], 1.f);
+  float bad = 0;
+  EXPECT_EQ(FirstNonFinite(g, &bad), -1);
+}
+
+TEST(EncodedGradient, FirstNonFiniteFindsEach16BitInfinityAndNaN) {
+  // 5000 values (two scan blocks); the bad value in the second block.
+  for (pstrain::DataType dtype : {pstrain::FLOAT16, pstrain::BFLOAT16}) {
+    const bool half = dtype == pstrain::FLOAT16;
+    for (uint16_t special : {half ? uint16_t{0x7c00} : uint16_t{0x7f80},      // +inf
+                             half ? uint16_t{0xfc00} : uint16_t{0xff80},      // -inf
+                             half ? uint16_t{0x7e00} : uint16_t{0x7fc0}}) {   // NaN
+      std::vector<uint16_t> values(5000, half ? uint16_t{0x3c00} : uint16_t{0x3f80});
+      values[4321] = special;
+      values[4500] = special;
+      const EncodedGradient g{dtype, values.data(), values.size() * 2, values.size()};
+      float bad = 0;
+      EXPECT_EQ(FirstNonFinite(g, &bad), 4321) << pstrain::DataType_Name(dtype) << " " << special;
+      EXPECT_FALSE(std::isfinite(bad));
+    }
+  }
 }
 
 TEST(EncodedGradient, TopKAndSignRangesEqualTransportDecode) {
@@ -263,6 +305,49 @@ TEST(ShardApply, CompressedPushWithAnInfinityIsRefusedAsItTravelled) {
             "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'w', value 2) holds inf: "
             "refused");
   EXPECT_EQ(shard.Weights(), before);
+}
+
+TEST(ShardApply, Bf16PushIsAppliedAndOneWithANaNIsRefused) {
+  ShardConfig config = Config(ConsistencyMode::kAsp, 1);
+  config.nonfinite = NonFinitePolicy::kDrop;
+  Shard shard(config);
+  shard.Send(Hello(0, 1));
+  shard.Send(Init(0, 1));
+  const std::vector<float> before = shard.Weights();
+  auto push = [&](const uint16_t (&values)[4], int64_t clock) {
+    Incoming m;
+    m.peer = "w0";
+    m.header.set_type(pstrain::PUSH);
+    m.header.set_role(pstrain::WORKER);
+    m.header.set_sender(0);
+    m.header.set_clock(clock);
+    m.header.set_dtype(pstrain::BFLOAT16);
+    pstrain::ChunkRef* ref = m.header.add_chunks();
+    ref->set_id(0);
+    ref->set_length(4);
+    std::vector<float> words(2);
+    std::memcpy(words.data(), values, 8);
+    m.payloads.push_back(words.data());
+    m.payload_bytes.push_back(8);
+    return shard.server.Handle(m, kT0);
+  };
+  // bf16 1, 2, NaN (0x7fc0), 4: refused, nothing applied.
+  auto out = push({0x3f80, 0x4000, 0x7fc0, 0x4080}, 0);
+  ASSERT_EQ(Count(out, pstrain::ERROR), 1);
+  EXPECT_EQ(Find(out, pstrain::ERROR)->header.text(),
+            "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'w', value 2) holds nan: "
+            "refused");
+  EXPECT_EQ(shard.Weights(), before);
+  // bf16 1, 2, -0.5 (0xbf00), 4: applied as those float32 values (asp, one
+  // worker, lr 0.1, momentum's first step: w -= 0.1 g).
+  out = push({0x3f80, 0x4000, 0xbf00, 0x4080}, 0);
+  EXPECT_EQ(Count(out, pstrain::ERROR), 0);
+  const std::vector<float> after = shard.Weights();
+  const float g[4] = {1.f, 2.f, -0.5f, 4.f};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(after[i], before[i] - 0.1f * g[i]) << i;
+  }
+  for (size_t i = 4; i < after.size(); ++i) EXPECT_EQ(after[i], before[i]) << i;
 }
 
 TEST(ServerThreads, FlagTakesWholeNumbersAndAuto) {

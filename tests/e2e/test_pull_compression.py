@@ -7,7 +7,9 @@ ps-worker processes on loopback TCP, on Fashion-MNIST:
   float32), W workers of batch b end where one worker of batch W*b ends when it
   pulls in fp16 too (to plain bsp's tolerance, but for the rare value rounded
   one fp16 step apart: see the test), while a float32-pull run ends elsewhere;
-* LeNet with fp16 both ways reaches the plain job's test accuracy within 1 point.
+* LeNet with fp16 both ways reaches the plain job's test accuracy within 1 point;
+* bf16 both ways trains in bsp (reruns bit-identical) and in ssp (a bf16 push
+  stopped the shard with an internal error before: its decoder knew no bf16).
 """
 import pathlib
 
@@ -19,6 +21,7 @@ from test_ps_training import (LENET_NET, SMOOTH_NET, assert_same, compare, final
 
 FP16_BOTH = ["--compression", "fp16", "--pull-compression", "fp16"]
 FP16_PULLS = ["--pull-compression", "fp16"]
+BF16_BOTH = ["--compression", "bf16", "--pull-compression", "bf16"]
 
 
 def each(workers: int, flags: list, extra: dict | None = None) -> dict:
@@ -108,3 +111,22 @@ def test_lenet_with_fp16_both_ways_reaches_the_plain_accuracy(build_dir, fashion
     print(f"LeNet 2 x 32, {iters} iterations: {accuracy}")
     assert accuracy["plain"] > 0.8, accuracy
     assert abs(accuracy["fp16"] - accuracy["plain"]) <= 0.01, accuracy
+
+
+def test_bf16_both_ways_trains_in_bsp_and_ssp(build_dir, fashion_mnist, tmp_path):
+    iters = 20
+    runs = {name: write_job(tmp_path, name, SMOOTH_NET, fashion_mnist, 16, iters)
+            for name in ("bsp_a", "bsp_b", "ssp", "plain")}
+    for name in ("bsp_a", "bsp_b"):
+        ok(run_job(build_dir, runs[name], workers=2, servers=2, chunk_bytes=8192,
+                   worker_args=each(2, BF16_BOTH, {1: ["--straggle-jitter-ms", "5"]})))
+    result = ok(run_job(build_dir, runs["ssp"], workers=2, mode="ssp", staleness=1,
+                        worker_args=each(2, BF16_BOTH)))
+    ok(run_job(build_dir, runs["plain"], workers=2, servers=2, chunk_bytes=8192))
+    assert_same(build_dir, final_model(runs["bsp_a"], iters), final_model(runs["bsp_b"], iters))
+    # Every push was applied (none refused), and bf16's 8-bit mantissa moved the
+    # run away from float32's, but not far: 20 steps of a smooth net.
+    assert result.of("done", "server-0")[-1]["pushes_applied"] == 2 * iters
+    code, report = compare(build_dir, final_model(runs["bsp_a"], iters),
+                           final_model(runs["plain"], iters))
+    assert code == 1 and 1e-4 < report["max_rel"] < 0.05, report
