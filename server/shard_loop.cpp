@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
 
@@ -182,21 +181,7 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
                     now);
       return;
     }
-    incoming.wire_bytes =
-        static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
-    // 16-bit factors are decoded first; the relay keeps the frames as they came.
-    const pstrain::Header& h = message.header;
-    const pstrain::FactorShape& f = h.factors();
-    const size_t samples = f.samples();
-    const float* left = DecodeFactors(h.dtype(), message.payload(0),
-                                      samples * (f.row_end() - f.row_begin()), &factor_left_);
-    const float* right =
-        DecodeFactors(h.dtype(), message.payload(1), samples * f.cols(), &factor_right_);
-    factors_.Rebuild(h, left, right, *placement, &incoming.payloads);
-    incoming.factor_left = message.payload(0);
-    incoming.factor_right = message.payload(1);
-    incoming.factor_dtype = h.dtype();
-    incoming.header.set_dtype(pstrain::FLOAT32);  // the rebuilt chunks
+    factors_.Prepare(message, *placement, &incoming);  // 16-bit frames decoded first
     SendAll(shard_.Handle(incoming, now));
     return;
   }
