@@ -209,8 +209,7 @@ void MessageSeeds(const fs::path& dir) {
   // The same in 16 bits: fp16 pushes carry fp16 factors, relayed as pushed (1
   // shard); bf16 factor pushes split mid-row over 2 shards (odd frame counts).
   Write(dir / "bsp_factor_broadcast_fp16",
-        Session(2 | 4, 3, {STATS}, -1,
-                {.push = pstrain::FLOAT16, .factors = true, .relay = true}));
+        Session(2 | 4, 3, {STATS}, -1, {.push = pstrain::FLOAT16, .factors = true, .relay = true}));
   Write(dir / "asp_bf16_factor_pushes_two_shards",
         Session(2 | 4 | 8, 2, {STATS}, -1, {.push = pstrain::BFLOAT16, .factors = true}));
   // Host aggregation (bit 7): 2 pushers standing for 3 workers, bsp.

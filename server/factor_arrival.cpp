@@ -9,8 +9,7 @@ void FactorArrival::Prepare(const transport::InMessage& message, const KeyPlacem
   const pstrain::Header& h = message.header;
   const pstrain::FactorShape& f = h.factors();
   const size_t samples = f.samples();
-  incoming->wire_bytes =
-      static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
+  incoming->wire_bytes = static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
   const float* left =
       DecodeFactors(h.dtype(), message.payload(0), samples * (f.row_end() - f.row_begin()), &left_);
   const float* right = DecodeFactors(h.dtype(), message.payload(1), samples * f.cols(), &right_);

@@ -59,7 +59,7 @@ class FactorRelayStore {
     uint32_t samples = 0;
     uint32_t cols = 0;
     pstrain::DataType dtype = pstrain::FLOAT32;  // of the frames, as pushed
-    std::shared_ptr<std::vector<float>> left;      // the frames' 32-bit words
+    std::shared_ptr<std::vector<float>> left;    // the frames' 32-bit words
     std::shared_ptr<std::vector<float>> right;  // null unless this shard holds the worker's R
   };
   // [param][step % 2][worker]

@@ -161,28 +161,28 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
     if (!IsFactorDtype(r.dtype()) || HasUnknownDtype(r)) {
       return Bad(name + ": worker " + to_string(r.worker()) + "'s factors in " +
                  (HasUnknownDtype(r) ? std::string("an unknown dtype")
-                                      : pstrain::DataType_Name(r.dtype())) +
+                                     : pstrain::DataType_Name(r.dtype())) +
                  " (they travel as FLOAT32, FLOAT16 or BFLOAT16)");
     }
-    const std::string type = r.dtype() == pstrain::FLOAT32 ? "float32"
-                                                            : pstrain::DataType_Name(r.dtype());
+    const std::string type =
+        r.dtype() == pstrain::FLOAT32 ? "float32" : pstrain::DataType_Name(r.dtype());
     const int64_t width = SpanRows(*placement, ids, r.cols()).count();
     const size_t left = static_cast<size_t>(FactorFrameBytes(r.dtype(), r.samples() * width));
     const size_t right = static_cast<size_t>(
         FactorFrameBytes(r.dtype(), static_cast<int64_t>(r.samples()) * r.cols()));
     if (frame >= frame_bytes.size() || frame_bytes[frame] != left) {
       return Bad(name + ": worker " + to_string(r.worker()) + "'s L has " +
-                 (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") +
-                 " bytes, " + to_string(r.samples()) + " x " + to_string(width) + " " + type +
-                 " need " + to_string(left));
+                 (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") + " bytes, " +
+                 to_string(r.samples()) + " x " + to_string(width) + " " + type + " need " +
+                 to_string(left));
     }
     ++frame;
     if (r.right()) {
       if (frame >= frame_bytes.size() || frame_bytes[frame] != right) {
         return Bad(name + ": worker " + to_string(r.worker()) + "'s R has " +
                    (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") +
-                   " bytes, " + to_string(r.samples()) + " x " + to_string(r.cols()) + " " +
-                   type + " need " + to_string(right));
+                   " bytes, " + to_string(r.samples()) + " x " + to_string(r.cols()) + " " + type +
+                   " need " + to_string(right));
       }
       ++frame;
     }

@@ -75,11 +75,10 @@ Status CheckFrame(const char* which, size_t bytes, uint64_t a, uint64_t b,
   const bool half = dtype != pstrain::FLOAT32;
   const uint64_t need = half ? (values / 2 + values % 2) * 4 : values * sizeof(float);
   if ((!half && values > UINT64_MAX / sizeof(float)) || bytes != need) {
-    return Status::InvalidArgument("factors: " + std::string(which) + " frame has " +
-                                   to_string(bytes) + " bytes, " + to_string(a) + " x " +
-                                   to_string(b) + " " +
-                                   (half ? pstrain::DataType_Name(dtype) : "float32") +
-                                   " need " + to_string(need));
+    return Status::InvalidArgument(
+        "factors: " + std::string(which) + " frame has " + to_string(bytes) + " bytes, " +
+        to_string(a) + " x " + to_string(b) + " " +
+        (half ? pstrain::DataType_Name(dtype) : "float32") + " need " + to_string(need));
   }
   return Status::Ok();
 }

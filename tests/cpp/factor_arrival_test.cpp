@@ -75,8 +75,7 @@ TEST(FactorArrivalTest, SixteenBitFactorsAreDecodedRebuiltAndKeptAsTheyCame) {
     arrival.Prepare(m, placement.value(), &in);
     ASSERT_EQ(in.payloads.size(), 2u);
     EXPECT_EQ(Chunks(in), (std::vector<float>{29, 33, 37, 42}));
-    EXPECT_EQ(std::vector<float>(in.payloads[1], in.payloads[1] + 2),
-              (std::vector<float>{48, 54}));
+    EXPECT_EQ(std::vector<float>(in.payloads[1], in.payloads[1] + 2), (std::vector<float>{48, 54}));
     // The rebuilt chunks are float32: ShardState must not decode them again.
     EXPECT_EQ(in.header.dtype(), pstrain::FLOAT32);
     // For the relay: the frames as they came (2 and 3 words), in their dtype.

@@ -157,14 +157,18 @@ TEST_F(RelayValidateTest, SixteenBitFactorsAreCheckedInTheirOwnDtype) {
   EXPECT_EQ(Reason(), "relay: parameter 0: worker 1's L has 32 bytes, 2 x 4 BFLOAT16 need 16");
   frames_ = {16, 12, 16};
   h_.mutable_relay(1)->set_dtype(pstrain::TOP_K);
-  EXPECT_EQ(Reason(), "relay: parameter 0: worker 1's factors in TOP_K (they travel as FLOAT32, "
-                      "FLOAT16 or BFLOAT16)");
+  EXPECT_EQ(Reason(),
+            "relay: parameter 0: worker 1's factors in TOP_K (they travel as FLOAT32, "
+            "FLOAT16 or BFLOAT16)");
   // A dtype this version does not know (proto2 keeps it among the unknown fields).
   h_.mutable_relay(1)->clear_dtype();
-  h_.mutable_relay(1)->GetReflection()->MutableUnknownFields(h_.mutable_relay(1))->AddVarint(
-      pstrain::RelayedFactors::kDtypeFieldNumber, 99);
-  EXPECT_EQ(Reason(), "relay: parameter 0: worker 1's factors in an unknown dtype (they travel "
-                      "as FLOAT32, FLOAT16 or BFLOAT16)");
+  h_.mutable_relay(1)
+      ->GetReflection()
+      ->MutableUnknownFields(h_.mutable_relay(1))
+      ->AddVarint(pstrain::RelayedFactors::kDtypeFieldNumber, 99);
+  EXPECT_EQ(Reason(),
+            "relay: parameter 0: worker 1's factors in an unknown dtype (they travel "
+            "as FLOAT32, FLOAT16 or BFLOAT16)");
 }
 
 TEST_F(RelayValidateTest, HistoryFramesAreCheckedChunkBySlot) {
@@ -213,8 +217,7 @@ class ShardRelayTest : public ::testing::Test {
   }
   // As the shard loop hands a factor PUSH on: its frames as they came, in
   // `dtype`, the payloads rebuilt float32 chunks (header.dtype FLOAT32).
-  std::vector<Outgoing> Send(Message& m, const float* left = nullptr,
-                             const float* right = nullptr,
+  std::vector<Outgoing> Send(Message& m, const float* left = nullptr, const float* right = nullptr,
                              pstrain::DataType dtype = pstrain::FLOAT32) {
     server::Incoming in = m.get();
     in.factor_left = left;
@@ -335,8 +338,8 @@ TEST_F(ShardRelayTest, SixteenBitFactorsAreRelayedByteForByteInTheirDtype) {
   EXPECT_EQ(reply.header.relay(1).dtype(), pstrain::FLOAT16);
   ASSERT_EQ(reply.payloads.size(), 3u);
   // The words as pushed, not re-encoded: 4 words of L, 3 of R.
-  EXPECT_EQ(Words(Values(reply, 0)), (std::vector<uint32_t>{0x40003c00, 0x44004200, 0x46004500,
-                                                            0x48004700}));
+  EXPECT_EQ(Words(Values(reply, 0)),
+            (std::vector<uint32_t>{0x40003c00, 0x44004200, 0x46004500, 0x48004700}));
   EXPECT_EQ(Words(Values(reply, 1)), (std::vector<uint32_t>{0x3c003800, 0x40003e00, 0x42004100}));
   EXPECT_EQ(Words(Values(reply, 2)), Words(left_words_[1]));
   // Each decodes to the worker's values: what the shard rebuilt from.

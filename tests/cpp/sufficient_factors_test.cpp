@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/transport/validate.hpp"
 #include "common/ps/factor_rebuild.hpp"
+#include "common/transport/validate.hpp"
 #include "tests/cpp/net_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/sufficient_factors.hpp"
@@ -260,7 +260,7 @@ void CheckCaptureOverTwoPasses(bool transpose) {
   EXPECT_EQ(capture, nullptr);
   // Every InnerProduct weight, the byte test aside.
   capture = FactorCapture::Create(*net, {0, 1}, 2, placement.value(), pstrain::FLOAT32,
-                                 /*fewer_bytes=*/false);
+                                  /*fewer_bytes=*/false);
   ASSERT_NE(capture, nullptr);
   LayerHooks hooks;
   hooks.after_backward = [&](int layer) { capture->Captured(layer); };

@@ -143,8 +143,7 @@ void PsWorker::SetUpFactors() {
   }
   Net& net = trainer_->net();
   factors_ = FactorCapture::Create(net, ps_param_of_learnable_, trainer_->iter_size(),
-                                   client_->placement(),
-                                   FactorDtype(options_.client.compression));
+                                   client_->placement(), FactorDtype(options_.client.compression));
   if (!factors_) {
     notice('I', "no InnerProduct weight whose factors are fewer bytes than its gradient");
     return;
