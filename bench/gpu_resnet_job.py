@@ -15,9 +15,18 @@ the server must refuse it and stop (RESULT nan_check=refused). Called by
 bench/gpu_check.sh.
 
 usage: python3 bench/gpu_resnet_job.py ROOT BUILD_DIR OUT_DIR [--gpu N] [--iterations N]
-           [--transports tcp,ipc,gpuipc] [--ring-mb 512] [--cpu]
+           [--transports tcp,ipc,gpuipc] [--ring-mb 512] [--cpu] [--batch 32]
 --cpu runs the same jobs on the CPU (a check of this script where no GPU is lent;
-use --iterations 4: an iteration takes 10-20 s there).
+use --iterations 4: an iteration takes 10-20 s there). A CPU worker of batch 32
+peaks at about 12 GB (activations and their diffs on the host; measured with
+ipc rings of 512 MiB), so 2 of them and the shard need about 25 GB: before each
+CPU job the script compares the workers times the largest process it has run
+so far with MemAvailable and reports the job as skipped when they do not fit
+(use --batch 8). On a 23 GB machine without swap the kernel's OOM killer
+otherwise takes a worker mid-job (which is how the 2-worker job "hung" in
+earlier dry runs: its peers waited for the dead worker). A job that fails
+(tests/e2e/ps_job.py: JobFailed, TimeoutError) is one failed RESULT line; the
+script goes on with the next.
 """
 import argparse
 import math
@@ -31,7 +40,7 @@ DUMMY_DATA = """layer {
   name: "data" type: "DummyData" top: "data" top: "label"
   dummy_data_param {
     data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 }
-    shape { dim: 32 dim: 3 dim: 224 dim: 224 } shape { dim: 32 }
+    shape { dim: BATCH dim: 3 dim: 224 dim: 224 } shape { dim: BATCH }
   }
 }
 """
@@ -41,7 +50,7 @@ LOSS = """layer {
 """
 
 
-def train_net(deploy: str, global_stats: bool = False) -> str:
+def train_net(deploy: str, global_stats: bool = False, batch: int = 32) -> str:
     """The deploy net with DummyData in place of Input, a loss in place of prob, and
     BatchNorm on batch statistics as in training. With global_stats the deploy net's
     use_global_stats: true stays: with statistics of zero each BatchNorm scales its
@@ -52,7 +61,8 @@ def train_net(deploy: str, global_stats: bool = False) -> str:
                             deploy)
         if k == 0:
             raise SystemExit("gpu_resnet_job.py: resnet50_deploy.prototxt has no BatchNorm layer")
-    net, n = re.subn(r'layer \{\s*name: "data"\s*type: "Input".*?\n\}\n', DUMMY_DATA, deploy,
+    net, n = re.subn(r'layer \{\s*name: "data"\s*type: "Input".*?\n\}\n',
+                     DUMMY_DATA.replace("BATCH", str(batch)), deploy,
                      count=1, flags=re.S)
     net, m = re.subn(r'layer \{\s*name: "prob"\s*type: "Softmax".*?\n\}\n?', LOSS, net,
                      count=1, flags=re.S)
@@ -71,6 +81,7 @@ def main() -> int:
     parser.add_argument("--transports", default="tcp,ipc,gpuipc")
     parser.add_argument("--ring-mb", type=int, default=512)
     parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--batch", type=int, default=32)
     args = parser.parse_args()
     sys.path.insert(0, str(args.root / "tests" / "e2e"))
     from ps_job import run_job
@@ -78,7 +89,8 @@ def main() -> int:
     out = args.out / "resnet"
     out.mkdir(parents=True, exist_ok=True)
     (out / "train.prototxt").write_text(
-        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text()))
+        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text(),
+                  batch=args.batch))
     solver = out / "solver.prototxt"
     solver.write_text(f'net: "{out}/train.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\n'
                       f'lr_policy: "fixed"\nmax_iter: {args.iterations}\n'
@@ -88,7 +100,8 @@ def main() -> int:
     # at iteration 0, which the server refuses and stops on (security.nonfinite:
     # stop, exit 3). An earlier GPU run of that net ended "ok" with NaN weights.
     (out / "nan.prototxt").write_text(
-        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text(), True))
+        train_net((args.root / "configs/nets/resnet50_deploy.prototxt").read_text(), True,
+                  args.batch))
     nan_solver = out / "nan_solver.prototxt"
     nan_solver.write_text(solver.read_text().replace(f"{out}/train.prototxt",
                                                      f"{out}/nan.prototxt")
@@ -147,9 +160,14 @@ def device_args(args) -> tuple[list, list]:
 def nan_check(args, run_job, solver: pathlib.Path) -> bool:
     """True when the server stopped the NaN job at its first push (exit 3, naming it)."""
     server_args, worker_args = device_args(args)
-    result = run_job(args.build, solver, workers=1, mode="bsp",
-                     timeout=600 if args.cpu else 100, cwd=args.root, server_args=server_args,
-                     worker_args={0: worker_args}, chunk_bytes=4 << 20)
+    try:
+        result = run_job(args.build, solver, workers=1, mode="bsp",
+                         timeout=600 if args.cpu else 100, cwd=args.root,
+                         server_args=server_args, worker_args={0: worker_args},
+                         chunk_bytes=4 << 20)
+    except (RuntimeError, TimeoutError) as e:  # ps_job.JobFailed, a timeout
+        print(f"RESULT nan_check=NOT-REFUSED failed: {e}"[:3000], flush=True)
+        return False
     server = result.returncodes.get("server-0")
     named = "the job stops (security.nonfinite: stop)" in result.stderr.get("server-0", "")
     refused = server == 3 and named
@@ -160,8 +178,28 @@ def nan_check(args, run_job, solver: pathlib.Path) -> bool:
     return refused
 
 
+def memory_shortfall(workers: int) -> str:
+    """Why `workers` CPU workers may not fit in memory now ("" when they do): each is
+    taken to need as much as the largest process this script has run so far
+    (the nan check's worker, ps-net train: the same net and batch)."""
+    import resource
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB
+    with open("/proc/meminfo") as f:
+        meminfo = dict(line.split(":", 1) for line in f)
+    available = int(meminfo["MemAvailable"].split()[0]) * 1024
+    need = workers * largest
+    if need <= available:
+        return ""
+    return (f"{workers} workers need about {need / 1e9:.1f} GB ({largest / 1e9:.1f} GB each, "
+            f"the largest process so far), {available / 1e9:.1f} GB is available: the kernel's "
+            f"OOM killer would take one mid-job (try --batch 8)")
+
+
 def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> float:
-    """One job; its images/s (0 when it failed)."""
+    """One job; its images/s (0 when it failed or was skipped)."""
+    if args.cpu and (short := memory_shortfall(workers)):
+        print(f"RESULT transport={transport} workers={workers} skipped: {short}", flush=True)
+        return 0.0
     server_args, worker_args = device_args(args)
     if transport in ("ipc", "gpuipc"):
         server_args = server_args + ["--shared-memory-mb", str(args.ring_mb)]
@@ -173,11 +211,16 @@ def run(args, run_job, solver: pathlib.Path, transport: str, workers: int) -> fl
     with tempfile.TemporaryDirectory(prefix="resnet-ipc-") as sockets:
         bind = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{sockets}/server-{{k}}"
         start = time.monotonic()
-        result = run_job(args.build, solver, workers=workers, mode="bsp",
-                         timeout=600 if args.cpu else 100,
-                         cwd=args.root, server_args=server_args,
-                         worker_args={r: worker_args for r in range(workers)},
-                         chunk_bytes=4 << 20, bind=bind)
+        try:
+            result = run_job(args.build, solver, workers=workers, mode="bsp",
+                             timeout=600 if args.cpu else 100,
+                             cwd=args.root, server_args=server_args,
+                             worker_args={r: worker_args for r in range(workers)},
+                             chunk_bytes=4 << 20, bind=bind)
+        except (RuntimeError, TimeoutError) as e:  # ps_job.JobFailed, a timeout
+            print(f"RESULT transport={transport} workers={workers} failed after "
+                  f"{time.monotonic() - start:.0f} s: {e}"[:4000], flush=True)
+            return 0.0
         wall = time.monotonic() - start
     bad = {n: c for n, c in result.returncodes.items() if c != 0}
     for name, code in bad.items():
