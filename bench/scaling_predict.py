@@ -85,7 +85,11 @@ def gpu_flop_s() -> float:
 
 # The switch table, one row a step, each adding its switch to the rows above. The first
 # rows were in main before E12 and E13; the next two are E12 and E13 (in main since, E13 for
-# CPU workers); the rest are not built or are assumptions about the hardware.
+# CPU workers); then early pulls on GPU workers (not built) and E2c (an assumption about the
+# hardware); the last, factors in 16 bits, is in main for CPU workers (a factor push takes
+# transport.compression's fp16/bf16, the relay forwards those bytes). In main the factors
+# follow the compression at once: the rows before the last keep them float32 only to show
+# each switch's share.
 STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
          "+ a shard on every worker host (`cluster.server_placement: per_host`)",
          f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
@@ -98,7 +102,8 @@ STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thr
          "+ the pull request before the last backward on GPU workers too, as on CPU workers "
          "(early pull: not built for GPU workers)",
          "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
-         "+ factors in 16 bits both ways (E13: not built)"]
+         "+ factors in 16 bits both ways (E13: in main for CPU workers, following "
+         "`transport.compression: fp16`; the rebuild on the GPU: not built)"]
 MAIN_STEP = 5      # every switch in main
 BUILDING_STEP = 7  # and the two added since (E12, E13)
 ALL_STEP = 9       # and early pulls on GPU workers and E2c

@@ -39,6 +39,7 @@ earlier --json-out (bench/data/scaling_validation_run14.json is the run docs/sca
 usage: python3 bench/scaling_validate.py [--build build] [--quick] [--rounds 3] [--markdown]
                                          [--json-out FILE] [--no-netns] [--recompute FILE]
                                          [--switches | --overlap-factors] [--measure-links]
+                                         [--only-switches TEXT]
 """
 from __future__ import annotations
 
@@ -525,6 +526,9 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
         flop = calib.get("server_ns_per_flop") or \
             json.loads(FACTOR_CALIBRATION.read_text())["server_ns_per_flop"]
         base.update(sufficient_factors=True, server_flop_s=flop * 1e-9)
+        # the factors travel in the pushes' 16 bits with fp16/bf16, both ways (ps-worker)
+        if switches.get("compression") in ("fp16", "bf16"):
+            base["factor_value_bytes"] = 2.0
         if switches["sufficient_factors"] == "broadcast":
             # each worker rebuilds the step of every pusher (the same GEMM) and applies it
             # with the shard's update code (c_s per float32 byte)
@@ -695,6 +699,9 @@ def main() -> int:
                          "overlapping the next forward, with sufficient factors pushed and "
                          "broadcast, beside the same point without them (needs root; a point "
                          "whose flags this build lacks is skipped)")
+    ap.add_argument("--only-switches", metavar="TEXT",
+                    help="with --switches or --overlap-factors: only the points whose switch "
+                         "label (as printed, e.g. 'factors=broadcast') contains TEXT")
     ap.add_argument("--measure-links", action="store_true",
                     help="β of a shaped link from iperf3 through it (default: its tbf rate)")
     ap.add_argument("--recompute", type=pathlib.Path, metavar="JSON",
@@ -778,8 +785,12 @@ def main() -> int:
                                  {"sufficient_factors": "push"},
                                  {"sufficient_factors": "broadcast"},
                                  {"pull_overlap": True, "pull_window_kb": 2048,
-                                  "sufficient_factors": "broadcast"})]
+                                  "sufficient_factors": "broadcast"},
+                                 # E13 in 16 bits: fp16 pushes carry fp16 factors, relayed
+                                 {"sufficient_factors": "broadcast", "compression": "fp16"})]
         if args.switches or args.overlap_factors:
+            if args.only_switches:
+                points = [p for p in points if args.only_switches in switch_label(p[6])]
             kept = []
             for point in points:
                 lacks = missing_flags(build, point[6] if len(point) > 6 else {})

@@ -1,8 +1,9 @@
 // Fuzz target "message": network messages into one parameter-server shard,
 // through the same steps ShardLoop takes for each arrival: frame 0 parsed
 // as a pstrain::Header, payload frames aligned, transport::Validate against
-// ShardState::RulesFor, a push of sufficient factors rebuilt (FactorRebuild),
-// a compressed push's frame sizes passed on, then ShardState::Handle. The worker side's checks of
+// ShardState::RulesFor, a push of sufficient factors decoded and rebuilt
+// (server/factor_arrival.hpp), a compressed push's frame sizes passed on,
+// then ShardState::Handle. The worker side's checks of
 // server answers (Validate as a WORKER, ReadHelloAck) see the same headers.
 //
 // Input layout (fuzz/message_input.hpp writes it; the seeds are real
@@ -28,12 +29,12 @@
 #include <utility>
 #include <vector>
 
-#include "common/ps/factor_rebuild.hpp"
 #include "common/transport/message.hpp"
 #include "common/transport/protocol.hpp"
 #include "common/transport/validate.hpp"
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
+#include "server/factor_arrival.hpp"
 #include "server/shard_state.hpp"
 
 namespace {
@@ -120,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kVerbose) std::fprintf(stderr, "  log: %s\n", line.c_str());
   };
   auto now = ShardState::TimePoint{} + std::chrono::hours(1);
-  pstrain::FactorRebuild factors;
+  pstrain::server::FactorArrival factors;
 
   std::vector<std::string> frames;
   while (input.Next(&frames)) {
@@ -173,12 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         shard.CountBadMessage();  // "sufficient factors before the init push"
         continue;
       }
-      incoming.wire_bytes =
-          static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
-      factors.Rebuild(message.header, message.payload(0), message.payload(1), *shard.placement(),
-                      &incoming.payloads);
-      incoming.factor_left = message.payload(0);
-      incoming.factor_right = message.payload(1);
+      factors.Prepare(message, *shard.placement(), &incoming);
     } else {
       const bool compressed = message.header.dtype() != pstrain::FLOAT32;
       if (compressed) incoming.wire_bytes = 0;

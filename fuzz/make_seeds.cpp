@@ -5,7 +5,8 @@
 //                        (HELLO, INIT_PUSH, PULL, PUSH, HEARTBEAT, STATS,
 //                        SHUTDOWN, GATE to a --step-gate shard; NORM_PARTIAL
 //                        from another shard; fp16 and bf16 pushes with 16-bit
-//                        pulls; pushes of sufficient factors, with the relay
+//                        pulls; pushes of sufficient factors (float32 and, with
+//                        16-bit pushes, 16-bit), with the relay
 //                        and history pulls of factor broadcasting; pushes
 //                        under host aggregation), in the framing
 //                        fuzz/message_input.hpp reads
@@ -28,6 +29,7 @@
 
 #include "common/proto_io.hpp"
 #include "common/ps/key_placement.hpp"
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "common/transport/protocol.hpp"
 #include "fuzz/fuzz_util.hpp"
@@ -94,7 +96,13 @@ std::string PushFrames(const pstrain::KeyPlacement& placement, const std::vector
       for (int64_t r = first; r <= last; ++r) left.push_back(0.25f * (s + 1) - 0.5f * r);
     }
     const std::vector<float> right = {1.f, -2.f, 0.5f, 0.25f, 3.f, -1.f};
-    pstrain::fuzz::AppendMessage({Frame(h), Floats(left), Floats(right)}, &out);
+    // 16-bit pushes carry the factors in 16 bits too (PsClient::PushFactors).
+    const pstrain::DataType dtype = pstrain::FactorDtype(wire.push);
+    if (dtype != pstrain::FLOAT32) h.set_dtype(dtype);
+    std::vector<float> left_words, right_words;
+    pstrain::EncodeFactors(dtype, left.data(), left.size(), &left_words);
+    pstrain::EncodeFactors(dtype, right.data(), right.size(), &right_words);
+    pstrain::fuzz::AppendMessage({Frame(h), Floats(left_words), Floats(right_words)}, &out);
   }
   if (dense.empty()) return out;
   if (wire.push != pstrain::FLOAT32) push.set_dtype(wire.push);
@@ -198,6 +206,12 @@ void MessageSeeds(const fs::path& dir) {
         Session(2 | 4, 3, {STATS}, -1, {.factors = true, .relay = true}));
   Write(dir / "bsp_factor_broadcast_shard1",
         Session(2 | 4 | 8 | 16, 3, {SHUTDOWN}, -1, {.factors = true, .relay = true}));
+  // The same in 16 bits: fp16 pushes carry fp16 factors, relayed as pushed (1
+  // shard); bf16 factor pushes split mid-row over 2 shards (odd frame counts).
+  Write(dir / "bsp_factor_broadcast_fp16",
+        Session(2 | 4, 3, {STATS}, -1, {.push = pstrain::FLOAT16, .factors = true, .relay = true}));
+  Write(dir / "asp_bf16_factor_pushes_two_shards",
+        Session(2 | 4 | 8, 2, {STATS}, -1, {.push = pstrain::BFLOAT16, .factors = true}));
   // Host aggregation (bit 7): 2 pushers standing for 3 workers, bsp.
   Write(dir / "bsp_host_aggregation", Session(4 | 128, 2, {STATS}));
   std::string hello(1, '\0');

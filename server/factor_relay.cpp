@@ -1,6 +1,7 @@
 #include "server/factor_relay.hpp"
 
 #include "common/ps/factor_relay.hpp"
+#include "common/ps/sufficient_factors.hpp"
 #include "common/transport/protocol.hpp"
 
 namespace pstrain::server {
@@ -28,8 +29,8 @@ void FactorRelayStore::Install(const KeyPlacement& placement, int shard, int num
                      2, std::vector<Factors>(static_cast<size_t>(num_workers))));
 }
 
-void FactorRelayStore::Keep(const pstrain::Header& push, int worker, const float* left,
-                            const float* right) {
+void FactorRelayStore::Keep(const pstrain::Header& push, int worker, pstrain::DataType dtype,
+                            const float* left, const float* right) {
   const pstrain::FactorShape& f = push.factors();
   const int param = placement_.chunk(push.chunks(0).id()).param;
   Factors& k = params_[static_cast<size_t>(param)][static_cast<size_t>(push.clock() % 2)]
@@ -37,12 +38,16 @@ void FactorRelayStore::Keep(const pstrain::Header& push, int worker, const float
   k.step = push.clock();
   k.samples = f.samples();
   k.cols = f.cols();
-  const size_t width = f.row_end() - f.row_begin();
-  k.left = std::make_shared<std::vector<float>>(left, left + f.samples() * width);
+  k.dtype = dtype;
+  const int64_t width = f.row_end() - f.row_begin();
+  // 32-bit words of each frame (two 16-bit values a word in FLOAT16/BFLOAT16).
+  const size_t left_words = static_cast<size_t>(FactorFrameBytes(k.dtype, f.samples() * width) / 4);
+  k.left = std::make_shared<std::vector<float>>(left, left + left_words);
   k.right.reset();
   if (RelayHolder(placement_, param, worker) == shard_) {
-    k.right = std::make_shared<std::vector<float>>(
-        right, right + static_cast<size_t>(f.samples()) * f.cols());
+    const size_t right_words = static_cast<size_t>(
+        FactorFrameBytes(k.dtype, static_cast<int64_t>(f.samples()) * f.cols()) / 4);
+    k.right = std::make_shared<std::vector<float>>(right, right + right_words);
   }
 }
 
@@ -64,6 +69,7 @@ Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply) const {
     r->set_samples(k.samples);
     r->set_cols(k.cols);
     r->set_right(k.right != nullptr);
+    if (k.dtype != pstrain::FLOAT32) r->set_dtype(k.dtype);
     reply.payloads.push_back(k.left);
     if (k.right) reply.payloads.push_back(k.right);
   }

@@ -39,9 +39,12 @@ class FactorRelayStore {
   bool installed() const { return !params_.empty(); }
 
   // Keeps worker `worker`'s factors of step push.clock() (a PUSH with
-  // factors that ShardState accepted; left and right as transport::Validate
-  // checked them).
-  void Keep(const pstrain::Header& push, int worker, const float* left, const float* right);
+  // factors that ShardState accepted; left and right its two frames as they
+  // travelled and transport::Validate checked them, in `dtype`: float32
+  // values, or 16-bit words for FLOAT16 and BFLOAT16). They are kept, and
+  // relayed, byte for byte in `dtype`, never re-encoded.
+  void Keep(const pstrain::Header& push, int worker, pstrain::DataType dtype, const float* left,
+            const float* right);
 
   // Appends to `reply` the relay of parameter `param`'s step `step`: one
   // RelayedFactors per worker with its frames, in worker order, and the
@@ -55,7 +58,8 @@ class FactorRelayStore {
     int64_t step = -1;
     uint32_t samples = 0;
     uint32_t cols = 0;
-    std::shared_ptr<std::vector<float>> left;
+    pstrain::DataType dtype = pstrain::FLOAT32;  // of the frames, as pushed
+    std::shared_ptr<std::vector<float>> left;    // the frames' 32-bit words
     std::shared_ptr<std::vector<float>> right;  // null unless this shard holds the worker's R
   };
   // [param][step % 2][worker]

@@ -181,12 +181,7 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
                     now);
       return;
     }
-    incoming.wire_bytes =
-        static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
-    factors_.Rebuild(message.header, message.payload(0), message.payload(1), *placement,
-                     &incoming.payloads);
-    incoming.factor_left = message.payload(0);
-    incoming.factor_right = message.payload(1);
+    factors_.Prepare(message, *placement, &incoming);  // 16-bit frames decoded first
     SendAll(shard_.Handle(incoming, now));
     return;
   }

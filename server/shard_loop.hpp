@@ -39,13 +39,13 @@
 #include <string>
 #include <vector>
 
-#include "common/ps/factor_rebuild.hpp"
 #include "common/status.hpp"
 #include "common/transport/channel.hpp"
 #include "common/transport/context.hpp"
 #include "common/transport/liveness.hpp"
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
+#include "server/factor_arrival.hpp"
 #include "server/gpu_ipc_reader.hpp"
 #include "server/pull_reply_order.hpp"
 #include "server/shard_state.hpp"
@@ -148,7 +148,7 @@ class ShardLoop {
   std::unique_ptr<transport::Channel> coordinator_;  // shards > 0 with a coordinator
   std::unique_ptr<PullReplyOrder> pull_order_;       // options_.pull_window_bytes > 0
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
-  FactorRebuild factors_;                            // a push of sufficient factors, rebuilt
+  FactorArrival factors_;                            // a push of sufficient factors, rebuilt
   std::unique_ptr<GpuIpcReader> gpu_ipc_;            // GPU IPC pushes' regions, by worker
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"

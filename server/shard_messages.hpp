@@ -28,10 +28,13 @@ struct Incoming {
   std::vector<size_t> payload_bytes;
   // Payload bytes as they travelled (compressed pushes); -1: 4 per value.
   int64_t wire_bytes = -1;
-  // A PUSH with factors: its two frames as received (payloads then hold the
-  // rebuilt chunks), for the factor relay (server/factor_relay.hpp).
+  // A PUSH with factors: its two frames as received, in factor_dtype (the
+  // PUSH's Header.dtype: float32 values or 16-bit words), for the factor relay
+  // (server/factor_relay.hpp). payloads then hold the chunks rebuilt from
+  // them, float32, and header.dtype says FLOAT32.
   const float* factor_left = nullptr;
   const float* factor_right = nullptr;
+  pstrain::DataType factor_dtype = pstrain::FLOAT32;
 };
 
 struct Outgoing {

@@ -19,7 +19,7 @@ bool ShardState::KeepRelay(const Incoming& m, Out& out) {
     // A restarted worker's first pull takes the history of its iteration too.
     core_->keep_step_start_history = true;
   }
-  relay_.Keep(m.header, m.header.sender(), m.factor_left, m.factor_right);
+  relay_.Keep(m.header, m.header.sender(), m.factor_dtype, m.factor_left, m.factor_right);
   return true;
 }
 

@@ -12,6 +12,16 @@ using std::to_string;
 
 Status Bad(const std::string& why) { return Status::InvalidArgument(why); }
 
+// proto2 keeps an enum value it does not know (a dtype of a later version)
+// among the unknown fields, and dtype() then reads FLOAT32: refused.
+bool HasUnknownDtype(const pstrain::RelayedFactors& r) {
+  const auto& unknown = r.GetReflection()->GetUnknownFields(r);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    if (unknown.field(i).number() == pstrain::RelayedFactors::kDtypeFieldNumber) return true;
+  }
+  return false;
+}
+
 // The chunk ids of `ids` exist, are held by `shard` (>= 0) and are not in `seen`.
 Status CheckIds(const google::protobuf::RepeatedField<uint32_t>& ids, const char* field,
                 const KeyPlacement& placement, int shard, std::vector<char>& seen) {
@@ -56,13 +66,14 @@ int RelayHolder(const KeyPlacement& placement, int param, int worker) {
 }
 
 int64_t RelayBytes(const KeyPlacement& placement, int param, int64_t cols, int64_t samples,
-                   int workers) {
-  int64_t values = 0;
+                   int workers, pstrain::DataType dtype) {
+  int64_t bytes = 0;
   for (int s : ParamShards(placement, param)) {
-    values += samples * SpanRows(placement, ParamChunksOn(placement, param, s), cols).count();
+    const int64_t width = SpanRows(placement, ParamChunksOn(placement, param, s), cols).count();
+    bytes += FactorFrameBytes(dtype, samples * width);
   }
-  values += samples * cols;  // R, once
-  return values * workers * static_cast<int64_t>(sizeof(float));
+  bytes += FactorFrameBytes(dtype, samples * cols);  // R, once
+  return bytes * workers;
 }
 
 Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_bytes,
@@ -147,22 +158,31 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
                  to_string(shard) + " (its holder is server " +
                  to_string(RelayHolder(*placement, param, static_cast<int>(r.worker()))) + ")");
     }
+    if (!IsFactorDtype(r.dtype()) || HasUnknownDtype(r)) {
+      return Bad(name + ": worker " + to_string(r.worker()) + "'s factors in " +
+                 (HasUnknownDtype(r) ? std::string("an unknown dtype")
+                                     : pstrain::DataType_Name(r.dtype())) +
+                 " (they travel as FLOAT32, FLOAT16 or BFLOAT16)");
+    }
+    const std::string type =
+        r.dtype() == pstrain::FLOAT32 ? "float32" : pstrain::DataType_Name(r.dtype());
     const int64_t width = SpanRows(*placement, ids, r.cols()).count();
-    const size_t left = static_cast<size_t>(r.samples() * width) * sizeof(float);
-    const size_t right = static_cast<size_t>(r.samples()) * r.cols() * sizeof(float);
+    const size_t left = static_cast<size_t>(FactorFrameBytes(r.dtype(), r.samples() * width));
+    const size_t right = static_cast<size_t>(
+        FactorFrameBytes(r.dtype(), static_cast<int64_t>(r.samples()) * r.cols()));
     if (frame >= frame_bytes.size() || frame_bytes[frame] != left) {
       return Bad(name + ": worker " + to_string(r.worker()) + "'s L has " +
-                 (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") +
-                 " bytes, " + to_string(r.samples()) + " x " + to_string(width) +
-                 " float32 need " + to_string(left));
+                 (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") + " bytes, " +
+                 to_string(r.samples()) + " x " + to_string(width) + " " + type + " need " +
+                 to_string(left));
     }
     ++frame;
     if (r.right()) {
       if (frame >= frame_bytes.size() || frame_bytes[frame] != right) {
         return Bad(name + ": worker " + to_string(r.worker()) + "'s R has " +
                    (frame < frame_bytes.size() ? to_string(frame_bytes[frame]) : "no") +
-                   " bytes, " + to_string(r.samples()) + " x " + to_string(r.cols()) +
-                   " float32 need " + to_string(right));
+                   " bytes, " + to_string(r.samples()) + " x " + to_string(r.cols()) + " " + type +
+                   " need " + to_string(right));
       }
       ++frame;
     }

@@ -31,11 +31,12 @@ std::vector<int> ParamShards(const KeyPlacement& placement, int param);
 int RelayHolder(const KeyPlacement& placement, int param, int worker);
 
 // Bytes a worker pulls per step for a broadcast weight of rows x cols with
-// `samples` rows of factors per worker, `workers` workers: per shard holding
+// `samples` rows of factors per worker, `workers` workers, pushed in `dtype`
+// (IsFactorDtype; the relay forwards them as pushed): per shard holding
 // chunks of it, every worker's L columns of the rows they touch, plus every
-// worker's R once.
+// worker's R once, each a frame of FactorFrameBytes.
 int64_t RelayBytes(const KeyPlacement& placement, int param, int64_t cols, int64_t samples,
-                   int workers);
+                   int workers, pstrain::DataType dtype);
 
 // The PULL/PULL_REPLY fields of the relay and of history (Header.broadcast,
 // history_params, history_slots, history_chunks, relay, relayed_chunks,
@@ -43,8 +44,11 @@ int64_t RelayBytes(const KeyPlacement& placement, int param, int64_t cols, int64
 // `shard` (the sender of a PULL_REPLY; -1: unknown). frame_bytes: every
 // payload frame's size, in order (chunk frames, then history, then relay).
 // num_workers > 0: a relayed parameter must carry exactly one entry per
-// worker. Errors name the field, the parameter and the worker: "relay:
-// parameter 0 has the factors of 1 workers, the job has 2".
+// worker. Each entry's frames are in its dtype (IsFactorDtype). Errors name
+// the field, the parameter and the worker: "relay: parameter 0 has the
+// factors of 1 workers, the job has 2", "relay: parameter 0: worker 1's
+// factors in TOP_K (they travel as FLOAT32, FLOAT16 or BFLOAT16)", "relay:
+// parameter 0: worker 1's L has 40 bytes, 2 x 5 FLOAT16 need 20".
 Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_bytes,
                   const KeyPlacement* placement, int shard, int num_workers);
 

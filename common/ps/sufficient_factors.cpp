@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "common/transport/gradient_codec.hpp"
+
 namespace pstrain {
 
 using std::to_string;
@@ -28,20 +30,55 @@ int64_t ParamSize(const KeyPlacement& placement, int param) {
   return last.offset + last.length;
 }
 
-int64_t FactorBytes(int64_t samples, WeightRows rows, int64_t cols) {
-  return samples * (rows.count() + cols) * static_cast<int64_t>(sizeof(float));
+bool IsFactorDtype(pstrain::DataType dtype) {
+  return dtype == pstrain::FLOAT32 || transport::IsHalfWidth(dtype);
+}
+
+pstrain::DataType FactorDtype(pstrain::DataType compression) {
+  return transport::IsHalfWidth(compression) ? compression : pstrain::FLOAT32;
+}
+
+int64_t FactorFrameBytes(pstrain::DataType dtype, int64_t values) {
+  return dtype == pstrain::FLOAT32 ? values * 4 : (values + 1) / 2 * 4;
+}
+
+int64_t FactorBytes(int64_t samples, WeightRows rows, int64_t cols, pstrain::DataType dtype) {
+  return FactorFrameBytes(dtype, samples * rows.count()) + FactorFrameBytes(dtype, samples * cols);
+}
+
+void EncodeFactors(pstrain::DataType dtype, const float* values, size_t n,
+                   std::vector<float>* words) {
+  if (dtype == pstrain::FLOAT32) {
+    words->assign(values, values + n);
+    return;
+  }
+  transport::EncodeHalves(dtype, values, n, words);
+}
+
+const float* DecodeFactors(pstrain::DataType dtype, const float* frame, size_t n,
+                           std::vector<float>* scratch) {
+  if (dtype == pstrain::FLOAT32) return frame;
+  scratch->resize(n);
+  transport::Decode(dtype, frame, static_cast<size_t>(FactorFrameBytes(dtype, n)), n,
+                    scratch->data());
+  return scratch->data();
 }
 
 namespace {
 
-// "2 x 3 float32 need 24" against the frame's size.
-Status CheckFrame(const char* which, size_t bytes, uint64_t a, uint64_t b) {
+// "2 x 3 float32 need 24" (FLOAT16 / BFLOAT16: "2 x 3 FLOAT16 need 12")
+// against the frame's size.
+Status CheckFrame(const char* which, size_t bytes, uint64_t a, uint64_t b,
+                  pstrain::DataType dtype) {
   // a, b < 2^32: a * b < 2^64, but * 4 may overflow.
   const uint64_t values = a * b;
-  if (values > UINT64_MAX / sizeof(float) || bytes != values * sizeof(float)) {
+  const bool half = dtype != pstrain::FLOAT32;
+  const uint64_t need = half ? (values / 2 + values % 2) * 4 : values * sizeof(float);
+  if ((!half && values > UINT64_MAX / sizeof(float)) || bytes != need) {
     return Status::InvalidArgument(
         "factors: " + std::string(which) + " frame has " + to_string(bytes) + " bytes, " +
-        to_string(a) + " x " + to_string(b) + " float32 need " + to_string(values * sizeof(float)));
+        to_string(a) + " x " + to_string(b) + " " +
+        (half ? pstrain::DataType_Name(dtype) : "float32") + " need " + to_string(need));
   }
   return Status::Ok();
 }
@@ -55,9 +92,9 @@ Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_by
     return Status::InvalidArgument("factors in a " + pstrain::MessageType_Name(h.type()) +
                                    " (only a PUSH carries them)");
   }
-  if (h.dtype() != pstrain::FLOAT32) {
+  if (!IsFactorDtype(h.dtype())) {
     return Status::InvalidArgument("factors with dtype " + pstrain::DataType_Name(h.dtype()) +
-                                   " (they travel as FLOAT32)");
+                                   " (they travel as FLOAT32, FLOAT16 or BFLOAT16)");
   }
   if (f.samples() == 0 || f.cols() == 0 || f.row_end() <= f.row_begin()) {
     return Status::InvalidArgument("factors: samples " + to_string(f.samples()) + ", rows [" +
@@ -65,8 +102,9 @@ Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_by
                                    "), cols " + to_string(f.cols()) + " (each must be at least 1)");
   }
   if (h.chunks_size() == 0) return Status::InvalidArgument("factors for no chunk");
-  PSTRAIN_RETURN_IF_ERROR(CheckFrame("left", left_bytes, f.samples(), f.row_end() - f.row_begin()));
-  PSTRAIN_RETURN_IF_ERROR(CheckFrame("right", right_bytes, f.samples(), f.cols()));
+  PSTRAIN_RETURN_IF_ERROR(
+      CheckFrame("left", left_bytes, f.samples(), f.row_end() - f.row_begin(), h.dtype()));
+  PSTRAIN_RETURN_IF_ERROR(CheckFrame("right", right_bytes, f.samples(), f.cols(), h.dtype()));
   if (placement == nullptr) return Status::Ok();
   const uint32_t first = h.chunks(0).id();
   const int param = placement->chunk(first).param;  // the chunk list was checked before

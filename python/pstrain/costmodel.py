@@ -126,8 +126,9 @@ class Cluster:
     servers_beside_workers: bool = False
     host_sum_byte_s: float = 0.0
     # E1b: sufficient factors (ps-worker --sufficient-factors): an InnerProduct weight whose
-    # factors are fewer bytes than its gradient is pushed as them (float32, per shard the
-    # rows its chunks span and every column, `batch` samples); the shard rebuilds each chunk
+    # factors are fewer bytes than its gradient is pushed as them (factor_value_bytes a
+    # value, per shard the rows its chunks span and every column, `batch` samples; the
+    # rule compares float32 bytes, the same choice in 16 bits); the shard rebuilds each chunk
     # with a GEMM (server_flop_s: its CPU seconds per flop)
     sufficient_factors: bool = False
     server_flop_s: float = 0.0
@@ -137,7 +138,9 @@ class Cluster:
     # the holder for), and every worker rebuilds and applies the step on its replica:
     # worker_flop_s per flop of the rebuild GEMM (2 P b r c a weight), worker_apply_byte_s per
     # float32 byte of the update rule's step. factor_value_bytes: a factor value on the wire,
-    # both ways (4: float32, as built; 2: 16-bit factors, not built)
+    # both ways (4: float32; 2: 16-bit factors, which CPU workers send when their pushes are
+    # fp16 or bf16 -- the factor PUSH takes transport.compression and the shards relay its
+    # bytes as pushed; the CLI's --factor-bytes follows --compression so)
     factor_broadcast: bool = False
     factor_value_bytes: float = 4.0
     worker_flop_s: float = 0.0
@@ -792,9 +795,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--factor-broadcast", action="store_true",
                    help="E13: transport.sufficient_factors: broadcast (bsp): the factored "
                         "weights' pulls are every pusher's factors, the worker rebuilds them")
-    p.add_argument("--factor-bytes", type=float, default=4.0,
-                   help="E13: bytes a factor value on the wire (4: float32 as built; 2: "
-                        "16-bit factors, not built)")
+    p.add_argument("--factor-bytes", type=float, default=None,
+                   help="E1b, E13: bytes a factor value on the wire, both ways (default: 2 "
+                        "with --compression fp16 or bf16, whose pushes and relay carry the "
+                        "factors in 16 bits, as CPU workers do; else 4, float32)")
     p.add_argument("--worker-ns-per-flop", type=float, default=0.0,
                    help="E13: the worker's time per flop of its rebuild of the broadcast step")
     p.add_argument("--worker-apply-ns-per-byte", type=float, default=0.0,
@@ -813,6 +817,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="E2c: the worker's CPU per byte overlaps its NIC's wire (DMA)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
     return p
+
+
+def factor_bytes(args: argparse.Namespace) -> float:
+    """E1b, E13: a factor value's bytes on the wire: --factor-bytes, else as the built
+    path sends them (FactorDtype, common/ps/sufficient_factors.hpp): 16 bits with fp16 or
+    bf16 pushes, float32 with none, topk or sign (those encode a gradient, not factors)."""
+    if args.factor_bytes is not None:
+        return args.factor_bytes
+    return 2.0 if args.compression in ("fp16", "bf16") else 4.0
 
 
 def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
@@ -839,7 +852,7 @@ def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
                    host_sum_byte_s=args.host_sum_ns_per_byte * 1e-9,
                    sufficient_factors=args.sufficient_factors,
                    factor_broadcast=args.factor_broadcast,
-                   factor_value_bytes=args.factor_bytes,
+                   factor_value_bytes=factor_bytes(args),
                    worker_flop_s=args.worker_ns_per_flop * 1e-9,
                    worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
                    pull_overlap=args.pull_overlap,

@@ -9,9 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
-#include "common/transport/validate.hpp"
 #include "common/ps/factor_rebuild.hpp"
+#include "common/transport/validate.hpp"
 #include "tests/cpp/net_test_util.hpp"
 #include "tests/cpp/transport_test_util.hpp"
 #include "worker/ps/sufficient_factors.hpp"
@@ -63,7 +64,85 @@ TEST(SufficientFactorsTest, ChunkRowsCountPartialRowsAtTheEdges) {
   EXPECT_EQ(span.end, 2);
   EXPECT_EQ(ParamSize(p, 0), 12);
   // 3 samples x (2 rows + 6 cols) x 4 bytes.
-  EXPECT_EQ(FactorBytes(3, span, 6), 96);
+  EXPECT_EQ(FactorBytes(3, span, 6, pstrain::FLOAT32), 96);
+  // 16 bits: frames of 6 and 18 values, 3 and 9 words.
+  EXPECT_EQ(FactorBytes(3, span, 6, pstrain::FLOAT16), 48);
+  // An odd count ends in half a word: 1 x 1 and 1 x 3 values, 1 and 2 words.
+  EXPECT_EQ(FactorBytes(1, WeightRows{0, 1}, 3, pstrain::BFLOAT16), 12);
+  EXPECT_EQ(FactorFrameBytes(pstrain::FLOAT32, 5), 20);
+  EXPECT_EQ(FactorFrameBytes(pstrain::FLOAT16, 5), 12);
+  EXPECT_EQ(FactorFrameBytes(pstrain::BFLOAT16, 4), 8);
+}
+
+TEST(SufficientFactorsTest, FactorsFollowSixteenBitCompressionOnly) {
+  EXPECT_EQ(FactorDtype(pstrain::FLOAT32), pstrain::FLOAT32);
+  EXPECT_EQ(FactorDtype(pstrain::FLOAT16), pstrain::FLOAT16);
+  EXPECT_EQ(FactorDtype(pstrain::BFLOAT16), pstrain::BFLOAT16);
+  EXPECT_EQ(FactorDtype(pstrain::TOP_K), pstrain::FLOAT32);
+  EXPECT_EQ(FactorDtype(pstrain::SIGN_SCALED), pstrain::FLOAT32);
+  EXPECT_TRUE(IsFactorDtype(pstrain::BFLOAT16));
+  EXPECT_FALSE(IsFactorDtype(pstrain::SIGN_SCALED));
+}
+
+uint32_t WordOf(const std::vector<float>& words, size_t j) {
+  uint32_t w;
+  std::memcpy(&w, &words[j], 4);
+  return w;
+}
+
+TEST(SufficientFactorsTest, EncodesAndDecodesFactorsInSixteenBits) {
+  // binary16, value 2j in the low half of word j: 1 = 0x3c00, -2.5 = 0xc100,
+  // 0.1 rounds to 0x2e66 (0.0999755859375), the odd count's high half is 0.
+  const std::vector<float> values = {1.f, -2.5f, 0.1f};
+  std::vector<float> words;
+  EncodeFactors(pstrain::FLOAT16, values.data(), 3, &words);
+  ASSERT_EQ(words.size(), 2u);
+  EXPECT_EQ(WordOf(words, 0), 0xc1003c00u);
+  EXPECT_EQ(WordOf(words, 1), 0x00002e66u);
+  std::vector<float> scratch;
+  const float* decoded = DecodeFactors(pstrain::FLOAT16, words.data(), 3, &scratch);
+  EXPECT_EQ(std::vector<float>(decoded, decoded + 3),
+            (std::vector<float>{1.f, -2.5f, 0.0999755859375f}));
+  // bfloat16: float32's top half, rounded: 0.1 = 0x3dcccccd -> 0x3dcd (0.10009765625).
+  EncodeFactors(pstrain::BFLOAT16, values.data(), 3, &words);
+  EXPECT_EQ(WordOf(words, 0), 0xc0203f80u);
+  EXPECT_EQ(WordOf(words, 1), 0x00003dcdu);
+  decoded = DecodeFactors(pstrain::BFLOAT16, words.data(), 3, &scratch);
+  EXPECT_EQ(decoded[2], 0.10009765625f);
+  // float32: a copy out, the frame itself in.
+  EncodeFactors(pstrain::FLOAT32, values.data(), 3, &words);
+  EXPECT_EQ(words, values);
+  EXPECT_EQ(DecodeFactors(pstrain::FLOAT32, values.data(), 3, &scratch), values.data());
+}
+
+TEST(SufficientFactorsTest, RebuildFromSixteenBitFactorsIsTheProductOfTheRoundedValues) {
+  // kLeft and kRight moved off 16-bit values by less than half a step:
+  // 1 + 2^-11 is the midpoint of 1 and 1 + 2^-10 in fp16 (to even: 1), and
+  // 10 + 2^-9 is below the midpoint of 10 and 10 + 2^-7. In float32 the
+  // product is off the integers ((1 + 2^-11) * 5 + 3 * 8 = 29.00244140625);
+  // rebuilt from the decoded 16-bit factors it is kLeft^T kRight exactly, in
+  // both encodings (bf16's steps are coarser still).
+  const std::vector<float> left = {1.f + 0x1p-11f, 2, 3, 4};
+  const std::vector<float> right = {5, 6, 7, 8, 9, 10.f + 0x1p-9f};
+  auto placement = KeyPlacement::Create({6}, 1, 16);
+  ASSERT_TRUE(placement.ok());
+  const pstrain::Header h = FactorHeader({{0, 4}, {1, 2}}, 2, 0, 2, 3);
+  FactorRebuild rebuild;
+  std::vector<float*> chunks;
+  rebuild.Rebuild(h, left.data(), right.data(), placement.value(), &chunks);
+  EXPECT_EQ(chunks[0][0], 29.00244140625f);
+  for (pstrain::DataType dtype : {pstrain::FLOAT16, pstrain::BFLOAT16}) {
+    std::vector<float> left_words, right_words, left_values, right_values;
+    EncodeFactors(dtype, left.data(), left.size(), &left_words);
+    EncodeFactors(dtype, right.data(), right.size(), &right_words);
+    ASSERT_EQ(left_words.size(), 2u);
+    ASSERT_EQ(right_words.size(), 3u);
+    rebuild.Rebuild(h, DecodeFactors(dtype, left_words.data(), 4, &left_values),
+                    DecodeFactors(dtype, right_words.data(), 6, &right_values), placement.value(),
+                    &chunks);
+    EXPECT_EQ(Values(chunks, {4, 2}), (std::vector<float>{29, 33, 37, 42, 48, 54}))
+        << pstrain::DataType_Name(dtype);
+  }
 }
 
 TEST(SufficientFactorsTest, RebuildEqualsTheHandComputedProduct) {
@@ -135,6 +214,21 @@ TEST_F(FactorValidateTest, AcceptsAGoodPushAndNamesEachFault) {
             "factors: parameter 0 has 6 values, not rows of 4 up to row 2");
   EXPECT_EQ(Reason(FactorHeader({{0, 4}}, 0, 0, 2, 3), {0, 0}),
             "factors: samples 0, rows [0, 2), cols 3 (each must be at least 1)");
+  // 16 bits: 2 x 2 values in 2 words, 2 x 3 in 3.
+  auto half = good;
+  half.set_dtype(pstrain::FLOAT16);
+  EXPECT_EQ(Reason(half, {8, 12}), "");
+  EXPECT_EQ(Reason(half, {16, 24}), "factors: left frame has 16 bytes, 2 x 2 FLOAT16 need 8");
+  half.set_dtype(pstrain::BFLOAT16);
+  EXPECT_EQ(Reason(half, {8, 8}), "factors: right frame has 8 bytes, 2 x 3 BFLOAT16 need 12");
+  // An odd count: 1 x 2 and 1 x 3 values, 1 and 2 words.
+  auto odd = FactorHeader({{0, 4}}, 1, 0, 2, 3);
+  odd.set_dtype(pstrain::FLOAT16);
+  EXPECT_EQ(Reason(odd, {4, 8}), "");
+  EXPECT_EQ(Reason(odd, {4, 6}), "factors: right frame has 6 bytes, 1 x 3 FLOAT16 need 8");
+  half.set_dtype(pstrain::TOP_K);
+  EXPECT_EQ(Reason(half, {8, 12}),
+            "factors with dtype TOP_K (they travel as FLOAT32, FLOAT16 or BFLOAT16)");
   auto reply = good;
   reply.set_type(pstrain::PULL_REPLY);
   reply.set_role(pstrain::SERVER);
@@ -161,11 +255,12 @@ void CheckCaptureOverTwoPasses(bool transpose) {
   const Blob* weight = net->learnable_params()[0].blob;
   auto placement = KeyPlacement::Create({weight->count(), 5}, 1, 28);
   ASSERT_TRUE(placement.ok());
-  auto capture = FactorCapture::Create(*net, {0, 1}, 2, placement.value());
+  auto capture = FactorCapture::Create(*net, {0, 1}, 2, placement.value(), pstrain::FLOAT32);
   // 6 samples x (5 + 4) = 54 values < 20: no; the weight is too small to gain.
   EXPECT_EQ(capture, nullptr);
   // Every InnerProduct weight, the byte test aside.
-  capture = FactorCapture::Create(*net, {0, 1}, 2, placement.value(), /*fewer_bytes=*/false);
+  capture = FactorCapture::Create(*net, {0, 1}, 2, placement.value(), pstrain::FLOAT32,
+                                  /*fewer_bytes=*/false);
   ASSERT_NE(capture, nullptr);
   LayerHooks hooks;
   hooks.after_backward = [&](int layer) { capture->Captured(layer); };

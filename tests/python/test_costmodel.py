@@ -514,7 +514,7 @@ def test_e13_broadcast_pulls_every_pushers_factors_relayed_by_the_shards():
     three = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, workers=3))["fc"]
     assert [p.pull for p in three] == [4 * (3 * 64 * 550 + 2 * 64 * 1000),
                                        4 * (3 * 64 * 451 + 1 * 64 * 1000)]
-    # 16-bit factors (not built) halve both directions
+    # 16-bit factors (fp16/bf16 pushes, CPU workers) halve both directions
     half = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, factor_value_bytes=2.0))["fc"]
     assert [(p.push, p.pull) for p in half] == [(2 * 64 * 2000, pulled[0] / 2),
                                                 (2 * 64 * 1451, pulled[1] / 2)]
@@ -662,6 +662,8 @@ def test_cli_takes_issue_32s_switches(capsys):
                    Cluster(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
                            push_value_bytes=2.0, pull_value_bytes=2.0,
                            servers_beside_workers=True, sufficient_factors=True,
+                           # fp16 pushes carry the factors in fp16 too (ps-worker)
+                           factor_value_bytes=2.0,
                            server_byte_s=0.2e-9, server_threads=4, server_flop_s=0.01e-9,
                            server_io_byte_s=1.0e-9))
     # the shard's I/O thread at 1 GB/s is slower than the 25 GbE link: it sets the pace
@@ -737,6 +739,15 @@ def test_cli_takes_e12_and_e13(capsys):
     plain = costmodel.cluster_from_args(costmodel._parser().parse_args(flags[:6]), 8, 8)
     assert (plain.pull_overlap, plain.pull_window_bytes, plain.factor_broadcast,
             plain.factor_value_bytes) == (False, 2048 * 1024, False, 4.0)
+    # the factors' bytes follow the pushes' encoding as ps-worker sends them: 16-bit with
+    # fp16 and bf16, float32 otherwise; --factor-bytes overrides
+    for compression, expected in (("fp16", 2.0), ("bf16", 2.0), ("topk", 4.0), ("sign", 4.0)):
+        got = costmodel.cluster_from_args(costmodel._parser().parse_args(
+            flags[:6] + ["--compression", compression]), 8, 8)
+        assert got.factor_value_bytes == expected, compression
+    forced = costmodel._parser().parse_args(flags[:6] + ["--compression", "fp16",
+                                                         "--factor-bytes", "4"])
+    assert costmodel.cluster_from_args(forced, 8, 8).factor_value_bytes == 4.0
     want = predict(layers, params, 128, Cluster(**base, **on))
     assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
     # the flags count: without the overlap, the rebuild, 16-bit factors or the broadcast

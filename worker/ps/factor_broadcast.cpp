@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/ps/factor_relay.hpp"
+#include "common/ps/sufficient_factors.hpp"
 
 namespace pstrain {
 
@@ -97,13 +98,21 @@ Status FactorBroadcast::Accept(int shard, const std::string& server,
                              static_cast<size_t>(options_.num_workers))});
       relay = relays_.end() - 1;
     }
-    const float* left = reply.payload(frame);
-    relay->left[r.worker()].assign(left, left + reply.payload_length(frame));
+    // The frames as the worker pushed them (float32 or 16-bit, r.dtype()),
+    // decoded exactly as the shard decoded them before its rebuild.
+    const int64_t width =
+        SpanRows(placement_, ParamChunksOn(placement_, param, shard), r.cols()).count();
+    std::vector<float>& left = relay->left[r.worker()];
+    const size_t left_count = static_cast<size_t>(r.samples() * width);
+    const float* l = DecodeFactors(r.dtype(), reply.payload(frame), left_count, &left);
+    if (l != left.data()) left.assign(l, l + left_count);
     ++frame;
     if (r.right()) {
-      const float* right = reply.payload(frame);
-      rights_[static_cast<size_t>(weight - weights_.begin())][r.worker()].assign(
-          right, right + reply.payload_length(frame));
+      std::vector<float>& right =
+          rights_[static_cast<size_t>(weight - weights_.begin())][r.worker()];
+      const size_t right_count = static_cast<size_t>(r.samples()) * r.cols();
+      const float* v = DecodeFactors(r.dtype(), reply.payload(frame), right_count, &right);
+      if (v != right.data()) right.assign(v, v + right_count);
       ++frame;
     }
   }

@@ -612,6 +612,20 @@ Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors&
   const int64_t rows = blob.shape(0);
   const int64_t cols = blob.count() / rows;
   const int64_t samples = factors.samples;
+  // 16-bit pushes send the factors in 16 bits too (FactorDtype).
+  const pstrain::DataType dtype = FactorDtype(options_.compression);
+  // A frame of `n` values: a float32 copy, or their 16-bit encoding.
+  auto frame = [&](const float* values, size_t n) {
+    if (dtype == pstrain::FLOAT32) {
+      auto copy = StagingBuffer(n);
+      std::memcpy(copy->data(), values, n * sizeof(float));
+      return Payload::Slice(copy, 0, n);
+    }
+    EncodeFactors(dtype, values, n, &encoded_);
+    auto words = StagingBuffer(encoded_.size());
+    std::memcpy(words->data(), encoded_.data(), encoded_.size() * sizeof(float));
+    return Payload::Slice(words, 0, encoded_.size());
+  };
   // The param's chunks by shard, ascending.
   std::vector<std::vector<uint32_t>> by_shard(channels_.size());
   for (uint32_t id : placement_.param_chunks(param_id)) {
@@ -628,20 +642,24 @@ Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors&
     shape->set_row_end(static_cast<uint32_t>(span.end));
     shape->set_cols(static_cast<uint32_t>(cols));
     if (relay) shape->set_relay(true);
+    if (dtype != pstrain::FLOAT32) m.header.set_dtype(dtype);
     for (uint32_t id : ids) {
       transport::AddChunk(m.header, id, static_cast<uint64_t>(placement_.chunk(id).length));
     }
+    // L's columns [span.begin, span.end), samples x width.
     const size_t width = static_cast<size_t>(span.count());
-    auto left = StagingBuffer(static_cast<size_t>(samples) * width);
-    for (int64_t s = 0; s < samples; ++s) {
-      std::memcpy(left->data() + s * width, factors.left + s * rows + span.begin,
-                  width * sizeof(float));
+    const size_t left_count = static_cast<size_t>(samples) * width;
+    const float* left = factors.left;
+    if (width != static_cast<size_t>(rows)) {
+      factor_columns_.resize(left_count);
+      for (int64_t s = 0; s < samples; ++s) {
+        std::memcpy(factor_columns_.data() + s * width, factors.left + s * rows + span.begin,
+                    width * sizeof(float));
+      }
+      left = factor_columns_.data();
     }
-    const size_t right_count = static_cast<size_t>(samples * cols);
-    auto right = StagingBuffer(right_count);
-    std::memcpy(right->data(), factors.right, right_count * sizeof(float));
-    m.payloads.push_back(Payload::Slice(left, 0, static_cast<size_t>(samples) * width));
-    m.payloads.push_back(Payload::Slice(right, 0, right_count));
+    m.payloads.push_back(frame(left, left_count));
+    m.payloads.push_back(frame(factors.right, static_cast<size_t>(samples * cols)));
     PSTRAIN_RETURN_IF_ERROR(SendPushPart(static_cast<int>(k), std::move(m)));
     NotePushed(k, clock, ids);
   }

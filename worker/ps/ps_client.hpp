@@ -197,7 +197,9 @@ class PsClient {
   // As Push for one parameter whose gradient is `factors` (its diff is not
   // read): each shard holding chunks of it gets one PUSH with Header.factors,
   // the columns of left its chunks' rows need and all of right (copied before
-  // it returns). REQUIRES: the param's blob has at least one axis.
+  // it returns), in FactorDtype(options.compression): 16-bit when pushes are
+  // FLOAT16 or BFLOAT16 (Header.dtype), else float32.
+  // REQUIRES: the param's blob has at least one axis.
   // relay: the shards keep the factors for the factor relay (FactorShape.relay).
   Status PushFactors(int param_id, int64_t clock, const GradientFactors& factors,
                      bool relay = false);
@@ -299,6 +301,7 @@ class PsClient {
   // Per chunk id, created at its first compressed push (residuals for error feedback).
   std::vector<std::unique_ptr<transport::GradientEncoder>> encoders_;
   std::vector<float> encoded_;  // scratch of one chunk's encoding
+  std::vector<float> factor_columns_;  // PushFactors: L's columns of one shard
   int64_t pull_clock_ = -1;
   // The outstanding pull: per chunk id, arrived; per shard, chunks still
   // missing, the largest version of its replies and its checkpoint path.

@@ -8,6 +8,7 @@
 #include "common/optim/solver_proto.hpp"
 #include "common/proto_io.hpp"
 #include "common/ps/factor_relay.hpp"
+#include "common/ps/sufficient_factors.hpp"
 #include "worker/deploy.hpp"
 
 namespace pstrain {
@@ -142,7 +143,7 @@ void PsWorker::SetUpFactors() {
   }
   Net& net = trainer_->net();
   factors_ = FactorCapture::Create(net, ps_param_of_learnable_, trainer_->iter_size(),
-                                   client_->placement());
+                                   client_->placement(), FactorDtype(options_.client.compression));
   if (!factors_) {
     notice('I', "no InnerProduct weight whose factors are fewer bytes than its gradient");
     return;
@@ -217,8 +218,14 @@ Status PsWorker::SetUpBroadcast() {
   const int workers = options_.client.world_size;
   std::vector<FactorBroadcast::Weight> weights;
   for (const FactorCapture::WeightShape& s : factors_->shapes()) {
-    const int64_t relay = RelayBytes(placement, s.param, s.cols, s.samples, workers);
-    const int64_t dense = s.rows * s.cols * static_cast<int64_t>(sizeof(float));
+    // The factors as pushed (16-bit with fp16/bf16 pushes) against the
+    // weight's chunks as pulled (16-bit with fp16/bf16 pulls).
+    const int64_t relay = RelayBytes(placement, s.param, s.cols, s.samples, workers,
+                                     FactorDtype(options_.client.compression));
+    int64_t dense = 0;
+    for (uint32_t id : placement.param_chunks(s.param)) {
+      dense += FactorFrameBytes(options_.client.pull_compression, placement.chunk(id).length);
+    }
     const std::string& name = ps_names_[static_cast<size_t>(s.param)];
     if (relay >= dense) {
       notice('I', name + " pulls dense: the relay of " + std::to_string(workers) +

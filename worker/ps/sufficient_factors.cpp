@@ -8,17 +8,18 @@
 namespace pstrain {
 namespace {
 
-// Bytes PsClient::PushFactors sends for a weight of `cols` values a row,
-// parameter `param` of `placement`: per shard holding its chunks, the rows
-// they touch plus all columns, `samples` times.
-int64_t FactorPushBytes(const KeyPlacement& placement, int param, int64_t samples, int64_t cols) {
+// Bytes PsClient::PushFactors sends in `dtype` for a weight of `cols` values
+// a row, parameter `param` of `placement`: per shard holding its chunks, the
+// rows they touch plus all columns, `samples` times.
+int64_t FactorPushBytes(const KeyPlacement& placement, int param, int64_t samples, int64_t cols,
+                        pstrain::DataType dtype) {
   std::vector<std::vector<uint32_t>> by_shard(static_cast<size_t>(placement.num_shards()));
   for (uint32_t id : placement.param_chunks(param)) {
     by_shard[static_cast<size_t>(placement.chunk(id).shard)].push_back(id);
   }
   int64_t bytes = 0;
   for (const auto& ids : by_shard) {
-    if (!ids.empty()) bytes += FactorBytes(samples, SpanRows(placement, ids, cols), cols);
+    if (!ids.empty()) bytes += FactorBytes(samples, SpanRows(placement, ids, cols), cols, dtype);
   }
   return bytes;
 }
@@ -37,7 +38,7 @@ int LayersHolding(const Net& net, const Blob* blob) {
 std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
                                                      const std::vector<int>& ps_param_of_learnable,
                                                      int iter_size, const KeyPlacement& placement,
-                                                     bool fewer_bytes) {
+                                                     pstrain::DataType dtype, bool fewer_bytes) {
   std::unique_ptr<FactorCapture> capture(new FactorCapture());
   capture->net_ = &net;
   capture->weight_of_layer_.assign(net.layers().size(), -1);
@@ -59,8 +60,9 @@ std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
     w.cols = p.blob->shape(1);
     const int64_t outputs = w.transpose ? w.cols : w.rows;
     const int64_t samples = w.top->count() / outputs * iter_size;
-    const int64_t dense = w.rows * w.cols * static_cast<int64_t>(sizeof(float));
-    const int64_t factored = FactorPushBytes(placement, param, samples, w.cols);
+    // Both as they would travel in `dtype` (a 16-bit push halves both).
+    const int64_t dense = FactorFrameBytes(dtype, w.rows * w.cols);
+    const int64_t factored = FactorPushBytes(placement, param, samples, w.cols, dtype);
     if (samples == 0 || (fewer_bytes && factored >= dense)) continue;
     w.iteration_samples = samples;
     const int64_t inputs = w.transpose ? w.rows : w.cols;

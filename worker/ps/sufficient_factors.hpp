@@ -4,7 +4,8 @@
 //
 // A weight qualifies when it belongs to an InnerProduct layer alone (not
 // shared with another layer) and its factors, as PsClient::PushFactors sends
-// them to the shards holding its chunks, are fewer bytes than its gradient:
+// them to the shards holding its chunks, are fewer bytes than its gradient
+// (both in the push's encoding, float32 or 16-bit):
 //   sum over those shards of samples x (rows its chunks touch + cols) < rows x cols
 // with samples = batch x iter_size (one shard: batch x iter_size x (out + in)
 // < out x in). The bias stays dense. Caffe sums a weight's gradient over the
@@ -31,12 +32,15 @@ class FactorCapture {
  public:
   // The qualifying weights of `net`, whose PS parameter of learnable param i
   // is ps_param_of_learnable[i] (-1: not on the servers). Null when none
-  // qualifies. `net` must outlive the capture. fewer_bytes false: every
-  // InnerProduct weight alone in its layer qualifies, whatever the bytes.
+  // qualifies. `net` must outlive the capture. dtype: the factors' encoding
+  // on the wire (FactorDtype of the push compression; IsFactorDtype), which
+  // the bytes compared and summary() count, the dense gradient's in it too.
+  // fewer_bytes false: every InnerProduct weight alone in its layer
+  // qualifies, whatever the bytes.
   static std::unique_ptr<FactorCapture> Create(const Net& net,
                                                const std::vector<int>& ps_param_of_learnable,
                                                int iter_size, const KeyPlacement& placement,
-                                               bool fewer_bytes = true);
+                                               pstrain::DataType dtype, bool fewer_bytes = true);
   FactorCapture(const FactorCapture&) = delete;
   FactorCapture& operator=(const FactorCapture&) = delete;
 

@@ -1,0 +1,23 @@
+#include "server/factor_arrival.hpp"
+
+#include "common/ps/sufficient_factors.hpp"
+
+namespace pstrain::server {
+
+void FactorArrival::Prepare(const transport::InMessage& message, const KeyPlacement& placement,
+                            Incoming* incoming) {
+  const pstrain::Header& h = message.header;
+  const pstrain::FactorShape& f = h.factors();
+  const size_t samples = f.samples();
+  incoming->wire_bytes = static_cast<int64_t>(message.payload_bytes(0) + message.payload_bytes(1));
+  const float* left =
+      DecodeFactors(h.dtype(), message.payload(0), samples * (f.row_end() - f.row_begin()), &left_);
+  const float* right = DecodeFactors(h.dtype(), message.payload(1), samples * f.cols(), &right_);
+  rebuild_.Rebuild(h, left, right, placement, &incoming->payloads);
+  incoming->factor_left = message.payload(0);
+  incoming->factor_right = message.payload(1);
+  incoming->factor_dtype = h.dtype();
+  incoming->header.set_dtype(pstrain::FLOAT32);  // the payloads: rebuilt float32 chunks
+}
+
+}  // namespace pstrain::server

@@ -1,0 +1,36 @@
+// FactorArrival: a validated PUSH with sufficient factors (Header.factors,
+// common/ps/sufficient_factors.hpp) turned into the Incoming that ShardState
+// takes: the two frames decoded when they travelled in 16 bits
+// (DecodeFactors), each listed chunk rebuilt from them (FactorRebuild), the
+// rebuilt float32 chunks as the payloads with header.dtype FLOAT32, and the
+// frames as they came, in their dtype, for the factor relay
+// (Incoming.factor_left/right/factor_dtype; server/factor_relay.hpp).
+// ShardLoop::Receive and the message fuzzer (fuzz/fuzz_message.cpp) both
+// hand arrivals on through it. Not thread-safe (one per shard loop).
+#pragma once
+
+#include <vector>
+
+#include "common/ps/factor_rebuild.hpp"
+#include "common/ps/key_placement.hpp"
+#include "common/transport/message.hpp"
+#include "server/shard_messages.hpp"
+
+namespace pstrain::server {
+
+class FactorArrival {
+ public:
+  // Fills `incoming` (its peer and header already copied from `message`):
+  // payloads, wire_bytes, the factor frames and their dtype.
+  // REQUIRES: message.header.has_factors() and transport::Validate accepted
+  // it against `placement`. The payloads stay valid until the next Prepare;
+  // the factor frames as long as `message`.
+  void Prepare(const transport::InMessage& message, const KeyPlacement& placement,
+               Incoming* incoming);
+
+ private:
+  FactorRebuild rebuild_;
+  std::vector<float> left_, right_;  // 16-bit frames, decoded
+};
+
+}  // namespace pstrain::server
