@@ -62,8 +62,8 @@ void ShardState(uint8_t setup, const std::string& path) {
       pstrain::transport::InMessage message;
       message.header = h;
       if (!pstrain::transport::Validate(message, server.RulesFor(h)).ok()) continue;
-      for (const auto& out : server.Handle({"peer", h, {}}, now)) {
-        if (static_cast<size_t>(out.header.chunks_size()) != out.payloads.size()) {
+      for (const auto& out : server.Handle({"peer", h, {}, {}}, now)) {
+        if (pstrain::transport::PayloadFrames(out.header) != out.payloads.size()) {
           pstrain::fuzz::Fail("fuzz_solverstate", "a restored shard's answer is not sendable");
         }
       }

@@ -90,18 +90,26 @@ void ChunkStore::Changed(Slot& s) {
   s.current.reset();
 }
 
-void ChunkStore::Writable(Slot& s, bool keep_values) {
+const float* ChunkStore::WritableFrom(Slot& s) {
   if (device_ || s.data.use_count() == 1) {
     std::atomic_thread_fence(std::memory_order_acquire);
-    return;
+    return nullptr;
   }
-  // A puller still holds the weights it was served: they stay as they are.
   auto next = FreeBuffer(s);
-  if (keep_values) {
-    std::memcpy(next->data(), s.data->data(), static_cast<size_t>(s.length) * sizeof(float));
-  }
+  const float* from = s.data->data();  // kept alive by the holder and s.retired
   Retire(s, std::exchange(s.data, std::move(next)));
   ++copies_on_write_;
+  return from;
+}
+
+void ChunkStore::CopyAndApply(Slot& s, const optim::StepInputs& in, const float* from,
+                              float* diff, size_t begin, size_t end) const {
+  if (from == nullptr) return ApplyRange(s, in, diff, begin, end);
+  for (size_t b = begin; b < end; b += kDecodeBlock) {
+    const size_t e = std::min(end, b + kDecodeBlock);
+    std::memcpy(s.data->data() + b, from + b, (e - b) * sizeof(float));
+    ApplyRange(s, in, diff + (b - begin), b, e);
+  }
 }
 
 std::span<const float> ChunkStore::weights(uint32_t id) const {
@@ -120,7 +128,7 @@ std::span<const float> ChunkStore::history(uint32_t id, int k) const {
 void ChunkStore::SetWeights(uint32_t id, std::span<const float> values) {
   Slot& s = slot(id);
   PSTRAIN_CHECK(static_cast<int64_t>(values.size()) == s.length);
-  Writable(s, /*keep_values=*/false);
+  (void)WritableFrom(s);  // every value is written below
   std::copy(values.begin(), values.end(), s.data->begin());
   if (device_) device_->Upload(LocalIndex(id), -1, s.data->data());
   Changed(s);
@@ -171,9 +179,9 @@ void ChunkStore::ApplyGradientInPlace(uint32_t id, float* grad, float grad_scale
   Slot& s = slot(id);
   const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale,
                              /*diff_holds_update=*/false};  // grad is dropped after this
-  Writable(s, /*keep_values=*/true);
+  const float* from = WritableFrom(s);
   ForRanges(static_cast<size_t>(s.length), [&](int, size_t begin, size_t end) {
-    ApplyRange(s, in, grad + begin, begin, end);
+    CopyAndApply(s, in, from, grad + begin, begin, end);
   });
   Changed(s);
 }
@@ -188,7 +196,7 @@ void ChunkStore::ApplyEncoded(uint32_t id, const EncodedGradient& grad, float gr
   }
   const optim::StepInputs in{optim::LearningRate(hyper_, iter), iter, grad_scale,
                              /*diff_holds_update=*/false};
-  Writable(s, /*keep_values=*/true);
+  const float* from = WritableFrom(s);
   const size_t parts = threads_ != nullptr ? static_cast<size_t>(threads_->threads()) : 1;
   if (blocks_.size() < parts) blocks_.resize(parts, std::vector<float>(kDecodeBlock));
   ForRanges(static_cast<size_t>(s.length), [&](int part, size_t begin, size_t end) {
@@ -196,7 +204,7 @@ void ChunkStore::ApplyEncoded(uint32_t id, const EncodedGradient& grad, float gr
     for (size_t b = begin; b < end; b += kDecodeBlock) {
       const size_t e = std::min(end, b + kDecodeBlock);
       DecodeRange(grad, b, e, block);
-      ApplyRange(s, in, block, b, e);
+      CopyAndApply(s, in, from, block, b, e);
     }
   });
   Changed(s);
@@ -204,7 +212,7 @@ void ChunkStore::ApplyEncoded(uint32_t id, const EncodedGradient& grad, float gr
 
 std::shared_ptr<const std::vector<float>> ChunkStore::Snapshot(uint32_t id) {
   Slot& s = slot(id);
-  if (!device_) return s.data;  // written again only once nobody holds it (Writable)
+  if (!device_) return s.data;  // written again only once nobody holds it (WritableFrom)
   if (!s.current) {
     s.current = FreeBuffer(s);
     device_->Download(LocalIndex(id), -1, s.current->data());

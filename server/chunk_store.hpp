@@ -98,7 +98,7 @@ class ChunkStore {
     int64_t length = 0;
     optim::ParamHyper param;
     // The weights; on the CPU also the snapshot handed to pullers (written only
-    // while data.use_count() == 1: see Writable). On a device: the host copy,
+    // while data.use_count() == 1: see WritableFrom). On a device: the host copy,
     // refreshed by the const accessors (hence mutable), never handed out.
     mutable std::shared_ptr<std::vector<float>> data;
     mutable std::vector<std::vector<float>> history;
@@ -112,8 +112,16 @@ class ChunkStore {
   const Slot& slot(uint32_t id) const { return slots_[static_cast<size_t>(LocalIndex(id))]; }
   void Changed(Slot& s);  // device: retires the current snapshot
   // CPU: makes s.data exclusively the store's before a write (copy-on-write
-  // when a puller still holds it; the values are copied only if keep_values).
-  void Writable(Slot& s, bool keep_values);
+  // when a puller, or a bsp step's kept start, still holds it), without
+  // copying: returns the values an update must start from when they moved to
+  // another buffer, or null when the update goes in place. The caller copies them block by block just before updating the
+  // block, while the block is in cache, on the apply threads: a held snapshot
+  // then costs no second pass over memory.
+  const float* WritableFrom(Slot& s);
+  // The update of values [begin, end) of s from `from` (null: in place) with
+  // the gradient diff[0, end - begin), in blocks of kDecodeBlock values.
+  void CopyAndApply(Slot& s, const optim::StepInputs& in, const float* from, float* diff,
+                    size_t begin, size_t end) const;
   // A retired buffer nobody else holds (moved out of s.retired), or a new one.
   std::shared_ptr<std::vector<float>> FreeBuffer(Slot& s);
   void Retire(Slot& s, std::shared_ptr<std::vector<float>> buffer);

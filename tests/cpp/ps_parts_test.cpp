@@ -15,7 +15,10 @@
 #include "common/optim/lr_policy.hpp"
 #include "common/optim/update_rule.hpp"
 #include "common/transport/protocol.hpp"
+#include "common/transport/gradient_codec.hpp"
+#include "server/apply_threads.hpp"
 #include "server/chunk_store.hpp"
+#include "server/encoded_gradient.hpp"
 #include "server/shard_loop.hpp"
 #include "tests/cpp/shard_state_test_util.hpp"
 #include "worker/ps/ps_client.hpp"
@@ -280,6 +283,55 @@ TEST(ChunkStoreCopyOnWriteTest, UpdatesInPlaceUnlessASnapshotIsHeld) {
   store.SetWeights(0, std::vector<float>{7, 8});  // nobody holds the current one
   EXPECT_EQ(store.copy_on_write_count(), 1);
   EXPECT_EQ(*store.Snapshot(0), (std::vector<float>{7, 8}));
+}
+
+// The copy a held snapshot forces is made block by block just before each
+// block's update, on the apply threads: the updated values are those of an
+// update in place, bit for bit, for float32 and encoded gradients, and the
+// holder's values never change.
+TEST(ChunkStoreCopyOnWriteTest, HeldSnapshotsGiveTheInPlaceResultOverBlocksAndThreads) {
+  const size_t n = 2 * server::ApplyThreads::kMinPerThread + 3 * server::kDecodeBlock + 5;
+  optim::SolverHyper h;
+  h.base_lr = 0.1f;
+  h.momentum = 0.9f;
+  h.weight_decay = 0.01f;
+  auto placement =
+      KeyPlacement::Create({static_cast<int64_t>(n)}, 1, static_cast<int64_t>(n * 4)).value();
+  std::vector<float> start(n), grad(n);
+  for (size_t i = 0; i < n; ++i) {
+    start[i] = 0.001f * static_cast<float>(i % 977) - 0.3f;
+    grad[i] = 0.01f * static_cast<float>((i * 7) % 131) - 0.6f;
+  }
+  std::vector<float> halves;
+  (void)transport::EncodeHalves(pstrain::FLOAT16, grad.data(), n, &halves);
+  const server::EncodedGradient encoded{pstrain::FLOAT16, halves.data(), halves.size() * 4, n};
+  for (int threads : {1, 2}) {
+    for (bool fp16 : {false, true}) {
+      server::ApplyThreads pool(threads);
+      std::vector<float> result[2];
+      for (int held = 0; held < 2; ++held) {
+        auto store = server::ChunkStore::Create(placement, 0, {{1, 1}}, h).value();
+        store.set_threads(&pool);
+        store.SetWeights(0, start);
+        for (int step = 0; step < 2; ++step) {  // the second step reads the history
+          auto kept = held ? store.Snapshot(0) : nullptr;
+          const std::vector<float> before(store.weights(0).begin(), store.weights(0).end());
+          std::vector<float> g = grad;
+          if (fp16) {
+            store.ApplyEncoded(0, encoded, 0.5f, step);
+          } else {
+            store.ApplyGradientInPlace(0, g.data(), 0.5f, step);
+          }
+          if (held) EXPECT_EQ(*kept, before) << "step " << step;  // the holder's values
+        }
+        EXPECT_EQ(store.copy_on_write_count(), held ? 2 : 0);
+        result[held].assign(store.weights(0).begin(), store.weights(0).end());
+      }
+      EXPECT_EQ(std::memcmp(result[0].data(), result[1].data(), n * 4), 0)
+          << threads << " threads, fp16 " << fp16;
+      EXPECT_NE(result[0][n - 1], start[n - 1]);
+    }
+  }
 }
 
 }  // namespace
