@@ -176,14 +176,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       factors.Prepare(message, *shard.placement(), &incoming);
     } else {
-      const bool compressed = message.header.dtype() != pstrain::FLOAT32;
-      if (compressed) incoming.wire_bytes = 0;
-      for (size_t i = 0; i < message.payload_count(); ++i) {
-        incoming.payloads.push_back(message.mutable_payload(i));
-        if (!compressed) continue;
-        incoming.payload_bytes.push_back(message.payload_bytes(i));
-        incoming.wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
-      }
+      pstrain::server::TakePayloads(message, &incoming);
     }
     CheckSendable(shard.Handle(incoming, now), shard, config);
     CheckSendable(shard.Tick(now), shard, config);

@@ -20,4 +20,15 @@ void FactorArrival::Prepare(const transport::InMessage& message, const KeyPlacem
   incoming->header.set_dtype(pstrain::FLOAT32);  // the payloads: rebuilt float32 chunks
 }
 
+void TakePayloads(transport::InMessage& message, Incoming* incoming) {
+  const bool compressed = message.header.dtype() != pstrain::FLOAT32;
+  if (compressed) incoming->wire_bytes = 0;
+  for (size_t i = 0; i < message.payload_count(); ++i) {
+    incoming->payloads.push_back(message.mutable_payload(i));
+    if (!compressed) continue;
+    incoming->payload_bytes.push_back(message.payload_bytes(i));
+    incoming->wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
+  }
+}
+
 }  // namespace pstrain::server

@@ -18,6 +18,12 @@
 
 namespace pstrain::server {
 
+// Any other arrival: `incoming` takes the frames themselves (zero copy: the
+// shard reads, and for float32 updates in place, the received frames), and for
+// a compressed push (header.dtype other than FLOAT32, decoded as it is
+// applied) their byte sizes and the bytes they travelled as.
+void TakePayloads(transport::InMessage& message, Incoming* incoming);
+
 class FactorArrival {
  public:
   // Fills `incoming` (its peer and header already copied from `message`):

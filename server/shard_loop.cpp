@@ -185,17 +185,7 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     SendAll(shard_.Handle(incoming, now));
     return;
   }
-  // Zero-copy: the shard reads (and for float32 updates in place) the frames
-  // themselves; a compressed push is decoded as it is applied (Validate has
-  // checked each encoding).
-  const bool compressed = message.header.dtype() != pstrain::FLOAT32;
-  if (compressed) incoming.wire_bytes = 0;
-  for (size_t i = 0; i < message.payload_count(); ++i) {
-    incoming.payloads.push_back(message.mutable_payload(i));
-    if (!compressed) continue;
-    incoming.payload_bytes.push_back(message.payload_bytes(i));
-    incoming.wire_bytes += static_cast<int64_t>(message.payload_bytes(i));
-  }
+  TakePayloads(message, &incoming);  // zero copy (Validate has checked each encoding)
   SendAll(shard_.Handle(incoming, now));
 }
 

@@ -322,7 +322,9 @@ TEST(ChunkStoreCopyOnWriteTest, HeldSnapshotsGiveTheInPlaceResultOverBlocksAndTh
           } else {
             store.ApplyGradientInPlace(0, g.data(), 0.5f, step);
           }
-          if (held) EXPECT_EQ(*kept, before) << "step " << step;  // the holder's values
+          if (held) {
+            EXPECT_EQ(*kept, before) << "step " << step;  // the holder's values
+          }
         }
         EXPECT_EQ(store.copy_on_write_count(), held ? 2 : 0);
         result[held].assign(store.weights(0).begin(), store.weights(0).end());

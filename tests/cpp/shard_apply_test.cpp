@@ -192,53 +192,43 @@ TEST(ShardApply, FusedDecodeEqualsDecodingFirstForEveryRuleAndMode) {
   }
 }
 
-TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteHalf) {
-  // Every finite binary16 pattern, twice (value i and 65536 + i), and an odd tail.
-  std::vector<uint16_t> halves;
-  for (int rep = 0; rep < 2; ++rep) {
-    for (uint32_t h = 0; h < 65536; ++h) {
-      if ((h & 0x7c00u) != 0x7c00u) halves.push_back(static_cast<uint16_t>(h));
+// Every finite pattern of a 16-bit `dtype` (those whose exponent bits,
+// `exponent`, are not all set), `reps` times, then `one` (1.0), an odd count in
+// all (the last word's high half unused): DecodeRange over ranges at odd
+// offsets and of odd lengths (as blocks and pool parts cut them) equals
+// transport::Decode bit for bit, and no value is taken for non-finite.
+void ExpectDecodeRangeEqualsDecodeOnEveryFinitePattern(pstrain::DataType dtype, uint32_t exponent,
+                                                       uint16_t one, int reps) {
+  std::vector<uint16_t> values;
+  for (int rep = 0; rep < reps; ++rep) {
+    for (uint32_t v = 0; v < 65536; ++v) {
+      if ((v & exponent) != exponent) values.push_back(static_cast<uint16_t>(v));
     }
   }
-  halves.push_back(0x3c00);  // 1.0
-  if (halves.size() % 2) halves.push_back(0);
-  const uint64_t n = halves.size() - 1;  // an odd count: the last word's high half unused
-  std::vector<float> whole(n), part(n, -7.f);
-  transport::Decode(pstrain::FLOAT16, halves.data(), halves.size() * 2, n, whole.data());
-  const EncodedGradient g{pstrain::FLOAT16, halves.data(), halves.size() * 2, n};
-  // Ranges at odd offsets and of odd lengths, as blocks and pool parts cut them.
-  for (uint64_t begin = 0; begin < n;) {
-    const uint64_t end = std::min(n, begin + 4093);
-    DecodeRange(g, begin, end, part.data() + begin);
-    begin = end;
-  }
-  EXPECT_EQ(std::memcmp(whole.data(), part.data(), n * 4), 0);
-  float bad = 0;
-  EXPECT_EQ(FirstNonFinite(g, &bad), -1);
-}
-
-TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteBFloat16) {
-  // Every finite bfloat16 pattern (a bf16 push crashed the shard before: DecodeRange
-  // knew no BFLOAT16), with an odd count.
-  std::vector<uint16_t> values;
-  for (uint32_t b = 0; b < 65536; ++b) {
-    if ((b & 0x7f80u) != 0x7f80u) values.push_back(static_cast<uint16_t>(b));
-  }
-  values.push_back(0x3f80);  // 1.0
+  values.push_back(one);
   if (values.size() % 2) values.push_back(0);
   const uint64_t n = values.size() - 1;
   std::vector<float> whole(n), part(n, -7.f);
-  transport::Decode(pstrain::BFLOAT16, values.data(), values.size() * 2, n, whole.data());
-  const EncodedGradient g{pstrain::BFLOAT16, values.data(), values.size() * 2, n};
+  transport::Decode(dtype, values.data(), values.size() * 2, n, whole.data());
+  const EncodedGradient g{dtype, values.data(), values.size() * 2, n};
   for (uint64_t begin = 0; begin < n;) {
     const uint64_t end = std::min(n, begin + 4093);
     DecodeRange(g, begin, end, part.data() + begin);
     begin = end;
   }
-  EXPECT_EQ(std::memcmp(whole.data(), part.data(), n * 4), 0);
-  EXPECT_EQ(part[n - 1], 1.f);
+  EXPECT_EQ(std::memcmp(whole.data(), part.data(), n * 4), 0) << pstrain::DataType_Name(dtype);
+  EXPECT_EQ(part[n - 1], 1.f) << pstrain::DataType_Name(dtype);
   float bad = 0;
-  EXPECT_EQ(FirstNonFinite(g, &bad), -1);
+  EXPECT_EQ(FirstNonFinite(g, &bad), -1) << pstrain::DataType_Name(dtype);
+}
+
+TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteHalf) {
+  ExpectDecodeRangeEqualsDecodeOnEveryFinitePattern(pstrain::FLOAT16, 0x7c00u, 0x3c00, 2);
+}
+
+TEST(EncodedGradient, DecodeRangeEqualsTransportDecodeOnEveryFiniteBFloat16) {
+  // A bf16 push stopped the shard before: DecodeRange knew no BFLOAT16.
+  ExpectDecodeRangeEqualsDecodeOnEveryFinitePattern(pstrain::BFLOAT16, 0x7f80u, 0x3f80, 1);
 }
 
 TEST(EncodedGradient, FirstNonFiniteFindsEach16BitInfinityAndNaN) {
@@ -276,30 +266,39 @@ TEST(EncodedGradient, TopKAndSignRangesEqualTransportDecode) {
   }
 }
 
-TEST(ShardApply, CompressedPushWithAnInfinityIsRefusedAsItTravelled) {
-  ShardConfig config = Config(ConsistencyMode::kAsp, 1);
-  config.nonfinite = NonFinitePolicy::kDrop;
-  Shard shard(config);
-  shard.Send(Hello(0, 1));
-  shard.Send(Init(0, 1));
-  const std::vector<float> before = shard.Weights();
-  // Chunk 0 (4 values) in fp16: 1, 2, +inf (0x7c00), 4.
-  const uint16_t halves[4] = {0x3c00, 0x4000, 0x7c00, 0x4400};
+// Worker 0's PUSH at clock 0 of chunk 0 (4 values) in a 16-bit `dtype`, to an
+// asp shard of one worker that drops non-finite pushes: what it answers.
+std::vector<Outgoing> Push16(Shard& shard, pstrain::DataType dtype, const uint16_t (&values)[4]) {
   Incoming m;
   m.peer = "w0";
   m.header.set_type(pstrain::PUSH);
   m.header.set_role(pstrain::WORKER);
   m.header.set_sender(0);
   m.header.set_clock(0);
-  m.header.set_dtype(pstrain::FLOAT16);
+  m.header.set_dtype(dtype);
   pstrain::ChunkRef* ref = m.header.add_chunks();
   ref->set_id(0);
   ref->set_length(4);
   std::vector<float> words(2);
-  std::memcpy(words.data(), halves, 8);
+  std::memcpy(words.data(), values, 8);
   m.payloads.push_back(words.data());
   m.payload_bytes.push_back(8);
-  const auto out = shard.server.Handle(m, kT0);
+  return shard.server.Handle(m, kT0);
+}
+
+ShardConfig DroppingAspShard() {
+  ShardConfig config = Config(ConsistencyMode::kAsp, 1);
+  config.nonfinite = NonFinitePolicy::kDrop;
+  return config;
+}
+
+TEST(ShardApply, CompressedPushWithAnInfinityIsRefusedAsItTravelled) {
+  Shard shard(DroppingAspShard());
+  shard.Send(Hello(0, 1));
+  shard.Send(Init(0, 1));
+  const std::vector<float> before = shard.Weights();
+  // Chunk 0 in fp16: 1, 2, +inf (0x7c00), 4.
+  const auto out = Push16(shard, pstrain::FLOAT16, {0x3c00, 0x4000, 0x7c00, 0x4400});
   ASSERT_EQ(Count(out, pstrain::ERROR), 1);
   EXPECT_EQ(Find(out, pstrain::ERROR)->header.text(),
             "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'w', value 2) holds inf: "
@@ -308,31 +307,12 @@ TEST(ShardApply, CompressedPushWithAnInfinityIsRefusedAsItTravelled) {
 }
 
 TEST(ShardApply, Bf16PushIsAppliedAndOneWithANaNIsRefused) {
-  ShardConfig config = Config(ConsistencyMode::kAsp, 1);
-  config.nonfinite = NonFinitePolicy::kDrop;
-  Shard shard(config);
+  Shard shard(DroppingAspShard());
   shard.Send(Hello(0, 1));
   shard.Send(Init(0, 1));
   const std::vector<float> before = shard.Weights();
-  auto push = [&](const uint16_t (&values)[4], int64_t clock) {
-    Incoming m;
-    m.peer = "w0";
-    m.header.set_type(pstrain::PUSH);
-    m.header.set_role(pstrain::WORKER);
-    m.header.set_sender(0);
-    m.header.set_clock(clock);
-    m.header.set_dtype(pstrain::BFLOAT16);
-    pstrain::ChunkRef* ref = m.header.add_chunks();
-    ref->set_id(0);
-    ref->set_length(4);
-    std::vector<float> words(2);
-    std::memcpy(words.data(), values, 8);
-    m.payloads.push_back(words.data());
-    m.payload_bytes.push_back(8);
-    return shard.server.Handle(m, kT0);
-  };
   // bf16 1, 2, NaN (0x7fc0), 4: refused, nothing applied.
-  auto out = push({0x3f80, 0x4000, 0x7fc0, 0x4080}, 0);
+  auto out = Push16(shard, pstrain::BFLOAT16, {0x3f80, 0x4000, 0x7fc0, 0x4080});
   ASSERT_EQ(Count(out, pstrain::ERROR), 1);
   EXPECT_EQ(Find(out, pstrain::ERROR)->header.text(),
             "PUSH from worker 0 for iteration 0: chunk 0 (parameter 0 'w', value 2) holds nan: "
@@ -340,7 +320,7 @@ TEST(ShardApply, Bf16PushIsAppliedAndOneWithANaNIsRefused) {
   EXPECT_EQ(shard.Weights(), before);
   // bf16 1, 2, -0.5 (0xbf00), 4: applied as those float32 values (asp, one
   // worker, lr 0.1, momentum's first step: w -= 0.1 g).
-  out = push({0x3f80, 0x4000, 0xbf00, 0x4080}, 0);
+  out = Push16(shard, pstrain::BFLOAT16, {0x3f80, 0x4000, 0xbf00, 0x4080});
   EXPECT_EQ(Count(out, pstrain::ERROR), 0);
   const std::vector<float> after = shard.Weights();
   const float g[4] = {1.f, 2.f, -0.5f, 4.f};
