@@ -28,7 +28,15 @@ namespace nb = nanobind;
 
 // Raises the Python exception for a failed status (ValueError for bad input,
 // FileNotFoundError, MemoryError, RuntimeError otherwise); returns on ok.
+// A status that a Python layer's exception caused (KeepLayerError) raises that
+// exception itself, as pycaffe does (a layer's RuntimeError stays a
+// RuntimeError), with the status's message -- the net file, line, layer and
+// method -- added to it as a note.
 void ThrowIfError(const Status& status);
+// Keeps the exception a Python layer raised, and `message`, the text of the
+// failed status it became; the next ThrowIfError whose status names that text
+// raises it. One is kept at a time. REQUIRES: the GIL.
+void KeepLayerError(nb::python_error& error, const std::string& message);
 template <typename T>
 T ValueOrThrow(Result<T> result) {
   ThrowIfError(result.status());

@@ -87,7 +87,9 @@ class PyLayerObject : public PythonLayerObject {
       body();
       return Status::Ok();
     } catch (nb::python_error& e) {
-      return Status::InvalidArgument(where_ + ": " + method + " raised " + DescribePythonError(e));
+      const std::string what = where_ + ": " + method + " raised " + DescribePythonError(e);
+      KeepLayerError(e, what);
+      return Status::InvalidArgument(what);
     } catch (const std::exception& e) {
       return Status::InvalidArgument(where_ + ": " + method + " failed: " + e.what());
     }
@@ -123,7 +125,9 @@ class PyLayerBridge : public PythonLayerBridge {
       self.attr("blobs") = nb::cast(LayerBlobs{layer});
       return std::unique_ptr<PythonLayerObject>(new PyLayerObject(std::move(self), where));
     } catch (nb::python_error& e) {
-      return Status::InvalidArgument(where + ": " + DescribePythonError(e));
+      const std::string what = where + ": " + DescribePythonError(e);
+      KeepLayerError(e, what);
+      return Status::InvalidArgument(what);
     }
   }
 };

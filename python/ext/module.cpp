@@ -6,7 +6,9 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdio>
+#include <memory>
 #include <random>
+#include <utility>
 
 #include "common/device.hpp"
 #include "proto/caffe.pb.h"
@@ -16,9 +18,35 @@
 
 namespace pstrain::python {
 
+namespace {
+
+// The Python layer exception kept by KeepLayerError; touched only with the GIL
+// held. Deliberately never freed at exit (the interpreter may be gone).
+struct KeptLayerError {
+  nb::python_error error;
+  std::string message;
+};
+KeptLayerError* kept_layer_error = nullptr;
+
+}  // namespace
+
+void KeepLayerError(nb::python_error& error, const std::string& message) {
+  delete kept_layer_error;
+  kept_layer_error = new KeptLayerError{std::move(error), message};
+}
+
 void ThrowIfError(const Status& status) {
   if (status.ok()) return;
   const std::string& message = status.message();
+  if (kept_layer_error != nullptr) {
+    std::unique_ptr<KeptLayerError> kept(std::exchange(kept_layer_error, nullptr));
+    if (message.find(kept->message) != std::string::npos) {
+      nb::object value = nb::borrow(kept->error.value());
+      if (nb::hasattr(value, "add_note")) value.attr("add_note")(nb::str(message.c_str()));
+      kept->error.restore();
+      throw nb::python_error();
+    }
+  }
   switch (status.code()) {
     case StatusCode::kNotFound:
       PyErr_SetString(PyExc_FileNotFoundError, message.c_str());

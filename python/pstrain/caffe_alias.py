@@ -34,7 +34,11 @@ class _AliasLoader(importlib.abc.Loader):
         self._target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self._target)
+        module = importlib.import_module(self._target)
+        if spec.name == _ALIAS and not any(isinstance(f, _SubmoduleFinder)
+                                           for f in sys.meta_path):
+            sys.meta_path.insert(0, _SubmoduleFinder())
+        return module
 
     def exec_module(self, module) -> None:
         pass  # the target module is already loaded
@@ -50,6 +54,22 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         if importlib.util.find_spec(real) is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(real))
+
+
+class _SubmoduleFinder(importlib.abc.MetaPathFinder):
+    """Once `caffe` is pstrain.caffe, `caffe.<sub>` is pstrain.caffe.<sub>, the same
+    module object. It goes first on sys.meta_path (put there when the alias loads
+    `caffe`): the package's __path__ would otherwise let the path finder load a
+    second copy of each submodule named caffe.<sub> (`from caffe.coord_map import
+    crop` then built layers with another net_spec than `caffe.layers`, and its own
+    type checks refused them)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith(_ALIAS + "."):
+            return None
+        if sys.modules.get(_ALIAS) is not sys.modules.get(_TARGET):
+            return None  # another caffe was imported: not ours to answer
+        return _AliasFinder().find_spec(fullname)
 
 
 def find_spec(fullname: str):
