@@ -376,11 +376,13 @@ TEST(SigmoidCrossEntropyLossTest, EveryNormalizationModeWithIgnoreLabel) {
     if (t[i] != -1) sum += SigmoidCe(x[i], t[i]);
   }
   const std::vector<NormalizationCase> cases = {
-      {"ignore_label: -1", 5},  // VALID by default
+      {"ignore_label: -1", 2},  // BATCH_SIZE by default (Caffe's, not the proto's VALID)
+      {"ignore_label: -1 normalization: VALID", 5},
       {"ignore_label: -1 normalization: FULL", 6},
       {"ignore_label: -1 normalization: BATCH_SIZE", 2},
       {"ignore_label: -1 normalization: NONE", 1},
       {"ignore_label: -1 normalize: false", 2},
+      {"ignore_label: -1 normalize: true", 5},
   };
   for (const auto& c : cases) {
     auto rig = Build(kSigmoidCe + std::string("loss_param { ") + c.loss_param + " }",
@@ -391,7 +393,11 @@ TEST(SigmoidCrossEntropyLossTest, EveryNormalizationModeWithIgnoreLabel) {
   }
 }
 
-TEST(SigmoidCrossEntropyLossTest, NoIgnoreLabelDividesByCount) {
+// Caffe's default for this layer is BATCH_SIZE (its LayerSetUp), so a net
+// without loss_param (Caffe's examples/mnist/mnist_autoencoder.prototxt)
+// divides the summed loss by the batch, not by the 2 x 2 outputs; the
+// gradient is scaled the same way.
+TEST(SigmoidCrossEntropyLossTest, NoLossParamDividesByBatchSize) {
   const std::vector<float> x = {0.5f, -1, 2, 0};
   const std::vector<float> t = {1, 0, 0, 1};
   double sum = 0;
@@ -400,7 +406,12 @@ TEST(SigmoidCrossEntropyLossTest, NoIgnoreLabelDividesByCount) {
   ASSERT_TRUE(rig->setup.ok());
   EXPECT_FALSE(rig->layer->AllowForceBackward(1));
   rig->layer->Forward(rig->bottom.vec(), rig->top.vec());
-  EXPECT_NEAR(rig->top[0]->cpu_data()[0], sum / 4, 1e-6);
+  EXPECT_NEAR(rig->top[0]->cpu_data()[0], sum / 2, 1e-6);
+  rig->top[0]->mutable_cpu_diff()[0] = 1;
+  rig->layer->Backward(rig->top.vec(), {true, false}, rig->bottom.vec());
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(rig->bottom[0]->cpu_diff()[i], (1 / (1 + std::exp(-x[i])) - t[i]) / 2, 1e-6) << i;
+  }
 }
 
 TEST(SigmoidCrossEntropyLossTest, StableForHugeLogits) {
@@ -421,7 +432,8 @@ TEST(SigmoidCrossEntropyLossTest, GradientsWithLossWeightOneAndTwo) {
     rig->layer->Forward(rig->bottom.vec(), rig->top.vec());
     BackwardWithWeight(*rig, weight);
     for (int i = 0; i < 6; ++i) {
-      const double expected = t[i] == -1 ? 0.0 : weight * (1 / (1 + std::exp(-x[i])) - t[i]) / 5;
+      // divided by the batch (2): Caffe's default for this layer
+      const double expected = t[i] == -1 ? 0.0 : weight * (1 / (1 + std::exp(-x[i])) - t[i]) / 2;
       EXPECT_NEAR(rig->bottom[0]->cpu_diff()[i], expected, 1e-6) << i;
     }
   }

@@ -8,7 +8,12 @@ namespace pstrain {
 
 Status SigmoidCrossEntropyLossLayer::LayerSetUp(const BlobVec&, const BlobVec&) {
   const caffe::LossParameter& loss = param_.loss_param();
-  normalization_ = NormalizationMode(loss);
+  // Caffe's SigmoidCrossEntropyLoss divides by the batch size unless the
+  // file says otherwise (normalization, or the legacy normalize); the proto's
+  // default VALID is SoftmaxWithLoss's, not this layer's.
+  normalization_ = loss.has_normalization() || loss.has_normalize()
+                       ? NormalizationMode(loss)
+                       : caffe::LossParameter::BATCH_SIZE;
   has_ignore_label_ = loss.has_ignore_label();
   ignore_label_ = loss.ignore_label();
   return Status::Ok();
