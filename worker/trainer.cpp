@@ -110,7 +110,9 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
                                    ": snapshot_format HDF5 is not supported; use BINARYPROTO");
   }
 
-  if (!options_.without_data) PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
+  if (!options_.without_data && options_.apply_solver_mode) {
+    PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
+  }
   if (options_.engine == Engine::kGpu) {
     // The updates will run on the device: a rule without a GPU kernel is
     // refused here, before the first step.

@@ -79,6 +79,11 @@ struct TrainerOptions {
   // Input layer of the shape it would deliver (worker/net_check.hpp); the
   // solver's solver_mode is not applied. Solve and Step must not be called.
   bool without_data = false;
+  // Honour the solver's `solver_mode: GPU` (and `device_id`) as `caffe train`
+  // does. False for pycaffe's solvers (python/ext/bindings_solver.cpp): there,
+  // as in Caffe's Python interface, caffe.set_mode_cpu/gpu decide and the
+  // file's solver_mode is ignored.
+  bool apply_solver_mode = true;
   std::function<void(const TrainEvent&)> on_event;  // may be empty
   // The local update rule changes the weights after each iteration. False
   // when a callback owns the weights (a parameter-server worker: the servers

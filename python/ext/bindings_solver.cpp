@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdio>
+#include <map>
 #include <optional>
 
 #include "common/device.hpp"
@@ -109,7 +110,8 @@ namespace {
 // 0 (the root solver) tests, snapshots and displays.
 void MakeSolver(SolverHandle* h, const std::string& path, const std::string& type) {
   caffe::SolverParameter solver;
-  ThrowIfError(ReadTextProto(path, &solver));
+  std::map<std::string, int> lines;  // field -> line, for messages naming file:line
+  ThrowIfError(ReadTextProtoWithFieldLines(path, &solver, &lines));
   if (!type.empty()) {  // SGDSolver(file) is SGD whatever the file says, as in pycaffe
     solver.set_type(type);
     solver.clear_solver_type();
@@ -123,6 +125,10 @@ void MakeSolver(SolverHandle* h, const std::string& path, const std::string& typ
   options.engine = net_options.context.engine;
   options.autotune = net_options.autotune;
   options.context = net_options.context;
+  // pycaffe: caffe.set_mode_cpu/gpu choose the device; the file's solver_mode
+  // (which only `caffe train` reads) is ignored, so Caffe's own solvers
+  // (solver_mode: GPU) run on the CPU after set_mode_cpu().
+  options.apply_solver_mode = false;
   const bool several = settings.solver_count > 1;
   const bool root = !several || settings.solver_rank == 0;
   if (several) {
@@ -141,7 +147,7 @@ void MakeSolver(SolverHandle* h, const std::string& path, const std::string& typ
     if (!root || CurrentSettings().log_level > 0) return;
     std::fprintf(stderr, "%s\n", FormatEvent(e, false).c_str());
   };
-  auto trainer = Trainer::Create(solver, path, options);
+  auto trainer = Trainer::Create(solver, path, options, lines);
   ThrowIfError(trainer.status());
   h->trainer = std::move(trainer).value();
   h->net_state = NewNetState(&h->trainer->net());

@@ -371,6 +371,34 @@ def test_bad_solver_files(caffe: Any, tmp_path: pathlib.Path, fashion_mnist: pat
         solver.step(-1)
 
 
+
+def test_solver_mode_in_the_file_is_ignored(caffe: Any, tmp_path: pathlib.Path,
+                                            fashion_mnist: pathlib.Path) -> None:
+    """pycaffe never reads solver_mode (only `caffe train` does): set_mode_cpu()
+    decides, so Caffe's own solvers (`solver_mode: GPU`) run on the CPU, and
+    train exactly as the same solver with `solver_mode: CPU`."""
+    net = tiny_net(tmp_path, fashion_mnist)
+    weights = []
+    for mode in ("GPU", "CPU"):
+        caffe.set_random_seed(1701)
+        solver = caffe.get_solver(solver_file(tmp_path, net, name=f"{mode}.prototxt",
+                                              solver_mode=mode, device_id=7))
+        solver.step(2)
+        assert solver.iter == 2
+        weights.append([b.data.copy() for b in solver.net.params["ip"]])
+    for gpu_file, cpu_file in zip(*weights):
+        np.testing.assert_array_equal(gpu_file, cpu_file)
+
+
+def test_refused_solver_field_names_its_line(caffe: Any, tmp_path: pathlib.Path,
+                                             fashion_mnist: pathlib.Path) -> None:
+    path = solver_file(tmp_path, tiny_net(tmp_path, fashion_mnist), snapshot_format="HDF5")
+    with pytest.raises(ValueError) as error:
+        caffe.get_solver(path)
+    # line 11: net, the nine default fields, then snapshot_format
+    assert str(error.value) == f"{path}:11: snapshot_format HDF5 is not supported; use BINARYPROTO"
+
+
 # --- the key test: byte-identical to ps-net train -----------------------------------------------
 
 
