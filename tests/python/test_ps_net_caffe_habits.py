@@ -260,3 +260,14 @@ def test_ps_net_check_names_a_missing_data_source(build_dir, tmp_path):
     assert run.returncode == 1
     assert run.stderr.startswith("ps-net: net.prototxt:2: layer 'data' (Data): absent_lmdb: "
                                  "cannot open LMDB"), run.stderr
+
+
+def test_ps_net_check_says_none_for_a_net_without_outputs(build_dir, solver, tmp_path):
+    # A loss layer without a top (Caffe's finetune_pascal_detection net does
+    # this): Caffe gives it an anonymous top, so the net has no outputs.
+    (tmp_path / "net.prototxt").write_text(
+        NET.replace(' top: "loss" }', " }").replace('top: "accuracy"', 'top: "acc"'))
+    run = ps_net(build_dir, "check", "-solver", "solver.prototxt", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ("solver.prototxt: ok: TRAIN net 'tiny' (3 layers, 21 learnable values, "
+                          "inputs none, outputs none), 1 TEST net\n")

@@ -518,7 +518,7 @@ int Check(int argc, char** argv) {
         "%d TEST net%s\n",
         solver.c_str(), c.train_net.c_str(), c.train_layers,
         static_cast<long long>(c.learnable_values), inputs.empty() ? "none" : inputs.c_str(),
-        outputs.c_str(), c.test_nets, c.test_nets == 1 ? "" : "s");
+        outputs.empty() ? "none" : outputs.c_str(), c.test_nets, c.test_nets == 1 ? "" : "s");
   }
   return 0;
 }
