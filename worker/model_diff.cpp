@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/proto_io.hpp"
+#include "worker/caffe_hdf5.hpp"
 
 namespace pstrain {
 
@@ -178,8 +179,10 @@ ModelDiff CompareModels(const caffe::NetParameter& a, const caffe::NetParameter&
 
 Result<ModelDiff> CompareModelFiles(const std::string& a_path, const std::string& b_path) {
   caffe::NetParameter a, b;
-  PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(a_path, &a));
-  PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(b_path, &b));
+  for (auto [path, model] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}}) {
+    PSTRAIN_RETURN_IF_ERROR(IsHdf5SnapshotPath(*path) ? ReadCaffemodelHdf5(*path, model)
+                                                      : ReadBinaryProto(*path, model));
+  }
   return CompareModels(a, b, a_path, b_path);
 }
 

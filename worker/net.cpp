@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/proto_io.hpp"
+#include "worker/caffe_hdf5.hpp"
 #include "worker/layer_registry.hpp"
 #include "worker/net_rewrite.hpp"
 #include "worker/upgrade.hpp"
@@ -363,10 +364,12 @@ Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& in_weights,
 
 Status Net::CopyTrainedLayersFromFile(const std::string& path) {
   caffe::NetParameter weights;
-  Status binary = ReadBinaryProto(path, &weights);
-  if (!binary.ok()) {
+  // Caffe's rule: a name ending in ".h5" is an HDF5 model (snapshot_format: HDF5).
+  const bool hdf5 = IsHdf5SnapshotPath(path);
+  Status read = hdf5 ? ReadCaffemodelHdf5(path, &weights) : ReadBinaryProto(path, &weights);
+  if (!read.ok()) {
     caffe::NetParameter text;
-    if (!ReadTextProto(path, &text).ok()) return binary;  // report the binary error
+    if (hdf5 || !ReadTextProto(path, &text).ok()) return read;  // report the first error
     weights = text;
   }
   // Check everything first so a bad file changes no weight: copy into a scratch net state.

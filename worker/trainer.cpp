@@ -11,6 +11,7 @@
 #include "common/optim/solver_proto.hpp"
 #include "common/out_of_memory.hpp"
 #include "common/proto_io.hpp"
+#include "worker/caffe_hdf5.hpp"
 #include "worker/net_check.hpp"
 
 namespace pstrain {
@@ -122,7 +123,7 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   context.engine = options_.engine;
   caffe::SolverState resume_state;
   if (!options.resume_from.empty()) {
-    PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(options.resume_from, &resume_state));
+    PSTRAIN_RETURN_IF_ERROR(ReadSolverStateFile(options.resume_from, &resume_state));
     context.start_iter = static_cast<int64_t>(resume_state.iter()) * hyper_.iter_size;
   }
   context.seed = solver_.random_seed() >= 0 ? static_cast<uint64_t>(solver_.random_seed())
@@ -462,7 +463,7 @@ Result<std::string> Trainer::WriteSnapshot() {
 
 Status Trainer::RestoreFromFile(const std::string& solverstate) {
   caffe::SolverState state;
-  PSTRAIN_RETURN_IF_ERROR(ReadBinaryProto(solverstate, &state));
+  PSTRAIN_RETURN_IF_ERROR(ReadSolverStateFile(solverstate, &state));
   PSTRAIN_RETURN_IF_ERROR(Restore(state, solverstate));
   device_update_.reset();  // the device history is rebuilt from the restored one
   StartAt(iter_);

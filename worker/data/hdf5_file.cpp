@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <climits>
+#include <cstring>
 #include <filesystem>
 
 #include "common/blob.hpp"
@@ -149,6 +150,105 @@ Status Hdf5Reader::Read(const std::string& dataset, std::vector<float>* values) 
     return Status::Corruption(path_ + ": dataset '" + dataset + "': cannot read its values");
   }
   return Status::Ok();
+}
+
+bool Hdf5Reader::Exists(const std::string& path) const {
+  // H5Lexists fails (negative) when a group on the way is missing: test each part.
+  std::string prefix;
+  size_t begin = 0;
+  while (begin <= path.size()) {
+    size_t end = path.find('/', begin);
+    if (end == std::string::npos) end = path.size();
+    prefix += (prefix.empty() ? "" : "/") + path.substr(begin, end - begin);
+    if (H5Lexists(file_, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    begin = end + 1;
+  }
+  return true;
+}
+
+Result<std::vector<std::string>> Hdf5Reader::Links(const std::string& group) const {
+  if (!Exists(group)) return Status::NotFound(path_ + ": group '" + group + "' not found");
+  const hid_t id = H5Gopen2(file_, group.c_str(), H5P_DEFAULT);
+  if (id < 0) return Status::Corruption(path_ + ": '" + group + "' is not a group");
+  std::vector<std::string> names;
+  H5G_info_t info;
+  herr_t status = H5Gget_info(id, &info);
+  for (hsize_t i = 0; status >= 0 && i < info.nlinks; ++i) {
+    const ssize_t size =
+        H5Lget_name_by_idx(id, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (size < 0) {
+      status = -1;
+      break;
+    }
+    std::string name(static_cast<size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(id, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
+                       H5P_DEFAULT);
+    name.resize(static_cast<size_t>(size));
+    names.push_back(std::move(name));
+  }
+  H5Gclose(id);
+  if (status < 0) return Status::Corruption(path_ + ": group '" + group + "': cannot list it");
+  return names;
+}
+
+Result<int64_t> Hdf5Reader::ReadInt(const std::string& dataset) const {
+  const std::string where = path_ + ": dataset '" + dataset + "'";
+  if (!Exists(dataset)) return Status::NotFound(where + " not found");
+  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
+  if (!id.ok()) return Status::Corruption(where + " is not a dataset");
+  Type type(H5Dget_type(id.get()));
+  const H5T_class_t c = H5Tget_class(type.id);
+  if (c != H5T_INTEGER) {
+    return Status::InvalidArgument(where + " holds " +
+                                   (c == H5T_FLOAT ? std::string("float") : ClassName(c)) +
+                                   " values, not integers");
+  }
+  Space space(H5Dget_space(id.get()));
+  const hssize_t points = H5Sget_simple_extent_npoints(space.id);
+  if (points != 1) {
+    return Status::InvalidArgument(where + " holds " + std::to_string(points) +
+                                   " values, not one integer");
+  }
+  int64_t value = 0;
+  if (H5Dread(id.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
+    return Status::Corruption(where + ": cannot read its value");
+  }
+  return value;
+}
+
+Result<std::string> Hdf5Reader::ReadString(const std::string& dataset) const {
+  const std::string where = path_ + ": dataset '" + dataset + "'";
+  if (!Exists(dataset)) return Status::NotFound(where + " not found");
+  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
+  if (!id.ok()) return Status::Corruption(where + " is not a dataset");
+  Type type(H5Dget_type(id.get()));
+  const H5T_class_t c = H5Tget_class(type.id);
+  if (c != H5T_STRING) {
+    return Status::InvalidArgument(where + " holds " +
+                                   (c == H5T_FLOAT     ? std::string("float")
+                                    : c == H5T_INTEGER ? std::string("integer")
+                                                       : ClassName(c)) +
+                                   " values, not a string");
+  }
+  Space space(H5Dget_space(id.get()));
+  if (H5Sget_simple_extent_npoints(space.id) != 1) {
+    return Status::InvalidArgument(where + " holds several strings, not one");
+  }
+  if (H5Tis_variable_str(type.id) > 0) {
+    char* text = nullptr;
+    if (H5Dread(id.get(), type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) < 0) {
+      return Status::Corruption(where + ": cannot read its value");
+    }
+    std::string value = text == nullptr ? std::string() : std::string(text);
+    H5free_memory(text);
+    return value;
+  }
+  std::string value(H5Tget_size(type.id), '\0');
+  if (H5Dread(id.get(), type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()) < 0) {
+    return Status::Corruption(where + ": cannot read its value");
+  }
+  value.resize(std::strlen(value.c_str()));  // fixed-length: NUL-terminated or -padded
+  return value;
 }
 
 Result<std::unique_ptr<Hdf5AppendWriter>> Hdf5AppendWriter::Create(const std::string& path) {

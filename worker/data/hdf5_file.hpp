@@ -36,6 +36,23 @@ class Hdf5Reader {
   // Reads the whole dataset as float32, row-major. `values` is resized.
   Status Read(const std::string& dataset, std::vector<float>* values) const;
 
+  // Whether `path` ("a/b/c") names a group or dataset (false when any part of
+  // it is missing).
+  bool Exists(const std::string& path) const;
+  // The names of the links in `group`, in name order (libhdf5's name index,
+  // the order Caffe's HDF5 snapshot readers visit them). Errors: "<path>:
+  // group 'x' not found", "<path>: 'x' is not a group".
+  Result<std::vector<std::string>> Links(const std::string& group) const;
+  // One integer: a scalar dataset or one of a single value (Caffe's
+  // hdf5_save_int writes shape (1)). Errors: "<path>: dataset 'x' not found",
+  // "<path>: dataset 'x' holds <class> values, not integers", "<path>: dataset
+  // 'x' holds N values, not one integer".
+  Result<int64_t> ReadInt(const std::string& dataset) const;
+  // A scalar string dataset, fixed-length (Caffe's hdf5_save_string) or
+  // variable-length (h5py's default). Errors: "<path>: dataset 'x' not
+  // found", "<path>: dataset 'x' holds <class> values, not a string".
+  Result<std::string> ReadString(const std::string& dataset) const;
+
  private:
   explicit Hdf5Reader(std::string path) : path_(std::move(path)) {}
   std::string path_;

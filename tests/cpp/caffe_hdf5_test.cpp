@@ -1,0 +1,226 @@
+// Caffe's HDF5 snapshots (snapshot_format: HDF5) read by PSTrain: the files
+// are written here by hand with libhdf5's C API in the layout BVLC Caffe's
+// Net::ToHDF5 and SGDSolver::SnapshotSolverStateToHDF5 produce (a group per
+// layer under "data", also for layers without parameters; int datasets of
+// shape (1) for iter and current_step; a fixed-length string learned_net;
+// history/0..n-1), so that no Caffe is needed. The reference numbers are a
+// binary snapshot of the same run: resuming from its HDF5 copy must end where
+// the uninterrupted run ends.
+#include <hdf5.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/proto_io.hpp"
+#include "tests/cpp/data_test_util.hpp"
+#include "tests/cpp/net_test_util.hpp"
+#include "worker/caffe_hdf5.hpp"
+#include "worker/trainer.hpp"
+
+namespace pstrain {
+namespace {
+
+using testing::ParamValues;
+using testing::ParseSolver;
+using Params = std::vector<std::vector<float>>;
+
+void WriteFloats(hid_t loc, const std::string& name, const caffe::BlobProto& blob) {
+  std::vector<hsize_t> dims(blob.shape().dim().begin(), blob.shape().dim().end());
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t set = H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                               H5P_DEFAULT);
+  ASSERT_GE(set, 0) << name;
+  ASSERT_GE(H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, blob.data().data()), 0);
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+// Caffe's hdf5_save_int: H5LTmake_dataset_int(loc, name, 1, {1}, &value).
+void WriteInt(hid_t loc, const std::string& name, int value) {
+  const hsize_t one = 1;
+  const hid_t space = H5Screate_simple(1, &one, nullptr);
+  const hid_t set =
+      H5Dcreate2(loc, name.c_str(), H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(set, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value);
+  H5Dclose(set);
+  H5Sclose(space);
+}
+
+// Caffe's hdf5_save_string: H5LTmake_dataset_string (scalar, fixed length + NUL).
+void WriteString(hid_t loc, const std::string& name, const std::string& text) {
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, text.size() + 1);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t set = H5Dcreate2(loc, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.c_str());
+  H5Dclose(set);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+hid_t CreateGroup(hid_t loc, const std::string& name) {
+  return H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+}
+
+// A binary .caffemodel rewritten as Caffe's HDF5 model; `skip_blob0_of`: a
+// layer whose dataset "0" is left out (as Caffe leaves out a shared blob).
+void CaffemodelToHdf5(const std::string& caffemodel, const std::string& h5,
+                      const std::string& skip_blob0_of = "") {
+  caffe::NetParameter model;
+  ASSERT_TRUE(ReadBinaryProto(caffemodel, &model).ok());
+  const hid_t file = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t data = CreateGroup(file, "data");
+  for (const auto& layer : model.layer()) {
+    const hid_t group = CreateGroup(data, layer.name());
+    for (int j = 0; j < layer.blobs_size(); ++j) {
+      if (j == 0 && layer.name() == skip_blob0_of) continue;
+      WriteFloats(group, std::to_string(j), layer.blobs(j));
+    }
+    H5Gclose(group);
+  }
+  // A layer the net does not have: ignored, as Caffe ignores it.
+  const hid_t extra = CreateGroup(data, "not_in_the_net");
+  caffe::BlobProto blob;
+  blob.mutable_shape()->add_dim(2);
+  blob.add_data(1), blob.add_data(2);
+  WriteFloats(extra, "0", blob);
+  H5Gclose(extra);
+  H5Gclose(data);
+  H5Fclose(file);
+}
+
+void SolverStateToHdf5(const std::string& solverstate, const std::string& h5,
+                       const std::string& learned_net) {
+  caffe::SolverState state;
+  ASSERT_TRUE(ReadBinaryProto(solverstate, &state).ok());
+  const hid_t file = H5Fcreate(h5.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  WriteInt(file, "iter", state.iter());
+  WriteString(file, "learned_net", learned_net);
+  WriteInt(file, "current_step", state.current_step());
+  const hid_t history = CreateGroup(file, "history");
+  for (int i = 0; i < state.history_size(); ++i) WriteFloats(history, std::to_string(i), state.history(i));
+  H5Gclose(history);
+  H5Fclose(file);
+}
+
+void WriteTrainLmdb(const std::string& dir, int n) {
+  std::vector<std::pair<std::string, std::string>> records;
+  for (int i = 0; i < n; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", i);
+    std::string pixels;
+    for (int k = 0; k < 4; ++k) pixels += static_cast<char>((i * 37 + k * 61) % 256);
+    records.emplace_back(key, testing::MakeDatum(1, 2, 2, pixels, i % 3).SerializeAsString());
+  }
+  testing::WriteLmdb(dir, records);
+}
+
+// Two parameter layers and a layer without parameters between them.
+std::string Solver(const testing::TempDir& dir) {
+  return R"(
+    base_lr: 0.2 momentum: 0.9 lr_policy: "inv" gamma: 0.1 power: 0.75 weight_decay: 0.01
+    max_iter: 6 snapshot: 3 random_seed: 5 snapshot_prefix: ")" +
+         (dir / "snaps/run") + R"(" net_param {
+    layer { name: "data" type: "Data" top: "data" top: "label"
+            data_param { source: ")" +
+         (dir / "lmdb") + R"(" batch_size: 3 } transform_param { scale: 0.015625 } }
+    layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "h"
+            inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
+    layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "s"
+            inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } })";
+}
+
+std::unique_ptr<Trainer> MakeTrainer(const std::string& solver, TrainerOptions options = {}) {
+  auto trainer = Trainer::Create(ParseSolver(solver), "solver.prototxt", options);
+  EXPECT_TRUE(trainer.ok()) << trainer.status().message();
+  return trainer.ok() ? std::move(trainer).value() : nullptr;
+}
+
+TEST(CaffeHdf5Test, ResumingFromCaffesHdf5SnapshotEndsWhereTheUninterruptedRunEnds) {
+  testing::TempDir dir;
+  WriteTrainLmdb(dir / "lmdb", 10);
+  const std::string solver = Solver(dir);
+  auto whole = MakeTrainer(solver);
+  ASSERT_NE(whole, nullptr);
+  ASSERT_TRUE(whole->Solve().ok());
+  const Params final_weights = ParamValues(whole->net());
+
+  CaffemodelToHdf5(dir / "snaps/run_iter_3.caffemodel", dir / "run_iter_3.caffemodel.h5");
+  SolverStateToHdf5(dir / "snaps/run_iter_3.solverstate", dir / "run_iter_3.solverstate.h5",
+                    dir / "run_iter_3.caffemodel.h5");
+  TrainerOptions resume;
+  resume.resume_from = dir / "run_iter_3.solverstate.h5";
+  auto resumed = MakeTrainer(solver, resume);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(resumed->iter(), 3);
+  ASSERT_TRUE(resumed->Solve().ok());
+  EXPECT_EQ(resumed->iter(), 6);
+  // Same iteration counter (the inv learning rate), weights and momentum
+  // history: the same float operations as the uninterrupted run.
+  EXPECT_EQ(ParamValues(resumed->net()), final_weights);
+
+  // The HDF5 model alone, into a fresh net: the iteration-3 weights exactly.
+  auto fresh = MakeTrainer(solver);
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_TRUE(fresh->LoadWeights(dir / "run_iter_3.caffemodel.h5").ok());
+  auto from_binary = MakeTrainer(solver);
+  ASSERT_NE(from_binary, nullptr);
+  ASSERT_TRUE(from_binary->LoadWeights(dir / "snaps/run_iter_3.caffemodel").ok());
+  EXPECT_EQ(ParamValues(fresh->net()), ParamValues(from_binary->net()));
+  EXPECT_NE(ParamValues(fresh->net()), final_weights);
+}
+
+TEST(CaffeHdf5Test, ReadsTheStateAsCaffeWroteIt) {
+  testing::TempDir dir;
+  WriteTrainLmdb(dir / "lmdb", 10);
+  auto whole = MakeTrainer(Solver(dir));
+  ASSERT_NE(whole, nullptr);
+  ASSERT_TRUE(whole->Solve().ok());
+  caffe::SolverState binary, h5;
+  ASSERT_TRUE(ReadBinaryProto(dir / "snaps/run_iter_6.solverstate", &binary).ok());
+  SolverStateToHdf5(dir / "snaps/run_iter_6.solverstate", dir / "s.solverstate.h5", "m.caffemodel.h5");
+  ASSERT_TRUE(ReadSolverStateFile(dir / "s.solverstate.h5", &h5).ok());
+  EXPECT_EQ(h5.iter(), 6);
+  EXPECT_EQ(h5.learned_net(), "m.caffemodel.h5");
+  ASSERT_EQ(h5.history_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(h5.history(i).shape().DebugString(), binary.history(i).shape().DebugString()) << i;
+    EXPECT_EQ(std::vector<float>(h5.history(i).data().begin(), h5.history(i).data().end()),
+              std::vector<float>(binary.history(i).data().begin(), binary.history(i).data().end()))
+        << i;
+  }
+}
+
+TEST(CaffeHdf5Test, ErrorsNameTheFileAndDataset) {
+  testing::TempDir dir;
+  WriteTrainLmdb(dir / "lmdb", 10);
+  auto whole = MakeTrainer(Solver(dir));
+  ASSERT_NE(whole, nullptr);
+  ASSERT_TRUE(whole->Solve().ok());
+  const std::string gap = dir / "gap.caffemodel.h5";
+  CaffemodelToHdf5(dir / "snaps/run_iter_6.caffemodel", gap, "ip2");
+  Status s = whole->LoadWeights(gap);
+  EXPECT_EQ(s.message(), gap + ": layer 'ip2' has 1 datasets but no 'data/ip2/0' (a parameter "
+                               "shared with another layer is left out of Caffe's HDF5 model; only "
+                               "trailing ones can be)");
+
+  const std::string no_iter = dir / "no_iter.solverstate.h5";
+  const hid_t file = H5Fcreate(no_iter.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  WriteInt(file, "current_step", 0);
+  H5Fclose(file);
+  caffe::SolverState state;
+  EXPECT_EQ(ReadSolverStateFile(no_iter, &state).message(), no_iter + ": dataset 'iter' not found");
+
+  // Not HDF5 despite the name: said so, not parsed as a binary proto.
+  const std::string text = dir / "text.caffemodel.h5";
+  testing::WriteTextFile(text, "layer { name: 'ip1' }");
+  EXPECT_EQ(whole->LoadWeights(text).message(), text + ": not an HDF5 file");
+}
+
+}  // namespace
+}  // namespace pstrain

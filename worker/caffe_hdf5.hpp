@@ -1,0 +1,46 @@
+// Caffe's HDF5 snapshots (solver `snapshot_format: HDF5`): a model
+// `<prefix>_iter_N.caffemodel.h5` and a solver state
+// `<prefix>_iter_N.solverstate.h5`, read into the protobuf messages the
+// binary formats parse to, so that every reader of weights and solver state
+// takes either. Caffe picks the format by the file name ending in ".h5"
+// (Net::CopyTrainedLayersFrom, Solver::Restore); so do we.
+//
+// The layouts, as Caffe's Net::ToHDF5 and SGDSolver's
+// SnapshotSolverStateToHDF5 write them:
+//   model:  group "data", in it one group per layer (every layer, also those
+//           without parameters), in it one float dataset per parameter blob
+//           named by its index ("0", "1", ...), shaped as the blob. A blob
+//           shared with an earlier layer is written by its owner only.
+//   state:  "iter" and "current_step" (int datasets of one value),
+//           "learned_net" (a string: the model's path; optional), group
+//           "history" with the solver's history blobs "0".."n-1" in Caffe's
+//           order (the binary .solverstate's `history`).
+// Writing HDF5 snapshots is not supported (the trainer refuses
+// `snapshot_format: HDF5`).
+#pragma once
+
+#include <string>
+
+#include "common/status.hpp"
+#include "proto/caffe.pb.h"
+
+namespace pstrain {
+
+// Caffe's test: the path ends in ".h5".
+bool IsHdf5SnapshotPath(const std::string& path);
+
+// The layers of the model's "data" group as a NetParameter holding only
+// names and blobs (shape and data). A layer group whose datasets do not run
+// 0..k-1 (a blob shared in Caffe's net and so left out, before one that is
+// not) is refused, naming the layer and the missing dataset.
+Status ReadCaffemodelHdf5(const std::string& path, caffe::NetParameter* out);
+
+// The state as a SolverState (iter, current_step, learned_net when present,
+// history). Errors name the file and the dataset.
+Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out);
+
+// Either format, by the name: ReadSolverStateHdf5 for "*.h5", else the
+// binary SolverState.
+Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out);
+
+}  // namespace pstrain
