@@ -106,18 +106,6 @@ void SolverStateToHdf5(const std::string& solverstate, const std::string& h5,
   H5Fclose(file);
 }
 
-void WriteTrainLmdb(const std::string& dir, int n) {
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int i = 0; i < n; ++i) {
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", i);
-    std::string pixels;
-    for (int k = 0; k < 4; ++k) pixels += static_cast<char>((i * 37 + k * 61) % 256);
-    records.emplace_back(key, testing::MakeDatum(1, 2, 2, pixels, i % 3).SerializeAsString());
-  }
-  testing::WriteLmdb(dir, records);
-}
-
 // Two parameter layers and a layer without parameters between them.
 std::string Solver(const testing::TempDir& dir) {
   return R"(
@@ -143,7 +131,7 @@ std::unique_ptr<Trainer> MakeTrainer(const std::string& solver, TrainerOptions o
 
 TEST(CaffeHdf5Test, ResumingFromCaffesHdf5SnapshotEndsWhereTheUninterruptedRunEnds) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 10);
+  testing::WriteMixedLmdb(dir / "lmdb", 10);
   const std::string solver = Solver(dir);
   auto whole = MakeTrainer(solver);
   ASSERT_NE(whole, nullptr);
@@ -177,7 +165,7 @@ TEST(CaffeHdf5Test, ResumingFromCaffesHdf5SnapshotEndsWhereTheUninterruptedRunEn
 
 TEST(CaffeHdf5Test, ReadsTheStateAsCaffeWroteIt) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 10);
+  testing::WriteMixedLmdb(dir / "lmdb", 10);
   auto whole = MakeTrainer(Solver(dir));
   ASSERT_NE(whole, nullptr);
   ASSERT_TRUE(whole->Solve().ok());
@@ -198,7 +186,7 @@ TEST(CaffeHdf5Test, ReadsTheStateAsCaffeWroteIt) {
 
 TEST(CaffeHdf5Test, ErrorsNameTheFileAndDataset) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 10);
+  testing::WriteMixedLmdb(dir / "lmdb", 10);
   auto whole = MakeTrainer(Solver(dir));
   ASSERT_NE(whole, nullptr);
   ASSERT_TRUE(whole->Solve().ok());

@@ -103,4 +103,16 @@ void WriteCountingLmdb(const std::string& dir, int n, int height, int width) {
   WriteLmdb(dir, records);
 }
 
+void WriteMixedLmdb(const std::string& dir, int n) {
+  std::vector<std::pair<std::string, std::string>> records;
+  for (int i = 0; i < n; ++i) {
+    char key[16];
+    std::snprintf(key, sizeof(key), "%08d", i);
+    std::string pixels;
+    for (int k = 0; k < 4; ++k) pixels += static_cast<char>((i * 37 + k * 61) % 256);
+    records.emplace_back(key, MakeDatum(1, 2, 2, pixels, i % 3).SerializeAsString());
+  }
+  WriteLmdb(dir, records);
+}
+
 }  // namespace pstrain::testing

@@ -44,5 +44,8 @@ void WriteLmdb(const std::string& dir,
 // An LMDB of n 1 x h x w records: record i has key "%08d" of i, every pixel
 // i % 256 and label i.
 void WriteCountingLmdb(const std::string& dir, int n, int height, int width);
+// An LMDB of n 1 x 2 x 2 records with distinct pixels ((37 i + 61 k) % 256 for
+// pixel k of record i) and labels i % 3: the trainer tests' training data.
+void WriteMixedLmdb(const std::string& dir, int n);
 
 }  // namespace pstrain::testing

@@ -106,19 +106,6 @@ TEST(TrainerTest, SgdStepsMatchAHandRolledLoop) {
   EXPECT_GT(std::fabs(ParamValues(hand)[1][0] - initial[1][0]), 1e-2f);
 }
 
-// An LMDB of n 1x2x2 records with distinct pixels and labels i % 3.
-void WriteTrainLmdb(const std::string& dir, int n) {
-  std::vector<std::pair<std::string, std::string>> records;
-  for (int i = 0; i < n; ++i) {
-    char key[16];
-    std::snprintf(key, sizeof(key), "%08d", i);
-    std::string pixels;
-    for (int k = 0; k < 4; ++k) pixels += static_cast<char>((i * 37 + k * 61) % 256);
-    records.emplace_back(key, testing::MakeDatum(1, 2, 2, pixels, i % 3).SerializeAsString());
-  }
-  testing::WriteLmdb(dir, records);
-}
-
 std::string DataNet(const std::string& source, int batch) {
   return R"(
     layer { name: "data" type: "Data" top: "data" top: "label"
@@ -133,7 +120,7 @@ std::string DataNet(const std::string& source, int batch) {
 
 TEST(TrainerTest, IterSizeTwoEqualsDoubleBatch) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 8);
+  testing::WriteMixedLmdb(dir / "lmdb", 8);
   const std::string solver = R"(
     base_lr: 0.5 momentum: 0.9 lr_policy: "fixed" max_iter: 4 random_seed: 3 )";
   auto small = MakeTrainer(solver + "iter_size: 2 net_param {" + DataNet(dir / "lmdb", 2) + "}");
@@ -148,7 +135,7 @@ TEST(TrainerTest, IterSizeTwoEqualsDoubleBatch) {
 
 TEST(TrainerTest, SnapshotAndResumeContinueExactly) {
   testing::TempDir dir;
-  WriteTrainLmdb(dir / "lmdb", 10);  // batch 3 (x iter_size 2): batches wrap around the end
+  testing::WriteMixedLmdb(dir / "lmdb", 10);  // batch 3 (x iter_size 2): batches wrap around the end
   const std::string solver = R"(
     base_lr: 0.3 momentum: 0.9 lr_policy: "fixed" max_iter: 6 snapshot: 3 random_seed: 5
     iter_size: 2

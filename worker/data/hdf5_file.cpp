@@ -191,64 +191,72 @@ Result<std::vector<std::string>> Hdf5Reader::Links(const std::string& group) con
   return names;
 }
 
-Result<int64_t> Hdf5Reader::ReadInt(const std::string& dataset) const {
-  const std::string where = path_ + ": dataset '" + dataset + "'";
-  if (!Exists(dataset)) return Status::NotFound(where + " not found");
-  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
+namespace {
+
+// Opens `dataset` of `file`, which must hold one value of class `want` (named
+// `wanted` in errors), and returns what `read(dataset id, type id)` makes of
+// it. Errors name `where`: not a dataset, the class it holds instead, or how
+// many values.
+template <typename T, typename F>
+Result<T> ReadOne(hid_t file, const std::string& where, const std::string& dataset,
+                  H5T_class_t want, const char* wanted, F&& read) {
+  DatasetId id(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT));
   if (!id.ok()) return Status::Corruption(where + " is not a dataset");
   Type type(H5Dget_type(id.get()));
   const H5T_class_t c = H5Tget_class(type.id);
-  if (c != H5T_INTEGER) {
+  if (c != want) {
     return Status::InvalidArgument(where + " holds " +
-                                   (c == H5T_FLOAT ? std::string("float") : ClassName(c)) +
-                                   " values, not integers");
+                                   (c == H5T_FLOAT     ? std::string("float")
+                                    : c == H5T_INTEGER ? std::string("integer")
+                                                       : ClassName(c)) +
+                                   " values, not " + wanted);
   }
   Space space(H5Dget_space(id.get()));
   const hssize_t points = H5Sget_simple_extent_npoints(space.id);
   if (points != 1) {
     return Status::InvalidArgument(where + " holds " + std::to_string(points) +
-                                   " values, not one integer");
+                                   " values, not one");
   }
-  int64_t value = 0;
-  if (H5Dread(id.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) {
-    return Status::Corruption(where + ": cannot read its value");
-  }
-  return value;
+  return read(id.get(), type.id);
+}
+
+}  // namespace
+
+Result<int64_t> Hdf5Reader::ReadInt(const std::string& dataset) const {
+  const std::string where = path_ + ": dataset '" + dataset + "'";
+  if (!Exists(dataset)) return Status::NotFound(where + " not found");
+  return ReadOne<int64_t>(file_, where, dataset, H5T_INTEGER, "integers",
+                          [&](hid_t id, hid_t) -> Result<int64_t> {
+                            int64_t value = 0;
+                            if (H5Dread(id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                        &value) < 0) {
+                              return Status::Corruption(where + ": cannot read its value");
+                            }
+                            return value;
+                          });
 }
 
 Result<std::string> Hdf5Reader::ReadString(const std::string& dataset) const {
   const std::string where = path_ + ": dataset '" + dataset + "'";
   if (!Exists(dataset)) return Status::NotFound(where + " not found");
-  DatasetId id(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT));
-  if (!id.ok()) return Status::Corruption(where + " is not a dataset");
-  Type type(H5Dget_type(id.get()));
-  const H5T_class_t c = H5Tget_class(type.id);
-  if (c != H5T_STRING) {
-    return Status::InvalidArgument(where + " holds " +
-                                   (c == H5T_FLOAT     ? std::string("float")
-                                    : c == H5T_INTEGER ? std::string("integer")
-                                                       : ClassName(c)) +
-                                   " values, not a string");
-  }
-  Space space(H5Dget_space(id.get()));
-  if (H5Sget_simple_extent_npoints(space.id) != 1) {
-    return Status::InvalidArgument(where + " holds several strings, not one");
-  }
-  if (H5Tis_variable_str(type.id) > 0) {
-    char* text = nullptr;
-    if (H5Dread(id.get(), type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) < 0) {
-      return Status::Corruption(where + ": cannot read its value");
-    }
-    std::string value = text == nullptr ? std::string() : std::string(text);
-    H5free_memory(text);
-    return value;
-  }
-  std::string value(H5Tget_size(type.id), '\0');
-  if (H5Dread(id.get(), type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()) < 0) {
-    return Status::Corruption(where + ": cannot read its value");
-  }
-  value.resize(std::strlen(value.c_str()));  // fixed-length: NUL-terminated or -padded
-  return value;
+  return ReadOne<std::string>(
+      file_, where, dataset, H5T_STRING, "a string", [&](hid_t id, hid_t type) -> Result<std::string> {
+        if (H5Tis_variable_str(type) > 0) {
+          char* text = nullptr;
+          if (H5Dread(id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) < 0) {
+            return Status::Corruption(where + ": cannot read its value");
+          }
+          std::string value = text == nullptr ? std::string() : std::string(text);
+          H5free_memory(text);
+          return value;
+        }
+        std::string value(H5Tget_size(type), '\0');
+        if (H5Dread(id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()) < 0) {
+          return Status::Corruption(where + ": cannot read its value");
+        }
+        value.resize(std::strlen(value.c_str()));  // fixed-length: NUL-terminated or -padded
+        return value;
+      });
 }
 
 Result<std::unique_ptr<Hdf5AppendWriter>> Hdf5AppendWriter::Create(const std::string& path) {
