@@ -41,6 +41,7 @@ from typing import Any, Callable
 from . import runfolder
 from .config import DataConfig, apply_overrides, load_yaml, parse_job
 from .errors import JobError
+from .interrupt import InterruptLatch
 from .runner import Job, RunControl, RunResult
 from .solver import SolverText
 
@@ -141,6 +142,7 @@ class DistributedSolver:
         self._result: RunResult | None = None
         self._error: BaseException | None = None
         self._closed = False
+        self._latch = InterruptLatch()   # Ctrl-C during a wait (pstrain/interrupt.py)
         self._arrays: dict[str, tuple[pathlib.Path, pathlib.Path]] = {}
         c = job.config.consistency
         if c.easgd is not None or c.local_sgd is not None:
@@ -259,10 +261,11 @@ class DistributedSolver:
         t0 = time.monotonic()
         seen = len(self._records)
         before = self._iter
-        self._open_gate(target)
-        clock, version = self._wait_for_clock(target)
-        self._iter, self._version = clock, version
-        self._pull()
+        with self._latch:
+            self._open_gate(target)
+            clock, version = self._wait_for_clock(target)
+            self._iter, self._version = clock, version
+            self._pull()
         seconds = time.monotonic() - t0
         return self._result_since(seen, before, seconds)
 
@@ -306,13 +309,14 @@ class DistributedSolver:
         self._guard(lambda: self._client.set_gate(g, checkpoint=True), "asking for a snapshot")
         self._open_gate(g + 1)
         deadline = time.monotonic() + SNAPSHOT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for record in self._records[seen:]:
-                if record.get("event") == "snapshot" and record.get("iter") == g:
-                    return pathlib.Path(record["path"])
-            seen = len(self._records)
-            self._check_running(f"waiting for the snapshot at iteration {g}")
-            self._dispatch(POLL_S)
+        with self._latch:
+            while time.monotonic() < deadline:
+                for record in self._records[seen:]:
+                    if record.get("event") == "snapshot" and record.get("iter") == g:
+                        return pathlib.Path(record["path"])
+                seen = len(self._records)
+                self._check_running(f"waiting for the snapshot at iteration {g}")
+                self._dispatch(POLL_S)
         raise RuntimeError(f"snapshot: worker 0 wrote no checkpoint of iteration {g} in "
                            f"{SNAPSHOT_TIMEOUT_S:.0f} s (see {self.run_dir / 'logs'})")
 
@@ -461,6 +465,7 @@ class DistributedSolver:
             raise
 
     def _check_running(self, doing: str) -> None:
+        self._latch.check()
         if self._error is not None:
             error, self._error = self._error, None
             self.close(finish=False)
