@@ -282,7 +282,11 @@ def pstrain_workers(marker: pathlib.Path) -> list[tuple[int, str]]:
     return found
 
 
+# The driver takes Ctrl-C as a script at a terminal does, even where the test
+# runs with SIGINT ignored (a background job of a shell without job control:
+# its children start with SIGINT ignored, and Python keeps it so).
 DRIVER = '''
+import signal; signal.signal(signal.SIGINT, signal.default_int_handler)
 import sys, numpy as np, pstrain, pstrain.caffe as caffe
 caffe.init_log(1)
 x = np.random.default_rng(1).standard_normal((256, 1, 4, 4)).astype(np.float32)
