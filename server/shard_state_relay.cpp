@@ -67,11 +67,7 @@ Status ShardState::AddHistoryAndRelay(const DeferredPull& pull, const std::vecto
   std::vector<std::pair<uint32_t, const ShardCore::StepStart*>> history;
   for (int c : sent) {
     const uint32_t id = store.chunk_ids()[static_cast<size_t>(c)];
-    const uint32_t param = static_cast<uint32_t>(placement.chunk(id).param);
-    if (std::find(pull.history_params.begin(), pull.history_params.end(), param) !=
-        pull.history_params.end()) {
-      history.emplace_back(id, core_->StepStartOf(c, pull.clock));
-    }
+    if (InHistory(pull, id)) history.emplace_back(id, core_->StepStartOf(c, pull.clock));
   }
   if (!history.empty() && store.history_slots() > 0) {
     o.header.set_history_slots(static_cast<uint32_t>(store.history_slots()));

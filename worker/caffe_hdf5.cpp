@@ -78,6 +78,11 @@ Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out) {
   return Status::Ok();
 }
 
+Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out) {
+  if (IsHdf5SnapshotPath(path)) return ReadCaffemodelHdf5(path, out);
+  return ReadBinaryProto(path, out);
+}
+
 Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out) {
   if (IsHdf5SnapshotPath(path)) return ReadSolverStateHdf5(path, out);
   return ReadBinaryProto(path, out);

@@ -39,6 +39,10 @@ Status ReadCaffemodelHdf5(const std::string& path, caffe::NetParameter* out);
 // history). Errors name the file and the dataset.
 Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out);
 
+// Either format, by the name: ReadCaffemodelHdf5 for "*.h5", else the
+// binary NetParameter.
+Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out);
+
 // Either format, by the name: ReadSolverStateHdf5 for "*.h5", else the
 // binary SolverState.
 Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out);

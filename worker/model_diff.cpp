@@ -179,10 +179,8 @@ ModelDiff CompareModels(const caffe::NetParameter& a, const caffe::NetParameter&
 
 Result<ModelDiff> CompareModelFiles(const std::string& a_path, const std::string& b_path) {
   caffe::NetParameter a, b;
-  for (auto [path, model] : {std::pair{&a_path, &a}, std::pair{&b_path, &b}}) {
-    PSTRAIN_RETURN_IF_ERROR(IsHdf5SnapshotPath(*path) ? ReadCaffemodelHdf5(*path, model)
-                                                      : ReadBinaryProto(*path, model));
-  }
+  PSTRAIN_RETURN_IF_ERROR(ReadCaffemodelFile(a_path, &a));
+  PSTRAIN_RETURN_IF_ERROR(ReadCaffemodelFile(b_path, &b));
   return CompareModels(a, b, a_path, b_path);
 }
 

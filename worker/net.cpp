@@ -365,11 +365,10 @@ Status Net::CopyTrainedLayersFrom(const caffe::NetParameter& in_weights,
 Status Net::CopyTrainedLayersFromFile(const std::string& path) {
   caffe::NetParameter weights;
   // Caffe's rule: a name ending in ".h5" is an HDF5 model (snapshot_format: HDF5).
-  const bool hdf5 = IsHdf5SnapshotPath(path);
-  Status read = hdf5 ? ReadCaffemodelHdf5(path, &weights) : ReadBinaryProto(path, &weights);
+  Status read = ReadCaffemodelFile(path, &weights);
   if (!read.ok()) {
-    caffe::NetParameter text;
-    if (hdf5 || !ReadTextProto(path, &text).ok()) return read;  // report the first error
+    caffe::NetParameter text;  // a binary name may hold a text NetParameter; an HDF5 one not
+    if (IsHdf5SnapshotPath(path) || !ReadTextProto(path, &text).ok()) return read;
     weights = text;
   }
   // Check everything first so a bad file changes no weight: copy into a scratch net state.
