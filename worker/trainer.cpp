@@ -265,7 +265,16 @@ Status Trainer::Solve() {
   if (options_.run_tests && solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0) {
     PSTRAIN_RETURN_IF_ERROR(TestAll().status());
   }
-  TrainEvent done{"done", iter_, {{"loss", smoothed_loss_.value()}}, ""};
+  TrainEvent done{"done", iter_, {}, ""};
+  if (solver_.display() > 0 && iter_ % solver_.display() == 0) {
+    // Caffe's Solve: one more forward of the train net with the final
+    // weights, only to display the loss ("Iteration N, loss = ..."), which
+    // enters the smoothed loss as the next iteration's would.
+    const float loss = net_->Forward();
+    PSTRAIN_RETURN_IF_ERROR(net_->RuntimeStatus());
+    smoothed_loss_.Add(loss);
+    done.values.push_back({"loss", smoothed_loss_.value()});
+  }
   for (Callback* c : callbacks_) c->OnEvent(&done);
   Emit(done);
   return Status::Ok();
