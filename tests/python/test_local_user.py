@@ -5,6 +5,7 @@ under that host's umask. The C++ side (snapshots written in a shared folder,
 keys folders, host group segments): tests/cpp/local_user_test.cpp."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import stat
@@ -14,7 +15,7 @@ import sys
 import pytest
 
 from ps_train_util import base_job, write_job
-from pstrain import Job, runfolder
+from pstrain import Job, runfolder, slurmnode
 from pstrain.cli import main as ps_train
 from pstrain.config import RemoteConfig
 from pstrain.errors import JobError
@@ -116,3 +117,20 @@ def test_a_remote_hosts_copy_of_the_run_is_owner_only(tmp_path, local_ssh):
     with subprocess.Popen(cmd, stdin=subprocess.PIPE) as done:
         assert done.wait(timeout=30) == 0
     assert stat.S_IMODE((workdir / "snapshots" / "shard0.state").stat().st_mode) == 0o600
+
+
+def test_a_slurm_task_runs_its_program_owner_only(tmp_path):
+    # srun passes the submitting shell's umask on (022 here): the task sets its own.
+    plan = tmp_path / "plan.json"
+    made = tmp_path / "shard0.state"
+    plan.write_text(json.dumps({"tasks": [{"role": "server", "rank": 0, "argv": [
+        "/bin/sh", "-c", f"echo state > {made}"]}]}))
+    env = {**os.environ, "SLURM_PROCID": "0"}
+    script = pathlib.Path(slurmnode.__file__)     # stdlib only: runs as a script
+    with subprocess.Popen(["sh", "-c", 'umask 022; exec "$@"', "sh", sys.executable,
+                           str(script), str(plan)], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, env=env) as task:
+        assert task.wait(timeout=30) == 0
+        assert json.loads(task.stdout.read().splitlines()[-1]) == \
+            {"event": "task_exit", "status": 0}
+    assert stat.S_IMODE(made.stat().st_mode) == 0o600
