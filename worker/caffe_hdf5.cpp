@@ -43,6 +43,10 @@ Status WriteImage(Hdf5ImageWriter& file, const std::string& path) {
 
 }  // namespace
 
+bool IsHdf5LayerName(const std::string& name) {
+  return !name.empty() && name != "." && name.find('/') == std::string::npos;
+}
+
 std::string SnapshotSuffix(const caffe::SolverParameter& solver) {
   return solver.snapshot_format() == caffe::SolverParameter::HDF5 ? ".h5" : "";
 }
@@ -107,10 +111,13 @@ Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
                            const std::set<std::pair<int, int>>& shared, bool write_diff,
                            const std::string& path) {
   for (const caffe::LayerParameter& layer : model.layer()) {
-    if (layer.name().find('/') != std::string::npos) {
-      return Status::InvalidArgument(path + ": layer '" + layer.name() +
-                                     "': a '/' in a layer name cannot be written in "
-                                     "snapshot_format HDF5; use BINARYPROTO");
+    if (!IsHdf5LayerName(layer.name())) {
+      const std::string what = layer.name().empty() ? "an empty layer name"
+                               : layer.name() == "." ? "the layer name '.'"
+                                                     : "a '/' in a layer name";
+      return Status::InvalidArgument(path + ": layer '" + layer.name() + "': " + what +
+                                     " cannot be written in snapshot_format HDF5; use "
+                                     "BINARYPROTO");
     }
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5ImageWriter> file, Hdf5ImageWriter::Create(path));

@@ -29,6 +29,11 @@
 
 namespace pstrain {
 
+// Whether `name` can be a group of Caffe's HDF5 model: not empty, not "."
+// and without a '/' (HDF5 would read those as paths; Caffe's own snapshot
+// fails on them).
+bool IsHdf5LayerName(const std::string& name);
+
 // What Caffe adds to a snapshot's ".caffemodel" and ".solverstate" for the
 // solver's snapshot_format: ".h5" for HDF5, nothing for BINARYPROTO.
 std::string SnapshotSuffix(const caffe::SolverParameter& solver);
@@ -58,9 +63,9 @@ Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out);
 // shape, data and, when `write_diff`, diff) in Caffe's HDF5 model layout.
 // `shared`: the (layer, blob) indices whose blob belongs to an earlier layer
 // (ParamSpec sharing); their data is left out, as Caffe does. A layer name
-// with a '/' is refused (it would be a path of groups, which no reader of
-// Caffe's layout takes): "<path>: layer 'a/b': a '/' in a layer name cannot
-// be written in snapshot_format HDF5; use BINARYPROTO".
+// that is not IsHdf5LayerName is refused before anything is written: "<path>:
+// layer 'a/b': a '/' in a layer name cannot be written in snapshot_format
+// HDF5; use BINARYPROTO" (an empty name or "." likewise).
 Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
                            const std::set<std::pair<int, int>>& shared, bool write_diff,
                            const std::string& path);

@@ -150,13 +150,16 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   }
   if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
     // Caffe's HDF5 model names a group by the layer: a '/' would make a path
-    // of groups (Caffe's own snapshot fails there). Said now, not at the
-    // first snapshot.
+    // of groups, "." or "" no group (Caffe's own snapshot fails there). Said
+    // now, not at the first snapshot.
     for (const auto& layer : net_->layers()) {
-      if (layer->name().find('/') == std::string::npos) continue;
+      if (IsHdf5LayerName(layer->name())) continue;
+      const std::string why = layer->name().empty() ? "an empty name"
+                              : layer->name() == "." ? "the name '.'"
+                                                     : "a '/' in its name";
       return Status::InvalidArgument(SolverPlace("snapshot_format") +
                                      ": snapshot_format HDF5 cannot write layer '" +
-                                     layer->name() + "' (a '/' in its name); use BINARYPROTO");
+                                     layer->name() + "' (" + why + "); use BINARYPROTO");
     }
   }
 

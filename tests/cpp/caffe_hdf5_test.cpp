@@ -327,6 +327,11 @@ TEST(CaffeHdf5Test, ASlashInALayerNameIsRefusedAndNothingIsWritten) {
                    "snapshot_format HDF5; use BINARYPROTO");
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  layer->set_name(".");
+  EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
+            path + ": layer '.': the layer name '.' cannot be written in snapshot_format HDF5; "
+                   "use BINARYPROTO");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace
