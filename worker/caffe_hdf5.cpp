@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/proto_io.hpp"
@@ -110,7 +111,13 @@ Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out) {
 Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
                            const std::set<std::pair<int, int>>& shared, bool write_diff,
                            const std::string& path) {
+  std::set<std::string> seen;
   for (const caffe::LayerParameter& layer : model.layer()) {
+    if (!seen.insert(layer.name()).second) {
+      return Status::InvalidArgument(path + ": layer '" + layer.name() +
+                                     "': two layers of that name cannot be written in "
+                                     "snapshot_format HDF5; use BINARYPROTO");
+    }
     if (!IsHdf5LayerName(layer.name())) {
       const std::string what = layer.name().empty() ? "an empty layer name"
                                : layer.name() == "." ? "the layer name '.'"

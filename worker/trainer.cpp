@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "common/device.hpp"
 #include "common/optim/lr_policy.hpp"
@@ -150,11 +151,15 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   }
   if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
     // Caffe's HDF5 model names a group by the layer: a '/' would make a path
-    // of groups, "." or "" no group (Caffe's own snapshot fails there). Said
+    // of groups, "." or "" no group, a name twice one group for two layers
+    // (Caffe's own snapshot fails on each). Said
     // now, not at the first snapshot.
+    std::set<std::string> seen;
     for (const auto& layer : net_->layers()) {
-      if (IsHdf5LayerName(layer->name())) continue;
-      const std::string why = layer->name().empty() ? "an empty name"
+      const bool again = !seen.insert(layer->name()).second;
+      if (IsHdf5LayerName(layer->name()) && !again) continue;
+      const std::string why = again                   ? "a name an earlier layer has"
+                              : layer->name().empty() ? "an empty name"
                               : layer->name() == "." ? "the name '.'"
                                                      : "a '/' in its name";
       return Status::InvalidArgument(SolverPlace("snapshot_format") +

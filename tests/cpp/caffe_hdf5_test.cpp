@@ -327,6 +327,13 @@ TEST(CaffeHdf5Test, ASlashInALayerNameIsRefusedAndNothingIsWritten) {
                    "snapshot_format HDF5; use BINARYPROTO");
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  layer->set_name("ip");
+  model.add_layer()->set_name("ip");
+  EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
+            path + ": layer 'ip': two layers of that name cannot be written in snapshot_format "
+                   "HDF5; use BINARYPROTO");
+  model.mutable_layer()->RemoveLast();
+  layer = model.mutable_layer(0);
   layer->set_name(".");
   EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
             path + ": layer '.': the layer name '.' cannot be written in snapshot_format HDF5; "

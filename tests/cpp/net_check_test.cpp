@@ -177,6 +177,11 @@ TEST_F(NetCheckTest, EachProblemIsNamedByFileAndLine) {
                        "snapshot_format: HDF5\n"),
             solver_ + ":4: snapshot_format HDF5 cannot write layer 'ip/relu' (a '/' in its name); "
                       "use BINARYPROTO");
+  EXPECT_EQ(CheckError(DataNet(lmdb, "layer { name: \"data\" type: \"ReLU\" bottom: "
+                                     "\"data\" top: \"r\" }\n"),
+                       "snapshot_format: HDF5\n"),
+            solver_ + ":4: snapshot_format HDF5 cannot write layer 'data' (a name an earlier "
+                      "layer has); use BINARYPROTO");
   const std::string absent = CheckError(DataNet(dir_ / "absent_lmdb"));
   EXPECT_TRUE(Contains(
       absent, net + ":2: layer 'data' (Data): " + (dir_ / "absent_lmdb") + ": cannot open LMDB"))
