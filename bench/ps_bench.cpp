@@ -79,6 +79,7 @@ struct Flags {
   int warmup = 0;  // 0: automatic
   int max_in_flight = 16;
   int shared_memory_mb = pstrain::transport::kSharedRingDefaultMb;
+  int io_threads = 1;  // each worker thread's context's ZeroMQ I/O threads
   std::string server_bin;
   std::string server_wrapper;
   bool json = false;
@@ -222,6 +223,8 @@ int main(int argc, char** argv) {
       "curve", po::bool_switch(&f.curve), "CURVE on every socket (keys as ps-train makes them)")(
       "shared-memory-mb", po::value(&f.shared_memory_mb)->default_value(f.shared_memory_mb),
       "ipc: shared-memory ring size per connection (0: every byte through the socket)")(
+      "io-threads", po::value(&f.io_threads)->default_value(f.io_threads),
+      "ZeroMQ I/O threads of each worker thread's context (as ps-worker --io-threads)")(
       "json", po::bool_switch(&f.json), "one JSON object for the result");
   po::variables_map vm;
   int64_t total_bytes = 0;
@@ -355,7 +358,7 @@ int main(int argc, char** argv) {
   const int warmup = f.warmup > 0 ? f.warmup : 0;
 
   auto worker_main = [&](int rank) {
-    pstrain::transport::Context context;
+    pstrain::transport::Context context(f.io_threads);
     std::vector<std::unique_ptr<pstrain::Blob>> blobs;
     std::vector<pstrain::PsParam> params;
     for (int p = 0; p < f.params; ++p) {

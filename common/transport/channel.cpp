@@ -14,11 +14,13 @@
 namespace pstrain::transport {
 
 struct Context::Impl {
-  zmq::context_t context{1};        // one I/O thread
+  explicit Impl(int io_threads) : context(io_threads < 1 ? 1 : io_threads) {}
+  zmq::context_t context;           // its I/O threads
   std::unique_ptr<ZapHandler> zap;  // after the context: closed before it terminates
 };
 
-Context::Context() : impl_(std::make_unique<Impl>()) {}
+Context::Context(int io_threads)
+    : impl_(std::make_unique<Impl>(io_threads)), io_threads_(io_threads < 1 ? 1 : io_threads) {}
 Context::~Context() = default;
 
 Status Context::AdmitKeys(std::map<std::string, std::string> admitted) {
@@ -383,6 +385,11 @@ Status Configure(zmq::socket_t& socket, bool router, const std::string& address,
   } else if (!o.identity.empty()) {
     PSTRAIN_RETURN_IF_ERROR(
         SetOption(socket, ZMQ_ROUTING_ID, o.identity.data(), o.identity.size(), "ZMQ_ROUTING_ID"));
+  }
+  if (o.io_thread >= 0) {
+    const uint64_t affinity = uint64_t{1} << (o.io_thread % 64);
+    PSTRAIN_RETURN_IF_ERROR(
+        SetOption(socket, ZMQ_AFFINITY, &affinity, sizeof(affinity), "ZMQ_AFFINITY"));
   }
   if (IsTcp(address)) {
     if (address.find('[') != std::string::npos) {

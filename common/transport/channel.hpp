@@ -24,6 +24,10 @@ struct SocketOptions {
   int recv_hwm = 1000;
   int linger_ms = 0;     // how long unsent messages are kept at close
   std::string identity;  // DEALER routing id (ZMQ_ROUTING_ID); "" = ZeroMQ picks one
+  // The context's I/O thread this socket's connections use (ZMQ_AFFINITY,
+  // taken modulo the context's count); -1 = ZeroMQ picks the least busy when
+  // the connection is made (at start-up all look idle: the first one).
+  int io_thread = -1;
   // ZeroMQ heartbeats (tcp only): a connection silent for heartbeat_timeout_ms is closed.
   int heartbeat_ivl_ms = 1000;
   int heartbeat_timeout_ms = 10000;

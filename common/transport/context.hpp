@@ -1,5 +1,5 @@
 // Context: the transport's process-wide state (ZeroMQ's context and its I/O
-// thread). Make one per process (tests may make several) and keep it until
+// threads). Make one per process (tests may make several) and keep it until
 // every Channel made in it is destroyed. Thread-safe: channels for several
 // threads may be made in one context, each then used by its own thread.
 #pragma once
@@ -15,7 +15,13 @@ namespace pstrain::transport {
 
 class Context {
  public:
-  Context();
+  // io_threads >= 1: ZeroMQ's I/O threads (ZMQ_IO_THREADS). A connection is
+  // served by one of them (SocketOptions::io_thread): a worker's DEALERs, one
+  // per shard, take them in turn and so spread their kernel copies
+  // (transport.io_threads, docs/architecture.md); a shard's one ROUTER uses
+  // one whatever the count.
+  explicit Context(int io_threads = 1);
+  int io_threads() const { return io_threads_; }
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -35,6 +41,7 @@ class Context {
   friend class ContextAccess;  // channel.cpp: the ZeroMQ context inside
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  int io_threads_ = 1;
 };
 
 }  // namespace pstrain::transport

@@ -185,6 +185,9 @@ Result<std::unique_ptr<PsClient>> PsClient::Connect(transport::Context& context,
     socket_options.identity = identity;
     socket_options.shared_memory_bytes = static_cast<size_t>(options.shared_memory_mb) << 20;
     for (size_t k = 0; k < options.servers.size(); ++k) {
+      // Shard k's connection on I/O thread k mod io_threads: the shards'
+      // bytes spread over the context's I/O threads (transport.io_threads).
+      socket_options.io_thread = static_cast<int>(k % static_cast<size_t>(context.io_threads()));
       PSTRAIN_ASSIGN_OR_RETURN(auto dealer_options, DealerOptions(options, socket_options, k));
       PSTRAIN_ASSIGN_OR_RETURN(
           auto channel, transport::ConnectDealer(context, options.servers[k], dealer_options));

@@ -7,7 +7,7 @@
 //             [--pull-compression none|fp16|bf16] [--gpu-ipc auto|true|false]
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
-//             [--shared-memory-mb M] [--sufficient-factors
+//             [--shared-memory-mb M] [--io-threads N] [--sufficient-factors
 //              [--factor-broadcast [--factor-verify-interval K] [--factor-verify-strict]]]
 //             [--host-groups G0,G1,... --host-group-shm /NAME]
 //
@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   bool no_error_feedback = false;
   std::string elastic = "none";
   int threads = 1;
+  int io_threads = 1;
   int timeout_s = 120;
   int gpu = -1;
   bool json = false;
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
       "unacknowledged pushes per server")("timeout-s", po::value(&timeout_s)->default_value(120),
                                           "a server silent this long is an error")(
       "threads", po::value(&threads)->default_value(1), "CPU threads (0: all cores)")(
+      "io-threads", po::value(&io_threads)->default_value(1),
+      "ZeroMQ I/O threads (the DEALERs to the shards spread over them)")(
       "engine", po::value(&engine)->default_value("auto"),
       "auto (each layer's fastest CPU implementation, timed at set-up), fast or reference")(
       "engine-cache", po::value(&engine_cache),
@@ -169,6 +172,9 @@ int main(int argc, char** argv) {
   if (!memory_data_files.ok()) return usage(memory_data_files.status().message());
   options.memory_data_files = std::move(memory_data_files.value());
   if (options.client.world_size < 1) return usage("--workers must be at least 1");
+  if (io_threads < 1 || io_threads > 64) {
+    return usage("--io-threads must be in [1, 64], got " + std::to_string(io_threads));
+  }
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
   }
@@ -298,7 +304,7 @@ int main(int argc, char** argv) {
   }
 
   return pstrain::ExitOnOutOfMemory(program, [&] {
-    pstrain::transport::Context context;
+    pstrain::transport::Context context(io_threads);
     auto worker = pstrain::PsWorker::Create(context, options);
     if (!worker.ok()) return pstrain::ExitWith(worker.status(), program);
     return pstrain::ExitWith(worker.value()->Run(), program);
