@@ -619,6 +619,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     position = []           # E12: the forward position of each of them
     used: dict = {}         # E12: each link's busy intervals while the pushes go
     replica = [0.0] * len(layers)   # E13: the worker's rebuild and step before layer l's forward
+    rights_in: dict = {}    # E13 holder: when the forwarder has every pusher's R, per layer
     for layer_index, layer in reversed(list(enumerate(layers))):
         t += layer.backward_ms / 1e3 * scale
         for piece in by_layer[layer.name]:
@@ -640,8 +641,15 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
             if piece.forward_wait > 0:
                 # E13 holder: the R's this shard lacks come after the forwarder received
-                # every pusher's R from the holders (its downlink), one hop more each way
-                arrived = max(arrived, sent + 3 * L + piece.forward_wait / cl.worker_bw)
+                # every pusher's R from the holders, once a layer, on its downlink where the
+                # pushes to its host's shard leave it free (the replies then wait for it),
+                # and one hop more to the shard
+                if layer.name not in rights_in:
+                    begin = sent + 2 * L
+                    rights_in[layer.name] = _fill(used.get("down", []), begin,
+                                                  own * piece.forward_wait / cl.worker_bw)
+                    used.setdefault("down", []).append((begin, rights_in[layer.name]))
+                arrived = max(arrived, rights_in[layer.name] + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step), after
             # rebuilding factored chunks (E1b).
             begin = max(arrived, s_cpu[k])
