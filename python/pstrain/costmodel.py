@@ -301,16 +301,14 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
 def _factors(param: Param, index: int, chunks: list[Chunk], batch: int, cl: "Cluster"):
     """E1b: whether `param` goes as sufficient factors: an InnerProduct weight whose factors,
     summed over the shards holding its chunks, are fewer float32 bytes than its gradient
-    (FactorCapture::Create's rule; with factor_right "holder" R counts once). None when it
-    does not."""
+    (FactorCapture::Create's rule; factor_right "holder" leaves it as it is, R counted per
+    shard, so that the switch changes no weight's path). None when it does not."""
     if not (cl.sufficient_factors or cl.factor_broadcast) or param.fc_shape is None:
         return None
     rows, cols = param.fc_shape
     mine = [c for c in chunks if c.param == index]
-    shards = {c.shard for c in mine}
-    rights = len(shards) if cl.factor_right == "every_shard" else 1   # R to each, or once
-    sent = 4.0 * batch * (sum(_factor_rows([c for c in mine if c.shard == k], cols)[0]
-                              for k in shards) + rights * cols)
+    sent = sum(4.0 * batch * (_factor_rows([c for c in mine if c.shard == k], cols)[0] + cols)
+               for k in {c.shard for c in mine})
     return sent if sent < 4.0 * rows * cols else None
 
 
