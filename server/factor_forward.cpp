@@ -1,8 +1,45 @@
 #include "server/factor_forward.hpp"
 
+#include <algorithm>
 #include <utility>
 
+#include "server/factor_relay.hpp"
+
 namespace pstrain::server {
+
+std::vector<Outgoing> ReceiveForwarding(transport::InMessage message, ShardState& shard,
+                                        ForwardedRights& rights, FactorArrival& factors,
+                                        ShardState::TimePoint now, std::string* dropped) {
+  const bool push = message.header.type() == pstrain::PUSH;
+  const Incoming arrived{message.peer, message.header, {}, {}};
+  const KeyPlacement* placement = shard.placement();
+  std::string why = RefuseRelay(shard.config(), shard.policy_names());
+  if (placement == nullptr) why = "R forwarded before the init push";
+  if (!why.empty()) {
+    if (push) return {shard.Refuse(arrived, why)};
+    shard.CountBadMessage();  // a FACTOR_RIGHT has no answer
+    *dropped = why;
+    return {};
+  }
+  std::vector<Outgoing> out;
+  if (push) out.push_back(shard.Acknowledge(arrived));
+  const int workers = shard.config().num_workers;
+  std::optional<transport::InMessage> complete =
+      push ? rights.OnLeft(std::move(message), *placement, workers)
+           : rights.OnRight(std::move(message), *placement, workers);
+  if (!complete) return out;
+  Incoming incoming{complete->peer, complete->header, {}, {}};
+  factors.Prepare(*complete, *placement, &incoming);
+  incoming.wire_bytes = static_cast<int64_t>(complete->payload_bytes(0));  // R came forwarded
+  std::vector<Outgoing> handled = shard.Handle(incoming, now);
+  // Acknowledged when it arrived: not again.
+  auto ack = std::find_if(handled.begin(), handled.end(), [&](const Outgoing& o) {
+    return o.header.type() == pstrain::PUSH_ACK && o.peer == incoming.peer;
+  });
+  if (ack != handled.end()) handled.erase(ack);
+  for (Outgoing& o : handled) out.push_back(std::move(o));
+  return out;
+}
 
 void ForwardedRights::Size(const KeyPlacement& placement, int num_workers) {
   if (!rights_.empty()) return;

@@ -20,6 +20,8 @@
 
 #include "common/ps/key_placement.hpp"
 #include "common/transport/message.hpp"
+#include "server/factor_arrival.hpp"
+#include "server/shard_state.hpp"
 
 namespace pstrain::server {
 
@@ -51,5 +53,18 @@ class ForwardedRights {
   std::vector<std::vector<std::array<Right, 2>>> rights_;  // [param][worker][step % 2]
   std::map<Key, transport::InMessage> waiting_;
 };
+
+// As ShardLoop::Receive (and the message fuzzer) hand `shard` a validated
+// factor PUSH with right_forwarded or a FACTOR_RIGHT from a worker: refused
+// outside the relay's scope (RefuseRelay: an ERROR for the push; a
+// FACTOR_RIGHT, which has no answer, is dropped with *dropped set to why);
+// a push is acknowledged at once (its R may come only after the worker's
+// next pull, and its in-flight window must not wait for that); the push the
+// pair completes goes through `factors` and shard.Handle as a complete factor
+// push from its worker, its bytes_received the L frame's alone, its PUSH_ACK
+// not sent again. Returns what to send.
+std::vector<Outgoing> ReceiveForwarding(transport::InMessage message, ShardState& shard,
+                                        ForwardedRights& rights, FactorArrival& factors,
+                                        ShardState::TimePoint now, std::string* dropped);
 
 }  // namespace pstrain::server
