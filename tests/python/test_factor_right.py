@@ -15,6 +15,7 @@ import pytest
 
 from ps_train_util import run_killing_worker, write_job
 from pstrain import Job, JobError
+from pstrain import costmodel
 from pstrain.hosts import Host, place
 from pstrain.hostrun import HostLayout
 from test_factor_broadcast import BSP, digest, plan_of, wide_job
@@ -22,15 +23,16 @@ from test_factor_sixteen_bits import half_frame
 
 ITERS = 20
 BATCH = 16
-COLS = (784, 1024)  # ip1's and ip2's rows (R: BATCH x cols), both on both shards
+COLS = (784, 1024)  # ip1's and ip2's rows (R: BATCH x cols)
+SIZES = [1024 * 784, 1024, 1024 * 1024, 1024, 10 * 1024, 10]  # ip1, its bias, ip2, ...
 
 
 def run(tmp_path, data, name: str, right: str, workers: int = 2,
-        compression: str = "none") -> dict:
+        compression: str = "none", servers: int = 2) -> dict:
     job = wide_job(tmp_path, name, data)
     job["cluster"]["straggler"] = None
     job["cluster"]["workers"] = workers
-    job["cluster"]["servers"] = 2
+    job["cluster"]["servers"] = servers
     job["solver_overrides"]["max_iter"] = ITERS
     job["transport"]["factor_right"] = right
     job["transport"]["compression"] = compression
@@ -47,17 +49,23 @@ def r_bytes(compression: str) -> int:
     return sum(4 * BATCH * c for c in COLS)
 
 
-@pytest.mark.parametrize("workers, compression", [(2, "none"), (3, "none"), (2, "fp16")])
+@pytest.mark.parametrize("workers, servers, compression",
+                         [(2, 2, "none"), (3, 2, "none"), (2, 2, "fp16"), (2, 3, "none")])
 def test_holder_is_bit_identical_and_pushes_each_r_once(tmp_path, fashion_mnist, monkeypatch,
-                                                        workers, compression):
+                                                        workers, servers, compression):
+    """W = S, W > S (a shard holds the R's of two workers) and W < S (worker 0
+    forwards to shards 0 and 2)."""
     monkeypatch.setenv("PSTRAIN_FACTOR_VERIFY_INTERVAL", "4")
     monkeypatch.setenv("PSTRAIN_FACTOR_VERIFY_STRICT", "1")
-    every = run(tmp_path, fashion_mnist, "every", "every_shard", workers, compression)
-    once = run(tmp_path, fashion_mnist, "once", "holder", workers, compression)
+    every = run(tmp_path, fashion_mnist, "every", "every_shard", workers, compression, servers)
+    once = run(tmp_path, fashion_mnist, "once", "holder", workers, compression, servers)
     assert digest(once["snapshot"]) == digest(every["snapshot"])
-    # S = 2 shards hold each weight: one R less a worker, iteration and weight.
+    # The placement spreads ip1 and ip2 over every shard (S of them): S - 1 R's less a
+    # worker, iteration and weight.
+    chunks = costmodel.place(SIZES, servers, 1 << 20)
+    assert [len({c.shard for c in chunks if c.param == p}) for p in (0, 2)] == [servers] * 2
     assert every["bytes_pushed"] - once["bytes_pushed"] == \
-        (2 - 1) * ITERS * workers * r_bytes(compression)
+        (servers - 1) * ITERS * workers * r_bytes(compression)
     assert r_bytes("none") == 4 * 16 * (784 + 1024) == 115712
     assert r_bytes("fp16") == 57856
     # What the workers pull is the same: the R's went ahead of the relay instead of in it.
