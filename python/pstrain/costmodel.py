@@ -143,7 +143,7 @@ class Cluster:
     # bytes as pushed; the CLI's --factor-bytes follows --compression so)
     factor_broadcast: bool = False
     factor_value_bytes: float = 4.0
-    # E13, issue 32 (designed, not built: docs/scaling.md "Issue 32's configuration"): where R
+    # E13, issue 32 (transport.factor_right; docs/architecture.md "R pushed once"): where R
     # goes. "every_shard" (as built): a worker pushes its R factor (batch x cols) to every
     # shard holding rows of the weight. "holder": only to its holder shard (RelayHolder,
     # holders[w % n]); every other shard k of the weight gets the R's it lacks from a
@@ -855,7 +855,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="E13: transport.sufficient_factors: broadcast (bsp): the factored "
                         "weights' pulls are every pusher's factors, the worker rebuilds them")
     p.add_argument("--factor-right", default="every_shard", choices=FACTOR_RIGHTS,
-                   help="E13 (with --factor-broadcast; designed, not built): every_shard: a "
+                   help="E13 (with --factor-broadcast; transport.factor_right): every_shard: a "
                         "worker pushes its R factor to every shard of the weight (as built); "
                         "holder: to its holder shard only, the others get it forwarded by a "
                         "worker on their host (through the NIC with servers apart)")

@@ -544,7 +544,7 @@ def test_e13_the_worker_rebuilds_the_broadcast_step_before_the_next_forward():
 
 
 def test_e13_holder_pushes_r_once_and_the_other_shards_get_it_forwarded():
-    """E13, factor_right "holder" (issue 32; designed, not built): the chunks of the E1b test
+    """E13, factor_right "holder" (issue 32, R pushed once): the chunks of the E1b test
     (shard 0 spans rows 0-999, shard 1 rows 450-900), 4 workers, batch 64: a worker pushes
     L's span to each shard and its R (64 x 1000) to its holder only (holders[w % 2]: each
     shard holds for 2 of the 4 pushers, so per pusher half an R); the other half of the R's
