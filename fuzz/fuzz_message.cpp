@@ -175,8 +175,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (message.header.type() == pstrain::FACTOR_RIGHT ||
         (message.header.has_factors() && message.header.factors().right_forwarded())) {
       std::string dropped;  // R pushed once: paired first (server/factor_forward.hpp)
-      CheckSendable(pstrain::server::ReceiveForwarding(std::move(message), shard, rights,
-                                                       factors, now, &dropped),
+      CheckSendable(pstrain::server::ReceiveForwarding(std::move(message), shard, rights, factors,
+                                                       now, &dropped),
                     shard, config);
       CheckSendable(shard.Tick(now), shard, config);
       continue;

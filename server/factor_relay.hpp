@@ -20,8 +20,8 @@
 
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
-#include "proto/pstrain.pb.h"
 #include "common/transport/protocol.hpp"
+#include "proto/pstrain.pb.h"
 #include "server/shard_config.hpp"
 #include "server/shard_messages.hpp"
 

@@ -157,8 +157,8 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
     came[r.worker()] = 1;
     const std::vector<uint32_t> ids = ParamChunksOn(*placement, param, shard);
     if (ids.empty()) return Bad(name + " has no chunk on this shard");
-    const bool ahead = std::find(h.rights_ahead().begin(), h.rights_ahead().end(),
-                                 r.param()) != h.rights_ahead().end();
+    const bool ahead = std::find(h.rights_ahead().begin(), h.rights_ahead().end(), r.param()) !=
+                       h.rights_ahead().end();
     if (ahead && r.right()) {
       return Bad(name + ": worker " + to_string(r.worker()) +
                  "'s R is relayed, the reply says it went ahead (rights_ahead)");
@@ -260,8 +260,8 @@ Status CheckRight(const pstrain::Header& h, const std::vector<size_t>& frame_byt
       FactorFrameBytes(r.dtype(), static_cast<int64_t>(r.samples()) * r.cols()));
   if (frame_bytes.size() != 1 || frame_bytes[0] != need) {
     return Bad(name + ": worker " + to_string(r.worker()) + "'s R has " +
-               (frame_bytes.empty() ? std::string("no") : to_string(frame_bytes[0])) +
-               " bytes, " + to_string(r.samples()) + " x " + to_string(r.cols()) + " " +
+               (frame_bytes.empty() ? std::string("no") : to_string(frame_bytes[0])) + " bytes, " +
+               to_string(r.samples()) + " x " + to_string(r.cols()) + " " +
                (r.dtype() == pstrain::FLOAT32 ? "float32" : pstrain::DataType_Name(r.dtype())) +
                " need " + to_string(need));
   }

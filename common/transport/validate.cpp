@@ -103,8 +103,7 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   if (h.ipc_offsets_size() > 0) return Status::Ok();
   if (h.has_factors()) {
     return CheckFactors(h, message.frames[0].size(),
-                        message.frames.size() > 1 ? message.frames[1].size() : 0,
-                        rules.placement);
+                        message.frames.size() > 1 ? message.frames[1].size() : 0, rules.placement);
   }
   for (int i = 0; i < h.chunks_size(); ++i) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above

@@ -78,23 +78,27 @@ class RightValidateTest : public ::testing::Test {
 TEST_F(RightValidateTest, AcceptsAForwardAndNamesEachFault) {
   EXPECT_EQ(Reason(), "");
   frames_ = {20};
-  EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 0's R has 20 bytes, 2 x 3 float32 "
-                      "need 24");
+  EXPECT_EQ(Reason(),
+            "FACTOR_RIGHT: parameter 0: worker 0's R has 20 bytes, 2 x 3 float32 "
+            "need 24");
   frames_ = {24, 24};
   EXPECT_EQ(Reason(), "2 payload frames follow, a FACTOR_RIGHT has 1");
   SetUp();
   h_.mutable_right()->set_dtype(pstrain::FLOAT16);
-  EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 0's R has 24 bytes, 2 x 3 FLOAT16 "
-                      "need 12");
+  EXPECT_EQ(Reason(),
+            "FACTOR_RIGHT: parameter 0: worker 0's R has 24 bytes, 2 x 3 FLOAT16 "
+            "need 12");
   frames_ = {12};
   EXPECT_EQ(Reason(), "");
   h_.mutable_right()->set_dtype(pstrain::SIGN_SCALED);
-  EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 0's R in SIGN_SCALED (it travels as "
-                      "FLOAT32, FLOAT16 or BFLOAT16)");
+  EXPECT_EQ(Reason(),
+            "FACTOR_RIGHT: parameter 0: worker 0's R in SIGN_SCALED (it travels as "
+            "FLOAT32, FLOAT16 or BFLOAT16)");
   SetUp();
   shard_ = 0;  // worker 0's holder: it has the R from the push
-  EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 0's R forwarded to server 0, its "
-                      "holder (which has it from the push)");
+  EXPECT_EQ(Reason(),
+            "FACTOR_RIGHT: parameter 0: worker 0's R forwarded to server 0, its "
+            "holder (which has it from the push)");
   SetUp();
   h_.mutable_right()->set_worker(2);
   EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 2 is not in this job (2 workers)");
@@ -124,8 +128,9 @@ TEST_F(RightValidateTest, TheHolderSendsItsOwnRsAhead) {
   shard_ = 0;
   EXPECT_EQ(Reason(), "");
   h_.mutable_right()->set_worker(1);
-  EXPECT_EQ(Reason(), "FACTOR_RIGHT: parameter 0: worker 1's R comes from server 0 (its holder "
-                      "is server 1)");
+  EXPECT_EQ(Reason(),
+            "FACTOR_RIGHT: parameter 0: worker 1's R comes from server 0 (its holder "
+            "is server 1)");
 }
 
 TEST_F(RightValidateTest, APushWithoutRHasOneFrameAndNeedsRelay) {
@@ -147,12 +152,14 @@ TEST_F(RightValidateTest, APushWithoutRHasOneFrameAndNeedsRelay) {
   frames_ = {16};  // L: 2 x 2
   EXPECT_EQ(Reason(), "");
   frames_ = {16, 24};
-  EXPECT_EQ(Reason(), "factors: 2 payload frames follow, a PUSH with factors and "
-                      "right_forwarded has 1");
+  EXPECT_EQ(Reason(),
+            "factors: 2 payload frames follow, a PUSH with factors and "
+            "right_forwarded has 1");
   frames_ = {16};
   f->set_relay(false);
-  EXPECT_EQ(Reason(), "factors: right_forwarded without relay (R is forwarded under factor "
-                      "broadcast only)");
+  EXPECT_EQ(Reason(),
+            "factors: right_forwarded without relay (R is forwarded under factor "
+            "broadcast only)");
   // rights_ahead: PULL and PULL_REPLY only; right: FACTOR_RIGHT only.
   f->set_relay(true);
   h_.add_rights_ahead(0);
@@ -192,14 +199,16 @@ TEST_F(RightValidateTest, ARelayWhoseRsWentAheadCarriesNone) {
   EXPECT_EQ(Reason(), "");
   h_.mutable_relay(0)->set_right(true);
   frames_ = {32, 24, 32};
-  EXPECT_EQ(Reason(), "relay: parameter 0: worker 0's R is relayed, the reply says it went "
-                      "ahead (rights_ahead)");
+  EXPECT_EQ(Reason(),
+            "relay: parameter 0: worker 0's R is relayed, the reply says it went "
+            "ahead (rights_ahead)");
   // Without rights_ahead worker 0's R belongs in shard 0's relay (as before).
   h_.mutable_relay(0)->set_right(false);
   h_.clear_rights_ahead();
   frames_ = {32, 32};
-  EXPECT_EQ(Reason(), "relay: parameter 0: worker 0's R is missing from server 0 (its holder is "
-                      "server 0)");
+  EXPECT_EQ(Reason(),
+            "relay: parameter 0: worker 0's R is missing from server 0 (its holder is "
+            "server 0)");
 }
 
 // A bsp shard 0 of the 2-shard placement, 2 workers: it holds worker 0's R.
@@ -283,9 +292,9 @@ TEST_F(ShardRightsAheadTest, TheHeldRsGoAheadOfTheStepAndTheRelayCarriesNone) {
   ASSERT_EQ(out.size(), 2u);
   const Outgoing& reply = out[1];
   ASSERT_EQ(reply.header.type(), pstrain::PULL_REPLY) << reply.header.text();
-  EXPECT_EQ(std::vector<uint32_t>(reply.header.rights_ahead().begin(),
-                                  reply.header.rights_ahead().end()),
-            (std::vector<uint32_t>{0}));
+  EXPECT_EQ(
+      std::vector<uint32_t>(reply.header.rights_ahead().begin(), reply.header.rights_ahead().end()),
+      (std::vector<uint32_t>{0}));
   ASSERT_EQ(reply.header.relay_size(), 2);
   EXPECT_FALSE(reply.header.relay(0).right());
   EXPECT_FALSE(reply.header.relay(1).right());

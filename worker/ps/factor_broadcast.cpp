@@ -46,8 +46,7 @@ void FactorBroadcast::AddToPull(pstrain::Header* pull) const {
   }
 }
 
-Status FactorBroadcast::AcceptRight(const std::string& server,
-                                    const transport::InMessage& right) {
+Status FactorBroadcast::AcceptRight(const std::string& server, const transport::InMessage& right) {
   const pstrain::FactorRight& r = right.header.right();
   if (!relay_ || right.header.clock() != clock_ - 1) return Status::Ok();
   const int param = static_cast<int>(r.param());

@@ -330,7 +330,7 @@ class PsClient {
   std::vector<std::string> pull_files_;
   bool pull_outstanding_ = false;
   FactorBroadcast* factor_broadcast_ = nullptr;  // set_factor_broadcast
-  bool forward_all_ = false;                      // set_forward_all
+  bool forward_all_ = false;                     // set_forward_all
   transport::GpuPathDecision gpu_path_{false, "no HELLO yet"};
   PsTraffic traffic_;
   std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first

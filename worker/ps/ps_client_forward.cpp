@@ -43,8 +43,8 @@ Status PsClient::OnFactorRight(int shard, const transport::InMessage& right) {
     ++traffic_.rights_forwarded;
   }
   if (factor_broadcast_ != nullptr) {
-    PSTRAIN_RETURN_IF_ERROR(factor_broadcast_->AcceptRight(ServerName(static_cast<size_t>(shard)),
-                                                           right));
+    PSTRAIN_RETURN_IF_ERROR(
+        factor_broadcast_->AcceptRight(ServerName(static_cast<size_t>(shard)), right));
   }
   return Status::Ok();
 }
