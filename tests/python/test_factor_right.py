@@ -10,6 +10,7 @@ errors and the forwarders ps-train chooses on hosts."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 
@@ -135,3 +136,19 @@ def test_the_forwarder_of_a_shard_is_a_worker_on_its_host(tmp_path, build_dir):
     assert one[one.index("--forward-shards") + 1] == "none"
     plan.layout = HostLayout(place(hosts, 2, 4, "hosts", placement="first_slots"))
     assert plan.forward_shards() == [[0], [1], [], []]
+
+
+@pytest.mark.parametrize("flags, error", [
+    (["--factor-right", "once"], '--factor-right must be every_shard or holder, got "once"'),
+    (["--factor-right", "holder"], "--factor-right holder needs --factor-broadcast (R reaches "
+                                   "the other shards through the relay)"),
+    (["--sufficient-factors", "--factor-broadcast", "--forward-shards", "1"],
+     "--forward-shards needs --factor-right holder"),
+    (["--sufficient-factors", "--factor-broadcast", "--factor-right", "holder",
+      "--forward-shards", "1,x"], '--forward-shards: "1,x": shard numbers (0,2)'),
+])
+def test_ps_worker_names_a_bad_flag(build_dir, flags, error):
+    out = subprocess.run([str(build_dir / "bin/ps-worker"), "--solver", "s.prototxt",
+                          "--servers", "tcp://127.0.0.1:1", *flags],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.splitlines()[0] == f"ps-worker: {error}", out.stderr
