@@ -394,5 +394,65 @@ TEST_F(ForwardedRightsTest, APushWaitsForItsRAndAnRWaitsForItsPush) {
   EXPECT_EQ(Frame(*done, 1)[0], 11.f);
 }
 
+// ReceiveForwarding, as ShardLoop hands it a push without R and a FACTOR_RIGHT:
+// acknowledged at once, then taken whole; outside plain bsp refused.
+class ReceiveForwardingTest : public ForwardedRightsTest {
+ protected:
+  // Shard 1 of the 2-shard placement, 2 workers, initialised.
+  void Start(ConsistencyMode mode) {
+    server::ShardConfig c;
+    c.shard = 1;
+    c.num_shards = 2;
+    c.num_workers = 2;
+    c.mode = mode;
+    c.hyper.base_lr = 0.1f;
+    c.chunk_bytes = 16;
+    shard_.emplace(std::move(c));
+    Message init(pstrain::INIT_PUSH, 0, 0);
+    pstrain::ParamMeta w, b;
+    w.set_name("w");
+    w.add_shape(4);
+    w.add_shape(3);
+    b.set_name("b");
+    b.add_shape(4);
+    *init.header().add_params() = w;
+    *init.header().add_params() = b;
+    init.Chunk(1, {5, 6, 7, 8});
+    init.Chunk(3, {1, 1, 1, 1});
+    shard_->Handle(init.get(), kT0);
+  }
+  std::vector<Outgoing> Receive(transport::InMessage m) {
+    dropped_.clear();
+    return server::ReceiveForwarding(std::move(m), *shard_, rights_, factors_, kT0, &dropped_);
+  }
+  std::optional<server::ShardState> shard_;
+  server::FactorArrival factors_;
+  std::string dropped_;
+};
+
+TEST_F(ReceiveForwardingTest, APushWithoutRIsAcknowledgedThenTakenWithItsR) {
+  Start(ConsistencyMode::kBsp);
+  std::vector<Outgoing> out = Receive(LeftOnly(0));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.type(), pstrain::PUSH_ACK);
+  EXPECT_EQ(out[0].peer, "w1");
+  out = Receive(Right(0, 5));
+  EXPECT_TRUE(out.empty());  // taken (no second PUSH_ACK); the step waits for worker 0
+  // The init push's 2 chunks (32 bytes), then the L frame alone (16), not the R (24).
+  EXPECT_EQ(shard_->Stats().bytes_received(), 32 + 16);
+  EXPECT_EQ(shard_->clocks().clock(1), 0);  // chunk 3 still to come from worker 1
+}
+
+TEST_F(ReceiveForwardingTest, OutsidePlainBspThePushIsRefusedAndTheRDropped) {
+  Start(ConsistencyMode::kSsp);
+  std::vector<Outgoing> out = Receive(LeftOnly(0));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].header.type(), pstrain::ERROR);
+  EXPECT_EQ(out[0].header.text(), "factor relay needs plain bsp, this shard runs ssp");
+  EXPECT_TRUE(Receive(Right(0, 5)).empty());
+  EXPECT_EQ(dropped_, "factor relay needs plain bsp, this shard runs ssp");
+  EXPECT_EQ(shard_->Stats().bad_messages(), 2);
+}
+
 }  // namespace
 }  // namespace pstrain
