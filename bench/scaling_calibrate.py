@@ -10,10 +10,12 @@ predictions (bench/scaling_predict.py), measured on this machine (docs/scaling.m
     and 16M with every thread sampled (bench/scaling_cpu.py): the server's ZeroMQ I/O
     thread's CPU per byte on the wire and direction (the slope from 4K to 16M over the
     32 MB a round trip moves), and its other threads' (the apply, which c_s measures apart);
-  * the factor rebuild's GEMM (E1b): `ps-net time --engine reference --threads 1` of one
-    InnerProduct layer 9216 -> 4096 at batch 128 (AlexNet's fc6; forward and the weight
-    gradient are each the rebuild's 2 x 128 x 9216 x 4096 flops through CpuGemm): CPU ns
-    per flop from the CPU of 30 iterations less that of 5.
+  * c_g, the factor rebuild (E1b, E13): FactorProduct, the product the shard and every
+    worker's replica rebuild a chunk with (common/ps/factor_rebuild.hpp, the variant this
+    CPU runs), at the shape of one 1 MiB chunk of AlexNet's fc6 (29 rows of 9216, batch
+    128): `shard-apply-bench --factor-product 29x128x9216`, CPU ns per flop. (Until
+    2026-12-07 this was OpenBLAS's GEMM at fc6's whole shape, 0.0097 ns/flop, while the
+    rebuild then ran 3.7 times slower than that; FactorProduct is now tiled per ISA.)
 
 Rates are per CPU second, so a shared machine still gives comparable figures. Writes one
 JSON object (--json-out, default stdout).
@@ -31,18 +33,13 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 
-FC_NET = """name: "fc6"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 128 dim: 9216 } } }
-layer { name: "fc6" type: "InnerProduct" bottom: "data" top: "fc6"
-        inner_product_param { num_output: 4096 weight_filler { type: "gaussian" std: 0.005 } } }
-"""
-FC_FLOPS = 2 * 128 * 9216 * 4096     # one GEMM: forward, or the weight gradient
+# One 1 MiB chunk of AlexNet's fc6 (9216 columns: 28.4 rows, 29 touched), batch 128.
+FC6_CHUNK = "29x128x9216"
 
 
 def shard_apply(build: pathlib.Path) -> dict:
@@ -78,22 +75,16 @@ def server_io(build: pathlib.Path) -> dict:
             "round_trip_16m_ms": big["round_trip_us"] / 1e3}
 
 
-def gemm(build: pathlib.Path) -> float:
-    """CPU ns per flop of CpuGemm (one thread) in the rebuild's shape."""
-    with tempfile.TemporaryDirectory(prefix="calib-fc-") as tmp:
-        net = pathlib.Path(tmp) / "fc.prototxt"
-        net.write_text(FC_NET)
-        cpu = []
-        for n in (5, 30):
-            p = subprocess.Popen([str(build / "bin/ps-net"), "time", "--model", str(net),
-                                  "--threads", "1", "--engine", "reference", "--engine-cache",
-                                  "none", "--iterations", str(n)], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-            _, status, usage = os.wait4(p.pid, 0)
-            if status != 0:
-                raise RuntimeError("ps-net time failed")
-            cpu.append(usage.ru_utime + usage.ru_stime)
-    return (cpu[1] - cpu[0]) / 25 / (2 * FC_FLOPS) * 1e9
+def factor_flop_ns(build: pathlib.Path, shape: str = FC6_CHUNK) -> float:
+    """c_g: CPU ns per flop of FactorProduct (the variant the programs use) at `shape`,
+    ROWSxSAMPLESxCOLS, from `shard-apply-bench --factor-product` (median of 5 runs)."""
+    out = subprocess.run([str(build / "bin/shard-apply-bench"), "--factor-product", shape,
+                          "--runs", "5"], capture_output=True, text=True, timeout=300, check=True)
+    m = re.search(r"^factor product \S+ chosen:\S+: ([0-9.]+) ns/flop", out.stdout, re.M)
+    if m is None:
+        raise RuntimeError(f"shard-apply-bench: no chosen factor product line in "
+                           f"{out.stdout[-400:]!r}")
+    return float(m.group(1))
 
 
 def main() -> int:
@@ -106,7 +97,7 @@ def main() -> int:
     load_before = " ".join(open("/proc/loadavg").read().split()[:3])
     applies = [shard_apply(build) for _ in range(args.rounds)]
     ios = [server_io(build) for _ in range(args.rounds)]
-    gemms = [gemm(build) for _ in range(args.rounds)]
+    flops = [factor_flop_ns(build) for _ in range(args.rounds)]
     res = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
            "cpu": applies[0].get("cpu"), "isa": applies[0].get("isa"),
            "cores": os.cpu_count(), "load_before": load_before,
@@ -115,8 +106,8 @@ def main() -> int:
            "server_ns_per_byte_fp16": statistics.median(a["fp16"] for a in applies),
            "server_io_ns_per_byte": statistics.median(i["server_io_ns_per_wire_byte"]
                                                       for i in ios),
-           "server_ns_per_flop": statistics.median(gemms),
-           "rounds": {"apply": applies, "io": ios, "gemm_ns_per_flop": gemms}}
+           "server_ns_per_flop": statistics.median(flops), "factor_shape": FC6_CHUNK,
+           "rounds": {"apply": applies, "io": ios, "factor_ns_per_flop": flops}}
     text = json.dumps(res, indent=1)
     if args.json_out:
         args.json_out.write_text(text + "\n")

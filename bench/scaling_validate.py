@@ -307,8 +307,8 @@ def netns_unavailable() -> str | None:
 OVERLAP_FLAGS = {"worker": ["--pull-overlap"], "server": ["--pull-overlap"]}
 FACTOR_FLAGS = {"push": ["--sufficient-factors"],
                 "broadcast": ["--sufficient-factors", "--factor-broadcast"]}
-# E1b, E13 on a CPU: the shard's and the worker's rebuild GEMM per flop, the worker's replica
-# step per float32 byte, where a run's calibration has none (bench/scaling_calibrate.py on this
+# E1b, E13 on a CPU: the shard's and the worker's rebuild (FactorProduct) per flop, where a
+# run's calibration has none (runs since 2026-12-07 measure it at LeNet's shape) (bench/scaling_calibrate.py on this
 # machine: bench/data/scaling_calibration_gpu.json)
 FACTOR_CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
 
@@ -526,7 +526,8 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     if switches.get("pull_overlap"):          # E12
         base.update(pull_overlap=True,
                     pull_window_bytes=switches.get("pull_window_kb", 2048) * 1024.0)
-    if "sufficient_factors" in switches:      # E1b, E13: the rebuilds at this CPU's c_g
+    if "sufficient_factors" in switches:      # E1b, E13: the rebuilds at this CPU's c_g (the
+        # FactorProduct of the programs: the shard's and every replica's)
         flop = calib.get("server_ns_per_flop") or \
             json.loads(FACTOR_CALIBRATION.read_text())["server_ns_per_flop"]
         base.update(sufficient_factors=True, server_flop_s=flop * 1e-9)
@@ -750,6 +751,10 @@ def main() -> int:
         worker_byte = max(0.0, (per_byte - 2.0 / wire - server_byte) / 2)
         message = rtt_small / 4                              # 4 message costs per round trip
         cpu_calib = cpu_calibration(build)
+        # c_g at the job's shape: FactorProduct on one 1 MiB chunk of LeNet's ip1 (500 x
+        # 800: 328 rows touched), batch 32, as the shard and the replicas rebuild it
+        import scaling_calibrate
+        cpu_calib["server_ns_per_flop"] = scaling_calibrate.factor_flop_ns(build, "328x32x800")
         calib = {"lenet_compute_ms": None, "rtt_4k_us": rtt_small * 1e6,
                  "rtt_16m_ms": rtt_big * 1e3, "per_byte_ns": per_byte * 1e9,
                  "iperf3_gbyte_s": iperf / 1e9 if iperf else None,

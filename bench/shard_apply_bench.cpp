@@ -17,6 +17,13 @@
 //                  ns/byte at each --threads count. fp16-decode-first: an
 //                  fp16 push decoded whole before the shard takes it (the
 //                  socket loop's way before the decode was fused).
+//
+//   shard-apply-bench --factor-product 500x32x800,512x128x9216 [--runs 7]
+//
+// times instead FactorProduct (the sufficient-factor rebuild, c_g of
+// docs/scaling.md: rows x samples x cols, 2 flops a multiply-add) in CPU ns
+// per flop, in every ISA variant this CPU runs and the one the shard and the
+// workers use.
 // Rates are per CPU second (CLOCK_PROCESS_CPUTIME_ID), so that a machine
 // shared with other work still gives comparable figures; the shard's wall
 // time per byte is printed beside its c_s. CPU model and the ISA extensions
@@ -34,6 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "common/ps/factor_product/variants.hpp"
+#include "common/ps/factor_rebuild.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/transport/gradient_codec.hpp"
 #include "server/encoded_gradient.hpp"
@@ -271,12 +280,48 @@ Timing ShardSeconds(const Job& job, int64_t n, int runs) {
   return TimeMedian(runs, step);
 }
 
+// --factor-product: each "RxSxC" shape, every variant; returns the exit code.
+int FactorProducts(const std::string& shapes, int runs) {
+  for (const std::string& text : StringList(shapes)) {
+    long long rows = 0, samples = 0, cols = 0;
+    char tail = 0;
+    if (std::sscanf(text.c_str(), "%lldx%lldx%lld%c", &rows, &samples, &cols, &tail) != 3 ||
+        rows < 1 || samples < 1 || cols < 1) {
+      std::fprintf(stderr, "shard-apply-bench: --factor-product: '%s' is not ROWSxSAMPLESxCOLS\n",
+                   text.c_str());
+      return 2;
+    }
+    std::vector<float> left(static_cast<size_t>(samples * rows)),
+        right(static_cast<size_t>(samples * cols)), out(static_cast<size_t>(rows * cols));
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (float& x : left) x = normal(rng);
+    for (float& x : right) x = normal(rng);
+    const double flops = 2.0 * static_cast<double>(rows * samples * cols);
+    // Each timed run repeats the product to at least ~0.2 GFLOP.
+    const int reps = std::max(1, static_cast<int>(2e8 / flops));
+    auto variants = pstrain::factor_product::SupportedVariants();
+    variants.push_back({"chosen:" + pstrain::factor_product::ChosenVariant().isa,
+                        pstrain::factor_product::ChosenVariant().kernel});
+    for (const auto& v : variants) {
+      const double cpu = TimeMedian(runs, [&] {
+                           for (int i = 0; i < reps; ++i) {
+                             v.kernel(left.data(), right.data(), rows, samples, cols, out.data());
+                           }
+                         }).cpu / reps;
+      std::printf("factor product %s %s: %.5f ns/flop CPU (%.1f GFLOP/s)\n", text.c_str(),
+                  v.isa.c_str(), cpu * 1e9 / flops, flops / cpu / 1e9);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int mib = 64, runs = 7;
   Job base;
-  std::string threads_text = "1", dtypes_text = "fp32,fp16";
+  std::string threads_text = "1", dtypes_text = "fp32,fp16", factor_shapes;
   po::options_description desc("shard-apply-bench");
   desc.add_options()("help", "this text")("mib", po::value(&mib), "parameter MiB (default 64)")(
       "runs", po::value(&runs), "timed runs per figure, median (default 7)")(
@@ -284,7 +329,9 @@ int main(int argc, char** argv) {
       "dtype", po::value(&dtypes_text), "push encodings: fp32, fp16, topk, sign, fp16-decode-first (default fp32,fp16)")(
       "workers", po::value(&base.workers), "workers pushing each step (default 1)")(
       "mode", po::value(&base.mode), "bsp, ssp or asp (default bsp)")(
-      "chunk-bytes", po::value(&base.chunk_bytes), "chunk size (default 1 MiB)");
+      "chunk-bytes", po::value(&base.chunk_bytes), "chunk size (default 1 MiB)")(
+      "factor-product", po::value(&factor_shapes),
+      "time FactorProduct at shapes RxSxC[,...] instead (ns per flop)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -296,6 +343,10 @@ int main(int argc, char** argv) {
   if (vm.count("help")) {
     std::cout << desc;
     return 0;
+  }
+  if (!factor_shapes.empty()) {
+    std::printf("cpu: %s\nisa: %s\nmedians of %d runs\n", CpuModel().c_str(), Isa().c_str(), runs);
+    return FactorProducts(factor_shapes, runs);
   }
   const int64_t n = static_cast<int64_t>(mib) << 18;  // floats
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);

@@ -7,11 +7,14 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/text_format.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -150,9 +153,32 @@ Status ReadBinaryProto(const std::string& path, google::protobuf::Message* messa
   return Status::Ok();
 }
 
+namespace {
+
+// The temporary file beside `path`: "<path>.tmp.<16 random hex digits>",
+// created with O_EXCL | O_NOFOLLOW (a name that exists, a symlink planted by
+// another user included, is never opened: a fresh name is drawn instead), mode
+// 0644 less the umask as before. `path` may lie in a shared folder (a
+// snapshot_prefix under /tmp): a predictable name opened with O_TRUNC there
+// would let another user point it at any file of ours (docs/security.md).
+int CreateTemporaryBeside(const std::string& path, std::string* tmp) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    uint64_t token = 0;
+    if (::getrandom(&token, sizeof token, 0) != static_cast<ssize_t>(sizeof token)) return -1;
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%016llx", static_cast<unsigned long long>(token));
+    *tmp = path + suffix;
+    const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string tmp;
+  const int fd = CreateTemporaryBeside(path, &tmp);
   if (fd < 0) return OpenError(path, errno, "create");
   size_t done = 0;
   while (done < contents.size()) {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "common/proto_io.hpp"
@@ -20,7 +21,36 @@ Status ReadBlob(const Hdf5Reader& file, const std::string& dataset, caffe::BlobP
   return Status::Ok();
 }
 
+std::vector<int> ShapeOf(const caffe::BlobProto& blob) {
+  std::vector<int> shape;
+  if (blob.has_shape()) {
+    for (int64_t d : blob.shape().dim()) shape.push_back(static_cast<int>(d));
+  } else {
+    shape = {blob.num(), blob.channels(), blob.height(), blob.width()};
+  }
+  return shape;
+}
+
+Status AddBlob(Hdf5ImageWriter& file, const std::string& dataset, const caffe::BlobProto& blob,
+               bool diff) {
+  const auto& values = diff ? blob.diff() : blob.data();
+  return file.AddFloats(dataset, ShapeOf(blob), values.data());
+}
+
+Status WriteImage(Hdf5ImageWriter& file, const std::string& path) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, file.Image());
+  return WriteFileAtomically(path, bytes);
+}
+
 }  // namespace
+
+bool IsHdf5LayerName(const std::string& name) {
+  return !name.empty() && name != "." && name.find('/') == std::string::npos;
+}
+
+std::string SnapshotSuffix(const caffe::SolverParameter& solver) {
+  return solver.snapshot_format() == caffe::SolverParameter::HDF5 ? ".h5" : "";
+}
 
 bool IsHdf5SnapshotPath(const std::string& path) {
   return path.size() >= 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
@@ -76,6 +106,57 @@ Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out) {
     PSTRAIN_RETURN_IF_ERROR(ReadBlob(*file, dataset, out->add_history()));
   }
   return Status::Ok();
+}
+
+Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
+                           const std::set<std::pair<int, int>>& shared, bool write_diff,
+                           const std::string& path) {
+  std::set<std::string> seen;
+  for (const caffe::LayerParameter& layer : model.layer()) {
+    if (!seen.insert(layer.name()).second) {
+      return Status::InvalidArgument(path + ": layer '" + layer.name() +
+                                     "': two layers of that name cannot be written in "
+                                     "snapshot_format HDF5; use BINARYPROTO");
+    }
+    if (!IsHdf5LayerName(layer.name())) {
+      const std::string what = layer.name().empty() ? "an empty layer name"
+                               : layer.name() == "." ? "the layer name '.'"
+                                                     : "a '/' in a layer name";
+      return Status::InvalidArgument(path + ": layer '" + layer.name() + "': " + what +
+                                     " cannot be written in snapshot_format HDF5; use "
+                                     "BINARYPROTO");
+    }
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5ImageWriter> file, Hdf5ImageWriter::Create(path));
+  PSTRAIN_RETURN_IF_ERROR(file->AddGroup("data"));
+  if (write_diff) PSTRAIN_RETURN_IF_ERROR(file->AddGroup("diff"));
+  for (int l = 0; l < model.layer_size(); ++l) {
+    const caffe::LayerParameter& layer = model.layer(l);
+    const std::string data = "data/" + layer.name(), diff = "diff/" + layer.name();
+    PSTRAIN_RETURN_IF_ERROR(file->AddGroup(data));
+    if (write_diff) PSTRAIN_RETURN_IF_ERROR(file->AddGroup(diff));
+    for (int b = 0; b < layer.blobs_size(); ++b) {
+      const std::string index = "/" + std::to_string(b);
+      if (!shared.count({l, b})) {
+        PSTRAIN_RETURN_IF_ERROR(AddBlob(*file, data + index, layer.blobs(b), false));
+      }
+      if (write_diff) PSTRAIN_RETURN_IF_ERROR(AddBlob(*file, diff + index, layer.blobs(b), true));
+    }
+  }
+  return WriteImage(*file, path);
+}
+
+Status WriteSolverStateHdf5(const caffe::SolverState& state, const std::string& path) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5ImageWriter> file, Hdf5ImageWriter::Create(path));
+  PSTRAIN_RETURN_IF_ERROR(file->AddInt("iter", state.iter()));
+  PSTRAIN_RETURN_IF_ERROR(file->AddString("learned_net", state.learned_net()));
+  PSTRAIN_RETURN_IF_ERROR(file->AddInt("current_step", state.current_step()));
+  PSTRAIN_RETURN_IF_ERROR(file->AddGroup("history"));
+  for (int i = 0; i < state.history_size(); ++i) {
+    PSTRAIN_RETURN_IF_ERROR(
+        AddBlob(*file, "history/" + std::to_string(i), state.history(i), false));
+  }
+  return WriteImage(*file, path);
 }
 
 Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out) {

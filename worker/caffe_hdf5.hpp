@@ -15,16 +15,28 @@
 //           "learned_net" (a string: the model's path; optional), group
 //           "history" with the solver's history blobs "0".."n-1" in Caffe's
 //           order (the binary .solverstate's `history`).
-// Writing HDF5 snapshots is not supported (the trainer refuses
-// `snapshot_format: HDF5`).
+//           With snapshot_diff a group "diff" beside "data" holds every
+//           blob's diff, shared ones too.
+// Both are written whole to memory first and then put in place atomically.
 #pragma once
 
+#include <set>
 #include <string>
+#include <utility>
 
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
 
 namespace pstrain {
+
+// Whether `name` can be a group of Caffe's HDF5 model: not empty, not "."
+// and without a '/' (HDF5 would read those as paths; Caffe's own snapshot
+// fails on them).
+bool IsHdf5LayerName(const std::string& name);
+
+// What Caffe adds to a snapshot's ".caffemodel" and ".solverstate" for the
+// solver's snapshot_format: ".h5" for HDF5, nothing for BINARYPROTO.
+std::string SnapshotSuffix(const caffe::SolverParameter& solver);
 
 // Caffe's test: the path ends in ".h5".
 bool IsHdf5SnapshotPath(const std::string& path);
@@ -46,5 +58,20 @@ Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out);
 // Either format, by the name: ReadSolverStateHdf5 for "*.h5", else the
 // binary SolverState.
 Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out);
+
+// Writes `model` (every layer with its blobs, as Net::ToProto gives them:
+// shape, data and, when `write_diff`, diff) in Caffe's HDF5 model layout.
+// `shared`: the (layer, blob) indices whose blob belongs to an earlier layer
+// (ParamSpec sharing); their data is left out, as Caffe does. A layer name
+// that is not IsHdf5LayerName is refused before anything is written: "<path>:
+// layer 'a/b': a '/' in a layer name cannot be written in snapshot_format
+// HDF5; use BINARYPROTO" (an empty name or "." likewise).
+Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
+                           const std::set<std::pair<int, int>>& shared, bool write_diff,
+                           const std::string& path);
+
+// Writes `state` (iter, current_step, learned_net, history) in Caffe's HDF5
+// solver-state layout.
+Status WriteSolverStateHdf5(const caffe::SolverState& state, const std::string& path);
 
 }  // namespace pstrain

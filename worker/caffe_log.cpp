@@ -89,6 +89,10 @@ std::vector<std::string> CaffeLog::Lines(const TrainEvent& e) {
     return out;
   }
   if (e.kind == "snapshot") {
+    // Caffe's Solver::SnapshotToBinaryProto or SnapshotToHDF5, by the name.
+    if (e.text.size() >= 3 && e.text.compare(e.text.size() - 3, 3, ".h5") == 0) {
+      return {GlogLine('I', "solver.cpp:474", "Snapshotting to HDF5 file " + e.text)};
+    }
     return {GlogLine('I', "solver.cpp:464", "Snapshotting to binary proto file " + e.text)};
   }
   if (e.kind == "done") {

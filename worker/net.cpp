@@ -426,10 +426,29 @@ void Net::ToProto(caffe::NetParameter* out, bool write_diff) const {
   }
 }
 
-Status Net::WriteCaffemodel(const std::string& path) const {
+Status Net::WriteCaffemodel(const std::string& path, bool write_diff) const {
   caffe::NetParameter proto;
-  ToProto(&proto);
+  ToProto(&proto, write_diff);
   return WriteBinaryProto(proto, path);
+}
+
+Status Net::WriteCaffemodelHdf5(const std::string& path, bool write_diff) const {
+  caffe::NetParameter proto;
+  ToProto(&proto, write_diff);
+  std::set<std::pair<int, int>> owned, shared;
+  for (const LearnableParam& p : learnable_params_) owned.insert({p.layer_index, p.index});
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    for (size_t b = 0; b < layers_[l]->blobs().size(); ++b) {
+      const std::pair<int, int> at{static_cast<int>(l), static_cast<int>(b)};
+      if (!owned.count(at)) shared.insert(at);
+    }
+  }
+  return pstrain::WriteCaffemodelHdf5(proto, shared, write_diff, path);
+}
+
+Status Net::WriteSnapshotModel(const std::string& path, bool write_diff) const {
+  return IsHdf5SnapshotPath(path) ? WriteCaffemodelHdf5(path, write_diff)
+                                  : WriteCaffemodel(path, write_diff);
 }
 
 Blob* Net::blob_by_name(const std::string& name) const {

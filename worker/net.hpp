@@ -127,7 +127,12 @@ class Net {
   Status ShareTrainedLayersWith(const Net& other);
   // The net with its learned blobs, as Caffe writes a .caffemodel.
   void ToProto(caffe::NetParameter* out, bool write_diff = false) const;
-  Status WriteCaffemodel(const std::string& path) const;
+  Status WriteCaffemodel(const std::string& path, bool write_diff = false) const;
+  // The same in Caffe's HDF5 layout (Net::ToHDF5; worker/caffe_hdf5.hpp):
+  // a blob shared with an earlier layer is written by its owner only.
+  Status WriteCaffemodelHdf5(const std::string& path, bool write_diff = false) const;
+  // Either, by the name: HDF5 for "*.h5" (snapshot_format HDF5), else binary.
+  Status WriteSnapshotModel(const std::string& path, bool write_diff) const;
 
   const std::string& name() const { return name_; }
   caffe::Phase phase() const { return phase_; }

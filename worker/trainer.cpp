@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "common/device.hpp"
 #include "common/optim/lr_policy.hpp"
@@ -106,10 +107,6 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
   hyper_ = hyper.value();
   PSTRAIN_ASSIGN_OR_RETURN(rule_, optim::MakeUpdateRule(hyper_));
   smoothed_loss_ = SmoothedLoss(solver_.average_loss());
-  if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
-    return Status::InvalidArgument(SolverPlace("snapshot_format") +
-                                   ": snapshot_format HDF5 is not supported; use BINARYPROTO");
-  }
 
   if (!options_.without_data && options_.apply_solver_mode) {
     PSTRAIN_RETURN_IF_ERROR(ApplySolverMode());
@@ -151,6 +148,24 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
     const std::string path = ResolveNetPath(solver_.has_train_net() ? solver_.train_net()
                                                                     : solver_.net());
     PSTRAIN_ASSIGN_OR_RETURN(net_, NetFromFile(path, train_options));
+  }
+  if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
+    // Caffe's HDF5 model names a group by the layer: a '/' would make a path
+    // of groups, "." or "" no group, a name twice one group for two layers
+    // (Caffe's own snapshot fails on each). Said
+    // now, not at the first snapshot.
+    std::set<std::string> seen;
+    for (const auto& layer : net_->layers()) {
+      const bool again = !seen.insert(layer->name()).second;
+      if (IsHdf5LayerName(layer->name()) && !again) continue;
+      const std::string why = again                   ? "a name an earlier layer has"
+                              : layer->name().empty() ? "an empty name"
+                              : layer->name() == "." ? "the name '.'"
+                                                     : "a '/' in its name";
+      return Status::InvalidArgument(SolverPlace("snapshot_format") +
+                                     ": snapshot_format HDF5 cannot write layer '" +
+                                     layer->name() + "' (" + why + "); use BINARYPROTO");
+    }
   }
 
   // Test nets: explicit test_net_param / test_net first, then the generic net
@@ -258,7 +273,16 @@ Status Trainer::Solve() {
   if (options_.run_tests && solver_.test_interval() > 0 && iter_ % solver_.test_interval() == 0) {
     PSTRAIN_RETURN_IF_ERROR(TestAll().status());
   }
-  TrainEvent done{"done", iter_, {{"loss", smoothed_loss_.value()}}, ""};
+  TrainEvent done{"done", iter_, {}, ""};
+  if (solver_.display() > 0 && iter_ % solver_.display() == 0) {
+    // Caffe's Solve: one more forward of the train net with the final
+    // weights, only to display the loss ("Iteration N, loss = ..."), which
+    // enters the smoothed loss as the next iteration's would.
+    const float loss = net_->Forward();
+    PSTRAIN_RETURN_IF_ERROR(net_->RuntimeStatus());
+    smoothed_loss_.Add(loss);
+    done.values.push_back({"loss", smoothed_loss_.value()});
+  }
   for (Callback* c : callbacks_) c->OnEvent(&done);
   Emit(done);
   return Status::Ok();
@@ -440,8 +464,10 @@ Result<std::string> Trainer::WriteSnapshot() {
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) return Status::IOError(parent.string() + ": cannot create folder (" + ec.message() + ")");
-  const std::string model = base + ".caffemodel";
-  PSTRAIN_RETURN_IF_ERROR(net_->WriteCaffemodel(model));
+  // Caffe's names: <prefix>_iter_N.caffemodel[.h5] and .solverstate[.h5].
+  const std::string suffix = SnapshotSuffix(solver_);
+  const std::string model = base + ".caffemodel" + suffix;
+  PSTRAIN_RETURN_IF_ERROR(net_->WriteSnapshotModel(model, solver_.snapshot_diff()));
   caffe::SolverState state;
   state.set_iter(iter_);
   state.set_learned_net(model);
@@ -456,7 +482,9 @@ Result<std::string> Trainer::WriteSnapshot() {
       blob->mutable_data()->Add(slot[i].begin(), slot[i].end());
     }
   }
-  PSTRAIN_RETURN_IF_ERROR(WriteBinaryProto(state, base + ".solverstate"));
+  const std::string state_path = base + ".solverstate" + suffix;
+  PSTRAIN_RETURN_IF_ERROR(suffix.empty() ? WriteBinaryProto(state, state_path)
+                                         : WriteSolverStateHdf5(state, state_path));
   Emit({"snapshot", iter_, {}, model});
   return model;
 }

@@ -1,23 +1,48 @@
 #include "common/ps/factor_rebuild.hpp"
 
+#include <cstdlib>
+
 #include "common/math_cpu.hpp"
+#include "common/ps/factor_product/variants.hpp"
 #include "common/ps/sufficient_factors.hpp"
 
 namespace pstrain {
 
 void FactorProduct(const float* left, const float* right, int64_t rows, int64_t samples,
                    int64_t cols, float* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* o = out + r * cols;
-    const float l0 = left[r];
-    for (int64_t j = 0; j < cols; ++j) o[j] = l0 * right[j];
-    for (int64_t s = 1; s < samples; ++s) {
-      const float l = left[s * rows + r];
-      const float* rs = right + s * cols;
-      for (int64_t j = 0; j < cols; ++j) o[j] += l * rs[j];
-    }
-  }
+  factor_product::ChosenVariant().kernel(left, right, rows, samples, cols, out);
 }
+
+namespace factor_product {
+
+std::vector<Variant> SupportedVariants() {
+  std::vector<Variant> variants{{"generic", generic::FactorProductKernel}};
+#if defined(PSTRAIN_FP_X86)  // the AVX variants are built on x86-64 only
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) variants.push_back({"avx2", avx2::FactorProductKernel});
+  if (__builtin_cpu_supports("avx512f")) {
+    variants.push_back({"avx512", avx512::FactorProductKernel});
+  }
+#endif
+  return variants;
+}
+
+const Variant& ChosenVariant() {
+  static const Variant chosen = [] {
+    std::vector<Variant> variants = SupportedVariants();
+    // PSTRAIN_CPU_ISA (worker/layers/cpu_kernel_isa.hpp) narrows the choice;
+    // a value this CPU cannot run leaves the widest (the layers say why).
+    if (const char* isa = std::getenv("PSTRAIN_CPU_ISA"); isa != nullptr && *isa != '\0') {
+      for (const Variant& v : variants) {
+        if (v.isa == isa) return v;
+      }
+    }
+    return variants.back();
+  }();
+  return chosen;
+}
+
+}  // namespace factor_product
 
 void FactorRebuild::Rebuild(const pstrain::Header& h, const float* left, const float* right,
                             const KeyPlacement& placement, std::vector<float*>* chunks) {

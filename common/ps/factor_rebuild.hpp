@@ -27,8 +27,11 @@ namespace pstrain {
 // out (rows x cols) = left^T right, left samples x rows, right samples x
 // cols, row-major: out[r][j] = left[0][r] * right[0][j] + left[1][r] *
 // right[1][j] + ... in sample order, each product and sum rounded to float
-// (no fused multiply-add: the build targets baseline x86-64 with ISO C++'s
-// contraction off), so every build of it gives the same floats.
+// (no fused multiply-add: -ffp-contract=off), so every build of it gives the
+// same floats. Register-tiled, in the widest of its ISA variants the CPU runs
+// (common/ps/factor_product/): generic (SSE2), AVX2 and AVX-512 compute
+// each element with the same operations in the same order, so a worker and a
+// shard on hosts with different CPUs agree bit for bit.
 void FactorProduct(const float* left, const float* right, int64_t rows, int64_t samples,
                    int64_t cols, float* out);
 

@@ -34,6 +34,29 @@ Result<std::string> ReadKeyFile(const std::string& path) {
   return key;
 }
 
+// The keys folder must be this user's and writable by nobody else: another
+// user who can add a file there could add a public key (admitted as a peer of
+// the job) or swap a secret key (docs/security.md, "A hostile local user").
+Status CheckKeysFolder(const std::string& dir) {
+  struct stat info {};
+  if (stat(dir.c_str(), &info) != 0) {
+    return Status::NotFound(dir + ": cannot read the keys folder: " + std::strerror(errno));
+  }
+  if (!S_ISDIR(info.st_mode)) return Status::NotFound(dir + ": the keys folder is not a folder");
+  if (info.st_uid != geteuid()) {
+    return Status::FailedPrecondition(dir + ": the keys folder belongs to uid " +
+                                      std::to_string(info.st_uid) + ", not to this user (uid " +
+                                      std::to_string(geteuid()) + ")");
+  }
+  if ((info.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    return Status::FailedPrecondition(dir + ": the keys folder is writable by others (mode " +
+                                      mode + "); it must be 0700");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string PeerName(Role role, int rank) {
@@ -47,10 +70,19 @@ std::string KeyFileName(Role role, int rank) {
 }
 
 Result<KeyPair> ReadKeyPair(const std::string& dir, const std::string& name) {
+  PSTRAIN_RETURN_IF_ERROR(CheckKeysFolder(dir));
   const std::string secret_path = dir + "/" + name + ".key";
   struct stat info {};
-  if (stat(secret_path.c_str(), &info) != 0) {
+  if (lstat(secret_path.c_str(), &info) != 0) {
     return Status::NotFound(secret_path + ": no such key file");
+  }
+  if (!S_ISREG(info.st_mode)) {
+    return Status::FailedPrecondition(secret_path + ": is not a regular file (a symlink?)");
+  }
+  if (info.st_uid != geteuid()) {
+    return Status::FailedPrecondition(secret_path + ": belongs to uid " +
+                                      std::to_string(info.st_uid) + ", not to this user (uid " +
+                                      std::to_string(geteuid()) + ")");
   }
   if ((info.st_mode & 077) != 0) {
     char mode[8];
@@ -70,6 +102,7 @@ Result<std::string> ReadPublicKey(const std::string& dir, const std::string& nam
 
 Result<std::map<std::string, std::string>> ReadAdmittedKeys(const std::string& dir) {
   static const std::regex kName("^(server|worker)-(0|[1-9][0-9]{0,8})\\.pub$|^control\\.pub$");
+  PSTRAIN_RETURN_IF_ERROR(CheckKeysFolder(dir));
   std::map<std::string, std::string> admitted;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {

@@ -33,14 +33,18 @@ std::string KeyFileName(Role role, int rank);
 
 // Reads DIR/<name>.key and DIR/<name>.pub. Errors name the file: absent or
 // unreadable, not 40 Z85 characters, the secret file readable by group or
-// others ("... is readable by others (mode 0644); it must be 0600").
+// others ("... is readable by others (mode 0644); it must be 0600"), not a
+// regular file or not this user's; the folder not this user's or writable by
+// group or others ("DIR: the keys folder is writable by others (mode 0777);
+// it must be 0700").
 Result<KeyPair> ReadKeyPair(const std::string& dir, const std::string& name);
 
 // Reads DIR/<name>.pub.
 Result<std::string> ReadPublicKey(const std::string& dir, const std::string& name);
 
 // Every DIR/<name>.pub whose name is a peer's (server-K, worker-R, control):
-// public key -> PeerName. Errors: the folder cannot be read, a bad key file,
+// public key -> PeerName. Errors: the folder cannot be read, is not this
+// user's or is writable by group or others (as ReadKeyPair), a bad key file,
 // no key at all.
 Result<std::map<std::string, std::string>> ReadAdmittedKeys(const std::string& dir);
 

@@ -88,7 +88,10 @@ def event_lines(event: dict, last_train_iter: int | None) -> list[str]:
             out += [_output("Test", n, name, v) for n, (name, v) in enumerate(values)]
         return out
     if kind == "snapshot":
-        return [f"solver.cpp:464\tSnapshotting to binary proto file {event.get('path')}"]
+        path = str(event.get("path"))
+        if path.endswith(".h5"):       # Caffe's SnapshotToHDF5 (snapshot_format: HDF5)
+            return [f"solver.cpp:474\tSnapshotting to HDF5 file {path}"]
+        return [f"solver.cpp:464\tSnapshotting to binary proto file {path}"]
     if kind == "done" and event.get("role") == "worker":
         return ["solver.cpp:310\tOptimization Done."]
     if kind == "log":

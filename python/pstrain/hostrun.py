@@ -231,8 +231,10 @@ class HostLauncher(Launcher):
         """Copies the checkpoint worker 0 announced (its .caffemodel path on its
         host) into the run folder; returns the local .caffemodel path."""
         w0 = self.placement.workers[0].host
-        base = caffemodel[:-len(".caffemodel")] if caffemodel.endswith(".caffemodel") \
-            else caffemodel
+        base = caffemodel
+        for suffix in (".caffemodel", ".caffemodel.h5"):   # snapshot_format BINARYPROTO, HDF5
+            if caffemodel.endswith(suffix):
+                base = caffemodel[:-len(suffix)]
         manifest_remote = base + ".manifest"
         text = self.ssh.fetch(w0, manifest_remote).decode()
         shard = 0

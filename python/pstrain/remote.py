@@ -5,6 +5,9 @@ Nothing is assumed shared between the hosts but the programs and the data
 gets its own copy of the run folder, `remote.workdir` (default: the same path
 as the run folder here):
 
+  - every command runs under umask 077, as the processes ps-train starts here
+    (an ssh session's umask is the host's default, often 022: the shards'
+    checkpoints and the staged copies would be readable by every user there);
   - stage(): before the processes start, one `ssh HOST 'mkdir ...; tar -x'`
     per host writes the solver and net copies (their paths rewritten to that
     host's folder) and, when resuming, the checkpoint its servers restore;
@@ -109,7 +112,8 @@ class Remote:
         args = [self.program(pathlib.Path(argv[0]))] + [self.to_host(a, host) for a in argv[1:]]
         env = {**forwarded_environment(), **(env or {})}
         prefix = ["env"] + [f"{k}={v}" for k, v in env.items()] if env else []
-        line = (f"cd {shlex.quote(self.workdir(host))} && exec sh -c {shlex.quote(_WRAPPER)} "
+        line = (f"umask 077 && cd {shlex.quote(self.workdir(host))} && "
+                f"exec sh -c {shlex.quote(_WRAPPER)} "
                 f"pstrain-run " + shlex.join(prefix + args))
         return self.ssh_base(host) + [line]
 
@@ -130,8 +134,9 @@ class Remote:
 
     def stage(self, host: Host, files: dict[str, bytes], private: set[str] = frozenset()) -> None:
         """Writes files (paths relative to the host's workdir) there, with
-        snapshots/ and logs/ folders; those in `private` (secret keys) owner-only,
-        in folders of mode 0700. Raises JobError naming the host."""
+        snapshots/ and logs/ folders, every file owner-only (0600: tar as root
+        keeps the archive's modes, whatever the umask), those in `private` (secret
+        keys) in folders of mode 0700. Raises JobError naming the host."""
         buffer = io.BytesIO()
         now = int(time.time())
         with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -142,10 +147,11 @@ class Remote:
             for rel, data in files.items():
                 info = tarfile.TarInfo(rel)
                 info.size, info.mtime = len(data), now
-                info.mode = 0o600 if rel in private else 0o644
+                info.mode = 0o600
                 tar.addfile(info, io.BytesIO(data))
         folder = shlex.quote(self.workdir(host))
-        done = self.run(host, f"mkdir -p {folder}/snapshots && tar -x -m -C {folder} -f -",
+        done = self.run(host, f"umask 077 && mkdir -p {folder}/snapshots && "
+                              f"tar -x -m -C {folder} -f -",
                         stdin=buffer.getvalue())
         if done.returncode != 0:
             raise JobError(f"ssh {host.name}: cannot stage the run folder {self.workdir(host)}: "

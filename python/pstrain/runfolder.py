@@ -7,6 +7,10 @@
 
 The folder is mode 0700 and everything in it is written under umask 077 (the
 runner sets it for the run and its processes): readable by its owner only.
+It is this user's own folder: one that another user made (an empty folder or
+a symlink planted at output/name in a shared folder such as /tmp) is never
+taken, and an output folder another user could rename it out of is refused
+(check_output; docs/security.md, "A hostile local user").
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import os
 import pathlib
 import re
 import shutil
+import stat
 
 from . import keys
 from .errors import JobError
@@ -22,8 +27,45 @@ from .plan import Plan
 MARKER = "job.resolved.yaml"
 
 
+def _ours(run: pathlib.Path) -> bool:
+    """Whether `run` is a real folder (not a symlink) of this user."""
+    info = run.lstat()
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+
+
 def _taken(run: pathlib.Path) -> bool:
-    return run.exists() and (not run.is_dir() or any(run.iterdir()))
+    if not run.is_symlink() and not run.exists():
+        return False
+    return not _ours(run) or any(run.iterdir())
+
+
+def check_output(plan: Plan) -> None:
+    """Refuses (JobError naming the folder) an output folder that another user
+    could rename the run folder out of, and replace it: one of another user (not
+    root), or one every user may write to without the sticky bit (as /tmp has)."""
+    output = plan.run_dir.parent
+    info = output.stat()
+    if info.st_uid not in (os.geteuid(), 0):
+        raise JobError(f"{plan.source}: output: {output} belongs to uid {info.st_uid}, "
+                       f"another user, who could replace the run folder; choose an output "
+                       f"folder of your own")
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        raise JobError(f"{plan.source}: output: {output} is writable by every user (mode "
+                       f"{stat.S_IMODE(info.st_mode):04o}) and not sticky: another user could "
+                       f"replace the run folder; choose an output folder of your own")
+
+
+def _check_own(plan: Plan) -> None:
+    """Refuses a run folder that is not this user's own real folder (one another
+    user made, a symlink, a file)."""
+    run = plan.run_dir
+    if not _ours(run):
+        owner = run.lstat().st_uid
+        what = ("is a symbolic link" if run.is_symlink() else
+                "is not a folder" if not run.is_dir() else
+                f"belongs to uid {owner}, not to this user (uid {os.geteuid()})")
+        raise JobError(f"{plan.source}: output: {run} {what}; a run folder must be this "
+                       f"user's own; choose another name or output")
 
 
 def free_name(output: pathlib.Path, name: str) -> str:
@@ -42,6 +84,8 @@ def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
     overwrite, which replaces an earlier run folder (one holding job.resolved.yaml);
     any other non-empty folder is refused."""
     run = plan.run_dir
+    if run.is_symlink() or run.exists():
+        _check_own(plan)       # another user's, planted after free_name chose the name
     if not resume and _taken(run):
         if not overwrite:
             raise JobError(f"{plan.source}: output: {run} exists; choose another name or "
@@ -50,7 +94,13 @@ def create(plan: Plan, *, resume: bool, overwrite: bool = False) -> None:
             raise JobError(f"{plan.source}: output: {run} exists and is not a run folder; "
                            f"choose another name or output")
         shutil.rmtree(run)
-    run.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    check_output(plan)
+    try:
+        run.mkdir(mode=0o700)
+    except FileExistsError:   # an empty folder, or resume: checked next
+        pass
+    _check_own(plan)
     os.chmod(run, 0o700)
     for sub in ("logs", "snapshots", "plots"):
         (run / sub).mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -22,6 +22,10 @@ task (CUDA_VISIBLE_DEVICES). The program's output goes to the task's stdout;
 its exit status follows as the task's last line, {"event":"task_exit",
 "status":N} (N < 0: killed by signal -N). When stdin ends (ps-train gone)
 the program gets SIGTERM, and SIGKILL 5 s later.
+
+The program runs under umask 077, as the processes ps-train starts on its own
+machine: its checkpoints and files on the node are its owner's only, whatever
+umask srun passed on (docs/security.md, "A hostile local user").
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ def main(argv: list[str]) -> int:
         print("pstrain.slurmnode: usage: python3 -m pstrain.slurmnode PLAN.json [--tasks I,J]",
               file=sys.stderr)
         return 2
+    os.umask(0o077)
     with open(argv[0]) as f:
         plan = json.load(f)
     procid = int(os.environ.get("SLURM_PROCID", "0"))

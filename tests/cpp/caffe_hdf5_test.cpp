@@ -1,5 +1,5 @@
-// Caffe's HDF5 snapshots (snapshot_format: HDF5) read by PSTrain: the files
-// are written here by hand with libhdf5's C API in the layout BVLC Caffe's
+// Caffe's HDF5 snapshots (snapshot_format: HDF5) read and written by PSTrain.
+// For reading, the files are written here by hand with libhdf5's C API in the layout BVLC Caffe's
 // Net::ToHDF5 and SGDSolver::SnapshotSolverStateToHDF5 produce (a group per
 // layer under "data", also for layers without parameters; int datasets of
 // shape (1) for iter and current_step; a fixed-length string learned_net;
@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "tests/cpp/data_test_util.hpp"
 #include "tests/cpp/net_test_util.hpp"
 #include "worker/caffe_hdf5.hpp"
+#include "worker/data/hdf5_file.hpp"
 #include "worker/trainer.hpp"
 
 namespace pstrain {
@@ -208,6 +210,135 @@ TEST(CaffeHdf5Test, ErrorsNameTheFileAndDataset) {
   const std::string text = dir / "text.caffemodel.h5";
   testing::WriteTextFile(text, "layer { name: 'ip1' }");
   EXPECT_EQ(whole->LoadWeights(text).message(), text + ": not an HDF5 file");
+}
+
+// The solver of Solver() with snapshot_format HDF5 (and `extra` fields).
+std::string Hdf5Solver(const testing::TempDir& dir, const std::string& extra = "") {
+  return Solver(dir) + " snapshot_format: HDF5 " + extra;
+}
+
+std::vector<std::string> LinksOf(const Hdf5Reader& file, const std::string& group) {
+  auto links = file.Links(group);
+  EXPECT_TRUE(links.ok()) << group << ": " << links.status().message();
+  return links.ok() ? links.value() : std::vector<std::string>{};
+}
+
+TEST(CaffeHdf5Test, WritesCaffesHdf5SnapshotsThatResumeExactly) {
+  testing::TempDir dir;
+  testing::WriteMixedLmdb(dir / "lmdb", 10);
+  auto binary = MakeTrainer(Solver(dir));
+  ASSERT_NE(binary, nullptr);
+  ASSERT_TRUE(binary->Solve().ok());
+  const Params final_weights = ParamValues(binary->net());
+  std::filesystem::remove_all(dir / "snaps");
+
+  auto whole = MakeTrainer(Hdf5Solver(dir));
+  ASSERT_NE(whole, nullptr);
+  ASSERT_TRUE(whole->Solve().ok());
+  // The same numbers as the binary run: the format changes no arithmetic.
+  EXPECT_EQ(ParamValues(whole->net()), final_weights);
+  // Caffe's names, and nothing in the binary format.
+  for (const char* name : {"run_iter_3.caffemodel.h5", "run_iter_3.solverstate.h5",
+                           "run_iter_6.caffemodel.h5", "run_iter_6.solverstate.h5"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / ("snaps/" + std::string(name)))) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "snaps/run_iter_3.caffemodel"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "snaps/run_iter_3.solverstate"));
+
+  // The layout Caffe's Net::ToHDF5 writes: a group per layer, parameters or not.
+  auto model = Hdf5Reader::Open(dir / "snaps/run_iter_3.caffemodel.h5");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  EXPECT_EQ(LinksOf(*model.value(), "/"), std::vector<std::string>{"data"});
+  EXPECT_EQ(LinksOf(*model.value(), "data"),
+            (std::vector<std::string>{"data", "ip1", "ip2", "loss", "relu"}));
+  EXPECT_EQ(LinksOf(*model.value(), "data/ip1"), (std::vector<std::string>{"0", "1"}));
+  EXPECT_TRUE(LinksOf(*model.value(), "data/relu").empty());
+  EXPECT_EQ(model.value()->Shape("data/ip1/0").value(), (std::vector<int>{4, 4}));
+  EXPECT_EQ(model.value()->Shape("data/ip2/1").value(), std::vector<int>{3});
+
+  // SGDSolver::SnapshotSolverStateToHDF5's: iter, learned_net, current_step, history.
+  auto state_file = Hdf5Reader::Open(dir / "snaps/run_iter_3.solverstate.h5");
+  ASSERT_TRUE(state_file.ok()) << state_file.status().message();
+  EXPECT_EQ(LinksOf(*state_file.value(), "/"),
+            (std::vector<std::string>{"current_step", "history", "iter", "learned_net"}));
+  EXPECT_EQ(state_file.value()->Shape("iter").value(), std::vector<int>{1});
+  EXPECT_EQ(state_file.value()->ReadInt("iter").value(), 3);
+  EXPECT_EQ(state_file.value()->ReadString("learned_net").value(),
+            dir / "snaps/run_iter_3.caffemodel.h5");
+  EXPECT_EQ(LinksOf(*state_file.value(), "history"),
+            (std::vector<std::string>{"0", "1", "2", "3"}));
+
+  // Resumed from its own HDF5 snapshot, the run ends where the whole run ends.
+  TrainerOptions resume;
+  resume.resume_from = dir / "snaps/run_iter_3.solverstate.h5";
+  auto resumed = MakeTrainer(Hdf5Solver(dir), resume);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(resumed->iter(), 3);
+  ASSERT_TRUE(resumed->Solve().ok());
+  EXPECT_EQ(ParamValues(resumed->net()), final_weights);
+}
+
+TEST(CaffeHdf5Test, Hdf5ModelLeavesSharedDataToItsOwnerAndKeepsEveryDiff) {
+  testing::TempDir dir;
+  testing::WriteMixedLmdb(dir / "lmdb", 10);
+  // ip2 shares ip1b's weight (both 4 x 4); snapshot_diff writes the diffs.
+  const std::string solver = R"(
+    base_lr: 0.1 lr_policy: "fixed" max_iter: 2 snapshot_format: HDF5 snapshot_diff: true
+    random_seed: 5 snapshot_prefix: ")" + (dir / "snaps/run") + R"(" net_param {
+    layer { name: "data" type: "Data" top: "data" top: "label"
+            data_param { source: ")" + (dir / "lmdb") + R"(" batch_size: 3 }
+            transform_param { scale: 0.015625 } }
+    layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "a"
+            inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "ip1b" type: "InnerProduct" bottom: "a" top: "b" param { name: "w" }
+            inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "ip2" type: "InnerProduct" bottom: "b" top: "s" param { name: "w" }
+            inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } })";
+  auto trainer = MakeTrainer(solver);
+  ASSERT_NE(trainer, nullptr);
+  ASSERT_TRUE(trainer->Solve().ok());
+  auto model = Hdf5Reader::Open(dir / "snaps/run_iter_2.caffemodel.h5");
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  EXPECT_EQ(LinksOf(*model.value(), "/"), (std::vector<std::string>{"data", "diff"}));
+  // ip2's weight is ip1b's: only its bias is its own (Caffe's param_owners_).
+  EXPECT_EQ(LinksOf(*model.value(), "data/ip1b"), (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(LinksOf(*model.value(), "data/ip2"), std::vector<std::string>{"1"});
+  EXPECT_EQ(LinksOf(*model.value(), "diff/ip2"), (std::vector<std::string>{"0", "1"}));
+  std::vector<float> diff;
+  ASSERT_TRUE(model.value()->Read("diff/ip1/0", &diff).ok());
+  const Blob& ip1 = *trainer->net().layer_by_name("ip1")->blobs()[0];
+  ASSERT_EQ(diff.size(), static_cast<size_t>(ip1.count()));
+  EXPECT_EQ(diff, std::vector<float>(ip1.cpu_diff(), ip1.cpu_diff() + ip1.count()));
+  EXPECT_NE(diff, std::vector<float>(diff.size(), 0.f));
+}
+
+TEST(CaffeHdf5Test, ASlashInALayerNameIsRefusedAndNothingIsWritten) {
+  testing::TempDir dir;
+  caffe::NetParameter model;
+  caffe::LayerParameter* layer = model.add_layer();
+  layer->set_name("inception_3a/1x1");
+  caffe::BlobProto* blob = layer->add_blobs();
+  blob->mutable_shape()->add_dim(1);
+  blob->add_data(1.f);
+  const std::string path = dir / "m.caffemodel.h5";
+  EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
+            path + ": layer 'inception_3a/1x1': a '/' in a layer name cannot be written in "
+                   "snapshot_format HDF5; use BINARYPROTO");
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  layer->set_name("ip");
+  model.add_layer()->set_name("ip");
+  EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
+            path + ": layer 'ip': two layers of that name cannot be written in snapshot_format "
+                   "HDF5; use BINARYPROTO");
+  model.mutable_layer()->RemoveLast();
+  layer = model.mutable_layer(0);
+  layer->set_name(".");
+  EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
+            path + ": layer '.': the layer name '.' cannot be written in snapshot_format HDF5; "
+                   "use BINARYPROTO");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

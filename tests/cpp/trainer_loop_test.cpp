@@ -4,6 +4,7 @@
 // the weights to a callback when told, Caffe's smoothed loss, and the rates.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -210,6 +211,46 @@ TEST(TrainerLoopTest, TrainEventsSmoothTheLossAsCaffeAndReportBothRates) {
     EXPECT_NEAR(Value(e, "images_per_second"), iters * 4 * 2, 1e-9 * iters);
   }
   EXPECT_EQ(b->net().batch_size(), 4);
+}
+
+// Caffe's Solve ends with one more forward of the train net, with the final
+// weights, when `display` divides max_iter, and prints its (smoothed) loss as
+// "Iteration N, loss = ..."; otherwise no such line.
+TEST(TrainerLoopTest, TheDoneLossIsCaffesExtraForwardWithTheFinalWeights) {
+  const std::string net = R"( random_seed: 7 net_param {
+    layer { name: "data" type: "DummyData" top: "data" top: "label"
+            dummy_data_param { shape { dim: 4 dim: 5 } shape { dim: 4 }
+                               data_filler { type: "constant" value: 0.5 }
+                               data_filler { type: "constant" value: 1 } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "data" top: "s"
+            inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } })";
+  for (const int display : {3, 4}) {
+    SCOPED_TRACE(display);
+    std::vector<TrainEvent> done;
+    TrainerOptions options;
+    options.write_snapshots = false;
+    options.on_event = [&](const TrainEvent& e) {
+      if (e.kind == "done") done.push_back(e);
+    };
+    auto trainer = Trainer::Create(
+        ParseSolver("base_lr: 0.5 lr_policy: \"fixed\" max_iter: 6 display: " +
+                    std::to_string(display) + net),
+        "solver.prototxt", options);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+    ASSERT_TRUE(trainer.value()->Solve().ok());
+    ASSERT_EQ(done.size(), 1u);
+    const bool has_loss = std::any_of(done[0].values.begin(), done[0].values.end(),
+                                      [](const auto& kv) { return kv.first == "loss"; });
+    if (display == 4) {  // 6 % 4 != 0: no extra forward, no loss line
+      EXPECT_FALSE(has_loss);
+      continue;
+    }
+    // The data is the same every pass: a forward now is the extra forward
+    // (iteration 5's own loss, before its update, differs from it).
+    const float final_loss = trainer.value()->net().Forward();
+    EXPECT_FLOAT_EQ(static_cast<float>(Value(done[0], "loss")), final_loss);
+  }
 }
 
 }  // namespace

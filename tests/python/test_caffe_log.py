@@ -103,6 +103,12 @@ def test_event_lines_format():
                      "solver.cpp:330\tIteration 30, Testing net (#1)",
                      "solver.cpp:397\t    Test net output #0: accuracy = 0.25"]
     assert PREFIX_TIME.match(glog_prefix(1.7e9, 42, "solver.cpp:218"))
+    # Caffe's two snapshot lines (Solver::SnapshotToBinaryProto, SnapshotToHDF5)
+    assert event_lines({"event": "snapshot", "iter": 5, "path": "s/x_iter_5.caffemodel"},
+                       None) == ["solver.cpp:464\tSnapshotting to binary proto file "
+                                 "s/x_iter_5.caffemodel"]
+    assert event_lines({"event": "snapshot", "iter": 5, "path": "s/x_iter_5.caffemodel.h5"},
+                       None) == ["solver.cpp:474\tSnapshotting to HDF5 file s/x_iter_5.caffemodel.h5"]
 
 
 CONV_NET = """name: "conv"

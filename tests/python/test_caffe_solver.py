@@ -392,11 +392,42 @@ def test_solver_mode_in_the_file_is_ignored(caffe: Any, tmp_path: pathlib.Path,
 
 def test_refused_solver_field_names_its_line(caffe: Any, tmp_path: pathlib.Path,
                                              fashion_mnist: pathlib.Path) -> None:
-    path = solver_file(tmp_path, tiny_net(tmp_path, fashion_mnist), snapshot_format="HDF5")
+    net = tmp_path / "slash.prototxt"
+    net.write_text(TINY_NET.replace('name: "ip"', 'name: "fc/ip"').format(data=fashion_mnist))
+    path = solver_file(tmp_path, str(net), snapshot_format="HDF5")
     with pytest.raises(ValueError) as error:
         caffe.get_solver(path)
     # line 11: net, the nine default fields, then snapshot_format
-    assert str(error.value) == f"{path}:11: snapshot_format HDF5 is not supported; use BINARYPROTO"
+    assert str(error.value) == (f"{path}:11: snapshot_format HDF5 cannot write layer 'fc/ip' (a "
+                                f"'/' in its name); use BINARYPROTO")
+
+
+def test_snapshot_format_hdf5_writes_caffes_hdf5_files(caffe: Any, tmp_path: pathlib.Path,
+                                                       fashion_mnist: pathlib.Path) -> None:
+    net = tiny_net(tmp_path, fashion_mnist)
+    path = solver_file(tmp_path, net, momentum=0.9, snapshot_format="HDF5")
+    first = caffe.SGDSolver(path)
+    first.step(3)
+    first.snapshot()
+    model = tmp_path / "snap" / "model_iter_3.caffemodel.h5"
+    state = tmp_path / "snap" / "model_iter_3.solverstate.h5"
+    assert sorted(p.name for p in (tmp_path / "snap").iterdir()) == [model.name, state.name]
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(model, "r") as f:   # Caffe's Net::ToHDF5 layout
+        assert sorted(f["data"]) == ["fmnist", "ip", "loss"]   # the TRAIN net's layers
+        np.testing.assert_array_equal(f["data/ip/0"][()], first.net.params["ip"][0].data)
+        np.testing.assert_array_equal(f["data/ip/1"][()], first.net.params["ip"][1].data)
+    with h5py.File(state, "r") as f:   # SGDSolver::SnapshotSolverStateToHDF5's
+        assert f["iter"][()].tolist() == [3] and f["current_step"][()].tolist() == [0]
+        assert f["learned_net"][()].decode() == str(model)
+        assert sorted(f["history"]) == ["0", "1"]
+    second = caffe.SGDSolver(path)
+    second.restore(str(state))
+    assert second.iter == 3
+    second.step(2)
+    first.step(2)
+    for a, b in zip(second.net.params["ip"], first.net.params["ip"]):
+        np.testing.assert_array_equal(a.data, b.data)
 
 
 # --- the key test: byte-identical to ps-net train -----------------------------------------------

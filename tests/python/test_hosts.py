@@ -122,7 +122,7 @@ def test_ssh_command_lines(tmp_path, monkeypatch):
     assert cmd.index("Port=2222") > cmd.index("ServerAliveInterval=5")   # the job's come last
     assert cmd[-2] == "bob@node-7"
     line = shlex.split(cmd[-1])
-    assert line[:3] == ["cd", "/scratch/node-7/j", "&&"]
+    assert line[:6] == ["umask", "077", "&&", "cd", "/scratch/node-7/j", "&&"]
     assert line[-6:] == ["env", "OPENBLAS_CORETYPE=Haswell", "CUDA_VISIBLE_DEVICES=1",
                          "/opt/pstrain/bin/ps-worker", "--solver",
                          "/scratch/node-7/j/solver.prototxt"]

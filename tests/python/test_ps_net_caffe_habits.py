@@ -239,9 +239,14 @@ def test_dry_run_builds_the_nets_in_the_engine(tmp_path, capsys):
         assert err.startswith(f"ps-train: {job}: solver: {net_file}:9: {expected}"), (name, err)
 
     job = dry_run_job(tmp_path, NET, "snapshot_format: HDF5\n")
+    assert main([str(job), "--dry-run"]) == 0
+    capsys.readouterr()
+    slash = NET.replace('name: "ip"', 'name: "fc/ip"', 1)
+    job = dry_run_job(tmp_path, slash, "snapshot_format: HDF5\n")
     assert main([str(job), "--dry-run"]) == 2
     assert capsys.readouterr().err == (f"ps-train: {job}: solver: {solver_file}:10: "
-                                       f"snapshot_format HDF5 is not supported; use BINARYPROTO\n")
+                                       f"snapshot_format HDF5 cannot write layer 'fc/ip' (a '/' "
+                                       f"in its name); use BINARYPROTO\n")
 
     data_net = NET.replace('type: "DummyData"', 'type: "Data" data_param { source: '
                            '"absent_lmdb" batch_size: 4 }', 1)

@@ -153,6 +153,7 @@ Status Hdf5Reader::Read(const std::string& dataset, std::vector<float>* values) 
 }
 
 bool Hdf5Reader::Exists(const std::string& path) const {
+  if (path == "/") return true;  // the root group
   // H5Lexists fails (negative) when a group on the way is missing: test each part.
   std::string prefix;
   size_t begin = 0;
@@ -331,6 +332,91 @@ Status Hdf5AppendWriter::Append(const std::string& dataset, const std::vector<in
   d->rows += shape[0];
   if (H5Fflush(file_, H5F_SCOPE_LOCAL) < 0) return Status::IOError(path_ + ": cannot flush");
   return Status::Ok();
+}
+
+Result<std::unique_ptr<Hdf5ImageWriter>> Hdf5ImageWriter::Create(const std::string& name) {
+  SilenceHdf5();
+  std::unique_ptr<Hdf5ImageWriter> writer(new Hdf5ImageWriter(name));
+  const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
+  // 1 MiB growth steps; no backing store: the file exists only in memory.
+  if (access >= 0 && H5Pset_fapl_core(access, 1 << 20, /*backing_store=*/false) >= 0) {
+    writer->file_ = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access);
+  }
+  if (access >= 0) H5Pclose(access);
+  if (writer->file_ < 0) return Status::IOError(name + ": cannot create HDF5 file");
+  return writer;
+}
+
+Hdf5ImageWriter::~Hdf5ImageWriter() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+Status Hdf5ImageWriter::Written(int64_t id, const std::string& what, const std::string& dataset) {
+  if (id < 0) return Status::IOError(name_ + ": cannot " + what + " '" + dataset + "'");
+  return Status::Ok();
+}
+
+Status Hdf5ImageWriter::AddGroup(const std::string& group) {
+  const hid_t id = H5Gcreate2(file_, group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (id >= 0) H5Gclose(id);
+  return Written(id, "create group", group);
+}
+
+Status Hdf5ImageWriter::AddFloats(const std::string& dataset, const std::vector<int>& shape,
+                                  const float* values) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Space space(dims.empty() ? H5Screate(H5S_SCALAR)
+                           : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  hid_t id = space.id < 0 ? -1
+                          : H5Dcreate2(file_, dataset.c_str(), H5T_NATIVE_FLOAT, space.id,
+                                       H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (id >= 0) {
+    const herr_t wrote = H5Dwrite(id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    H5Dclose(id);
+    if (wrote < 0) id = -1;
+  }
+  return Written(id, "write dataset", dataset);
+}
+
+Status Hdf5ImageWriter::AddInt(const std::string& dataset, int value) {
+  const hsize_t one = 1;
+  Space space(H5Screate_simple(1, &one, nullptr));
+  hid_t id = H5Dcreate2(file_, dataset.c_str(), H5T_NATIVE_INT, space.id, H5P_DEFAULT,
+                        H5P_DEFAULT, H5P_DEFAULT);
+  if (id >= 0) {
+    const herr_t wrote = H5Dwrite(id, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value);
+    H5Dclose(id);
+    if (wrote < 0) id = -1;
+  }
+  return Written(id, "write dataset", dataset);
+}
+
+Status Hdf5ImageWriter::AddString(const std::string& dataset, const std::string& value) {
+  Type type(H5Tcopy(H5T_C_S1));
+  hid_t id = -1;
+  if (type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0 &&
+      H5Tset_strpad(type.id, H5T_STR_NULLTERM) >= 0) {
+    Space space(H5Screate(H5S_SCALAR));
+    id = H5Dcreate2(file_, dataset.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT,
+                    H5P_DEFAULT);
+    if (id >= 0) {
+      const herr_t wrote = H5Dwrite(id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.c_str());
+      H5Dclose(id);
+      if (wrote < 0) id = -1;
+    }
+  }
+  return Written(id, "write dataset", dataset);
+}
+
+Result<std::string> Hdf5ImageWriter::Image() {
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) return Status::IOError(name_ + ": cannot flush");
+  const ssize_t size = H5Fget_file_image(file_, nullptr, 0);
+  if (size < 0) return Status::IOError(name_ + ": cannot take the file's image");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  if (H5Fget_file_image(file_, bytes.data(), bytes.size()) != size) {
+    return Status::IOError(name_ + ": cannot take the file's image");
+  }
+  return bytes;
 }
 
 }  // namespace pstrain

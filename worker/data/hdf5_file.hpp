@@ -36,8 +36,8 @@ class Hdf5Reader {
   // Reads the whole dataset as float32, row-major. `values` is resized.
   Status Read(const std::string& dataset, std::vector<float>* values) const;
 
-  // Whether `path` ("a/b/c") names a group or dataset (false when any part of
-  // it is missing).
+  // Whether `path` ("a/b/c"; "/": the root group) names a group or dataset
+  // (false when any part of it is missing).
   bool Exists(const std::string& path) const;
   // The names of the links in `group`, in name order (libhdf5's name index,
   // the order Caffe's HDF5 snapshot readers visit them). Errors: "<path>:
@@ -88,6 +88,38 @@ class Hdf5AppendWriter {
   std::string path_;
   int64_t file_ = -1;  // hid_t
   std::vector<Dataset> datasets_;
+};
+
+// Builds a whole HDF5 file in memory (libhdf5's core driver, no backing
+// store) and hands back its bytes, so that the caller writes them with
+// WriteFileAtomically: a snapshot is either all there or not there. The
+// datasets are made as libhdf5's H5LT functions make them (Caffe's
+// hdf5_save_nd_dataset, hdf5_save_int and hdf5_save_string): float32 of the
+// given shape, a 32-bit integer of shape (1), a null-terminated fixed-length
+// scalar string.
+class Hdf5ImageWriter {
+ public:
+  // `name` is for messages only. Errors: "<name>: cannot create HDF5 file".
+  static Result<std::unique_ptr<Hdf5ImageWriter>> Create(const std::string& name);
+  ~Hdf5ImageWriter();
+  Hdf5ImageWriter(const Hdf5ImageWriter&) = delete;
+  Hdf5ImageWriter& operator=(const Hdf5ImageWriter&) = delete;
+
+  // Each name is a path ("data/conv1/0"); its groups must exist. Errors:
+  // "<name>: cannot create group 'x'", "<name>: cannot write dataset 'x'".
+  Status AddGroup(const std::string& group);
+  Status AddFloats(const std::string& dataset, const std::vector<int>& shape,
+                   const float* values);
+  Status AddInt(const std::string& dataset, int value);
+  Status AddString(const std::string& dataset, const std::string& value);
+  // The file's bytes as they would be on disk.
+  Result<std::string> Image();
+
+ private:
+  explicit Hdf5ImageWriter(std::string name) : name_(std::move(name)) {}
+  Status Written(int64_t id, const std::string& what, const std::string& dataset);
+  std::string name_;
+  int64_t file_ = -1;  // hid_t
 };
 
 }  // namespace pstrain

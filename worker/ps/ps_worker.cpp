@@ -9,6 +9,7 @@
 #include "common/proto_io.hpp"
 #include "common/ps/factor_relay.hpp"
 #include "common/ps/sufficient_factors.hpp"
+#include "worker/caffe_hdf5.hpp"
 #include "worker/deploy.hpp"
 
 namespace pstrain {
@@ -477,8 +478,8 @@ Status PsWorker::WriteSnapshot(int64_t iter, const std::vector<std::string>& sha
   const std::filesystem::path parent = std::filesystem::path(base).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  const std::string model = base + ".caffemodel";
-  PSTRAIN_RETURN_IF_ERROR(trainer_->net().WriteCaffemodel(model));
+  const std::string model = base + ".caffemodel" + SnapshotSuffix(solver);
+  PSTRAIN_RETURN_IF_ERROR(trainer_->net().WriteSnapshotModel(model, solver.snapshot_diff()));
   const Net* source = trainer_->test_net() ? trainer_->test_net() : &trainer_->net();
   const std::string deploy_path = solver.snapshot_prefix() + "_deploy.prototxt";
   auto deploy = MakeDeployNet(*source);
