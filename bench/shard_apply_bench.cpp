@@ -306,7 +306,8 @@ int FactorProducts(const std::string& shapes, int runs) {
     for (const auto& v : variants) {
       const double cpu = TimeMedian(runs, [&] {
                            for (int i = 0; i < reps; ++i) {
-                             v.kernel(left.data(), right.data(), rows, samples, cols, out.data());
+                             v.kernel(left.data(), rows, right.data(), rows, samples, cols,
+                                      out.data());
                            }
                          }).cpu / reps;
       std::printf("factor product %s %s: %.5f ns/flop CPU (%.1f GFLOP/s)\n", text.c_str(),

@@ -186,7 +186,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         shard.CountBadMessage();  // "sufficient factors before the init push"
         continue;
       }
-      factors.Prepare(message, *shard.placement(), &incoming);
+      factors.Prepare(message, *shard.placement(), &incoming, shard.apply_threads());
     } else {
       pstrain::server::TakePayloads(message, &incoming);
     }

@@ -5,7 +5,26 @@
 namespace pstrain::server {
 
 void FactorArrival::Prepare(const transport::InMessage& message, const KeyPlacement& placement,
-                            Incoming* incoming) {
+                            Incoming* incoming, ApplyThreads* threads) {
+  if (threads != threads_) {
+    threads_ = threads;
+    if (threads == nullptr) {
+      rebuild_.set_row_ranges({});
+    } else {
+      // The pool splits values (rows x values_per_row) at multiples of 16;
+      // a row belongs to the range its first value falls in.
+      rebuild_.set_row_ranges([threads](int64_t rows, int64_t values_per_row,
+                                        const std::function<void(int64_t, int64_t)>& run) {
+        const auto per_row = static_cast<size_t>(values_per_row);
+        threads->ForRanges(static_cast<size_t>(rows) * per_row,
+                           [&](int, size_t begin, size_t end) {
+                             const auto a = static_cast<int64_t>((begin + per_row - 1) / per_row);
+                             const auto b = static_cast<int64_t>((end + per_row - 1) / per_row);
+                             if (a < b) run(a, b);
+                           });
+      });
+    }
+  }
   const pstrain::Header& h = message.header;
   const pstrain::FactorShape& f = h.factors();
   const size_t samples = f.samples();

@@ -14,6 +14,7 @@
 #include "common/ps/factor_rebuild.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/transport/message.hpp"
+#include "server/apply_threads.hpp"
 #include "server/shard_messages.hpp"
 
 namespace pstrain::server {
@@ -31,11 +32,14 @@ class FactorArrival {
   // REQUIRES: message.header.has_factors() and transport::Validate accepted
   // it against `placement`. The payloads stay valid until the next Prepare;
   // the factor frames as long as `message`.
+  // threads: the shard's apply threads (null: one), over which the chunks'
+  // rows are rebuilt (the same floats for any count).
   void Prepare(const transport::InMessage& message, const KeyPlacement& placement,
-               Incoming* incoming);
+               Incoming* incoming, ApplyThreads* threads = nullptr);
 
  private:
   FactorRebuild rebuild_;
+  ApplyThreads* threads_ = nullptr;  // the rebuild's row ranges run on these
   std::vector<float> left_, right_;  // 16-bit frames, decoded
 };
 

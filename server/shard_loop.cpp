@@ -186,7 +186,8 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
                     now);
       return;
     }
-    factors_.Prepare(message, *placement, &incoming);  // 16-bit frames decoded first
+    // 16-bit frames decoded first; the rows rebuilt on the apply threads
+    factors_.Prepare(message, *placement, &incoming, shard_.apply_threads());
     SendAll(shard_.Handle(incoming, now));
     return;
   }

@@ -113,6 +113,9 @@ class ShardState {
   const ClockTable& clocks() const { return core_->clocks; }
   const ChunkStore* store() const { return initialized() ? &core_->store() : nullptr; }
   // The job's chunk table once initialised (for validating messages), else null.
+  // The pool the passes over a chunk are split over (config.threads; null
+  // with one thread): the shard loop rebuilds factor pushes on it too.
+  ApplyThreads* apply_threads() const { return core_->threads.get(); }
   const KeyPlacement* placement() const {
     return initialized() ? &core_->layout.placement : nullptr;
   }

@@ -12,11 +12,12 @@
 // FactorProduct, a loop with one fixed order of float operations, not BLAS:
 // OpenBLAS's result depends on its thread count (its tiling puts some values
 // at tile edges, summed otherwise) and on the CPU kernel it picks, which
-// differ between a shard and a worker process, and between hosts. Not
-// thread-safe (one instance per thread).
+// differ between a shard and a worker process, and between hosts. One
+// caller at a time (its rows may run on the threads of set_row_ranges).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/ps/key_placement.hpp"
@@ -35,8 +36,19 @@ namespace pstrain {
 void FactorProduct(const float* left, const float* right, int64_t rows, int64_t samples,
                    int64_t cols, float* out);
 
+// Calls run(a, b) on consecutive ranges of rows covering [0, rows), each row
+// in exactly one, possibly on several threads at once, and returns when all
+// have returned; values_per_row says how much work a row is.
+using RowRanges = std::function<void(int64_t rows, int64_t values_per_row,
+                                     const std::function<void(int64_t a, int64_t b)>& run)>;
+
 class FactorRebuild {
  public:
+  // Where the rows of a rebuild run (the shard: its apply threads,
+  // server/factor_arrival.hpp); unset: on the caller. Every row is computed
+  // by the same operations either way: the same floats for any split.
+  void set_row_ranges(RowRanges row_ranges) { row_ranges_ = std::move(row_ranges); }
+
   // Writes into `chunks` one pointer per h.chunks(), to its values (valid
   // until the next Rebuild; the caller may overwrite them in place).
   // left: h.factors().samples x (row_end - row_begin); right: samples x cols.
@@ -45,8 +57,15 @@ class FactorRebuild {
                const KeyPlacement& placement, std::vector<float*>* chunks);
 
  private:
+  struct Job {
+    const float* left;  // L's column of the chunk's first row (row stride: L's width)
+    float* out;         // its whole rows
+    int64_t first;      // its first row among all jobs' rows
+    int64_t rows;
+  };
   std::vector<std::vector<float>> values_;  // per listed chunk: its whole rows
-  std::vector<float> left_columns_;         // L's columns of one chunk, contiguous
+  std::vector<Job> jobs_;
+  RowRanges row_ranges_;
 };
 
 }  // namespace pstrain

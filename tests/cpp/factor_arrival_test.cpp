@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 #include "common/ps/sufficient_factors.hpp"
@@ -84,6 +86,56 @@ TEST(FactorArrivalTest, SixteenBitFactorsAreDecodedRebuiltAndKeptAsTheyCame) {
     EXPECT_EQ(in.factor_right, m.payload(1));
     EXPECT_EQ(in.wire_bytes, 8 + 12);
   }
+}
+
+// The rebuild's rows split over the shard's apply threads: the same floats as
+// on one thread (each row is the same operations wherever it runs), for a
+// weight large enough that the pool uses several parts, chunks that cut rows.
+TEST(FactorArrivalTest, ApplyThreadsRebuildTheSameFloats) {
+  constexpr int kRows = 600, kCols = 800, kSamples = 8;
+  auto placement = KeyPlacement::Create({kRows * kCols}, 1, 1 << 20);
+  ASSERT_TRUE(placement.ok());
+  ASSERT_EQ(placement.value().chunks().size(), 2u);  // 262144 and 217856 values: row 327 is cut
+  std::vector<float> left(kSamples * kRows), right(kSamples * kCols);
+  for (size_t i = 0; i < left.size(); ++i) left[i] = std::sin(0.37f * static_cast<float>(i));
+  for (size_t i = 0; i < right.size(); ++i) right[i] = std::cos(0.11f * static_cast<float>(i));
+  transport::InMessage m;
+  m.header = testing::MakeHeader(pstrain::PUSH, 0, 3, {{0, 262144}, {1, 217856}});
+  pstrain::FactorShape* f = m.header.mutable_factors();
+  f->set_samples(kSamples);
+  f->set_row_begin(0);
+  f->set_row_end(kRows);
+  f->set_cols(kCols);
+  for (const std::vector<float>* values : {&left, &right}) {
+    m.frames.emplace_back(std::string_view(reinterpret_cast<const char*>(values->data()),
+                                           values->size() * sizeof(float)));
+  }
+  m.AlignPayloads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {0, 3, 2}) {
+    SCOPED_TRACE(threads);
+    std::unique_ptr<server::ApplyThreads> pool;
+    if (threads > 0) {
+      pool = std::make_unique<server::ApplyThreads>(threads);
+      ASSERT_EQ(pool->Parts(static_cast<size_t>(328 + 273) * kCols), threads);
+    }
+    server::Incoming in{"w0", m.header, {}, {}};
+    server::FactorArrival arrival;
+    arrival.Prepare(m, placement.value(), &in, pool.get());
+    ASSERT_EQ(in.payloads.size(), 2u);
+    std::vector<float> all(in.payloads[0], in.payloads[0] + 262144);
+    all.insert(all.end(), in.payloads[1], in.payloads[1] + 217856);
+    results.push_back(all);
+    // Spot checks against the definition: the first value and one in the cut row.
+    EXPECT_EQ(all[0], [&] {
+      float o = left[0] * right[0];
+      for (int s = 1; s < kSamples; ++s) o = o + left[s * kRows] * right[s * kCols];
+      return o;
+    }());
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * 4), 0);
+  EXPECT_EQ(std::memcmp(results[0].data(), results[2].data(), results[0].size() * 4), 0);
 }
 
 }  // namespace

@@ -62,8 +62,18 @@ TEST(FactorProductTest, EveryVariantGivesTheDefinitionsFloatsBitForBit) {
     for (const auto& variant : variants) {
       SCOPED_TRACE(variant.isa);
       std::vector<float> got(expected.size(), std::nanf(""));
-      variant.kernel(left.data(), right.data(), shape.rows, shape.samples, shape.cols, got.data());
+      variant.kernel(left.data(), shape.rows, right.data(), shape.rows, shape.samples, shape.cols,
+                     got.data());
       ASSERT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0);
+      // Rows [1, rows) read in place from L (stride: all the rows): rows 1..
+      // of the same result.
+      if (shape.rows > 1) {
+        std::vector<float> tail((shape.rows - 1) * shape.cols, std::nanf(""));
+        variant.kernel(left.data() + 1, shape.rows, right.data(), shape.rows - 1, shape.samples,
+                       shape.cols, tail.data());
+        ASSERT_EQ(std::memcmp(tail.data(), expected.data() + shape.cols,
+                              tail.size() * sizeof(float)), 0);
+      }
     }
     std::vector<float> chosen(expected.size());
     FactorProduct(left.data(), right.data(), shape.rows, shape.samples, shape.cols,

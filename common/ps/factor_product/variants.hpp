@@ -11,20 +11,22 @@
 
 namespace pstrain::factor_product {
 
-using Kernel = void (*)(const float* left, const float* right, int64_t rows, int64_t samples,
-                        int64_t cols, float* out);
+// out (rows x cols) = left^T right; left samples x rows, each sample's row
+// `ld` floats apart (ld >= rows), right samples x cols.
+using Kernel = void (*)(const float* left, int64_t ld, const float* right, int64_t rows,
+                        int64_t samples, int64_t cols, float* out);
 
 namespace generic {
-void FactorProductKernel(const float* left, const float* right, int64_t rows, int64_t samples,
-                         int64_t cols, float* out);
+void FactorProductKernel(const float* left, int64_t ld, const float* right, int64_t rows,
+                         int64_t samples, int64_t cols, float* out);
 }
 namespace avx2 {
-void FactorProductKernel(const float* left, const float* right, int64_t rows, int64_t samples,
-                         int64_t cols, float* out);
+void FactorProductKernel(const float* left, int64_t ld, const float* right, int64_t rows,
+                         int64_t samples, int64_t cols, float* out);
 }
 namespace avx512 {
-void FactorProductKernel(const float* left, const float* right, int64_t rows, int64_t samples,
-                         int64_t cols, float* out);
+void FactorProductKernel(const float* left, int64_t ld, const float* right, int64_t rows,
+                         int64_t samples, int64_t cols, float* out);
 }
 
 struct Variant {
