@@ -29,7 +29,7 @@ std::vector<Outgoing> ReceiveForwarding(transport::InMessage message, ShardState
            : rights.OnRight(std::move(message), *placement, workers);
   if (!complete) return out;
   Incoming incoming{complete->peer, complete->header, {}, {}};
-  factors.Prepare(*complete, *placement, &incoming);
+  factors.Prepare(*complete, *placement, &incoming, shard.apply_threads());
   incoming.wire_bytes = static_cast<int64_t>(complete->payload_bytes(0));  // R came forwarded
   std::vector<Outgoing> handled = shard.Handle(incoming, now);
   // Acknowledged when it arrived: not again.
