@@ -88,8 +88,9 @@ def gpu_flop_s() -> float:
 # CPU workers); then early pulls on GPU workers (not built) and E2c (an assumption about the
 # hardware); the last, factors in 16 bits, is in main for CPU workers (a factor push takes
 # transport.compression's fp16/bf16, the relay forwards those bytes). In main the factors
-# follow the compression at once: the rows before the last keep them float32 only to show
-# each switch's share.
+# follow the compression at once: the rows before it keep them float32 only to show
+# each switch's share. The last row, R pushed once (issue 32's push side,
+# costmodel.Cluster.factor_right), is built for CPU workers, as E13 is.
 STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
          "+ a shard on every worker host (`cluster.server_placement: per_host`)",
          f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
@@ -103,7 +104,10 @@ STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thr
          "(early pull: not built for GPU workers)",
          "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
          "+ factors in 16 bits both ways (E13: in main for CPU workers, following "
-         "`transport.compression: fp16`; the rebuild on the GPU: not built)"]
+         "`transport.compression: fp16`; the rebuild on the GPU: not built)",
+         "+ each worker's R factor pushed once, to its holder shard, the other shards taking "
+         "it from a worker on their host (E13, `transport.factor_right: holder`: built for "
+         "CPU workers, as E13 is)"]
 MAIN_STEP = 5      # every switch in main
 BUILDING_STEP = 7  # and the two added since (E12, E13)
 ALL_STEP = 9       # and early pulls on GPU workers and E2c
@@ -136,6 +140,8 @@ def switches(step: int, calib: dict) -> dict:
         out["pipelined_nic"] = True
     if step >= 10:
         out["factor_value_bytes"] = 2.0
+    if step >= 11:
+        out["factor_right"] = "holder"
     return out
 
 

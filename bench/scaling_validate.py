@@ -332,6 +332,8 @@ def switch_flags(switches: dict | None, who: str) -> list[str]:
         flags += ["--pull-compression", switches["pull_compression"]]
     if "sufficient_factors" in switches:
         flags += FACTOR_FLAGS[switches["sufficient_factors"]]
+    if switches.get("factor_right", "every_shard") != "every_shard":
+        flags += ["--factor-right", switches["factor_right"]]
     return flags
 
 
@@ -347,6 +349,8 @@ def switch_label(switches: dict | None) -> str:
         out += " overlap"
     if "sufficient_factors" in switches:
         out += f" factors={switches['sufficient_factors']}"
+    if "factor_right" in switches:
+        out += f" right={switches['factor_right']}"
     return out
 
 
@@ -534,7 +538,8 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
             # each worker rebuilds the step of every pusher (the same GEMM) and applies it
             # with the shard's update code (c_s per float32 byte)
             base.update(factor_broadcast=True, worker_flop_s=flop * 1e-9,
-                        worker_apply_byte_s=base["server_byte_s"])
+                        worker_apply_byte_s=base["server_byte_s"],
+                        factor_right=switches.get("factor_right", "every_shard"))
     formula = costmodel.predict([costmodel.LayerTime(*l) for l in raw["layers"]], params, batch,
                                 costmodel.Cluster(timed_background=raw["timed_background"],
                                                   **base))
@@ -700,6 +705,11 @@ def main() -> int:
                          "overlapping the next forward, with sufficient factors pushed and "
                          "broadcast, beside the same point without them (needs root; a point "
                          "whose flags this build lacks is skipped)")
+    ap.add_argument("--factor-right", action="store_true",
+                    help="R pushed once on the shaped links: LeNet W = 2 bsp on 2 shards with "
+                         "factor broadcasting, R to every shard and to its holder only "
+                         "(transport.factor_right); the shards share the server side of the "
+                         "link, so the forwards cross it too (needs root)")
     ap.add_argument("--only-switches", metavar="TEXT",
                     help="with --switches or --overlap-factors: only the points whose switch "
                          "label (as printed, e.g. 'factors=broadcast') contains TEXT")
@@ -793,7 +803,12 @@ def main() -> int:
                                   "sufficient_factors": "broadcast"},
                                  # E13 in 16 bits: fp16 pushes carry fp16 factors, relayed
                                  {"sufficient_factors": "broadcast", "compression": "fp16"})]
-        if args.switches or args.overlap_factors:
+        if args.factor_right and why_not is None:
+            points = [(rate, "LeNet", 2, 2, "bsp", 0, sw) for rate in ("100mbit", "1gbit")
+                      for sw in ({"sufficient_factors": "broadcast"},
+                                 {"sufficient_factors": "broadcast",
+                                  "factor_right": "holder"})]
+        if args.switches or args.overlap_factors or args.factor_right:
             if args.only_switches:
                 points = [p for p in points if args.only_switches in switch_label(p[6])]
             kept = []

@@ -2,7 +2,8 @@
 // through the same steps ShardLoop takes for each arrival: frame 0 parsed
 // as a pstrain::Header, payload frames aligned, transport::Validate against
 // ShardState::RulesFor, a push of sufficient factors decoded and rebuilt
-// (server/factor_arrival.hpp), a compressed push's frame sizes passed on,
+// (server/factor_arrival.hpp), a push without R and a forwarded R paired
+// (server/factor_forward.hpp), a compressed push's frame sizes passed on,
 // then ShardState::Handle. The worker side's checks of
 // server answers (Validate as a WORKER, ReadHelloAck) see the same headers.
 //
@@ -35,6 +36,7 @@
 #include "fuzz/fuzz_util.hpp"
 #include "fuzz/message_input.hpp"
 #include "server/factor_arrival.hpp"
+#include "server/factor_forward.hpp"
 #include "server/shard_state.hpp"
 
 namespace {
@@ -122,6 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   auto now = ShardState::TimePoint{} + std::chrono::hours(1);
   pstrain::server::FactorArrival factors;
+  pstrain::server::ForwardedRights rights;
 
   std::vector<std::string> frames;
   while (input.Next(&frames)) {
@@ -167,6 +170,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Incoming incoming{message.peer, message.header, {}, {}};
     if (message.header.ipc_offsets_size() > 0) {
       shard.CountBadMessage();  // no worker's GPU region is open here (ReadIpcPush refuses)
+      continue;
+    }
+    if (message.header.type() == pstrain::FACTOR_RIGHT ||
+        (message.header.has_factors() && message.header.factors().right_forwarded())) {
+      std::string dropped;  // R pushed once: paired first (server/factor_forward.hpp)
+      CheckSendable(pstrain::server::ReceiveForwarding(std::move(message), shard, rights, factors,
+                                                       now, &dropped),
+                    shard, config);
+      CheckSendable(shard.Tick(now), shard, config);
       continue;
     }
     if (message.header.has_factors()) {  // sufficient factors: rebuilt, once

@@ -7,7 +7,8 @@
 //                        from another shard; fp16 and bf16 pushes with 16-bit
 //                        pulls; pushes of sufficient factors (float32 and, with
 //                        16-bit pushes, 16-bit), with the relay
-//                        and history pulls of factor broadcasting; pushes
+//                        and history pulls of factor broadcasting, with R
+//                        pushed once (pushes without R, FACTOR_RIGHT); pushes
 //                        under host aggregation), in the framing
 //                        fuzz/message_input.hpp reads
 //   corpus/datum/        Datum records as ps-data writes them (uint8, float)
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "common/proto_io.hpp"
+#include "common/ps/factor_relay.hpp"
 #include "common/ps/key_placement.hpp"
 #include "common/ps/sufficient_factors.hpp"
 #include "common/transport/gradient_codec.hpp"
@@ -63,11 +65,17 @@ struct Wire {
   // history (PULL history_params).
   bool factors = false;
   bool relay = false;
+  // With relay, R pushed once (ps-worker --factor-right holder): a worker's
+  // push to a shard that is not its holder carries L alone and the shard's
+  // forwarder (worker shard % workers) forwards the R in a FACTOR_RIGHT; every
+  // pull after the first asks for the R's ahead (PULL rights_ahead).
+  bool forward = false;
 };
 
 // One worker's PUSH of every chunk of `mine` at `clock`, as PsClient sends it.
 std::string PushFrames(const pstrain::KeyPlacement& placement, const std::vector<uint32_t>& mine,
-                       const Origin& worker, int64_t clock, const Wire& wire) {
+                       const Origin& worker, int64_t clock, const Wire& wire, int shard,
+                       int workers) {
   pstrain::Header push = pstrain::transport::PushHeader(worker, clock, 0.75);
   std::vector<std::string> frames = {""};
   std::vector<uint32_t> dense;
@@ -102,7 +110,23 @@ std::string PushFrames(const pstrain::KeyPlacement& placement, const std::vector
     std::vector<float> left_words, right_words;
     pstrain::EncodeFactors(dtype, left.data(), left.size(), &left_words);
     pstrain::EncodeFactors(dtype, right.data(), right.size(), &right_words);
-    pstrain::fuzz::AppendMessage({Frame(h), Floats(left_words), Floats(right_words)}, &out);
+    if (wire.forward && pstrain::RelayHolder(placement, 0, worker.rank) != shard) {
+      shape->set_right_forwarded(true);
+      pstrain::fuzz::AppendMessage({Frame(h), Floats(left_words)}, &out);
+      // The shard's forwarder has the R from the holder's answer to its pull.
+      pstrain::Header f = pstrain::transport::NewHeader(
+          {pstrain::WORKER, shard % workers, worker.job_key}, pstrain::FACTOR_RIGHT);
+      f.set_clock(clock);
+      pstrain::FactorRight* r = f.mutable_right();
+      r->set_param(0);
+      r->set_worker(static_cast<uint32_t>(worker.rank));
+      r->set_samples(2);
+      r->set_cols(3);
+      if (dtype != pstrain::FLOAT32) r->set_dtype(dtype);
+      pstrain::fuzz::AppendMessage({Frame(f), Floats(right_words)}, &out);
+    } else {
+      pstrain::fuzz::AppendMessage({Frame(h), Floats(left_words), Floats(right_words)}, &out);
+    }
   }
   if (dense.empty()) return out;
   if (wire.push != pstrain::FLOAT32) push.set_dtype(wire.push);
@@ -164,8 +188,9 @@ std::string Session(uint8_t setup, int steps, const std::vector<pstrain::Message
       Origin worker{pstrain::WORKER, w, config.job_key};
       pstrain::Header pull = pstrain::transport::PullHeader(worker, t);
       if (wire.relay) (t == 0 ? pull.add_history_params(0) : pull.add_broadcast(0));
+      if (wire.forward && t > 0) pull.add_rights_ahead(0);
       pstrain::fuzz::AppendMessage({Frame(pull)}, &out);
-      out += PushFrames(placement, mine, worker, t, wire);
+      out += PushFrames(placement, mine, worker, t, wire, config.shard, config.num_workers);
     }
   }
   for (pstrain::MessageType type : tail) {
@@ -206,6 +231,14 @@ void MessageSeeds(const fs::path& dir) {
         Session(2 | 4, 3, {STATS}, -1, {.factors = true, .relay = true}));
   Write(dir / "bsp_factor_broadcast_shard1",
         Session(2 | 4 | 8 | 16, 3, {SHUTDOWN}, -1, {.factors = true, .relay = true}));
+  // R pushed once over 2 shards: each shard gets the other's holder's workers'
+  // pushes without R and their R forwarded, and sends the R's it holds ahead;
+  // on shard 0 in float32, on shard 1 in fp16 (set-up 12 and 30: bsp, % 3 == 0).
+  Write(dir / "bsp_factor_right_holder_shard0",
+        Session(4 | 8, 3, {STATS}, -1, {.factors = true, .relay = true, .forward = true}));
+  Write(dir / "bsp_factor_right_holder_fp16_shard1",
+        Session(2 | 4 | 8 | 16, 3, {STATS}, -1,
+                {.push = pstrain::FLOAT16, .factors = true, .relay = true, .forward = true}));
   // The same in 16 bits: fp16 pushes carry fp16 factors, relayed as pushed (1
   // shard); bf16 factor pushes split mid-row over 2 shards (odd frame counts).
   Write(dir / "bsp_factor_broadcast_fp16",

@@ -83,6 +83,9 @@ struct DeferredPull {
   // goes with their weights (server/factor_relay.hpp).
   std::vector<uint32_t> broadcast;
   std::vector<uint32_t> history_params;
+  // rights_ahead: broadcast parameters whose R's went ahead of the step
+  // (FACTOR_RIGHT): the relay's entries carry none.
+  std::vector<uint32_t> rights_ahead;
 };
 
 // The state the dispatcher owns and policies read and advance. Lives at one

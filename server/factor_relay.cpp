@@ -51,7 +51,7 @@ void FactorRelayStore::Keep(const pstrain::Header& push, int worker, pstrain::Da
   }
 }
 
-Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply) const {
+Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply, bool rights) const {
   const auto& kept = params_[static_cast<size_t>(param)][static_cast<size_t>(step % 2)];
   for (int w = 0; w < num_workers_; ++w) {
     if (kept[static_cast<size_t>(w)].step != step) {
@@ -68,13 +68,38 @@ Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply) const {
     r->set_worker(static_cast<uint32_t>(w));
     r->set_samples(k.samples);
     r->set_cols(k.cols);
-    r->set_right(k.right != nullptr);
+    r->set_right(rights && k.right != nullptr);
     if (k.dtype != pstrain::FLOAT32) r->set_dtype(k.dtype);
     reply.payloads.push_back(k.left);
-    if (k.right) reply.payloads.push_back(k.right);
+    if (r->right()) reply.payloads.push_back(k.right);
   }
+  if (!rights) reply.header.add_rights_ahead(static_cast<uint32_t>(param));
   for (uint32_t id : ParamChunksOn(placement_, param, shard_)) reply.header.add_relayed_chunks(id);
   return Status::Ok();
+}
+
+std::vector<Outgoing> FactorRelayStore::RightsAhead(int param, int64_t step, const std::string& to,
+                                                    const transport::Origin& from) const {
+  const auto& kept = params_[static_cast<size_t>(param)][static_cast<size_t>(step % 2)];
+  std::vector<Outgoing> out;
+  for (int w = 0; w < num_workers_; ++w) {
+    if (RelayHolder(placement_, param, w) != shard_) continue;
+    const Factors& k = kept[static_cast<size_t>(w)];
+    if (k.step != step || k.right == nullptr) return {};  // not every R is in yet
+    Outgoing o;
+    o.peer = to;
+    o.header = transport::NewHeader(from, pstrain::FACTOR_RIGHT);
+    o.header.set_clock(step);
+    pstrain::FactorRight* r = o.header.mutable_right();
+    r->set_param(static_cast<uint32_t>(param));
+    r->set_worker(static_cast<uint32_t>(w));
+    r->set_samples(k.samples);
+    r->set_cols(k.cols);
+    if (k.dtype != pstrain::FLOAT32) r->set_dtype(k.dtype);
+    o.payloads.push_back(k.right);
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 }  // namespace pstrain::server

@@ -20,6 +20,7 @@
 
 #include "common/ps/key_placement.hpp"
 #include "common/status.hpp"
+#include "common/transport/protocol.hpp"
 #include "proto/pstrain.pb.h"
 #include "server/shard_config.hpp"
 #include "server/shard_messages.hpp"
@@ -51,7 +52,16 @@ class FactorRelayStore {
   // param's chunks on this shard as relayed. Error (nothing appended): a
   // worker's factors of that step are not here (it pushed the weight densely
   // or without relay), naming the worker.
-  Status AddTo(int param, int64_t step, Outgoing& reply) const;
+  // rights false: the entries carry no R (it went ahead in FACTOR_RIGHTs,
+  // RightsAhead) and the reply lists `param` in rights_ahead.
+  Status AddTo(int param, int64_t step, Outgoing& reply, bool rights = true) const;
+
+  // R pushed once (ps-worker --factor-right holder): one FACTOR_RIGHT for
+  // `to` per worker whose R of `param`'s step `step` this shard holds (its
+  // RelayHolder), with the kept frame; empty (nothing sent yet) until every
+  // one of them is kept. The kept bytes are shared, not copied.
+  std::vector<Outgoing> RightsAhead(int param, int64_t step, const std::string& to,
+                                    const transport::Origin& from) const;
 
  private:
   struct Factors {

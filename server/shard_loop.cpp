@@ -172,6 +172,11 @@ void ShardLoop::Receive(transport::Channel* channel, TimePoint now) {
     if (ReadIpcPush(message, incoming, now)) SendAll(shard_.Handle(incoming, now));
     return;
   }
+  if (message.header.type() == pstrain::FACTOR_RIGHT ||
+      (message.header.has_factors() && message.header.factors().right_forwarded())) {
+    ReceiveForwarding(std::move(message), now);  // R pushed once: paired first
+    return;
+  }
   if (message.header.has_factors()) {  // sufficient factors: rebuilt here, once
     const KeyPlacement* placement = shard_.placement();
     if (placement == nullptr) {

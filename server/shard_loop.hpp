@@ -46,6 +46,7 @@
 #include "common/transport/protocol.hpp"
 #include "server/drop_log.hpp"
 #include "server/factor_arrival.hpp"
+#include "server/factor_forward.hpp"
 #include "server/gpu_ipc_reader.hpp"
 #include "server/pull_reply_order.hpp"
 #include "server/shard_state.hpp"
@@ -138,6 +139,10 @@ class ShardLoop {
   // the worker naming it, counted as a bad message, nothing applied).
   void AnswerGpuIpc(const pstrain::Header& hello, std::vector<Outgoing>& out);
   bool ReadIpcPush(const transport::InMessage& message, Incoming& incoming, TimePoint now);
+  // R pushed once (server/factor_forward.hpp; shard_loop_forward.cpp): a
+  // factor PUSH without R (acknowledged at once) or a forwarded FACTOR_RIGHT;
+  // the push they complete goes on as a complete factor push.
+  void ReceiveForwarding(transport::InMessage message, TimePoint now);
   void Log(const std::string& line) const;
 
   ShardState shard_;
@@ -149,6 +154,7 @@ class ShardLoop {
   std::unique_ptr<PullReplyOrder> pull_order_;       // options_.pull_window_bytes > 0
   std::vector<transport::Channel*> channels_;        // router_, then coordinator_
   FactorArrival factors_;                            // a push of sufficient factors, rebuilt
+  ForwardedRights rights_;                           // pushes without R and forwarded R's
   std::unique_ptr<GpuIpcReader> gpu_ipc_;            // GPU IPC pushes' regions, by worker
   std::map<std::string, bool> server_peers_;         // server 0: the other shards' routing ids
   transport::PeerLiveness liveness_;                 // keyed "worker R"

@@ -125,6 +125,14 @@ class ShardState {
     return PolicyRegistry::Global().Chosen(core_->config);
   }
 
+  // R pushed once (ps-worker --factor-right holder; ShardLoop pairs a push
+  // that came without R with its forwarded FACTOR_RIGHT, server/factor_forward.hpp):
+  // the PUSH_ACK for such a push, sent when it arrives (its R may come only
+  // after the worker's next pull), and the refusal of one outside the relay's
+  // scope (RefuseRelay; counted and logged as Handle's refusals are).
+  Outgoing Acknowledge(const Incoming& m) const { return Reply(m, pstrain::PUSH_ACK); }
+  Outgoing Refuse(const Incoming& m, const std::string& why);
+
   std::function<void(const std::string&)> log;  // log lines (waits, drops, checkpoints)
   // Lines about refused messages (Reject, non-finite values), which a sender
   // can make many of; unset: they go to `log`. ShardLoop bounds their rate.
@@ -211,6 +219,19 @@ class ShardState {
   // hold only its chunk frames on entry. Error: a relay's factors are missing.
   Status AddHistoryAndRelay(const DeferredPull& pull, const std::vector<int>& relayed,
                             const std::vector<int>& sent, Outgoing& o);
+  // R pushed once (PULL's rights_ahead): per worker, the pull whose
+  // FACTOR_RIGHTs are owed (its peer, its step clock - 1, the parameters not
+  // sent yet); SendRightsAhead sends those whose R's are all kept (from
+  // OnPull and after each kept push), never waiting for the step.
+  struct RightsWanted {
+    std::string peer;
+    int64_t step = 0;
+    std::vector<uint32_t> params;
+  };
+  std::vector<RightsWanted> rights_wanted_;  // by worker
+  void SendRightsAhead(Out& out);
+  // This shard is the RelayHolder of some worker's R of `param`.
+  bool RelayHolds(int param) const;
 };
 
 // Chunk i of a PUSH as it travelled (its header's dtype, its frame).

@@ -29,7 +29,14 @@ void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
   deferred_.push_back(DeferredPull{m.peer, h.sender(), h.clock(), now, now, {}, 0,
                                    h.has_after_push() ? h.after_push() : -1,
                                    {h.broadcast().begin(), h.broadcast().end()},
-                                   {h.history_params().begin(), h.history_params().end()}});
+                                   {h.history_params().begin(), h.history_params().end()},
+                                   {h.rights_ahead().begin(), h.rights_ahead().end()}});
+  if (!h.rights_ahead().empty()) {  // R pushed once: the R's held here go ahead of the step
+    rights_wanted_.resize(static_cast<size_t>(core_->config.num_workers));
+    rights_wanted_[static_cast<size_t>(h.sender())] =
+        RightsWanted{m.peer, h.clock() - 1, {h.rights_ahead().begin(), h.rights_ahead().end()}};
+    SendRightsAhead(out);
+  }
 }
 
 void ShardState::OnControlPull(const Incoming& m, Out& out) {

@@ -20,12 +20,45 @@ bool ShardState::KeepRelay(const Incoming& m, Out& out) {
     core_->keep_step_start_history = true;
   }
   relay_.Keep(m.header, m.header.sender(), m.factor_dtype, m.factor_left, m.factor_right);
+  SendRightsAhead(out);
   return true;
+}
+
+void ShardState::SendRightsAhead(Out& out) {
+  if (!relay_.installed()) return;
+  const KeyPlacement& placement = core_->layout.placement;
+  for (RightsWanted& wanted : rights_wanted_) {
+    std::erase_if(wanted.params, [&](uint32_t param) {
+      if (ParamChunksOn(placement, static_cast<int>(param), core_->config.shard).empty()) {
+        return true;  // no chunk of it here: nothing to send
+      }
+      std::vector<Outgoing> rights =
+          relay_.RightsAhead(static_cast<int>(param), wanted.step, wanted.peer, origin());
+      if (rights.empty() && RelayHolds(static_cast<int>(param))) return false;  // not all in
+      for (Outgoing& o : rights) out.push_back(std::move(o));
+      return true;
+    });
+  }
+}
+
+bool ShardState::RelayHolds(int param) const {
+  for (int w = 0; w < core_->config.num_workers; ++w) {
+    if (RelayHolder(core_->layout.placement, param, w) == core_->config.shard) return true;
+  }
+  return false;
+}
+
+Outgoing ShardState::Refuse(const Incoming& m, const std::string& why) {
+  Out out;
+  Reject(m, why, out);
+  return std::move(out.front());
 }
 
 bool ShardState::CheckBroadcastPull(const Incoming& m, Out& out) {
   const pstrain::Header& h = m.header;
-  if (h.broadcast().empty() && h.history_params().empty()) return true;
+  if (h.broadcast().empty() && h.history_params().empty() && h.rights_ahead().empty()) {
+    return true;
+  }
   if (const std::string why = RefuseRelay(core_->config, policy_names()); !why.empty()) {
     Reject(m, why, out);
     return false;
@@ -100,7 +133,11 @@ Status ShardState::AddHistoryAndRelay(const DeferredPull& pull, const std::vecto
                                       std::to_string(pull.worker) + " asked for parameter " +
                                       std::to_string(params[0]) + " as factors)");
   }
-  for (int param : params) PSTRAIN_RETURN_IF_ERROR(relay_.AddTo(param, pull.clock - 1, o));
+  for (int param : params) {
+    const bool ahead = std::find(pull.rights_ahead.begin(), pull.rights_ahead.end(),
+                                 static_cast<uint32_t>(param)) != pull.rights_ahead.end();
+    PSTRAIN_RETURN_IF_ERROR(relay_.AddTo(param, pull.clock - 1, o, /*rights=*/!ahead));
+  }
   o.header.set_relay_scale(policy_->StepScale());
   return Status::Ok();
 }

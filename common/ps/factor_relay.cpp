@@ -1,5 +1,6 @@
 #include "common/ps/factor_relay.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -89,8 +90,12 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
     return Bad("relay or history frames in a " + pstrain::MessageType_Name(h.type()) +
                " (only a PULL_REPLY carries them)");
   }
+  if (!pull && !reply && h.rights_ahead_size() > 0) {
+    return Bad("rights_ahead in a " + pstrain::MessageType_Name(h.type()) +
+               " (only a PULL and a PULL_REPLY carry it)");
+  }
   if (pull && placement != nullptr) {
-    for (const auto* list : {&h.broadcast(), &h.history_params()}) {
+    for (const auto* list : {&h.broadcast(), &h.history_params(), &h.rights_ahead()}) {
       for (uint32_t p : *list) {
         if (p >= static_cast<uint32_t>(placement->num_params())) {
           return Bad("PULL asks for parameter " + to_string(p) + " of " +
@@ -152,7 +157,14 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
     came[r.worker()] = 1;
     const std::vector<uint32_t> ids = ParamChunksOn(*placement, param, shard);
     if (ids.empty()) return Bad(name + " has no chunk on this shard");
-    if (r.right() != (RelayHolder(*placement, param, static_cast<int>(r.worker())) == shard)) {
+    const bool ahead = std::find(h.rights_ahead().begin(), h.rights_ahead().end(), r.param()) !=
+                       h.rights_ahead().end();
+    if (ahead && r.right()) {
+      return Bad(name + ": worker " + to_string(r.worker()) +
+                 "'s R is relayed, the reply says it went ahead (rights_ahead)");
+    }
+    if (!ahead &&
+        r.right() != (RelayHolder(*placement, param, static_cast<int>(r.worker())) == shard)) {
       return Bad(name + ": worker " + to_string(r.worker()) + "'s R " +
                  (r.right() ? "comes from server " : "is missing from server ") +
                  to_string(shard) + " (its holder is server " +
@@ -208,6 +220,72 @@ Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_byt
       return Bad("relay: parameter " + to_string(p) + " has the factors of " + to_string(count) +
                  " workers, the job has " + to_string(num_workers));
     }
+  }
+  return Status::Ok();
+}
+
+Status CheckRight(const pstrain::Header& h, const std::vector<size_t>& frame_bytes,
+                  const KeyPlacement* placement, int shard, int num_workers) {
+  if (h.type() != pstrain::FACTOR_RIGHT) {
+    if (h.has_right()) {
+      return Bad("right in a " + pstrain::MessageType_Name(h.type()) +
+                 " (only a FACTOR_RIGHT carries it)");
+    }
+    return Status::Ok();
+  }
+  const pstrain::FactorRight& r = h.right();
+  const std::string name = "FACTOR_RIGHT: parameter " + to_string(r.param());
+  if (h.chunks_size() > 0 || h.has_factors() || h.relay_size() > 0) {
+    return Bad(name + ": chunks, factors or relay in a FACTOR_RIGHT (it carries one R)");
+  }
+  if (num_workers > 0 && r.worker() >= static_cast<uint32_t>(num_workers)) {
+    return Bad(name + ": worker " + to_string(r.worker()) + " is not in this job (" +
+               to_string(num_workers) + " workers)");
+  }
+  const auto& unknown_fields = r.GetReflection()->GetUnknownFields(r);
+  bool unknown = false;  // a dtype of a later version (proto2 reads it as FLOAT32)
+  for (int i = 0; i < unknown_fields.field_count(); ++i) {
+    unknown |= unknown_fields.field(i).number() == pstrain::FactorRight::kDtypeFieldNumber;
+  }
+  if (!IsFactorDtype(r.dtype()) || unknown) {
+    return Bad(name + ": worker " + to_string(r.worker()) + "'s R in " +
+               (unknown ? std::string("an unknown dtype") : pstrain::DataType_Name(r.dtype())) +
+               " (it travels as FLOAT32, FLOAT16 or BFLOAT16)");
+  }
+  if (r.samples() < 1 || r.cols() < 1) {
+    return Bad(name + ": " + to_string(r.samples()) + " samples of " + to_string(r.cols()) +
+               " values (each at least 1)");
+  }
+  const size_t need = static_cast<size_t>(
+      FactorFrameBytes(r.dtype(), static_cast<int64_t>(r.samples()) * r.cols()));
+  if (frame_bytes.size() != 1 || frame_bytes[0] != need) {
+    return Bad(name + ": worker " + to_string(r.worker()) + "'s R has " +
+               (frame_bytes.empty() ? std::string("no") : to_string(frame_bytes[0])) + " bytes, " +
+               to_string(r.samples()) + " x " + to_string(r.cols()) + " " +
+               (r.dtype() == pstrain::FLOAT32 ? "float32" : pstrain::DataType_Name(r.dtype())) +
+               " need " + to_string(need));
+  }
+  if (placement == nullptr) return Status::Ok();
+  if (r.param() >= static_cast<uint32_t>(placement->num_params())) {
+    return Bad(name + " does not exist (" + to_string(placement->num_params()) + " parameters)");
+  }
+  const int param = static_cast<int>(r.param());
+  const int64_t size = ParamSize(*placement, param);
+  if (size % r.cols() != 0) {
+    return Bad(name + " has " + to_string(size) + " values, not rows of " + to_string(r.cols()));
+  }
+  if (shard < 0) return Status::Ok();
+  if (ParamChunksOn(*placement, param, shard).empty()) {
+    return Bad(name + " has no chunk on server " + to_string(shard));
+  }
+  const int holder = RelayHolder(*placement, param, static_cast<int>(r.worker()));
+  if (h.role() == pstrain::SERVER && holder != shard) {
+    return Bad(name + ": worker " + to_string(r.worker()) + "'s R comes from server " +
+               to_string(shard) + " (its holder is server " + to_string(holder) + ")");
+  }
+  if (h.role() == pstrain::WORKER && holder == shard) {
+    return Bad(name + ": worker " + to_string(r.worker()) + "'s R forwarded to server " +
+               to_string(shard) + ", its holder (which has it from the push)");
   }
   return Status::Ok();
 }

@@ -52,4 +52,16 @@ int64_t RelayBytes(const KeyPlacement& placement, int param, int64_t cols, int64
 Status CheckRelay(const pstrain::Header& h, const std::vector<size_t>& frame_bytes,
                   const KeyPlacement* placement, int shard, int num_workers);
 
+// R pushed once (ps-worker --factor-right holder): a FACTOR_RIGHT's `right`
+// and its one frame against `placement` (null: the header's own consistency)
+// and `shard` (the receiving shard of a forward from a worker, the sending
+// shard of one to a worker; -1: unknown), and `right` in no other kind. A
+// shard sends a worker's R only where it is its holder; a worker forwards it
+// only to another shard of the weight. Errors name the parameter and the
+// worker: "FACTOR_RIGHT: parameter 0: worker 1's R has 12 bytes, 2 x 3
+// float32 need 24", "FACTOR_RIGHT: parameter 0: worker 1's R forwarded to
+// server 1, its holder (which has it from the push)".
+Status CheckRight(const pstrain::Header& h, const std::vector<size_t>& frame_bytes,
+                  const KeyPlacement* placement, int shard, int num_workers);
+
 }  // namespace pstrain

@@ -104,7 +104,13 @@ Status CheckFactors(const pstrain::Header& h, size_t left_bytes, size_t right_by
   if (h.chunks_size() == 0) return Status::InvalidArgument("factors for no chunk");
   PSTRAIN_RETURN_IF_ERROR(
       CheckFrame("left", left_bytes, f.samples(), f.row_end() - f.row_begin(), h.dtype()));
-  PSTRAIN_RETURN_IF_ERROR(CheckFrame("right", right_bytes, f.samples(), f.cols(), h.dtype()));
+  if (f.right_forwarded() && !f.relay()) {
+    return Status::InvalidArgument(
+        "factors: right_forwarded without relay (R is forwarded under factor broadcast only)");
+  }
+  if (!f.right_forwarded()) {  // with right_forwarded R comes in a FACTOR_RIGHT
+    PSTRAIN_RETURN_IF_ERROR(CheckFrame("right", right_bytes, f.samples(), f.cols(), h.dtype()));
+  }
   if (placement == nullptr) return Status::Ok();
   const uint32_t first = h.chunks(0).id();
   const int param = placement->chunk(first).param;  // the chunk list was checked before

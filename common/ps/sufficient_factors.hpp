@@ -68,7 +68,10 @@ const float* DecodeFactors(pstrain::DataType dtype, const float* frame, size_t n
                            std::vector<float>* scratch);
 
 // A PUSH with Header.factors against `placement` (null: before the init push,
-// only the header's own consistency) and its two frames' byte sizes. Errors
+// only the header's own consistency) and its two frames' byte sizes
+// (right_bytes unused with FactorShape.right_forwarded, which needs relay:
+// "factors: right_forwarded without relay (R is forwarded under factor
+// broadcast only)"). Errors
 // name the field or chunk: "factors with dtype TOP_K (they travel as FLOAT32,
 // FLOAT16 or BFLOAT16)", "factors: left frame has 60 bytes, 2 x 3 float32
 // need 24" ("2 x 3 FLOAT16 need 12" in 16 bits), "factors: chunk 3 is of

@@ -71,11 +71,13 @@ class Frame {
 // The payload frames a message with `header` has: one per header chunk, two
 // for a PUSH of sufficient factors (Header.factors: left and right), none for
 // a GPU IPC PUSH (Header.ipc_offsets: the values are in the worker's region);
+// a factor PUSH: L and R, or L alone with right_forwarded; FACTOR_RIGHT: R;
 // a PULL_REPLY adds its history frames (history_slots per history chunk) and
 // its relayed factors' (L, and R where `right`): docs/wire-protocol.md.
 inline size_t PayloadFrames(const pstrain::Header& header) {
   if (header.ipc_offsets_size() > 0) return 0;
-  if (header.has_factors()) return 2;
+  if (header.has_factors()) return header.factors().right_forwarded() ? 1 : 2;
+  if (header.has_right()) return 1;  // FACTOR_RIGHT: R
   size_t frames = static_cast<size_t>(header.chunks_size()) +
                   static_cast<size_t>(header.history_slots()) *
                       static_cast<size_t>(header.history_chunks_size());

@@ -28,6 +28,7 @@ unsigned Senders(MessageType type, Role receiver) {
       case INIT_PUSH:
       case PUSH:
       case HEARTBEAT:
+      case FACTOR_RIGHT:  // forwarded to a shard whose push came without R
         return kWorker;
       case PULL:  // a control tool's pull reads the current weights (ShardState::OnControlPull)
         return kWorker | kControl;
@@ -51,6 +52,7 @@ unsigned Senders(MessageType type, Role receiver) {
     case STATS:
     case SHUTDOWN:
     case GATE_ACK:
+    case FACTOR_RIGHT:  // from the holder shard, ahead of the step
       return kServer;
     default:
       return 0;
@@ -93,6 +95,9 @@ Status CheckKind(const Header& h, Role receiver) {
       return needs(h.has_sum_squares(), "sum_squares");
     case GATE:
       return needs(h.has_clock(), "clock");
+    case FACTOR_RIGHT:
+      PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
+      return needs(h.has_right(), "right");
     case GATE_ACK:
       PSTRAIN_RETURN_IF_ERROR(needs(h.has_clock(), "clock"));
       return needs(h.has_version(), "version");

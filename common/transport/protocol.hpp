@@ -22,6 +22,8 @@
 //   STATS         worker, control -> server; the answer carries stats
 //   GATE          worker, control -> server     clock (the new step gate)
 //   GATE_ACK      server -> worker, control     clock (the slowest worker's), version
+//   FACTOR_RIGHT  server -> worker (ahead of a step), worker -> server (forwarded)
+//                                               clock, right; one payload frame (R)
 #pragma once
 
 #include <chrono>

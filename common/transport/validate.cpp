@@ -58,9 +58,16 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
       return Status::InvalidArgument("factors in a " + MessageType_Name(h.type()) +
                                      " (only a PUSH carries them)");
     }
-    if (message.frames.size() != 2) {
-      return Status::InvalidArgument("factors: " + to_string(message.frames.size()) +
-                                     " payload frames follow, a PUSH with factors has 2");
+    const size_t frames = h.factors().right_forwarded() ? 1 : 2;
+    if (message.frames.size() != frames) {
+      return Status::InvalidArgument(
+          "factors: " + to_string(message.frames.size()) + " payload frames follow, a PUSH with " +
+          (frames == 1 ? "factors and right_forwarded has 1" : "factors has 2"));
+    }
+  } else if (h.has_right()) {  // FACTOR_RIGHT: R (common/ps/factor_relay.hpp)
+    if (message.frames.size() != 1) {
+      return Status::InvalidArgument(to_string(message.frames.size()) +
+                                     " payload frames follow, a FACTOR_RIGHT has 1");
     }
   } else if (PayloadFrames(h) != message.frames.size()) {
     if (PayloadFrames(h) == static_cast<size_t>(h.chunks_size())) {
@@ -78,6 +85,8 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
     for (const auto& f : message.frames) frame_bytes.push_back(f.size());
     PSTRAIN_RETURN_IF_ERROR(
         CheckRelay(h, frame_bytes, rules.placement, rules.shard, rules.num_workers));
+    PSTRAIN_RETURN_IF_ERROR(
+        CheckRight(h, frame_bytes, rules.placement, rules.shard, rules.num_workers));
   }
   if (rules.placement != nullptr) {
     PSTRAIN_RETURN_IF_ERROR(CheckChunkList(h, *rules.placement, rules.shard, false));
@@ -93,7 +102,8 @@ Status CheckPayloads(const InMessage& message, const ValidationRules& rules) {
   // is known (server/gpu_ipc_reader.hpp).
   if (h.ipc_offsets_size() > 0) return Status::Ok();
   if (h.has_factors()) {
-    return CheckFactors(h, message.frames[0].size(), message.frames[1].size(), rules.placement);
+    return CheckFactors(h, message.frames[0].size(),
+                        message.frames.size() > 1 ? message.frames[1].size() : 0, rules.placement);
   }
   for (int i = 0; i < h.chunks_size(); ++i) {
     const uint64_t needed = h.chunks(i).length();  // the chunk's, when checked above

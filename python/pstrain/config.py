@@ -29,6 +29,7 @@ NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
 HOSTS = ("local", "hostfile", "slurm")
 SERVER_PLACEMENTS = ("per_host", "first_slots")   # hosts.py
+FACTOR_RIGHTS = ("every_shard", "holder")         # transport.factor_right
 COMPRESSIONS = ("none", "fp16", "bf16", "topk", "sign")
 PULL_COMPRESSIONS = ("none", "fp16", "bf16")  # transport.pull_compression
 
@@ -119,6 +120,12 @@ class TransportConfig:
     # (bsp): the pull brings such a weight as every worker's factors where those are fewer
     # bytes (sufficient-factor broadcasting); otherwise pulls stay dense.
     sufficient_factors: Union[bool, str] = False
+    # With sufficient_factors: broadcast, where a worker pushes its R factor (batch x the
+    # weight's row length): every_shard (each shard holding rows of the weight gets it with
+    # its L columns) or holder (only the worker's holder shard, the one that relays it; the
+    # other shards get it from a worker on their own host, which has it from the relay:
+    # docs/config-reference.md, "R pushed once"). The same steps bit for bit, fewer bytes pushed.
+    factor_right: str = "every_shard"
     # bsp: the workers of a host sum their gradients and push once (worker/ps/host_group.hpp);
     # auto: on when a host runs several workers of a bsp job
     host_aggregation: Union[bool, str] = "auto"       # auto | true | false
@@ -467,7 +474,7 @@ def _workers(r: _Reader, data: dict) -> int:
 def _transport(r: _Reader, d: Any) -> TransportConfig:
     r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
                                "compression", "pull_compression", "sufficient_factors",
-                               "host_aggregation", "pull_overlap", "gpu_ipc"))
+                               "factor_right", "host_aggregation", "pull_overlap", "gpu_ipc"))
     c = d.get("compression") or {}
     if isinstance(c, str):  # compression: fp16 is short for {method: fp16}
         c = {"method": c}
@@ -479,6 +486,13 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         error_feedback=r.boolean(c, "error_feedback", f"{key}.error_feedback", True))
     if compression.ratio > 1:
         raise r.fail(f"{key}.ratio", f"must be a number > 0 and <= 1, got {compression.ratio!r}")
+    factors = _sufficient_factors(r, d)
+    factor_right = r.choice(d, "factor_right", "transport.factor_right", "every_shard",
+                            FACTOR_RIGHTS)
+    if factor_right != "every_shard" and factors != "broadcast":
+        raise r.fail("transport.factor_right", f"{factor_right} needs "
+                     f"transport.sufficient_factors: broadcast (R reaches the other shards "
+                     f"through the relay), got sufficient_factors: {d.get('sufficient_factors')!r}")
     return TransportConfig(
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
@@ -487,7 +501,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
-        sufficient_factors=_sufficient_factors(r, d),
+        sufficient_factors=factors,
+        factor_right=factor_right,
         host_aggregation=_auto_bool(r, d, "host_aggregation"),
         pull_overlap=_auto_bool(r, d, "pull_overlap"),
         gpu_ipc=_auto_bool(r, d, "gpu_ipc", default=False))

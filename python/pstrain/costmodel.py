@@ -143,6 +143,18 @@ class Cluster:
     # bytes as pushed; the CLI's --factor-bytes follows --compression so)
     factor_broadcast: bool = False
     factor_value_bytes: float = 4.0
+    # E13, issue 32 (transport.factor_right; docs/architecture.md "R pushed once"): where R
+    # goes. "every_shard" (as built): a worker pushes its R factor (batch x cols) to every
+    # shard holding rows of the weight. "holder": only to its holder shard (RelayHolder,
+    # holders[w % n]); every other shard k of the weight gets the R's it lacks from a
+    # forwarder worker that has them from the relay. With servers_beside_workers that
+    # worker is on shard k's host (loopback: no NIC bytes, the shard's and the worker's
+    # stack still move them: Piece.forwarded); apart, the forwarder's uplink carries them
+    # (the same bytes as every_shard, averaged over the workers). Either way the shard's
+    # step of the weight waits for the forwarder to receive every pusher's R (all P R's on
+    # its downlink at its full rate; the holders send them ahead of the step, so the replies
+    # after it carry only the L's: Piece.early_reply)
+    factor_right: str = "every_shard"
     worker_flop_s: float = 0.0
     worker_apply_byte_s: float = 0.0
     # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
@@ -166,6 +178,9 @@ class Cluster:
         if self.host_aggregation and self.mode == "bsp":
             return math.ceil(self.workers / m), 1
         return self.workers, min(m, self.workers)
+
+
+FACTOR_RIGHTS = ("every_shard", "holder")   # E13: where a worker pushes its R factor
 
 
 def value_bytes(method: str, ratio: float = 0.01) -> float:
@@ -195,6 +210,15 @@ class Piece:
     pull_staged: float | None = None
     worker_flops: float = 0.0
     replica_bytes: float = 0.0
+    # E13 with factor_right "holder": bytes of R factors the shard gets per pusher from a
+    # worker on its own host (loopback, not the NIC), and the bytes of R the forwarder must
+    # receive before this shard can rebuild (0: it holds every R it needs)
+    forwarded: float = 0.0
+    forward_wait: float = 0.0
+    # E13 holder: bytes of this piece's reply that are R factors: the holder sends them ahead
+    # of the step (the forwarder needs them before the other shards can rebuild), so the
+    # reply after the step carries the rest; the link's busy time still counts them
+    early_reply: float = 0.0
 
 
 def _factor_rows(chunks: list[Chunk], cols: int) -> tuple[int, int]:
@@ -227,7 +251,7 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
             values = sum(c.values for c in mine)
             push = pull = staged = flops = 0.0
             relay = None                      # E13: float32 bytes of relayed factors
-            dense_staged = worker_flops = replica = 0.0
+            dense_staged = worker_flops = replica = forwarded = forward_wait = early = 0.0
             for i in sorted({c.param for c in mine}):
                 part = [c for c in mine if c.param == i]
                 n = sum(c.values for c in part)
@@ -239,9 +263,21 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
                     continue
                 rows, cols = params[i].fc_shape
                 span, touched = _factor_rows(part, cols)
-                sent = 4.0 * batch * (span + cols)
+                holders = sorted({c.shard for c in by_layer[layer] if c.param == i})
+                relayed = len(range(holders.index(k), P, len(holders)))
+                # R to this shard: from every pusher, or (holder) from the pushers it holds
+                # for, per pusher on average; the others' R's come forwarded
+                rights = 1.0 if cl.factor_right == "every_shard" else relayed / P
+                sent = 4.0 * batch * (span + rights * cols)
                 push += sent * cl.factor_value_bytes / 4.0
                 staged += sent
+                if rights < 1.0:
+                    lacking = (1.0 - rights) * batch * cols * cl.factor_value_bytes
+                    if cl.servers_beside_workers:
+                        forwarded += lacking
+                    else:
+                        push += lacking
+                    forward_wait = max(forward_wait, P * batch * cols * cl.factor_value_bytes)
                 flops += 2.0 * touched * cols * batch
                 if not cl.factor_broadcast:
                     pull += dense_pull
@@ -249,23 +285,24 @@ def pieces(layers: list[LayerTime], params: list[Param], batch: int, cl: "Cluste
                     continue
                 # E13: the L rows its chunks touch from all P pushers, and the R factors of
                 # the pushers w this shard holds for (holders[w % n], n holder shards)
-                holders = sorted({c.shard for c in by_layer[layer] if c.param == i})
-                relayed = len(range(holders.index(k), P, len(holders)))
                 factor_values = P * batch * _rows_touched(part, cols) + relayed * batch * cols
                 pull += cl.factor_value_bytes * factor_values
                 relay = (relay or 0.0) + 4.0 * factor_values
+                if cl.factor_right == "holder":
+                    early += cl.factor_value_bytes * relayed * batch * cols
                 worker_flops += 2.0 * P * batch * n
                 replica += 4.0 * n
             out[layer].append(Piece(k, values, push, pull, staged, flops,
                                     None if relay is None else dense_staged + relay,
-                                    worker_flops, replica))
+                                    worker_flops, replica, forwarded, forward_wait, early))
     return out
 
 
 def _factors(param: Param, index: int, chunks: list[Chunk], batch: int, cl: "Cluster"):
     """E1b: whether `param` goes as sufficient factors: an InnerProduct weight whose factors,
     summed over the shards holding its chunks, are fewer float32 bytes than its gradient
-    (FactorCapture::Create's rule). None when it does not."""
+    (FactorCapture::Create's rule; factor_right "holder" leaves it as it is, R counted per
+    shard, so that the switch changes no weight's path). None when it does not."""
     if not (cl.sufficient_factors or cl.factor_broadcast) or param.fc_shape is None:
         return None
     rows, cols = param.fc_shape
@@ -310,6 +347,12 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     if cl.pull_overlap and cl.mode != "bsp" and not cl.streamed_pulls:
         raise CostModelError("pull_overlap (E12) needs pulls answered chunk by chunk "
                              "(streamed_pulls) in ssp and asp")
+    if cl.factor_right not in FACTOR_RIGHTS:
+        raise CostModelError(f"factor_right must be one of {', '.join(FACTOR_RIGHTS)}, got "
+                             f"{cl.factor_right!r}")
+    if cl.factor_right != "every_shard" and not cl.factor_broadcast:
+        raise CostModelError(f"factor_right {cl.factor_right!r} needs factor_broadcast (E13: "
+                             "R reaches the other shards through the relay)")
     if cl.factor_value_bytes <= 0 or cl.pull_window_bytes < 0:
         raise CostModelError("factor_value_bytes must be > 0 and pull_window_bytes >= 0, got "
                              f"{cl.factor_value_bytes} and {cl.pull_window_bytes}")
@@ -319,9 +362,10 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     # per shard, one pusher's exchange: dense values, bytes on the wire each way, messages,
     # the rebuild's flops (E1, E1b)
     shard_values, shard_push, shard_pull = [0.0] * S, [0.0] * S, [0.0] * S
-    shard_flops, shard_msgs = [0.0] * S, [0] * S
+    shard_flops, shard_msgs, shard_forwarded = [0.0] * S, [0] * S, [0.0] * S
     for layer_pieces in by_layer.values():
         for c in layer_pieces:
+            shard_forwarded[c.shard] += c.forwarded
             shard_msgs[c.shard] += 1
             shard_values[c.shard] += c.values
             shard_push[c.shard] += c.push
@@ -340,7 +384,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         rebuild GEMM, its stack beyond c_s, two messages)."""
         return (shard_bytes[k] * _server_wall_byte_s(cl)
                 + shard_flops[k] * cl.server_flop_s / max(1, cl.server_threads)
-                + (shard_push[k] + shard_pull[k]) / 2 * cl.server_kernel_byte_s
+                + (shard_push[k] + shard_pull[k] + shard_forwarded[k]) / 2
+                * cl.server_kernel_byte_s
                 + 2 * shard_msgs[k] * cl.message_s)
     # E11: one host's NIC carries its p pushers' bytes; with servers beside the workers,
     # also its shard's bytes from and to the other hosts' pushers, not its own
@@ -378,9 +423,11 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     timed = 1.0 if cl.cores is None else max(1.0, (1 + cl.timed_background) / cl.cores)
     # CPU work for one worker's communication per iteration, wherever it runs: its client
     # copies and messages, the kernel moving its bytes both ways, the servers' work on them
-    comm_cpu = (2 * staged * cl.worker_byte_s + (push_total + pull_total) * cl.kernel_byte_s
+    forwarded = sum(shard_forwarded)   # E13 holder: R's handed over on a host, per pusher
+    comm_cpu = (2 * staged * cl.worker_byte_s
+                + (push_total + pull_total + forwarded) * cl.kernel_byte_s
                 + 4 * msgs * cl.message_s + total_bytes * cl.server_byte_s
-                + (push_total + pull_total) / 2 * cl.server_kernel_byte_s)
+                + (push_total + pull_total + forwarded) / 2 * cl.server_kernel_byte_s)
     sync = _lockstep(cl)
     # E8: the CPU one worker's communication costs, all threads of the worker and the servers
     e8 = cl.cores is not None and (cl.worker_cpu_exchange_s or cl.worker_cpu_byte_s or
@@ -570,6 +617,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     position = []           # E12: the forward position of each of them
     used: dict = {}         # E12: each link's busy intervals while the pushes go
     replica = [0.0] * len(layers)   # E13: the worker's rebuild and step before layer l's forward
+    rights_in: dict = {}    # E13 holder: when the forwarder has every pusher's R, per layer
     for layer_index, layer in reversed(list(enumerate(layers))):
         t += layer.backward_ms / 1e3 * scale
         for piece in by_layer[layer.name]:
@@ -589,13 +637,24 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                                                  server_bw)
             used.setdefault(link(("in", k)), []).append((begin, free[link(("in", k))]))
             arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
+            if piece.forward_wait > 0:
+                # E13 holder: the R's this shard lacks come after the forwarder received
+                # every pusher's R from the holders, once a layer, on its downlink where the
+                # pushes to its host's shard leave it free (the replies then wait for it),
+                # and one hop more to the shard
+                if layer.name not in rights_in:
+                    begin = sent + 2 * L
+                    rights_in[layer.name] = _fill(used.get("down", []), begin,
+                                                  own * piece.forward_wait / cl.worker_bw)
+                    used.setdefault("down", []).append((begin, rights_in[layer.name]))
+                arrived = max(arrived, rights_in[layer.name] + L)
             # E3: the server applies once all W copies are in (bsp: sum + one step), after
             # rebuilding factored chunks (E1b).
             begin = max(arrived, s_cpu[k])
             s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
                                     + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
                                     + cl.message_s) * slow
-            applied.append((s_cpu[k], k, piece.pull, 4.0 * piece.values
+            applied.append((s_cpu[k], k, piece.pull - piece.early_reply, 4.0 * piece.values
                             if piece.pull_staged is None else piece.pull_staged))
             position.append(layer_index)
             replica[layer_index] += (piece.worker_flops * cl.worker_flop_s
@@ -795,6 +854,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--factor-broadcast", action="store_true",
                    help="E13: transport.sufficient_factors: broadcast (bsp): the factored "
                         "weights' pulls are every pusher's factors, the worker rebuilds them")
+    p.add_argument("--factor-right", default="every_shard", choices=FACTOR_RIGHTS,
+                   help="E13 (with --factor-broadcast; transport.factor_right): every_shard: a "
+                        "worker pushes its R factor to every shard of the weight (as built); "
+                        "holder: to its holder shard only, the others get it forwarded by a "
+                        "worker on their host (through the NIC with servers apart)")
     p.add_argument("--factor-bytes", type=float, default=None,
                    help="E1b, E13: bytes a factor value on the wire, both ways (default: 2 "
                         "with --compression fp16 or bf16, whose pushes and relay carry the "
@@ -853,6 +917,7 @@ def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
                    sufficient_factors=args.sufficient_factors,
                    factor_broadcast=args.factor_broadcast,
                    factor_value_bytes=factor_bytes(args),
+                   factor_right=args.factor_right,
                    worker_flop_s=args.worker_ns_per_flop * 1e-9,
                    worker_apply_byte_s=args.worker_apply_ns_per_byte * 1e-9,
                    pull_overlap=args.pull_overlap,

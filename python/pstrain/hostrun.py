@@ -60,6 +60,9 @@ class HostLayout(Layout):
     def worker_hosts(self) -> list[str] | None:
         return [slot.host.name for slot in self.placement.workers]
 
+    def server_hosts(self) -> list[str] | None:
+        return [slot.host.name for slot in self.placement.servers]
+
 
 class HostLauncher(Launcher):
     name = "hostfile"

@@ -35,6 +35,12 @@ class Layout:
         processes start. Here: every worker on this machine."""
         return ["localhost"] * len(self.worker_gpus)
 
+    def server_hosts(self) -> list[str] | None:
+        """Per shard, the host it runs on, named as worker_hosts() names them; None: not
+        known before the processes start, or (here) every process on this machine, where
+        any worker reaches any shard without a NIC."""
+        return None
+
     def worker_hosts_unknown(self) -> str:
         """Why worker_hosts() is None (for the error of host_aggregation: true)."""
         return "the hosts of its workers are known only once they start"

@@ -259,6 +259,22 @@ class Plan:
                           "--dc-epsilon", repr(c.dc_asgd.epsilon)]
         return flags
 
+    def forward_shards(self) -> list[list[int]] | None:
+        """transport.factor_right: holder: per worker rank, the shards it forwards R's to
+        (docs/architecture.md, "R pushed once"): shard k's forwarder is the lowest-ranked
+        worker on shard k's host (per_host: server k runs on the k-th worker host), so the
+        forward never crosses a NIC; a shard on a host without workers (first_slots) takes
+        worker k mod W. None where the hosts are not known here (every process on this
+        machine, or Slurm before srun): ps-worker's default, k mod W."""
+        servers, workers = self.layout.server_hosts(), self.layout.worker_hosts()
+        if servers is None or workers is None:
+            return None
+        out: list[list[int]] = [[] for _ in workers]
+        for k, host in enumerate(servers):
+            local = [w for w, h in enumerate(workers) if h == host]
+            out[local[0] if local else k % len(workers)].append(k)
+        return out
+
     def worker_command(self, rank: int, endpoints: list[str]) -> list[str]:
         j = self.job
         cmd = [str(self.worker_bin), "--solver", str(self.solver_copy), "--rank", str(rank),
@@ -308,6 +324,12 @@ class Plan:
             cmd.append("--factor-broadcast")
             if snapshot > 0:
                 cmd += ["--factor-verify-interval", str(snapshot)]
+            if j.transport.factor_right == "holder":
+                cmd += ["--factor-right", "holder"]
+                forwarders = self.forward_shards()
+                if forwarders is not None:
+                    mine = forwarders[rank]
+                    cmd += ["--forward-shards", ",".join(map(str, mine)) if mine else "none"]
         if self.pull_overlap():
             cmd.append("--pull-overlap")
         if j.transport.gpu_ipc is not False:  # ps-worker's default is false

@@ -543,6 +543,104 @@ def test_e13_the_worker_rebuilds_the_broadcast_step_before_the_next_forward():
         predict(ONE, FC, 64, Cluster(workers=4, servers=1, mode="asp", **on))
 
 
+def test_e13_holder_pushes_r_once_and_the_other_shards_get_it_forwarded():
+    """E13, factor_right "holder" (issue 32, R pushed once): the chunks of the E1b test
+    (shard 0 spans rows 0-999, shard 1 rows 450-900), 4 workers, batch 64: a worker pushes
+    L's span to each shard and its R (64 x 1000) to its holder only (holders[w % 2]: each
+    shard holds for 2 of the 4 pushers, so per pusher half an R); the other half of the R's
+    each shard needs comes from a forwarder worker."""
+    cl = Cluster(workers=4, servers=2, factor_broadcast=True, factor_right="holder",
+                 servers_beside_workers=True, **dict(LINK, chunk_bytes=4 * 450_500))
+    got = costmodel.pieces(ONE, FC, 64, cl)["fc"]
+    half_r = 4 * 64 * 1000 / 2
+    # beside: the forwarded half goes through memory on the shard's host, not the NIC;
+    # the forwarder must first have every pusher's R (4 x 64 x 1000 floats); the replies'
+    # R's (2 pushers' a shard) go ahead of the step
+    assert [(p.push, p.staged, p.forwarded, p.forward_wait, p.early_reply) for p in got] == [
+        (4 * 64 * 1000 + half_r, 4 * 64 * 1000 + half_r, half_r, 4 * 4 * 64 * 1000,
+         4 * 2 * 64 * 1000),
+        (4 * 64 * 451 + half_r, 4 * 64 * 451 + half_r, half_r, 4 * 4 * 64 * 1000,
+         4 * 2 * 64 * 1000)]
+    # a worker's push is (S - 1) x s x c x 4 bytes less than every_shard's: one R, not two
+    every = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, factor_right="every_shard"))
+    assert sum(p.push for p in every["fc"]) - sum(p.push for p in got) == (2 - 1) * 64 * 1000 * 4
+    assert all((p.forwarded, p.forward_wait, p.early_reply) == (0, 0, 0) for p in every["fc"])
+    # the pull is E13's either way
+    assert [p.pull for p in got] == [p.pull for p in every["fc"]]
+    # servers apart: the forwarder's uplink carries the lacking R's (the same bytes as
+    # every_shard, averaged over the workers), nothing goes through memory
+    apart = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, servers_beside_workers=False))
+    assert [(p.push, p.forwarded) for p in apart["fc"]] == [(4 * 64 * 2000, 0.0),
+                                                            (4 * 64 * 1451, 0.0)]
+    # 16-bit factors: half of every byte count
+    half = costmodel.pieces(ONE, FC, 64, dataclasses.replace(cl, factor_value_bytes=2.0))["fc"]
+    assert [(p.push, p.forwarded) for p in half] == [(2 * 64 * 1000 + half_r / 2, half_r / 2),
+                                                     (2 * 64 * 451 + half_r / 2, half_r / 2)]
+    # FactorCapture's rule is unchanged (R counted per shard), so no weight changes its
+    # path: batch 400 is 4 x 400 x (1451 + 2000) = 5.5 MB of factors against the 4 MB
+    # gradient, dense either way (4 x 400 x 2451 = 3.9 MB would pass a rule of R once)
+    for right in ("every_shard", "holder"):
+        assert costmodel.pieces(ONE, FC, 400, dataclasses.replace(
+            cl, factor_right=right))["fc"][0].flops == 0.0
+    # the host link carries less; the step waits for the forward
+    on, off = (predict(ONE, FC, 64, dataclasses.replace(cl, factor_right=r))
+               for r in ("holder", "every_shard"))
+    assert on.busy_s["worker link"] < off.busy_s["worker link"]
+    with pytest.raises(CostModelError, match="factor_right 'holder' needs factor_broadcast "
+                                             "\\(E13: R reaches the other shards through the "
+                                             "relay\\)"):
+        predict(ONE, FC, 64, dataclasses.replace(cl, factor_broadcast=False))
+    with pytest.raises(CostModelError, match="factor_right must be one of every_shard, holder, "
+                                             "got 'once'"):
+        predict(ONE, FC, 64, dataclasses.replace(cl, factor_right="once"))
+
+
+def test_e13_holder_the_other_shards_step_waits_for_the_forward():
+    """By hand, one worker, 2 shards apart, the weight cut in halves (rows 0-499 on shard 0,
+    500-999 on shard 1), batch 64: shard 0 is the worker's holder. Both pushes are 384 KB
+    (3.84 ms): to shard 0 L's 500 rows and R; to shard 1 L's 500 rows, and R forwarded.
+    Forward 0-10 ms, backward 10-30; push 0 leaves 30-33.84, in at 34.84; push 1 leaves
+    33.84-37.68, in at 38.68."""
+    cl = Cluster(workers=1, servers=2, factor_broadcast=True,
+                 **dict(LINK, chunk_bytes=2_000_000))
+    # every_shard: replies of 384 KB (L and R) from shard 0 at 34.84, in 39.68; 128 KB (L)
+    # from shard 1 at 38.68, on the downlink 39.68-40.96
+    assert predict(ONE, FC, 64, cl).iteration_s == pytest.approx(0.04096)
+    # holder: shard 1 steps once the forwarder has the R from shard 0 (256 KB on its
+    # downlink, 2.56 ms, three latencies: 37.68 + 3 + 2.56 = 43.24); shard 0's reply is L
+    # alone (R went ahead): 128 KB, in at 37.12; shard 1's leaves 43.24, in at 45.52
+    holder = predict(ONE, FC, 64, dataclasses.replace(cl, factor_right="holder"))
+    assert holder.iteration_s == pytest.approx(0.04552)
+
+
+@pytest.mark.skipif(caffe_schema.messages() is None, reason="protoc not installed")
+def test_cli_takes_factor_right(tmp_path, capsys):
+    net = tmp_path / "fc.prototxt"
+    net.write_text('layer { name: "data" type: "Input" top: "x" input_param { shape { dim: 64 '
+                   'dim: 1000 } } }\nlayer { name: "fc" type: "InnerProduct" bottom: "x" '
+                   'top: "y" inner_product_param { num_output: 1000 bias_term: false } }\n')
+    times = tmp_path / "t.json"
+    times.write_text(json.dumps({"event": "layer_time", "layer": "fc", "forward_ms": 10.0,
+                                 "backward_ms": 20.0}) + "\n")
+    argv = ["--time", str(times), "--net", str(net), "--batch", "64", "--workers", "4",
+            "--servers", "2", "--chunk-bytes", str(4 * 450_500), "--servers-per-host",
+            "--factor-broadcast", "--json"]
+    got = {}
+    for right in ("every_shard", "holder"):
+        assert costmodel.main(argv + ["--factor-right", right]) == 0
+        got[right] = json.loads(capsys.readouterr().out)["iteration_ms"]
+    cl = Cluster(workers=4, servers=2, factor_broadcast=True, servers_beside_workers=True,
+                 worker_bw=1.25e9, server_bw=1.25e9, latency_s=50e-6, message_s=20e-6,
+                 chunk_bytes=4 * 450_500)
+    params = costmodel.net_params(net)
+    for right, ms in got.items():
+        want = predict(ONE, params, 64, dataclasses.replace(cl, factor_right=right))
+        assert ms == pytest.approx(want.iteration_s * 1e3)
+    assert got["holder"] != got["every_shard"]
+    assert costmodel.main(argv + ["--factor-right", "holder", "--mode", "asp"]) == 2
+    assert "is bsp only" in capsys.readouterr().err
+
+
 # E12: three layers in forward order a, b, c, 10 ms forward and 10 ms backward each; a and b
 # hold 1 MB (10 ms on a 100 MB/s link), c 2 MB (20 ms)
 ABC = [LayerTime("a", 10.0, 10.0), LayerTime("b", 10.0, 10.0), LayerTime("c", 10.0, 10.0)]

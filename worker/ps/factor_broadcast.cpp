@@ -38,7 +38,34 @@ void FactorBroadcast::AddToPull(pstrain::Header* pull) const {
   for (const Weight& w : weights_) {
     if (relay_) pull->add_broadcast(static_cast<uint32_t>(w.param));
     if (dense_) pull->add_history_params(static_cast<uint32_t>(w.param));
+    // Every pull, not only those that take factors: the R's are also
+    // forwarded (a restarted worker's first pull included).
+    if (options_.rights_ahead && clock_ >= 1) {
+      pull->add_rights_ahead(static_cast<uint32_t>(w.param));
+    }
   }
+}
+
+Status FactorBroadcast::AcceptRight(const std::string& server, const transport::InMessage& right) {
+  const pstrain::FactorRight& r = right.header.right();
+  if (!relay_ || right.header.clock() != clock_ - 1) return Status::Ok();
+  const int param = static_cast<int>(r.param());
+  auto weight = std::find_if(weights_.begin(), weights_.end(),
+                             [&](const Weight& w) { return w.param == param; });
+  if (weight == weights_.end()) {
+    return Status::InvalidArgument(server + " sent the R of parameter " + std::to_string(param) +
+                                   ", which this worker does not broadcast");
+  }
+  if (r.cols() != static_cast<uint32_t>(weight->cols)) {
+    return Status::InvalidArgument(server + " sent an R of parameter " + std::to_string(param) +
+                                   " with rows of " + std::to_string(r.cols()) +
+                                   ", its rows have " + std::to_string(weight->cols));
+  }
+  std::vector<float>& values = rights_[static_cast<size_t>(weight - weights_.begin())][r.worker()];
+  const size_t count = static_cast<size_t>(r.samples()) * r.cols();
+  const float* v = DecodeFactors(r.dtype(), right.payload(0), count, &values);
+  if (v != values.data()) values.assign(v, v + count);
+  return Status::Ok();
 }
 
 Status FactorBroadcast::Accept(int shard, const std::string& server,

@@ -40,6 +40,10 @@ struct FactorBroadcastOptions {
   int num_workers = 1;
   int64_t verify_interval = 0;  // > 0: every this many iterations (t % n == 0)
   bool strict = false;          // a replica that differs from the shards is an error
+  // R pushed once (PsClientOptions::factor_right_holder): every pull for
+  // t >= 1 asks the shards for the R's of step t - 1 ahead (rights_ahead); the
+  // relay's entries then carry none, AcceptRight takes them.
+  bool rights_ahead = false;
   std::function<void(const std::string&)> on_notice;  // warnings
 };
 
@@ -64,6 +68,11 @@ class FactorBroadcast {
   // A PULL_REPLY from `shard` (validated). Error, naming the shard: factors
   // or history this pull did not ask for.
   Status Accept(int shard, const std::string& server, const transport::InMessage& reply);
+  // A FACTOR_RIGHT (validated: from the worker's holder) of the pull in
+  // flight's step clock - 1, with rights_ahead: that worker's R for the
+  // replica's step. One of another step, or a pull that takes no factors:
+  // nothing to do (it was only forwarded).
+  Status AcceptRight(const std::string& server, const transport::InMessage& right);
   // Every reply of the pull is in: the replica steps (or starts) and the
   // blobs get its values. Error: `strict` and a difference from the shards.
   Status Finish();

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/ps/factor_relay.hpp"
 #include "common/ps/sufficient_factors.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/validate.hpp"
@@ -286,6 +287,7 @@ Result<std::optional<std::pair<int, InMessage>>> PsClient::ReceiveOne(
     in_flight_[k] = std::max(0, in_flight_[k] - 1);
   }
   if (type == pstrain::PULL_REPLY) PSTRAIN_RETURN_IF_ERROR(AcceptPullReply(shard, message));
+  if (type == pstrain::FACTOR_RIGHT) PSTRAIN_RETURN_IF_ERROR(OnFactorRight(shard, message));
   return std::optional<std::pair<int, InMessage>>(std::make_pair(shard, std::move(message)));
 }
 
@@ -645,6 +647,10 @@ Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors&
     shape->set_row_end(static_cast<uint32_t>(span.end));
     shape->set_cols(static_cast<uint32_t>(cols));
     if (relay) shape->set_relay(true);
+    // R pushed once: to the holder; the others get it forwarded.
+    const bool forwarded = relay && options_.factor_right_holder &&
+                           RelayHolder(placement_, param_id, options_.rank) != static_cast<int>(k);
+    if (forwarded) shape->set_right_forwarded(true);
     if (dtype != pstrain::FLOAT32) m.header.set_dtype(dtype);
     for (uint32_t id : ids) {
       transport::AddChunk(m.header, id, static_cast<uint64_t>(placement_.chunk(id).length));
@@ -662,7 +668,7 @@ Status PsClient::PushFactors(int param_id, int64_t clock, const GradientFactors&
       left = factor_columns_.data();
     }
     m.payloads.push_back(frame(left, left_count));
-    m.payloads.push_back(frame(factors.right, static_cast<size_t>(samples * cols)));
+    if (!forwarded) m.payloads.push_back(frame(factors.right, static_cast<size_t>(samples * cols)));
     PSTRAIN_RETURN_IF_ERROR(SendPushPart(static_cast<int>(k), std::move(m)));
     NotePushed(k, clock, ids);
   }

@@ -123,6 +123,16 @@ struct PsClientOptions {
   // or BFLOAT16 (the shard rounds its float32 weights to nearest even; the
   // blobs get the decoded values). A shard that does not grant it fails Hello.
   pstrain::DataType pull_compression = pstrain::FLOAT32;
+  // Sufficient-factor broadcasting with R pushed once (ps-worker
+  // --factor-right holder; docs/architecture.md, "R pushed once"): a relayed
+  // factor push carries R only to this worker's holder shard (RelayHolder),
+  // L alone (FactorShape.right_forwarded) to the weight's other shards; each
+  // FACTOR_RIGHT a holder sends ahead of a step (PULL's rights_ahead, set by
+  // FactorBroadcast) is forwarded to the shards of `forward_shards` that hold
+  // rows of the weight and are not that worker's holder. forward_shards
+  // empty: the shards k with k % world_size == rank (-1 in it matches no shard).
+  bool factor_right_holder = false;
+  std::vector<int> forward_shards;
   // GPU IPC pushes (common/transport/gpu_path.hpp): a GPU worker's offer
   // (worker/ps/gpu_region.hpp), sent in every HELLO; unset: none. gpu_ipc
   // kOn makes a shard's refusal a Hello error.
@@ -149,6 +159,7 @@ struct PsTraffic {
   double push_wait_seconds = 0;  // time spent blocked on the in-flight window
   int64_t send_retries = 0;      // sends tried again after a retryable failure
   int64_t gpu_ipc_pushes = 0;    // PUSH messages sent as GPU IPC slices (PushIpc)
+  int64_t rights_forwarded = 0;  // FACTOR_RIGHTs forwarded (factor_right_holder)
 };
 
 class PsClient {
@@ -239,6 +250,10 @@ class PsClient {
   // factors and history go to it, and WaitPull ends with its Finish (the
   // blobs of those weights get the replica's values). Not owned; null: off.
   void set_factor_broadcast(FactorBroadcast* broadcast) { factor_broadcast_ = broadcast; }
+  // R pushed once: forward every R to every shard that needs it, not only to
+  // forward_shards (worker 0's pull of max_iter, which it alone sends: the
+  // other forwarders do not pull that step's R's).
+  void set_forward_all(bool all) { forward_all_ = all; }
 
  private:
   class Heartbeats;   // ps_client.cpp: the heartbeat thread
@@ -277,6 +292,10 @@ class PsClient {
   Status SendPushPart(int shard, transport::OutMessage message);
   // Hello's choice of the push path from the shards' HELLO_ACKs (gpu_path_).
   Status ChooseGpuPath(const std::vector<transport::InMessage>& acks);
+  // ps_client_forward.cpp: a FACTOR_RIGHT from `shard` (validated): forwarded
+  // to the shards this worker forwards to that need it, and handed to the
+  // factor broadcast's replica.
+  Status OnFactorRight(int shard, const transport::InMessage& right);
   // Push's bookkeeping for Pull's after_push: chunks `ids` went to `shard` for `clock`.
   void NotePushed(size_t shard, int64_t clock, const std::vector<uint32_t>& ids);
 
@@ -311,6 +330,7 @@ class PsClient {
   std::vector<std::string> pull_files_;
   bool pull_outstanding_ = false;
   FactorBroadcast* factor_broadcast_ = nullptr;  // set_factor_broadcast
+  bool forward_all_ = false;                     // set_forward_all
   transport::GpuPathDecision gpu_path_{false, "no HELLO yet"};
   PsTraffic traffic_;
   std::unique_ptr<Heartbeats> heartbeats_;  // last: stopped first

@@ -244,6 +244,7 @@ Status PsWorker::SetUpBroadcast() {
   o.num_workers = workers;
   o.verify_interval = options_.factor_verify_interval;
   o.strict = options_.factor_verify_strict;
+  o.rights_ahead = options_.client.factor_right_holder;
   o.on_notice = [notice](const std::string& text) { notice('W', text); };
   PSTRAIN_ASSIGN_OR_RETURN(broadcast_, FactorBroadcast::Create(placement, std::move(weights),
                                                                param_hyper_, hyper, std::move(o)));
@@ -291,6 +292,9 @@ Status PsWorker::Run() {
 
 Status PsWorker::PullFor(int iter) {
   if (iter < trainer_->solver().max_iter() || rank() == 0) {
+    // R pushed once: the last step's R's reach every shard through worker 0,
+    // the only worker that pulls max_iter.
+    if (iter >= trainer_->solver().max_iter()) client_->set_forward_all(true);
     return client_->Pull(iter);
   }
   return Status::Ok();

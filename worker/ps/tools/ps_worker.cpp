@@ -8,7 +8,8 @@
 //             [--elastic easgd|average --exchange-period T [--elastic-alpha A]]
 //             [--threads N] [--engine auto|fast|reference] [--gpu N] [--json] [--timeout-s T]
 //             [--shared-memory-mb M] [--io-threads N] [--sufficient-factors
-//              [--factor-broadcast [--factor-verify-interval K] [--factor-verify-strict]]]
+//              [--factor-broadcast [--factor-verify-interval K] [--factor-verify-strict]
+//               [--factor-right every_shard|holder [--forward-shards K,..]]]]
 //             [--host-groups G0,G1,... --host-group-shm /NAME]
 //
 // --host-groups (bsp host aggregation, worker/ps/host_group.hpp): each
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
   uint64_t job_key = 0;
   std::vector<std::string> memory_data;
   std::string host_groups, host_group_shm;
+  std::string factor_right, forward_shards;
   po::options_description desc("ps-worker");
   desc.add_options()("help,h", "show this help")("version", "print the version")(
       "solver", po::value(&options.solver_path), "solver prototxt")(
@@ -138,6 +140,13 @@ int main(int argc, char** argv) {
       "factor-broadcast", po::bool_switch(&options.factor_broadcast),
       "with --sufficient-factors, bsp: pull such a weight as every worker's factors of the step "
       "where those are fewer bytes, applied to a replica exactly as the servers apply them")(
+      "factor-right", po::value(&factor_right)->default_value("every_shard"),
+      "--factor-broadcast: every_shard (a factor push carries R to every shard of the weight) "
+      "or holder (R only to the worker's holder shard; the other shards get it forwarded by "
+      "the worker of --forward-shards)")(
+      "forward-shards", po::value(&forward_shards)->default_value(""),
+      "--factor-right holder: the shards this worker forwards R's to (0,2, or none; "
+      "default: the shards k with k % workers == rank)")(
       "factor-verify-interval",
       po::value(&options.factor_verify_interval)->default_value(0),
       "--factor-broadcast: every K iterations also pull the weights and history and compare "
@@ -215,6 +224,35 @@ int main(int argc, char** argv) {
   if (!(options.client.topk_ratio > 0 && options.client.topk_ratio <= 1)) {
     return usage("--topk-ratio must be in (0, 1], got " +
                  std::to_string(options.client.topk_ratio));
+  }
+  if (factor_right != "every_shard" && factor_right != "holder") {
+    return usage("--factor-right must be every_shard or holder, got \"" + factor_right + "\"");
+  }
+  options.client.factor_right_holder = factor_right == "holder";
+  if (options.client.factor_right_holder && !options.factor_broadcast) {
+    return usage("--factor-right holder needs --factor-broadcast (R reaches the other shards "
+                 "through the relay)");
+  }
+  if (!forward_shards.empty()) {
+    if (!options.client.factor_right_holder) {
+      return usage("--forward-shards needs --factor-right holder");
+    }
+    std::vector<std::string> parts;
+    if (forward_shards != "none") boost::split(parts, forward_shards, boost::is_any_of(","));
+    options.client.forward_shards.push_back(-1);  // given: none of its own unless listed
+    for (const std::string& part : parts) {
+      int k = -1;
+      try {
+        size_t used = 0;
+        k = std::stoi(part, &used);
+        if (used != part.size()) k = -1;
+      } catch (const std::exception&) {
+      }
+      if (k < 0) {
+        return usage("--forward-shards: \"" + forward_shards + "\": shard numbers (0,2)");
+      }
+      options.client.forward_shards.push_back(k);
+    }
   }
   if (timeout_s < 1) return usage("--timeout-s must be at least 1");
   if (!host_groups.empty()) {
