@@ -24,6 +24,7 @@ MODES = ("bsp", "ssp", "asp")
 ENGINES = ("auto", "fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 SHARED_MEMORY_MAX_MB = 4096  # common/transport/shared_ring.hpp kSharedRingMaxMb
+IO_THREADS_MAX = 64          # ps-worker --io-threads
 AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
@@ -110,6 +111,10 @@ class TransportConfig:
     interface: str = "127.0.0.1"       # tcp: the address servers bind
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
+    # ZeroMQ I/O threads of each worker: its connection to shard k is served by thread
+    # k mod io_threads, so the kernel copies of the shards' bytes spread over that many cores
+    # (docs/config-reference.md, "I/O threads"). Only timing changes.
+    io_threads: int = 1
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
     # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
     # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
@@ -472,7 +477,7 @@ def _workers(r: _Reader, data: dict) -> int:
 
 
 def _transport(r: _Reader, d: Any) -> TransportConfig:
-    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb",
+    r.section(d, "transport", ("kind", "interface", "chunk_bytes", "shared_memory_mb", "io_threads",
                                "compression", "pull_compression", "sufficient_factors",
                                "factor_right", "host_aggregation", "pull_overlap", "gpu_ipc"))
     c = d.get("compression") or {}
@@ -498,6 +503,7 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_shared_memory_mb(r, d),
+        io_threads=_io_threads(r, d),
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
@@ -577,6 +583,14 @@ def _shared_memory_mb(r: _Reader, d: dict) -> int:
         raise r.fail("transport.shared_memory_mb",
                      f"must be an integer in [0, {SHARED_MEMORY_MAX_MB}], got {mb!r}")
     return mb
+
+
+def _io_threads(r: _Reader, d: dict) -> int:
+    n = d.get("io_threads", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= IO_THREADS_MAX:
+        raise r.fail("transport.io_threads",
+                     f"must be an integer in [1, {IO_THREADS_MAX}], got {n!r}")
+    return n
 
 
 def _security(r: _Reader, d: Any) -> SecurityConfig:

@@ -286,6 +286,8 @@ class Plan:
                "--engine", j.engine, "--timeout-s",
                str(GATED_WORKER_TIMEOUT_S if self.step_gate else WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
+        if j.transport.io_threads != 1:
+            cmd += ["--io-threads", str(j.transport.io_threads)]
         if rank == 0 and self.initial_weights and self.resume_manifest is None:
             # Caffe's -weights syntax: files loaded in order, a later one wins per layer.
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]

@@ -5,10 +5,17 @@
 // 127.0.0.1 only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/transport/address.hpp"
 #include "common/transport/channel.hpp"
@@ -297,6 +304,66 @@ TEST(TransportTest, DescribeAndPrintablePeer) {
 
 TEST(TransportTest, MallocTuningIsAccepted) {
   EXPECT_TRUE(transport::TuneMallocForLargeFrames().ok());
+}
+
+// The I/O threads of a Context (transport.io_threads): a DEALER with
+// io_thread k has its connection served by I/O thread k, so two connections
+// each moving 200 MB keep both threads busy (without ZMQ_AFFINITY ZeroMQ puts
+// both on the first, which looks least busy when they are made).
+std::map<std::string, int64_t> IoThreadCpuNs(const std::set<std::string>& skip) {
+  std::map<std::string, int64_t> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    const std::string tid = task.path().filename().string();
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (skip.count(tid) || name.rfind("ZMQbg/IO", 0) != 0) continue;
+    std::ifstream schedstat(task.path() / "schedstat");
+    int64_t ns = 0;
+    schedstat >> ns;
+    out[tid] = ns;
+  }
+  return out;
+}
+
+TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
+  transport::Context server_ctx;
+  std::vector<std::unique_ptr<Channel>> routers;
+  for (int k = 0; k < 2; ++k) {
+    auto router = transport::BindRouter(server_ctx, "tcp://127.0.0.1:*");
+    ASSERT_TRUE(router.ok()) << router.status().message();
+    routers.push_back(std::move(router.value()));
+  }
+  std::set<std::string> before;
+  for (const auto& [tid, ns] : IoThreadCpuNs({})) before.insert(tid);
+  transport::Context ctx(2);
+  EXPECT_EQ(ctx.io_threads(), 2);
+  std::vector<std::unique_ptr<Channel>> dealers;
+  for (int k = 0; k < 2; ++k) {
+    transport::SocketOptions options;
+    options.identity = "w" + std::to_string(k);
+    options.io_thread = k;
+    auto dealer = transport::ConnectDealer(ctx, routers[k]->endpoint(), options);
+    ASSERT_TRUE(dealer.ok()) << dealer.status().message();
+    dealers.push_back(std::move(dealer.value()));
+  }
+  const auto start = IoThreadCpuNs(before);
+  ASSERT_EQ(start.size(), 2u);  // the client context's two I/O threads
+  constexpr size_t kValues = 1 << 20;  // 4 MiB a message, 50 a connection
+  for (int m = 0; m < 50; ++m) {
+    for (int k = 0; k < 2; ++k) {
+      OutMessage out{MakeHeader(PUSH, k, m, {{0, kValues}}), {Payload::Of(Ramp(kValues, 1.f))}};
+      ASSERT_TRUE(dealers[k]->Send("", std::move(out)).ok());
+    }
+    for (int k = 0; k < 2; ++k) EXPECT_EQ(MustReceive(*routers[k]).payload_length(0), kValues);
+  }
+  const auto end = IoThreadCpuNs(before);
+  std::vector<int64_t> busy;
+  for (const auto& [tid, ns] : start) busy.push_back(end.at(tid) - ns);
+  const int64_t most = std::max(busy[0], busy[1]);
+  EXPECT_GT(most, 0);
+  // Each thread did at least a third of what the busier one did.
+  EXPECT_GE(3 * std::min(busy[0], busy[1]), most) << busy[0] << " ns and " << busy[1] << " ns";
 }
 
 }  // namespace

@@ -42,8 +42,9 @@ SECTION_KEYS = {
                 "hosts", "hostfile", "server_placement", "straggler", "server_threads"],
     "consistency": ["mode", "staleness", "staleness_per_worker", "backup_workers", "staleness_lr",
                     "dc_asgd", "easgd", "local_sgd"],
-    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "compression",
-                  "pull_compression", "sufficient_factors", "host_aggregation",
+    "transport": ["kind", "interface", "chunk_bytes", "shared_memory_mb", "io_threads",
+                  "compression", "pull_compression", "sufficient_factors", "factor_right",
+                  "host_aggregation",
                   "pull_overlap", "gpu_ipc"],
     "data": ["prepare", "memory_data"],
     "restart": ["max_worker_restarts", "max_server_restarts"],
@@ -190,6 +191,7 @@ OVERRIDES = st.lists(st.one_of(
                                "transport.compression", "transport.compression.ratio",
                                "transport.pull_compression", "transport.gpu_ipc",
                                "transport.shared_memory_mb", "transport.sufficient_factors",
+                               "transport.io_threads",
                                "remote.ssh_options"]),
               st.text(max_size=20))), max_size=3)
 
@@ -218,6 +220,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     assert isinstance(compression.error_feedback, bool)
     assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
+    assert 1 <= c.transport.io_threads <= config.IO_THREADS_MAX
     assert c.transport.sufficient_factors in (False, True, "broadcast")
     assert c.transport.pull_overlap in (True, False, "auto")
     m = c.consistency
