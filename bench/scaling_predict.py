@@ -64,6 +64,8 @@ CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
 # 25 GbE; the shard's apply threads when they are on (an H200 host has dozens of cores)
 ISSUE = dict(workers=8, servers=8, gbit=25)
 THREADS_ON = 8
+IO_THREADS_ON = 4     # E2d: a worker's ZeroMQ I/O threads (transport.io_threads)
+THREADS_MANY = 16     # a shard's apply threads on a many-core GPU host
 # E12: what a shard lets ZeroMQ hold a worker ahead of the wire (ps-server
 # --pull-window-kb, 2048 by default)
 PULL_WINDOW = 2 << 20
@@ -107,7 +109,11 @@ STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thr
          "`transport.compression: fp16`; the rebuild on the GPU: not built)",
          "+ each worker's R factor pushed once, to its holder shard, the other shards taking "
          "it from a worker on their host (E13, `transport.factor_right: holder`: built for "
-         "CPU workers, as E13 is)"]
+         "CPU workers, as E13 is)",
+         f"+ {IO_THREADS_ON} ZeroMQ I/O threads a worker, one shard's connection on each "
+         f"(E2d, `transport.io_threads: {IO_THREADS_ON}`: in main)",
+         f"+ {THREADS_MANY} apply threads a shard (`cluster.server_threads: {THREADS_MANY}`: "
+         "the rebuild of factor pushes runs on them too)"]
 MAIN_STEP = 5      # every switch in main
 BUILDING_STEP = 7  # and the two added since (E12, E13)
 ALL_STEP = 9       # and early pulls on GPU workers and E2c
@@ -142,6 +148,10 @@ def switches(step: int, calib: dict) -> dict:
         out["factor_value_bytes"] = 2.0
     if step >= 11:
         out["factor_right"] = "holder"
+    if step >= 12:
+        out["worker_io_threads"] = IO_THREADS_ON
+    if step >= 13:
+        out["server_threads"] = THREADS_MANY
     return out
 
 

@@ -73,6 +73,13 @@ class Cluster:
                                       # --threads): its wall time per byte is
                                       # server_byte_s / server_threads (E3, E5, E6c)
     worker_byte_s: float = 0.0        # worker CPU per byte and direction (staging, copies)
+    # E2d: ZeroMQ I/O threads of a worker (transport.io_threads): the part of worker_byte_s
+    # spent on its I/O threads (worker_io_share; ps-bench 16M on the EPYC: 0.77 of the worker
+    # process's CPU per byte) spreads over min(io_threads, servers) threads, one connection
+    # to a shard on each; the rest stays on the worker's own thread. The wall time per byte
+    # is worker_wall_byte_s(); the CPU counted in E6 and E8 stays worker_byte_s.
+    worker_io_threads: int = 1
+    worker_io_share: float = 0.77
     kernel_byte_s: float = 0.0        # CPU of the host's TCP stack per byte moved (loopback
                                       # and veth: 1/bandwidth of loopback; offloading NIC: ~0)
     server_kernel_byte_s: float = 0.0  # the server host's TCP stack CPU per byte of one
@@ -171,6 +178,12 @@ class Cluster:
     # False: the next forward waits for the whole pull (PsWorker::OnStart's WaitPull)
     pull_overlap: bool = False
     pull_window_bytes: float = float(2 << 20)   # ps-server --pull-window-kb 2048
+
+    def worker_wall_byte_s(self) -> float:
+        """E2d: the worker's CPU per byte on its critical path."""
+        n = max(1, min(self.worker_io_threads, self.servers))
+        share = min(1.0, max(0.0, self.worker_io_share))
+        return self.worker_byte_s * ((1.0 - share) + share / n)
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -347,6 +360,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     if cl.pull_overlap and cl.mode != "bsp" and not cl.streamed_pulls:
         raise CostModelError("pull_overlap (E12) needs pulls answered chunk by chunk "
                              "(streamed_pulls) in ssp and asp")
+    if cl.worker_io_threads < 1 or not 0.0 <= cl.worker_io_share <= 1.0:
+        raise CostModelError(f"worker_io_threads must be >= 1 and worker_io_share in [0, 1], "
+                             f"got {cl.worker_io_threads} and {cl.worker_io_share}")
     if cl.factor_right not in FACTOR_RIGHTS:
         raise CostModelError(f"factor_right must be one of {', '.join(FACTOR_RIGHTS)}, got "
                              f"{cl.factor_right!r}")
@@ -394,7 +410,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     host_up = p * (push_total - own_push) + (P - p) * own_pull
     host_down = p * (pull_total - own_pull) + (P - p) * own_push
     # E5: per-iteration busy time of the shared resources (per direction of a link)
-    host_wire, host_cpu = max(host_up, host_down) / cl.worker_bw, p * staged * cl.worker_byte_s
+    host_wire, host_cpu = (max(host_up, host_down) / cl.worker_bw,
+                           p * staged * cl.worker_wall_byte_s())
     busy = {
         "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
         + p * msgs * cl.message_s,
@@ -626,7 +643,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             # E2: worker uplink, then the server inlink carrying W copies (cut-through).
             start = max(fwd + bwd_total if grouped else t, free["up"]) + cl.message_s
             up = 0.0 if local else own * piece.push
-            cpu = (piece.staged * cl.worker_byte_s + piece.push * cl.link_kernel_byte_s
+            cpu = (piece.staged * cl.worker_wall_byte_s() + piece.push * cl.link_kernel_byte_s
                    + 4.0 * piece.values * summing) * slow
             on_wire = wire("up", start, up, cl.worker_bw)
             sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
@@ -688,7 +705,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
         begin = max(ready, request, sending.get(out, fwd)) + cl.message_s
         sending[out] = _fill(used.get("up" if beside else out, []), begin,
                              wire(("out", k), begin, remote(k) * nbytes, server_bw))
-        staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
+        staging = (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
         if local:   # the shard beside hands the reply over in memory, not after its NIC
             arrive = begin + staging
         else:
@@ -775,7 +792,7 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
         begin = max(when, free.get(out, fwd)) + cl.message_s
         free[out] = _fill(used.get("up" if beside else out, []), begin,
                           wire(("out", k), begin, remote(k) * nbytes, server_bw))
-        staging = (dense * cl.worker_byte_s + nbytes * cl.link_kernel_byte_s) * slow
+        staging = (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
         if beside and k == 0:   # the shard beside hands the reply over in memory
             arrive = begin + staging
         else:
@@ -819,6 +836,10 @@ def _parser() -> argparse.ArgumentParser:
                         "shard's wall time per byte is c_s divided by them")
     p.add_argument("--worker-ns-per-byte", type=float, default=0.0,
                    help="worker CPU per byte and direction (staging and copies)")
+    p.add_argument("--worker-io-threads", type=int, default=1,
+                   help="E2d: a worker's ZeroMQ I/O threads (transport.io_threads)")
+    p.add_argument("--worker-io-share", type=float, default=0.77,
+                   help="E2d: the part of --worker-ns-per-byte on the I/O threads")
     p.add_argument("--chunk-bytes", type=int, default=1 << 20)
     p.add_argument("--cores", type=float, help="cores shared by all processes (CPU runs)")
     p.add_argument("--cpu-exchange-us", type=float, nargs=2, default=(0.0, 0.0),
@@ -901,6 +922,8 @@ def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
                    server_byte_s=args.server_ns_per_byte * 1e-9,
                    server_threads=args.server_threads,
                    worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                   worker_io_threads=args.worker_io_threads,
+                   worker_io_share=args.worker_io_share,
                    chunk_bytes=args.chunk_bytes, cores=args.cores,
                    worker_cpu_exchange_s=args.cpu_exchange_us[0] * 1e-6,
                    server_cpu_exchange_s=args.cpu_exchange_us[1] * 1e-6,

@@ -785,6 +785,28 @@ def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
     assert slow.iteration_s == pytest.approx(0.152)
 
 
+def test_e2d_io_threads_spread_the_workers_cpu_per_byte():
+    # 5 ns a byte in series (the E2c test above: 152 ms), 0.8 of it on the I/O threads.
+    # One shard: one connection, so a second I/O thread changes nothing.
+    cpu = dict(LINK, worker_byte_s=5e-9, worker_io_share=0.8)
+    one = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, worker_io_threads=2, **cpu))
+    assert one.iteration_s == pytest.approx(0.152)
+    # Two shards, two threads: 5 x (0.2 + 0.8 / 2) = 3 ns a byte, 12 ms a direction for
+    # the 4 MB: as with 3 ns on one thread.
+    two = Cluster(workers=1, servers=2, worker_io_threads=2, **cpu)
+    assert two.worker_wall_byte_s() == pytest.approx(3e-9)
+    assert predict(ONE, ONE_P, 64, two).iteration_s == pytest.approx(
+        predict(ONE, ONE_P, 64, Cluster(workers=1, servers=2,
+                                        **dict(LINK, worker_byte_s=3e-9))).iteration_s)
+    assert predict(ONE, ONE_P, 64, two).iteration_s < predict(
+        ONE, ONE_P, 64, Cluster(workers=1, servers=2, **dict(cpu))).iteration_s
+    # more threads than shards: one connection a thread at most
+    assert Cluster(workers=1, servers=2, worker_io_threads=8, **cpu).worker_wall_byte_s() == \
+        pytest.approx(3e-9)
+    with pytest.raises(CostModelError, match="worker_io_threads must be >= 1"):
+        predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, worker_io_threads=0, **cpu))
+
+
 def test_e11_replies_take_the_gaps_the_pushes_leave_on_a_link():
     # a link busy 10-20 and 30-40 ms: 10 ms from 5 run 5-10 and 20-25; 15 ms from 12 run
     # 20-30 and 40-45; after the last interval, at once
