@@ -502,8 +502,8 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         kind=r.choice(d, "kind", "transport.kind", "tcp", TRANSPORTS),
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
-        shared_memory_mb=_shared_memory_mb(r, d),
-        io_threads=_io_threads(r, d),
+        shared_memory_mb=_bounded(r, d, "shared_memory_mb", 16, 0, SHARED_MEMORY_MAX_MB),
+        io_threads=_bounded(r, d, "io_threads", 1, 1, IO_THREADS_MAX),
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
@@ -577,20 +577,12 @@ def _check_host_aggregation(job: JobConfig, source: str) -> None:
         raise JobError(f"{source}: transport.host_aggregation: true needs {why}")
 
 
-def _shared_memory_mb(r: _Reader, d: dict) -> int:
-    mb = d.get("shared_memory_mb", 16)
-    if not isinstance(mb, int) or isinstance(mb, bool) or not 0 <= mb <= SHARED_MEMORY_MAX_MB:
-        raise r.fail("transport.shared_memory_mb",
-                     f"must be an integer in [0, {SHARED_MEMORY_MAX_MB}], got {mb!r}")
-    return mb
-
-
-def _io_threads(r: _Reader, d: dict) -> int:
-    n = d.get("io_threads", 1)
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= IO_THREADS_MAX:
-        raise r.fail("transport.io_threads",
-                     f"must be an integer in [1, {IO_THREADS_MAX}], got {n!r}")
-    return n
+def _bounded(r: _Reader, d: dict, key: str, default: int, lo: int, hi: int) -> int:
+    """transport.<key>: an integer in [lo, hi]."""
+    v = d.get(key, default)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise r.fail(f"transport.{key}", f"must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
 
 
 def _security(r: _Reader, d: Any) -> SecurityConfig:
