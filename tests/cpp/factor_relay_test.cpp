@@ -24,11 +24,7 @@ using server::test_support::Message;
 // of 4 values over 2 shards: 0 [0,4) shard 0, 1 [4,8) shard 1, 2 [8,12)
 // shard 0, 3 (param 1) shard 1. Shard 0's chunks of param 0 touch rows 0-3
 // (L width 4), shard 1's rows 1-2 (width 2).
-KeyPlacement TwoShards() {
-  auto placement = KeyPlacement::Create({12, 4}, 2, 16);
-  EXPECT_TRUE(placement.ok());
-  return std::move(placement.value());
-}
+KeyPlacement TwoShards() { return server::test_support::FactorTwoShards(); }
 
 TEST(FactorRelayTest, ChunksShardsHoldersAndBytes) {
   const KeyPlacement p = TwoShards();
@@ -53,24 +49,7 @@ class RelayValidateTest : public ::testing::Test {
   // its R (shard 0 holds it), worker 1 without (shard 1 does).
   void SetUp() override {
     placement_ = TwoShards();
-    h_ = pstrain::Header();
-    h_.set_type(pstrain::PULL_REPLY);
-    h_.set_role(pstrain::SERVER);
-    h_.set_sender(0);
-    h_.set_clock(3);
-    h_.set_version(3);
-    h_.set_reply_chunks_total(2);
-    h_.set_relay_scale(0.5f);
-    h_.add_relayed_chunks(0);
-    h_.add_relayed_chunks(2);
-    for (uint32_t w : {0u, 1u}) {
-      pstrain::RelayedFactors* r = h_.add_relay();
-      r->set_param(0);
-      r->set_worker(w);
-      r->set_samples(2);
-      r->set_cols(3);
-      r->set_right(w == 0);
-    }
+    h_ = server::test_support::FactorRelayReply([](uint32_t w) { return w == 0; });
     frames_ = {2 * 4 * 4, 2 * 3 * 4, 2 * 4 * 4};
   }
   std::string Reason() {
@@ -193,24 +172,10 @@ class ShardRelayTest : public ::testing::Test {
  protected:
   void Start(ConsistencyMode mode = ConsistencyMode::kBsp) {
     placement_ = TwoShards();
-    server::ShardConfig c;
-    c.shard = 0;
-    c.num_shards = 2;
-    c.num_workers = 2;
-    c.mode = mode;
-    c.hyper.base_lr = 0.1f;
-    c.hyper.momentum = 0.9f;
-    c.chunk_bytes = 16;
+    server::ShardConfig c = server::test_support::Config(mode, 2, 0, 0, 2);
     shard_.emplace(std::move(c));
     Message init(pstrain::INIT_PUSH, 0, 0);
-    pstrain::ParamMeta w, b;
-    w.set_name("w");
-    w.add_shape(4);
-    w.add_shape(3);
-    b.set_name("b");
-    b.add_shape(4);
-    *init.header().add_params() = w;
-    *init.header().add_params() = b;
+    server::test_support::AddFactorNetParams(&init);
     init.Chunk(0, {1, 2, 3, 4});
     init.Chunk(2, {9, 10, 11, 12});
     Send(init);

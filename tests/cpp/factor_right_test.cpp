@@ -24,11 +24,7 @@ using server::test_support::Message;
 // As factor_relay_test.cpp: parameter 0 is 4 x 3 on chunks 0 [0,4) and 2
 // [8,12) of shard 0 and chunk 1 [4,8) of shard 1; parameter 1 (4 values) on
 // shard 1. RelayHolder(0, w): shard 0 for even w, shard 1 for odd.
-KeyPlacement TwoShards() {
-  auto placement = KeyPlacement::Create({12, 4}, 2, 16);
-  EXPECT_TRUE(placement.ok());
-  return std::move(placement.value());
-}
+KeyPlacement TwoShards() { return server::test_support::FactorTwoShards(); }
 
 transport::Frame FrameOf(const std::vector<float>& values) {
   return transport::Frame(std::string_view(reinterpret_cast<const char*>(values.data()),
@@ -174,25 +170,8 @@ TEST_F(RightValidateTest, APushWithoutRHasOneFrameAndNeedsRelay) {
 
 TEST_F(RightValidateTest, ARelayWhoseRsWentAheadCarriesNone) {
   // Shard 0's relay of parameter 0: both workers' L (2 x 4), no R.
-  h_ = pstrain::Header();
-  h_.set_type(pstrain::PULL_REPLY);
-  h_.set_role(pstrain::SERVER);
-  h_.set_sender(0);
-  h_.set_clock(3);
-  h_.set_version(3);
-  h_.set_reply_chunks_total(2);
-  h_.set_relay_scale(0.5f);
-  h_.add_relayed_chunks(0);
-  h_.add_relayed_chunks(2);
+  h_ = server::test_support::FactorRelayReply([](uint32_t) { return false; });
   h_.add_rights_ahead(0);
-  for (uint32_t w : {0u, 1u}) {
-    pstrain::RelayedFactors* r = h_.add_relay();
-    r->set_param(0);
-    r->set_worker(w);
-    r->set_samples(2);
-    r->set_cols(3);
-    r->set_right(false);
-  }
   frames_ = {32, 32};
   receiver_ = pstrain::WORKER;
   shard_ = 0;
@@ -215,23 +194,11 @@ TEST_F(RightValidateTest, ARelayWhoseRsWentAheadCarriesNone) {
 class ShardRightsAheadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server::ShardConfig c;
-    c.shard = 0;
-    c.num_shards = 2;
-    c.num_workers = 2;
-    c.mode = ConsistencyMode::kBsp;
-    c.hyper.base_lr = 0.1f;
-    c.chunk_bytes = 16;
+    server::ShardConfig c = server::test_support::Config(ConsistencyMode::kBsp, 2, 0, 0, 2);
+    c.hyper.momentum = 0.f;
     shard_.emplace(std::move(c));
     Message init(pstrain::INIT_PUSH, 0, 0);
-    pstrain::ParamMeta w, b;
-    w.set_name("w");
-    w.add_shape(4);
-    w.add_shape(3);
-    b.set_name("b");
-    b.add_shape(4);
-    *init.header().add_params() = w;
-    *init.header().add_params() = b;
+    server::test_support::AddFactorNetParams(&init);
     init.Chunk(0, {1, 2, 3, 4});
     init.Chunk(2, {9, 10, 11, 12});
     Send(init);
@@ -400,23 +367,11 @@ class ReceiveForwardingTest : public ForwardedRightsTest {
  protected:
   // Shard 1 of the 2-shard placement, 2 workers, initialised.
   void Start(ConsistencyMode mode) {
-    server::ShardConfig c;
-    c.shard = 1;
-    c.num_shards = 2;
-    c.num_workers = 2;
-    c.mode = mode;
-    c.hyper.base_lr = 0.1f;
-    c.chunk_bytes = 16;
+    server::ShardConfig c = server::test_support::Config(mode, 2, 0, 1, 2);
+    c.hyper.momentum = 0.f;
     shard_.emplace(std::move(c));
     Message init(pstrain::INIT_PUSH, 0, 0);
-    pstrain::ParamMeta w, b;
-    w.set_name("w");
-    w.add_shape(4);
-    w.add_shape(3);
-    b.set_name("b");
-    b.add_shape(4);
-    *init.header().add_params() = w;
-    *init.header().add_params() = b;
+    server::test_support::AddFactorNetParams(&init);
     init.Chunk(1, {5, 6, 7, 8});
     init.Chunk(3, {1, 1, 1, 1});
     shard_->Handle(init.get(), kT0);

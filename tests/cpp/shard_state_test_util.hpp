@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ps/key_placement.hpp"
 #include "server/shard_state.hpp"
 #include "tests/cpp/data_test_util.hpp"
 
@@ -194,6 +195,52 @@ inline std::vector<double> HandBsp(int workers, int steps) {
     }
   }
   return x;
+}
+
+// The factor suites' net (tests/cpp/factor_relay_test.cpp, factor_right_test.cpp):
+// an fc weight "w" of 4 x 3 and its bias "b" (4); with 16-byte chunks on 2 shards w is
+// chunks 0-2, b chunk 3. Adds both to an INIT_PUSH.
+inline void AddFactorNetParams(Message* init) {
+  pstrain::ParamMeta w, b;
+  w.set_name("w");
+  w.add_shape(4);
+  w.add_shape(3);
+  b.set_name("b");
+  b.add_shape(4);
+  *init->header().add_params() = w;
+  *init->header().add_params() = b;
+}
+
+// The factor net's placement on 2 shards (16-byte chunks).
+inline KeyPlacement FactorTwoShards() {
+  auto placement = KeyPlacement::Create({12, 4}, 2, 16);
+  EXPECT_TRUE(placement.ok());
+  return std::move(placement.value());
+}
+
+// Shard 0's PULL_REPLY relay of parameter 0 at clock 3 for 2 workers of 2
+// samples (chunks 0 and 2, scale 0.5), worker w's entry with its R when
+// right(w); the caller adds the frames.
+inline pstrain::Header FactorRelayReply(const std::function<bool(uint32_t)>& right) {
+  pstrain::Header h;
+  h.set_type(pstrain::PULL_REPLY);
+  h.set_role(pstrain::SERVER);
+  h.set_sender(0);
+  h.set_clock(3);
+  h.set_version(3);
+  h.set_reply_chunks_total(2);
+  h.set_relay_scale(0.5f);
+  h.add_relayed_chunks(0);
+  h.add_relayed_chunks(2);
+  for (uint32_t w : {0u, 1u}) {
+    pstrain::RelayedFactors* r = h.add_relay();
+    r->set_param(0);
+    r->set_worker(w);
+    r->set_samples(2);
+    r->set_cols(3);
+    r->set_right(right(w));
+  }
+  return h;
 }
 
 }  // namespace pstrain::server::test_support
