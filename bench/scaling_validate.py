@@ -488,6 +488,8 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 # same job where the round has it, else two directions of loopback's k
                 server_kernel_byte_s=0.0 if link == "loopback" else
                 _server_stack(raw, w, params, calib),
+                # the network namespaces: every shard in the server's, behind its one link
+                server_hosts=0 if link == "loopback" else 1,
                 # the tbf burst Namespaces sets: rate x 4 ms, at least 32 KiB
                 burst_bytes=0.0 if link == "loopback" else
                 max(32 * 1024, {"100mbit": 100e6, "1gbit": 1e9}[link] / 8 * 0.004),

@@ -131,6 +131,10 @@ class Cluster:
     host_aggregation: bool = False
     workers_per_host: int = 1
     servers_beside_workers: bool = False
+    # shards on server hosts of their own, `server_hosts` of them, shard k on host k mod n,
+    # the shards of a host sharing its NIC (the validation's network namespaces: every shard
+    # behind one shaped link); 0: each shard has a NIC of its own
+    server_hosts: int = 0
     host_sum_byte_s: float = 0.0
     # E1b: sufficient factors (ps-worker --sufficient-factors): an InnerProduct weight whose
     # factors are fewer bytes than its gradient is pushed as them (factor_value_bytes a
@@ -392,6 +396,11 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     total_bytes = sum(shard_bytes)
     staged = sum(c.staged for ps in by_layer.values() for c in ps)
     push_total, pull_total = sum(shard_push), sum(shard_pull)
+    # what each shard's NIC carries: its own bytes, or with server_hosts its host's shards'
+    link_push = [sum(shard_push[j] for j in range(S) if _server_host(cl, j) == _server_host(cl, k))
+                 for k in range(S)]
+    link_pull = [sum(shard_pull[j] for j in range(S) if _server_host(cl, j) == _server_host(cl, k))
+                 for k in range(S)]
     msgs = sum(shard_msgs)
     server_byte = 1 / _server_link_bw(cl)
 
@@ -416,7 +425,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
         + p * msgs * cl.message_s,
         "server link": 0.0 if cl.servers_beside_workers else
-        max(P * max(a, b) * server_byte for a, b in zip(shard_push, shard_pull)),
+        max(P * max(a, b) * server_byte for a, b in zip(link_push, link_pull)),
         "server cpu": max(P * shard_cpu(k) for k in range(S)),
     }
 
@@ -431,7 +440,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         return max(([max(0.0, (a if links == 2 else max(a, b)) - cl.burst_bytes) * server_byte,
                      shard_cpu(k) * slow]
                     + [max(0.0, b - cl.burst_bytes) * server_byte] * (links - 1)
-                    for k, (a, b) in enumerate(zip(shard_push, shard_pull))), key=sum)
+                    for k, (a, b) in enumerate(zip(link_push, link_pull))), key=sum)
     fwd = sum(l.forward_ms for l in layers) / 1e3
     bwd = sum(l.backward_ms for l in layers) / 1e3
     # E6: CPU contention: W workers, the servers' busy share and other busy programs share
@@ -554,6 +563,11 @@ def _bsp(path: float, busy: dict, slow: float, cl: Cluster) -> float:
                busy["server link"] if cl.pull_overlap else 0.0)
 
 
+def _server_host(cl: Cluster, k: int) -> int:
+    """The host of shard k: k mod server_hosts, or a host of its own (server_hosts 0)."""
+    return k % cl.server_hosts if cl.server_hosts > 0 else k
+
+
 def _server_link_bw(cl: Cluster) -> float:
     """E3: the rate of a shard's link per direction: its NIC, or its I/O thread if slower."""
     if cl.server_io_byte_s > 0:
@@ -598,14 +612,16 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     server_bw = _server_link_bw(cl)
     # when each link direction is free: the worker's (its host's) up and down, each shard's
     # in and out. E11: shard 0 beside this worker shares its host's NIC: one link each way.
+    def link(name):
+        if beside:
+            return {("in", 0): "down", ("out", 0): "up"}.get(name, name)
+        if cl.server_hosts > 0 and isinstance(name, tuple):   # the host's NIC, shared
+            return name[0], "host", _server_host(cl, name[1])
+        return name
+
     free: dict = {"up": fwd, "down": fwd}
     for k in range(S):
-        free["in", k] = free["out", k] = fwd
-    if beside:
-        free["in", 0], free["out", 0] = free["down"], free["up"]
-
-    def link(name):
-        return {("in", 0): "down", ("out", 0): "up"}.get(name, name) if beside else name
+        free[link(("in", k))] = free[link(("out", k))] = fwd
     s_cpu = [fwd] * S
     t = fwd
     # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward

@@ -807,6 +807,22 @@ def test_e2d_io_threads_spread_the_workers_cpu_per_byte():
         predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, worker_io_threads=0, **cpu))
 
 
+def test_shards_on_one_host_share_its_nic():
+    # 4 MB in 1 MiB chunks over 2 shards, 2 workers: shard 0's link carries 2 workers x its
+    # 2 chunks (2 x 4 x 524288 B: 41.9 ms at 100 MB/s) a direction, the one host's NIC both
+    # shards' 2 x 4 MB (80 ms)
+    two = dict(LINK, chunk_bytes=1 << 20)
+    apart = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=2, **two))
+    one_host = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=2, server_hosts=1, **two))
+    assert apart.busy_s["server link"] == pytest.approx(2 * 4 * 524288 / 1e8)
+    assert one_host.busy_s["server link"] == pytest.approx(0.08)
+    assert one_host.iteration_s == pytest.approx(apart.iteration_s + 0.019, abs=0.001)
+    # one shard: nothing to share
+    assert predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, server_hosts=1, **two)) \
+        .iteration_s == pytest.approx(predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1,
+                                                                       **two)).iteration_s)
+
+
 def test_e11_replies_take_the_gaps_the_pushes_leave_on_a_link():
     # a link busy 10-20 and 30-40 ms: 10 ms from 5 run 5-10 and 20-25; 15 ms from 12 run
     # 20-30 and 40-45; after the last interval, at once
