@@ -334,8 +334,16 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
     ASSERT_TRUE(router.ok()) << router.status().message();
     routers.push_back(std::move(router.value()));
   }
+  // An I/O thread names itself once it runs: wait for the names (2 s at most).
+  const auto named = [](const std::set<std::string>& skip, size_t n) {
+    std::map<std::string, int64_t> threads;
+    for (int i = 0; i < 200 && (threads = IoThreadCpuNs(skip)).size() < n; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return threads;
+  };
   std::set<std::string> before;
-  for (const auto& [tid, ns] : IoThreadCpuNs({})) before.insert(tid);
+  for (const auto& [tid, ns] : named({}, 1)) before.insert(tid);  // the routers' context
   transport::Context ctx(2);
   EXPECT_EQ(ctx.io_threads(), 2);
   std::vector<std::unique_ptr<Channel>> dealers;
@@ -347,7 +355,7 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
     ASSERT_TRUE(dealer.ok()) << dealer.status().message();
     dealers.push_back(std::move(dealer.value()));
   }
-  const auto start = IoThreadCpuNs(before);
+  const auto start = named(before, 2);
   ASSERT_EQ(start.size(), 2u);  // the client context's two I/O threads
   constexpr size_t kValues = 1 << 20;  // 4 MiB a message, 50 a connection
   for (int m = 0; m < 50; ++m) {
