@@ -80,6 +80,7 @@ Status FactorRelayStore::AddTo(int param, int64_t step, Outgoing& reply, bool ri
 
 std::vector<Outgoing> FactorRelayStore::RightsAhead(int param, int64_t step, const std::string& to,
                                                     const transport::Origin& from) const {
+  if (step < 0 || param < 0 || static_cast<size_t>(param) >= params_.size()) return {};
   const auto& kept = params_[static_cast<size_t>(param)][static_cast<size_t>(step % 2)];
   std::vector<Outgoing> out;
   for (int w = 0; w < num_workers_; ++w) {

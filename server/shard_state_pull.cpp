@@ -31,7 +31,9 @@ void ShardState::OnPull(const Incoming& m, TimePoint now, Out& out) {
                                    {h.broadcast().begin(), h.broadcast().end()},
                                    {h.history_params().begin(), h.history_params().end()},
                                    {h.rights_ahead().begin(), h.rights_ahead().end()}});
-  if (!h.rights_ahead().empty()) {  // R pushed once: the R's held here go ahead of the step
+  // R pushed once: the R's held here go ahead of step clock - 1 (a pull for
+  // clock 0 has no step before it: nothing to send ahead).
+  if (!h.rights_ahead().empty() && h.clock() >= 1) {
     rights_wanted_.resize(static_cast<size_t>(core_->config.num_workers));
     rights_wanted_[static_cast<size_t>(h.sender())] =
         RightsWanted{m.peer, h.clock() - 1, {h.rights_ahead().begin(), h.rights_ahead().end()}};
