@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/proto_io.hpp"
@@ -44,8 +47,18 @@ Status WriteImage(Hdf5ImageWriter& file, const std::string& path) {
 
 }  // namespace
 
-bool IsHdf5LayerName(const std::string& name) {
-  return !name.empty() && name != "." && name.find('/') == std::string::npos;
+std::optional<std::pair<std::string, std::string>> UnwritableHdf5LayerName(
+    const std::vector<std::string>& names) {
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    const char* why = !seen.insert(name).second             ? "a name an earlier layer has"
+                      : name.empty()                         ? "an empty name"
+                      : name == "."                          ? "the name '.'"
+                      : name.find('/') != std::string::npos ? "a '/' in its name"
+                                                             : nullptr;
+    if (why != nullptr) return std::make_pair(name, std::string(why));
+  }
+  return std::nullopt;
 }
 
 std::string SnapshotSuffix(const caffe::SolverParameter& solver) {
@@ -111,21 +124,12 @@ Status ReadSolverStateHdf5(const std::string& path, caffe::SolverState* out) {
 Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
                            const std::set<std::pair<int, int>>& shared, bool write_diff,
                            const std::string& path) {
-  std::set<std::string> seen;
-  for (const caffe::LayerParameter& layer : model.layer()) {
-    if (!seen.insert(layer.name()).second) {
-      return Status::InvalidArgument(path + ": layer '" + layer.name() +
-                                     "': two layers of that name cannot be written in "
-                                     "snapshot_format HDF5; use BINARYPROTO");
-    }
-    if (!IsHdf5LayerName(layer.name())) {
-      const std::string what = layer.name().empty() ? "an empty layer name"
-                               : layer.name() == "." ? "the layer name '.'"
-                                                     : "a '/' in a layer name";
-      return Status::InvalidArgument(path + ": layer '" + layer.name() + "': " + what +
-                                     " cannot be written in snapshot_format HDF5; use "
-                                     "BINARYPROTO");
-    }
+  std::vector<std::string> names;
+  for (const caffe::LayerParameter& layer : model.layer()) names.push_back(layer.name());
+  if (const auto bad = UnwritableHdf5LayerName(names)) {
+    return Status::InvalidArgument(path + ": layer '" + bad->first +
+                                   "' cannot be written in snapshot_format HDF5 (" +
+                                   bad->second + "); use BINARYPROTO");
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5ImageWriter> file, Hdf5ImageWriter::Create(path));
   PSTRAIN_RETURN_IF_ERROR(file->AddGroup("data"));
@@ -167,6 +171,11 @@ Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out) {
 Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out) {
   if (IsHdf5SnapshotPath(path)) return ReadSolverStateHdf5(path, out);
   return ReadBinaryProto(path, out);
+}
+
+Status WriteSolverStateFile(const caffe::SolverState& state, const std::string& path) {
+  if (IsHdf5SnapshotPath(path)) return WriteSolverStateHdf5(state, path);
+  return WriteBinaryProto(state, path);
 }
 
 }  // namespace pstrain

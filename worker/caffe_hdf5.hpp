@@ -20,19 +20,24 @@
 // Both are written whole to memory first and then put in place atomically.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/status.hpp"
 #include "proto/caffe.pb.h"
 
 namespace pstrain {
 
-// Whether `name` can be a group of Caffe's HDF5 model: not empty, not "."
-// and without a '/' (HDF5 would read those as paths; Caffe's own snapshot
-// fails on them).
-bool IsHdf5LayerName(const std::string& name);
+// The first of the layer names `names` that Caffe's HDF5 model cannot hold
+// (each is a group of "data": HDF5 reads a '/' as a path, "" and "." name no
+// group, a name twice would be one group for two layers; Caffe's own
+// snapshot fails on each), with why: "a '/' in its name", "an empty name",
+// "the name '.'", "a name an earlier layer has". nullopt: all can be written.
+std::optional<std::pair<std::string, std::string>> UnwritableHdf5LayerName(
+    const std::vector<std::string>& names);
 
 // What Caffe adds to a snapshot's ".caffemodel" and ".solverstate" for the
 // solver's snapshot_format: ".h5" for HDF5, nothing for BINARYPROTO.
@@ -59,13 +64,17 @@ Status ReadCaffemodelFile(const std::string& path, caffe::NetParameter* out);
 // binary SolverState.
 Status ReadSolverStateFile(const std::string& path, caffe::SolverState* out);
 
+// Either format, by the name: WriteSolverStateHdf5 for "*.h5", else the
+// binary SolverState (written atomically either way).
+Status WriteSolverStateFile(const caffe::SolverState& state, const std::string& path);
+
 // Writes `model` (every layer with its blobs, as Net::ToProto gives them:
 // shape, data and, when `write_diff`, diff) in Caffe's HDF5 model layout.
 // `shared`: the (layer, blob) indices whose blob belongs to an earlier layer
 // (ParamSpec sharing); their data is left out, as Caffe does. A layer name
-// that is not IsHdf5LayerName is refused before anything is written: "<path>:
-// layer 'a/b': a '/' in a layer name cannot be written in snapshot_format
-// HDF5; use BINARYPROTO" (an empty name or "." likewise).
+// of UnwritableHdf5LayerName is refused before anything is written: "<path>:
+// layer 'a/b' cannot be written in snapshot_format HDF5 (a '/' in its name);
+// use BINARYPROTO".
 Status WriteCaffemodelHdf5(const caffe::NetParameter& model,
                            const std::set<std::pair<int, int>>& shared, bool write_diff,
                            const std::string& path);

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
-#include <set>
 
 #include "common/device.hpp"
 #include "common/optim/lr_policy.hpp"
@@ -150,21 +149,14 @@ Status Trainer::Init(const caffe::SolverParameter& solver, const std::string& so
     PSTRAIN_ASSIGN_OR_RETURN(net_, NetFromFile(path, train_options));
   }
   if (solver_.snapshot_format() == caffe::SolverParameter::HDF5) {
-    // Caffe's HDF5 model names a group by the layer: a '/' would make a path
-    // of groups, "." or "" no group, a name twice one group for two layers
-    // (Caffe's own snapshot fails on each). Said
-    // now, not at the first snapshot.
-    std::set<std::string> seen;
-    for (const auto& layer : net_->layers()) {
-      const bool again = !seen.insert(layer->name()).second;
-      if (IsHdf5LayerName(layer->name()) && !again) continue;
-      const std::string why = again                   ? "a name an earlier layer has"
-                              : layer->name().empty() ? "an empty name"
-                              : layer->name() == "." ? "the name '.'"
-                                                     : "a '/' in its name";
+    // Caffe's HDF5 model names a group by the layer (UnwritableHdf5LayerName):
+    // said now, not at the first snapshot.
+    std::vector<std::string> names;
+    for (const auto& layer : net_->layers()) names.push_back(layer->name());
+    if (const auto bad = UnwritableHdf5LayerName(names)) {
       return Status::InvalidArgument(SolverPlace("snapshot_format") +
-                                     ": snapshot_format HDF5 cannot write layer '" +
-                                     layer->name() + "' (" + why + "); use BINARYPROTO");
+                                     ": snapshot_format HDF5 cannot write layer '" + bad->first +
+                                     "' (" + bad->second + "); use BINARYPROTO");
     }
   }
 
@@ -482,9 +474,7 @@ Result<std::string> Trainer::WriteSnapshot() {
       blob->mutable_data()->Add(slot[i].begin(), slot[i].end());
     }
   }
-  const std::string state_path = base + ".solverstate" + suffix;
-  PSTRAIN_RETURN_IF_ERROR(suffix.empty() ? WriteBinaryProto(state, state_path)
-                                         : WriteSolverStateHdf5(state, state_path));
+  PSTRAIN_RETURN_IF_ERROR(WriteSolverStateFile(state, base + ".solverstate" + suffix));
   Emit({"snapshot", iter_, {}, model});
   return model;
 }

@@ -19,8 +19,11 @@ struct Context::Impl {
   std::unique_ptr<ZapHandler> zap;  // after the context: closed before it terminates
 };
 
-Context::Context(int io_threads)
-    : impl_(std::make_unique<Impl>(io_threads)), io_threads_(io_threads < 1 ? 1 : io_threads) {}
+Context::Context(int io_threads) : impl_(std::make_unique<Impl>(io_threads)) {}
+
+int Context::io_threads() const {
+  return impl_->context.get(zmq::ctxopt::io_threads);
+}
 Context::~Context() = default;
 
 Status Context::AdmitKeys(std::map<std::string, std::string> admitted) {

@@ -21,7 +21,7 @@ class Context {
   // (transport.io_threads, docs/architecture.md); a shard's one ROUTER uses
   // one whatever the count.
   explicit Context(int io_threads = 1);
-  int io_threads() const { return io_threads_; }
+  int io_threads() const;
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -41,7 +41,6 @@ class Context {
   friend class ContextAccess;  // channel.cpp: the ZeroMQ context inside
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  int io_threads_ = 1;
 };
 
 }  // namespace pstrain::transport

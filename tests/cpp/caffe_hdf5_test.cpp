@@ -323,21 +323,21 @@ TEST(CaffeHdf5Test, ASlashInALayerNameIsRefusedAndNothingIsWritten) {
   blob->add_data(1.f);
   const std::string path = dir / "m.caffemodel.h5";
   EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
-            path + ": layer 'inception_3a/1x1': a '/' in a layer name cannot be written in "
-                   "snapshot_format HDF5; use BINARYPROTO");
+            path + ": layer 'inception_3a/1x1' cannot be written in snapshot_format HDF5 (a "
+                   "'/' in its name); use BINARYPROTO");
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   layer->set_name("ip");
   model.add_layer()->set_name("ip");
   EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
-            path + ": layer 'ip': two layers of that name cannot be written in snapshot_format "
-                   "HDF5; use BINARYPROTO");
+            path + ": layer 'ip' cannot be written in snapshot_format HDF5 (a name an earlier "
+                   "layer has); use BINARYPROTO");
   model.mutable_layer()->RemoveLast();
   layer = model.mutable_layer(0);
   layer->set_name(".");
   EXPECT_EQ(WriteCaffemodelHdf5(model, {}, false, path).message(),
-            path + ": layer '.': the layer name '.' cannot be written in snapshot_format HDF5; "
-                   "use BINARYPROTO");
+            path + ": layer '.' cannot be written in snapshot_format HDF5 (the name '.'); use "
+                   "BINARYPROTO");
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 

@@ -362,50 +362,39 @@ Status Hdf5ImageWriter::AddGroup(const std::string& group) {
   return Written(id, "create group", group);
 }
 
+Status Hdf5ImageWriter::AddDataset(const std::string& dataset, int64_t type, int64_t space,
+                                   const void* values) {
+  hid_t id = type < 0 || space < 0 ? -1
+                                   : H5Dcreate2(file_, dataset.c_str(), type, space, H5P_DEFAULT,
+                                                H5P_DEFAULT, H5P_DEFAULT);
+  if (id >= 0) {
+    const herr_t wrote = H5Dwrite(id, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
+    H5Dclose(id);
+    if (wrote < 0) id = -1;
+  }
+  return Written(id, "write dataset", dataset);
+}
+
 Status Hdf5ImageWriter::AddFloats(const std::string& dataset, const std::vector<int>& shape,
                                   const float* values) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Space space(dims.empty() ? H5Screate(H5S_SCALAR)
                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  hid_t id = space.id < 0 ? -1
-                          : H5Dcreate2(file_, dataset.c_str(), H5T_NATIVE_FLOAT, space.id,
-                                       H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  if (id >= 0) {
-    const herr_t wrote = H5Dwrite(id, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values);
-    H5Dclose(id);
-    if (wrote < 0) id = -1;
-  }
-  return Written(id, "write dataset", dataset);
+  return AddDataset(dataset, H5T_NATIVE_FLOAT, space.id, values);
 }
 
 Status Hdf5ImageWriter::AddInt(const std::string& dataset, int value) {
   const hsize_t one = 1;
   Space space(H5Screate_simple(1, &one, nullptr));
-  hid_t id = H5Dcreate2(file_, dataset.c_str(), H5T_NATIVE_INT, space.id, H5P_DEFAULT,
-                        H5P_DEFAULT, H5P_DEFAULT);
-  if (id >= 0) {
-    const herr_t wrote = H5Dwrite(id, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value);
-    H5Dclose(id);
-    if (wrote < 0) id = -1;
-  }
-  return Written(id, "write dataset", dataset);
+  return AddDataset(dataset, H5T_NATIVE_INT, space.id, &value);
 }
 
 Status Hdf5ImageWriter::AddString(const std::string& dataset, const std::string& value) {
   Type type(H5Tcopy(H5T_C_S1));
-  hid_t id = -1;
-  if (type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0 &&
-      H5Tset_strpad(type.id, H5T_STR_NULLTERM) >= 0) {
-    Space space(H5Screate(H5S_SCALAR));
-    id = H5Dcreate2(file_, dataset.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT,
-                    H5P_DEFAULT);
-    if (id >= 0) {
-      const herr_t wrote = H5Dwrite(id, type.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.c_str());
-      H5Dclose(id);
-      if (wrote < 0) id = -1;
-    }
-  }
-  return Written(id, "write dataset", dataset);
+  const bool sized = type.id >= 0 && H5Tset_size(type.id, value.size() + 1) >= 0 &&
+                     H5Tset_strpad(type.id, H5T_STR_NULLTERM) >= 0;
+  Space space(H5Screate(H5S_SCALAR));
+  return AddDataset(dataset, sized ? type.id : -1, space.id, value.c_str());
 }
 
 Result<std::string> Hdf5ImageWriter::Image() {

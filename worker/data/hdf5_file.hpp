@@ -118,6 +118,9 @@ class Hdf5ImageWriter {
  private:
   explicit Hdf5ImageWriter(std::string name) : name_(std::move(name)) {}
   Status Written(int64_t id, const std::string& what, const std::string& dataset);
+  // Creates `dataset` of HDF5 type `type` over dataspace `space` (hid_t
+  // values; either negative: a failure before) and writes `values` into it.
+  Status AddDataset(const std::string& dataset, int64_t type, int64_t space, const void* values);
   std::string name_;
   int64_t file_ = -1;  // hid_t
 };
