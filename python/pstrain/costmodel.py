@@ -619,9 +619,6 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             return name[0], "host", _server_host(cl, name[1])
         return name
 
-    free: dict = {"up": fwd, "down": fwd}
-    for k in range(S):
-        free[link(("in", k))] = free[link(("out", k))] = fwd
     s_cpu = [fwd] * S
     t = fwd
     # pull request: before backward (bsp on CPU: PsWorker's early_pull_) or once backward
@@ -635,8 +632,9 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
 
     def wire(name, start: float, nbytes: float, bw: float) -> float:
         name = link(name)
-        tokens, last = buckets.get(name, (cl.burst_bytes, start))
-        tokens = min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
+        tokens, last = buckets.get(name, (cl.burst_bytes, None))   # None: never used
+        tokens = cl.burst_bytes if last is None else \
+            min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
         free_tokens = min(tokens, nbytes)
         took = (nbytes - free_tokens) / bw
         buckets[name] = (tokens - free_tokens, start + took)
@@ -650,48 +648,55 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     position = []           # E12: the forward position of each of them
     used: dict = {}         # E12: each link's busy intervals while the pushes go
     replica = [0.0] * len(layers)   # E13: the worker's rebuild and step before layer l's forward
-    rights_in: dict = {}    # E13 holder: when the forwarder has every pusher's R, per layer
+    # E2: each piece, in backward order, is handed over once its layer's backward ended
+    order = []
     for layer_index, layer in reversed(list(enumerate(layers))):
         t += layer.backward_ms / 1e3 * scale
-        for piece in by_layer[layer.name]:
-            k = piece.shard
-            local = beside and k == 0   # to the shard beside: through memory, not the NIC
-            # E2: worker uplink, then the server inlink carrying W copies (cut-through).
-            start = max(fwd + bwd_total if grouped else t, free["up"]) + cl.message_s
-            up = 0.0 if local else own * piece.push
-            cpu = (piece.staged * cl.worker_wall_byte_s() + piece.push * cl.link_kernel_byte_s
-                   + 4.0 * piece.values * summing) * slow
-            on_wire = wire("up", start, up, cl.worker_bw)
-            sent = start + (max(on_wire, cpu) if cl.pipelined_nic else on_wire + cpu)
-            free["up"] = sent
-            used.setdefault("up", []).append((start, sent))
-            begin = max(start + L, free[link(("in", k))])
-            free[link(("in", k))] = begin + wire(("in", k), begin, remote(k) * piece.push,
-                                                 server_bw)
-            used.setdefault(link(("in", k)), []).append((begin, free[link(("in", k))]))
-            arrived = max(free[link(("in", k))], sent + (0.0 if local else L))
-            if piece.forward_wait > 0:
-                # E13 holder: the R's this shard lacks come after the forwarder received
-                # every pusher's R from the holders, once a layer, on its downlink where the
-                # pushes to its host's shard leave it free (the replies then wait for it),
-                # and one hop more to the shard
-                if layer.name not in rights_in:
-                    begin = sent + 2 * L
-                    rights_in[layer.name] = _fill(used.get("down", []), begin,
-                                                  own * piece.forward_wait / cl.worker_bw)
-                    used.setdefault("down", []).append((begin, rights_in[layer.name]))
-                arrived = max(arrived, rights_in[layer.name] + L)
-            # E3: the server applies once all W copies are in (bsp: sum + one step), after
-            # rebuilding factored chunks (E1b).
-            begin = max(arrived, s_cpu[k])
-            s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
-                                    + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
-                                    + cl.message_s) * slow
-            applied.append((s_cpu[k], k, piece.pull - piece.early_reply, 4.0 * piece.values
-                            if piece.pull_staged is None else piece.pull_staged))
-            position.append(layer_index)
-            replica[layer_index] += (piece.worker_flops * cl.worker_flop_s
-                                     + piece.replica_bytes * cl.worker_apply_byte_s) * scale
+        order += [(layer_index, layer, piece, fwd + bwd_total if grouped else t)
+                  for piece in by_layer[layer.name]]
+
+    def staging(piece) -> float:
+        return (piece.staged * cl.worker_wall_byte_s() + piece.push * cl.link_kernel_byte_s
+                + 4.0 * piece.values * summing) * slow
+    # E2, E2e: the worker's uplink, its connection to each shard sending in order, the
+    # connections sharing the link; then each shard's inlink carrying W copies (cut-through),
+    # the connections to the shards of one server host sharing its NIC
+    ups = _share([(ready, piece.shard, 0.0 if beside and piece.shard == 0 else
+                   own * piece.push, staging(piece)) for _, _, piece, ready in order],
+                 cl.worker_bw, buckets, link("up"), cl.burst_bytes, cl.message_s,
+                 cl.pipelined_nic)
+    for (start, sent) in ups:
+        used.setdefault(link("up"), []).append((start, sent))
+    ins = [None] * len(order)
+    for name in {link(("in", piece.shard)) for _, _, piece, _ in order}:
+        mine = [i for i, (_, _, piece, _) in enumerate(order)
+                if link(("in", piece.shard)) == name]
+        spans = _share([(ups[i][0] + L, order[i][2].shard,
+                         remote(order[i][2].shard) * order[i][2].push, 0.0) for i in mine],
+                       server_bw, buckets, name, cl.burst_bytes)
+        for i, span in zip(mine, spans):
+            ins[i] = span
+            used.setdefault(name, []).append(span)
+    rights_in = _rights_ahead(order, ups, ins, used, buckets, link, remote, own, cl)
+    for (layer_index, layer, piece, _), (_, sent), (_, in_end) in zip(order, ups, ins):
+        k = piece.shard
+        local = beside and k == 0   # to the shard beside: through memory, not the NIC
+        arrived = max(in_end, sent + (0.0 if local else L))
+        if piece.forward_wait > 0:
+            # E13 holder: the R's this shard lacks come from the forwarder once it has every
+            # pusher's R, one hop more
+            arrived = max(arrived, rights_in.get(layer.name, sent + 2 * L) + L)
+        # E3: the server applies once all W copies are in (bsp: sum + one step), after
+        # rebuilding factored chunks (E1b).
+        begin = max(arrived, s_cpu[k])
+        s_cpu[k] = begin + W * (4.0 * piece.values * _server_wall_byte_s(cl)
+                                + piece.flops * cl.server_flop_s / max(1, cl.server_threads)
+                                + cl.message_s) * slow
+        applied.append((s_cpu[k], k, piece.pull - piece.early_reply, 4.0 * piece.values
+                        if piece.pull_staged is None else piece.pull_staged))
+        position.append(layer_index)
+        replica[layer_index] += (piece.worker_flops * cl.worker_flop_s
+                                 + piece.replica_bytes * cl.worker_apply_byte_s) * scale
     if cl.pull_overlap:
         return _overlapped_pull(layers, applied, position, replica, t, fwd, request, used,
                                 link, wire, remote, own, scale, slow, cl)
@@ -713,28 +718,143 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     # other hosts' pushes to shard 0 and the replies to this worker; every host's uplink
     # is busy with its worker's pushes as host 0's is (hosts alike). (Apart, the pushes
     # leave the outlinks and the downlink idle: there this is the plain sequence.)
-    sending = {}
-    for ready, k, nbytes, dense in applied:
-        # E4: pull reply of this piece: server outlink (W copies), then the worker downlink.
-        local = beside and k == 0
-        out = link(("out", k))
-        begin = max(ready, request, sending.get(out, fwd)) + cl.message_s
-        sending[out] = _fill(used.get("up" if beside else out, []), begin,
-                             wire(("out", k), begin, remote(k) * nbytes, server_bw))
-        staging = (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
-        if local:   # the shard beside hands the reply over in memory, not after its NIC
-            arrive = begin + staging
-        else:
-            down = max(begin + L, sending.get("down", fwd))
-            on_wire = wire("down", down, own * nbytes, cl.worker_bw)
-            arrive = max(sending[out] + L,
-                         _fill(used.get("down", []), down,
-                               max(on_wire, staging) if cl.pipelined_nic else
-                               on_wire + staging))
-            sending["down"] = arrive
+    # E4, E2e: a piece's reply leaves its shard's outlink (W copies) once applied and
+    # requested, then takes the worker's downlink (cut-through); the connections of a server
+    # host's shards share its NIC, those to one worker its downlink
+    outs: list = [None] * len(applied)
+    for name in {link(("out", k)) for _, k, _, _ in applied}:
+        mine = [i for i, (_, k, _, _) in enumerate(applied) if link(("out", k)) == name]
+        spans = _share([(max(applied[i][0], request), applied[i][1],
+                         remote(applied[i][1]) * applied[i][2], 0.0) for i in mine],
+                       server_bw, buckets, name, cl.burst_bytes, cl.message_s,
+                       blocked=used.get(name, []) + (used.get("up", []) if beside else []))
+        for i, span in zip(mine, spans):
+            outs[i] = span
+    remote_replies = [i for i, (_, k, _, _) in enumerate(applied) if not (beside and k == 0)]
+    downs = dict(zip(remote_replies, _share(
+        [(outs[i][0] + L, applied[i][1], own * applied[i][2], _reply_staging(applied[i], cl, slow))
+         for i in remote_replies], cl.worker_bw, buckets, link("down"), cl.burst_bytes,
+        pipelined=cl.pipelined_nic, blocked=used.get("down", []))))
+    for i, reply in enumerate(applied):
+        if i in downs:
+            arrive = max(outs[i][1] + L, downs[i][1])
+        else:   # the shard beside hands the reply over in memory, not after its NIC
+            arrive = outs[i][0] + _reply_staging(reply, cl, slow)
         end = max(end, arrive + cl.message_s)
     # E13: the worker rebuilds the broadcast weights before the next forward reads them
     return end + sum(replica)
+
+
+def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, link, remote,
+                  own: int, cl: Cluster) -> dict:
+    """E13 holder: a holder shard relays each R it receives to every worker ahead of the step
+    (Piece.early_reply: its host's outlink, W copies, then each worker's downlink, where the
+    pushes to a shard beside leave it free); the intervals join `used`, so the replies after
+    the step take the gaps. Returns, per layer, when a worker (the forwarder) has every
+    pusher's R."""
+    early = [i for i, (_, _, piece, _) in enumerate(order) if piece.early_reply > 0]
+    beside = cl.servers_beside_workers
+    out_spans: dict = {}
+    for name in {link(("out", order[i][2].shard)) for i in early}:
+        mine = [i for i in early if link(("out", order[i][2].shard)) == name]
+        spans = _share([(max(ins[i][1], ups[i][1] + cl.latency_s), order[i][2].shard,
+                         remote(order[i][2].shard) * order[i][2].early_reply, 0.0)
+                        for i in mine], _server_link_bw(cl), buckets, name, cl.burst_bytes)
+        for i, span in zip(mine, spans):
+            out_spans[i] = span
+            used.setdefault(name, []).append(span)
+    far = [i for i in early if not (beside and order[i][2].shard == 0)]
+    down_spans = dict(zip(far, _share(
+        [(out_spans[i][0] + cl.latency_s, order[i][2].shard, own * order[i][2].early_reply,
+          0.0) for i in far], cl.worker_bw, buckets, link("down"), cl.burst_bytes,
+        blocked=used.get("down", []))))
+    used.setdefault("down", []).extend(down_spans.values())
+    rights: dict = {}
+    for i in early:
+        name = order[i][1].name
+        got = (max(out_spans[i][1] + cl.latency_s, down_spans[i][1]) if i in down_spans
+               else out_spans[i][0])
+        rights[name] = max(rights.get(name, 0.0), got)
+    return rights
+
+
+def _reply_staging(reply: tuple, cl: Cluster, slow: float) -> float:
+    """E4: the worker's CPU for a reply (applied, shard, bytes, float32 bytes): its client's
+    copy per float32 byte and its stack per byte on the wire, at its share of the cores."""
+    _, _, nbytes, dense = reply
+    return (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
+
+
+def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float = 0.0,
+           pipelined: bool = False, blocked: list = ()) -> list:
+    """E2e: messages on one direction of a link from several TCP connections (one a shard).
+    jobs: (earliest start, connection, bytes, CPU seconds). A connection sends its messages
+    in order, each `gap` after the previous one ended and no earlier than its earliest
+    start; the connections with bytes in flight share the link equally (processor sharing:
+    TCP's fair share), in the gaps `blocked` leaves (intervals other traffic holds it: the
+    pushes, E11/E12). The link's token bucket (E2b, `buckets[name]`: tokens and when the link
+    last went idle) lets up to `burst` bytes pass at once after it idled, refilled at bw while
+    idle. A message ends max(wire end, start + CPU) when `pipelined` (E2c), else its CPU
+    after its last byte. One connection alone is E2's FIFO. Returns (start, end) a job."""
+    spans: list = [None] * len(jobs)
+    queues: dict = {}
+    for i, (_, conn, _, _) in enumerate(jobs):
+        queues.setdefault(conn, []).append(i)
+    waiting = {c: (jobs[q[0]][0] + gap, 0) for c, q in queues.items()}  # next start, index
+    sending: dict = {}                    # connection -> [job, bytes left]
+    tokens, idle = buckets.get(name, (burst, None))
+    blocked = sorted(blocked)
+    t = min((w[0] for w in waiting.values()), default=0.0)
+
+    def finish(c: int, i: int, wire_end: float) -> None:
+        start = spans[i][0]
+        cpu = jobs[i][3]
+        end = max(wire_end, start + cpu) if pipelined else wire_end + cpu
+        spans[i] = (start, end)
+        n = queues[c].index(i) + 1
+        if n < len(queues[c]):
+            waiting[c] = (max(jobs[queues[c][n]][0], end) + gap, n)
+
+    while waiting or sending:
+        for c, (at, n) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
+            if at > t:
+                continue
+            del waiting[c]
+            i = queues[c][n]
+            if not sending:               # the link idled since `idle`: tokens refilled
+                tokens = burst if idle is None else \
+                    min(burst, tokens + max(0.0, t - idle) * bw)
+            spans[i] = (t, t)
+            left = jobs[i][2] - min(tokens, jobs[i][2])
+            tokens -= jobs[i][2] - left
+            if left <= 0.0:
+                finish(c, i, t)
+            else:
+                sending[c] = [i, left]
+        events = [w[0] for w in waiting.values()]
+        held = next((end for begin, end in blocked if begin <= t < end), None)
+        done_at, least = math.inf, 0.0
+        if sending and held is not None:  # other traffic holds the link until then
+            events.append(held)
+        elif sending:
+            least = min(left for _, left in sending.values())
+            done_at = t + least * len(sending) / bw
+            events += [done_at] + [begin for begin, _ in blocked if begin > t]
+        if not events:
+            break
+        later = min(events)
+        if sending and held is None:
+            # every connection in flight moved the same bytes; exactly `least` at done_at
+            moved = least if later >= done_at else (later - t) * bw / len(sending)
+            for c in list(sending):
+                sending[c][1] -= moved
+                if sending[c][1] <= 1e-9 * max(1.0, jobs[sending[c][0]][2]):
+                    finish(c, sending.pop(c)[0], later)
+            if not sending:
+                idle = later
+        t = later
+    buckets[name] = (tokens, idle)
+    return spans
 
 
 def _fill(busy: list, start: float, duration: float) -> float:

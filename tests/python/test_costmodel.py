@@ -65,10 +65,11 @@ def test_bsp_server_link_carries_every_workers_copy():
 def test_two_servers_split_the_server_link_load():
     params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
     r = predict(ONE, params, 64, Cluster(workers=4, servers=2, **LINK))
-    # shard 0's 2 MB: uplink 30..50 ms, server 0 in 31..111; shard 1's: uplink 50..70,
-    # server 1 in 51..131; replies: server 0 out 111..191 (arrives 192), server 1 out
-    # 131..211 (arrives 212)
-    assert r.iteration_s == pytest.approx(0.212)
+    # E2e: the worker's connections to the two shards share its uplink: both 2 MB go
+    # 30..70 ms at half its rate; server 0 in 31..111 and server 1 in 31..111 (4 copies
+    # each on its own NIC); replies: each server out 111..191, the two share the worker's
+    # downlink 112..152: both arrive at 192
+    assert r.iteration_s == pytest.approx(0.192)
 
 
 def test_asp_queues_workers_at_the_server_link():
@@ -599,16 +600,18 @@ def test_e13_holder_the_other_shards_step_waits_for_the_forward():
     """By hand, one worker, 2 shards apart, the weight cut in halves (rows 0-499 on shard 0,
     500-999 on shard 1), batch 64: shard 0 is the worker's holder. Both pushes are 384 KB
     (3.84 ms): to shard 0 L's 500 rows and R; to shard 1 L's 500 rows, and R forwarded.
-    Forward 0-10 ms, backward 10-30; push 0 leaves 30-33.84, in at 34.84; push 1 leaves
-    33.84-37.68, in at 38.68."""
+    Forward 0-10 ms, backward 10-30; the two pushes share the uplink (E2e): both leave
+    30-37.68, in at 38.68."""
     cl = Cluster(workers=1, servers=2, factor_broadcast=True,
                  **dict(LINK, chunk_bytes=2_000_000))
-    # every_shard: replies of 384 KB (L and R) from shard 0 at 34.84, in 39.68; 128 KB (L)
-    # from shard 1 at 38.68, on the downlink 39.68-40.96
-    assert predict(ONE, FC, 64, cl).iteration_s == pytest.approx(0.04096)
+    # every_shard: replies of 384 KB (L and R) from shard 0 and 128 KB (L) from shard 1,
+    # both from 38.68, share the downlink from 39.68: shard 1's in at 42.24, shard 0's
+    # 256 KB left alone until 44.80
+    assert predict(ONE, FC, 64, cl).iteration_s == pytest.approx(0.0448)
     # holder: shard 1 steps once the forwarder has the R from shard 0 (256 KB on its
-    # downlink, 2.56 ms, three latencies: 37.68 + 3 + 2.56 = 43.24); shard 0's reply is L
-    # alone (R went ahead): 128 KB, in at 37.12; shard 1's leaves 43.24, in at 45.52
+    # downlink 39.68-42.24, three latencies: 37.68 + 3 + 2.56 = 43.24); shard 0's reply is L
+    # alone (R went ahead): 128 KB, out 38.68-39.96, on the downlink after the R, in at
+    # 43.52; shard 1's leaves 43.24, in at 45.52
     holder = predict(ONE, FC, 64, dataclasses.replace(cl, factor_right="holder"))
     assert holder.iteration_s == pytest.approx(0.04552)
 
@@ -709,21 +712,22 @@ def test_e11_a_shard_on_every_host_spreads_the_server_nics_load():
     # 4 hosts, one worker each, four 1 MB parameters, one a shard (bsp)
     params = [Param("fc", f"fc/{i}", MB4 // 4) for i in range(4)]
     apart = predict(ONE, params, 64, Cluster(workers=4, servers=4, **LINK))
-    # four server hosts of their own: each NIC takes 4 x 1 MB (40 ms) a direction; pushes
-    # leave 30..70 ms, in at 71, 81, 91, 101; replies out 71..111 .. 101..141, the last in
-    # at 142 ms
+    # four server hosts of their own: each NIC takes 4 x 1 MB (40 ms) a direction; the four
+    # pushes share the uplink 30..70 ms (E2e), each shard's 4 copies in 31..71; replies out
+    # 71..111, the four sharing the downlink 72..112
     assert apart.busy_s["server link"] == pytest.approx(0.040)
     assert apart.busy_s["worker link"] == pytest.approx(0.040)
-    assert apart.iteration_s == pytest.approx(0.142)
+    assert apart.iteration_s == pytest.approx(0.112)
     beside = predict(ONE, params, 64, Cluster(workers=4, servers=4, servers_beside_workers=True,
                                               **LINK))
     # a shard beside each worker: no server NIC, and each host's NIC carries 3 x 1 MB of
     # its worker's pushes plus 3 x 1 MB of its shard's replies out (and as much in): 60 ms.
-    # Shard 0's piece goes through memory: pushes 30..60 ms, in at 61, 61, 71, 81 (3 remote
-    # copies each); shard 0's reply at once (61), the others' in at 92, 102, 112 ms
+    # Shard 0's piece goes through memory; the three others share the uplink 30..60 ms, every
+    # shard takes 3 remote copies in 31..61 (shard 0 on host 0's downlink); shard 0's reply
+    # at once (61), the others out 61..91 and sharing the downlink 62..92
     assert beside.busy_s["server link"] == 0.0
     assert beside.busy_s["worker link"] == pytest.approx(0.060)
-    assert beside.iteration_s == pytest.approx(0.112)
+    assert beside.iteration_s == pytest.approx(0.092)
     one = predict(ONE, params, 64, Cluster(workers=4, servers=1, **LINK))
     assert one.iteration_s == pytest.approx(0.352)   # one server apart: 30 + 2 x 160 + 2
     # unequal shards (2, 1, 0.5, 0.5 MB), fp16 pushes: host 0's NIC sends its worker's
@@ -816,7 +820,14 @@ def test_shards_on_one_host_share_its_nic():
     one_host = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=2, server_hosts=1, **two))
     assert apart.busy_s["server link"] == pytest.approx(2 * 4 * 524288 / 1e8)
     assert one_host.busy_s["server link"] == pytest.approx(0.08)
-    assert one_host.iteration_s == pytest.approx(apart.iteration_s + 0.019, abs=0.001)
+    # apart: shard 0's 2,097,152 B and shard 1's 1,902,848 B share the uplink (E2e), shard 1's
+    # done at 68.06 ms, shard 0's at 70; each shard's 2 copies in 31..72.94 and 31..69.06;
+    # replies out until 114.89 (shard 0) and 107.11, in at 115.89
+    assert apart.iteration_s == pytest.approx(0.030 + 0.001 + 2 * 2 * 2097152 / 1e8 + 0.001)
+    # one host: both shards' 8 MB share its NIC in (31..111) and out (107.11..187.11: shard
+    # 1's last copy in first), in at 188.11
+    assert one_host.iteration_s == pytest.approx(0.030 + 0.001 + 2 * 2 * 1902848 / 1e8 + 0.080
+                                                 + 0.001)
     # one shard: nothing to share
     assert predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, server_hosts=1, **two)) \
         .iteration_s == pytest.approx(predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1,
