@@ -628,17 +628,8 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     request = fwd + (0.0 if early else bwd_total) + L + cl.message_s
     # E2b: each link's token bucket (tbf): full at the start of the iteration (the link
     # idled at least burst/bandwidth since its last use), refilled at its rate while idle
+    # (_share keeps it: tokens and when the link last went idle)
     buckets: dict = {}
-
-    def wire(name, start: float, nbytes: float, bw: float) -> float:
-        name = link(name)
-        tokens, last = buckets.get(name, (cl.burst_bytes, None))   # None: never used
-        tokens = cl.burst_bytes if last is None else \
-            min(cl.burst_bytes, tokens + max(0.0, start - last) * bw)
-        free_tokens = min(tokens, nbytes)
-        took = (nbytes - free_tokens) / bw
-        buckets[name] = (tokens - free_tokens, start + took)
-        return took
 
     # E11: one push per host: the host's sum needs every member's gradient, so its pushes
     # start when backward ends, each piece after the leader summed the m members' values
@@ -699,7 +690,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                                  + piece.replica_bytes * cl.worker_apply_byte_s) * scale
     if cl.pull_overlap:
         return _overlapped_pull(layers, applied, position, replica, t, fwd, request, used,
-                                link, wire, remote, own, scale, slow, cl)
+                                link, buckets, remote, own, scale, slow, cl)
     end = t
     if cl.mode != "bsp" and not cl.streamed_pulls:
         # E4' (runs 1-11, before pulls beside pushes): ssp/asp: ShardState answered a pull
@@ -786,7 +777,8 @@ def _reply_staging(reply: tuple, cl: Cluster, slow: float) -> float:
 
 
 def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float = 0.0,
-           pipelined: bool = False, blocked: list = ()) -> list:
+           pipelined: bool = False, blocked: list = (), priority: list | None = None,
+           ahead: float = 0.0) -> list:
     """E2e: messages on one direction of a link from several TCP connections (one a shard).
     jobs: (earliest start, connection, bytes, CPU seconds). A connection sends its messages
     in order, each `gap` after the previous one ended and no earlier than its earliest
@@ -795,32 +787,47 @@ def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float 
     pushes, E11/E12). The link's token bucket (E2b, `buckets[name]`: tokens and when the link
     last went idle) lets up to `burst` bytes pass at once after it idled, refilled at bw while
     idle. A message ends max(wire end, start + CPU) when `pipelined` (E2c), else its CPU
-    after its last byte. One connection alone is E2's FIFO. Returns (start, end) a job."""
+    after its last byte. One connection alone is E2's FIFO. With `priority` (E12: a reply's
+    forward position) a connection sends next, of its jobs ready `ahead` seconds before it is
+    free (what waits in its window was chosen then), the one of lowest priority, else the one
+    ready first. Returns (start, end) a job."""
     spans: list = [None] * len(jobs)
-    queues: dict = {}
+    unsent: dict = {}                     # connection -> its jobs not started, in order
     for i, (_, conn, _, _) in enumerate(jobs):
-        queues.setdefault(conn, []).append(i)
-    waiting = {c: (jobs[q[0]][0] + gap, 0) for c, q in queues.items()}  # next start, index
+        unsent.setdefault(conn, []).append(i)
+    waiting: dict = {}                    # connection -> (start of its next job, the job)
+
+    def choose(c, free: float) -> None:
+        """The job connection c sends once it is free at `free`."""
+        left = unsent[c]
+        if not left:
+            return
+        i = left[0]
+        if priority is not None:
+            ready = [j for j in left if jobs[j][0] <= free - ahead]
+            i = (min(ready, key=lambda j: priority[j]) if ready else
+                 min(left, key=lambda j: (jobs[j][0], priority[j])))
+        left.remove(i)
+        waiting[c] = (max(jobs[i][0], free) + gap, i)
+    for c in unsent:
+        choose(c, -math.inf)
     sending: dict = {}                    # connection -> [job, bytes left]
     tokens, idle = buckets.get(name, (burst, None))
     blocked = sorted(blocked)
     t = min((w[0] for w in waiting.values()), default=0.0)
 
-    def finish(c: int, i: int, wire_end: float) -> None:
+    def finish(c, i: int, wire_end: float) -> None:
         start = spans[i][0]
         cpu = jobs[i][3]
         end = max(wire_end, start + cpu) if pipelined else wire_end + cpu
         spans[i] = (start, end)
-        n = queues[c].index(i) + 1
-        if n < len(queues[c]):
-            waiting[c] = (max(jobs[queues[c][n]][0], end) + gap, n)
+        choose(c, end)
 
     while waiting or sending:
-        for c, (at, n) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
+        for c, (at, i) in sorted(waiting.items(), key=lambda kv: kv[1][0]):
             if at > t:
                 continue
             del waiting[c]
-            i = queues[c][n]
             if not sending:               # the link idled since `idle`: tokens refilled
                 tokens = burst if idle is None else \
                     min(burst, tokens + max(0.0, t - idle) * bw)
@@ -873,20 +880,21 @@ def _fill(busy: list, start: float, duration: float) -> float:
 
 
 def _overlapped_pull(layers, applied, position, replica, backward_end: float, fwd: float,
-                     request: float, used: dict, link, wire, remote, own: int, scale: float,
-                     slow: float, cl: Cluster) -> float:
-    """E12: the pull replies overlap the next forward, in forward order. Whenever the
-    worker's connections have room, the shards send, of the replies ready (applied, and
-    requested), the one earliest in forward order; a connection lets pull_window_bytes
-    wait ahead of the wire, so the choice is made that long before the previous reply is
-    in (the window drains at the connection's share of the worker's downlink, shared by
-    the shards that send to it, or of the shard's outlink, shared by the workers it
-    sends to). A reply takes its shard's outlink and the worker's downlink where the
-    pushes (E2, first) leave them free: the weights of the late layers, applied first,
-    travel while the early layers' pushes still go. The next forward starts when
-    backward ended; layer l's forward at max(end of forward l-1, arrival of the replies
-    layer l reads), after E13's rebuild. Returns the iteration time: from the end of one
-    forward to the next's."""
+                     request: float, used: dict, link, buckets: dict, remote, own: int,
+                     scale: float, slow: float, cl: Cluster) -> float:
+    """E12: the pull replies overlap the next forward, in forward order. Each shard sends its
+    replies once applied and requested, of those ready the one earliest in forward order; a
+    connection lets pull_window_bytes wait ahead of the wire, so the choice is made that long
+    before the previous reply is through (the window drains at the connection's share of
+    the worker's downlink, shared by the shards that send to it, or of the shard's outlink,
+    shared by the workers it sends to). A reply is cut into parts of at most a chunk (the
+    shard cuts it at its chunks), so a part of an earlier layer can overtake the rest of a
+    large late one. The parts take their shard's (host's) outlink and then the worker's
+    downlink as E2e's stations, where the pushes (E2, first) leave them free: the weights of
+    the late layers, applied first, travel while the early layers' pushes still go. The next
+    forward starts when backward ended; layer l's forward at max(end of forward l-1, arrival
+    of the replies layer l reads), after E13's rebuild. Returns the iteration time: from
+    the end of one forward to the next's."""
     L, S = cl.latency_s, cl.servers
     beside = cl.servers_beside_workers
     server_bw = _server_link_bw(cl)
@@ -894,52 +902,33 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
     fanout = max([remote(k) for k in range(S)] + [1])
     drain = min(cl.worker_bw / max(1, senders), server_bw / fanout)
     ahead = cl.pull_window_bytes / drain
-    # a reply goes in parts of at most a chunk (the shard cuts it at its chunks), so a part
-    # of an earlier layer can overtake the rest of a large late one
-    waiting = []
+    parts = []   # (ready and requested, forward position, shard, bytes, float32 bytes)
     for (ready, k, nbytes, dense), pos in zip(applied, position):
-        parts = max(1, math.ceil(dense / cl.chunk_bytes))
-        waiting += [(max(ready, request), pos, k, nbytes / parts, dense / parts)] * parts
-    free: dict = {}
-    last = fwd
+        n = max(1, math.ceil(dense / cl.chunk_bytes))
+        parts += [(max(ready, request), pos, k, nbytes / n, dense / n)] * n
+    outs: list = [None] * len(parts)
+    for name in {link(("out", p[2])) for p in parts}:
+        mine = [i for i, p in enumerate(parts) if link(("out", p[2])) == name]
+        spans = _share([(parts[i][0], parts[i][2], remote(parts[i][2]) * parts[i][3], 0.0)
+                        for i in mine], server_bw, buckets, name, cl.burst_bytes, cl.message_s,
+                       blocked=used.get(name, []) + (used.get("up", []) if beside else []),
+                       priority=[(parts[i][1], parts[i][0]) for i in mine], ahead=ahead)
+        for i, span in zip(mine, spans):
+            outs[i] = span
+    # the downlink: each shard's parts in the order it sent them, the shards sharing it
+    far = sorted((i for i, p in enumerate(parts) if not (beside and p[2] == 0)),
+                 key=lambda i: outs[i][0])
+    staging = [(p[4] * cl.worker_wall_byte_s() + p[3] * cl.link_kernel_byte_s) * slow
+               for p in parts]
+    downs = dict(zip(far, _share([(outs[i][0] + L, parts[i][2], own * parts[i][3], staging[i])
+                                  for i in far], cl.worker_bw, buckets, link("down"),
+                                 cl.burst_bytes, pipelined=cl.pipelined_nic,
+                                 blocked=used.get("down", []))))
     arrival = [0.0] * len(layers)
-
-    def can_go(w) -> float:
-        """When a waiting reply can be handed to ZeroMQ: ready, and its shard's outlink
-        within the window of free."""
-        return max(w[0], free.get(link(("out", w[2])), fwd) - ahead)
-    def on_the_wire(w) -> float:
-        """When its first byte could reach the worker: its shard's outlink free, plus L."""
-        local = beside and w[2] == 0
-        return max(w[0], free.get(link(("out", w[2])), fwd)) + cl.message_s + (0 if local
-                                                                                 else L)
-    while waiting:
-        pick_at = max(min(can_go(w) for w in waiting), last - ahead)
-        choice = [w for w in waiting if can_go(w) <= pick_at]
-        # the downlink takes what can flow now (TCP interleaves the shards' connections):
-        # of the replies that would not leave it idle the earliest in forward order, else
-        # the one that can come first
-        flowing = [w for w in choice if on_the_wire(w) <= free.get("down", fwd)]
-        chosen = (min(flowing, key=lambda w: (w[1], w[0])) if flowing else
-                  min(choice, key=lambda w: (on_the_wire(w), w[1])))
-        waiting.remove(chosen)
-        when, pos, k, nbytes, dense = chosen
-        out = link(("out", k))
-        begin = max(when, free.get(out, fwd)) + cl.message_s
-        free[out] = _fill(used.get("up" if beside else out, []), begin,
-                          wire(("out", k), begin, remote(k) * nbytes, server_bw))
-        staging = (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
-        if beside and k == 0:   # the shard beside hands the reply over in memory
-            arrive = begin + staging
-        else:
-            down = max(begin + L, free.get("down", fwd))
-            on_wire = wire("down", down, own * nbytes, cl.worker_bw)
-            arrive = max(free[out] + L, _fill(used.get("down", []), down,
-                                              max(on_wire, staging) if cl.pipelined_nic
-                                              else on_wire + staging))
-            free["down"] = arrive
-        last = max(last, arrive)
-        arrival[pos] = max(arrival[pos], arrive + cl.message_s)
+    for i, p in enumerate(parts):
+        # the shard beside hands the reply over in memory, not after its NIC
+        arrive = (max(outs[i][1] + L, downs[i][1]) if i in downs else outs[i][0] + staging[i])
+        arrival[p[1]] = max(arrival[p[1]], arrive + cl.message_s)
     done = backward_end
     for i, layer in enumerate(layers):
         done = max(done, arrival[i]) + replica[i] + layer.forward_ms / 1e3 * scale

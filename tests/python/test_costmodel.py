@@ -844,6 +844,47 @@ def test_e11_replies_take_the_gaps_the_pushes_leave_on_a_link():
     assert costmodel._fill([], 0.050, 0.010) == 0.050 + 0.010
 
 
+def test_e2e_connections_share_a_link_each_in_order():
+    """E2e by hand, a 100 MB/s link (100 bytes a microsecond), times in ms."""
+    def share(*args, **kwargs) -> list:
+        return [t for span in costmodel._share(*args, **kwargs) for t in span]
+    # one connection: E2's FIFO, each message `gap` after the one before ended
+    assert share([(0.0, 0, 1e6, 0.0), (0.0, 0, 1e6, 0.0)], 1e8, {}, "l", 0.0, gap=0.001) == \
+        pytest.approx([0.001, 0.011, 0.012, 0.022])
+    # two connections at once share the rate: of 1 MB and 2 MB from 0, the first ends at
+    # 20 ms; a third message (connection 0, ready at 5) waited for it and shares the link
+    # with the second's last 1 MB: both end at 40
+    got = share([(0.0, 0, 1e6, 0.0), (0.0, 1, 2e6, 0.0), (0.005, 0, 1e6, 0.0)], 1e8, {}, "l",
+                0.0)
+    assert got == pytest.approx([0.0, 0.020, 0.0, 0.040, 0.020, 0.040])
+    # CPU after the bytes (in series), or beside them (a NIC's DMA, E2c): 4 ms of CPU
+    assert share([(0.0, 0, 1e6, 0.004)], 1e8, {}, "l", 0.0)[1] == pytest.approx(0.014)
+    assert share([(0.0, 0, 1e6, 0.004)], 1e8, {}, "l", 0.0, pipelined=True)[1] == \
+        pytest.approx(0.010)
+    # other traffic holds the link 5-15 ms: 1 MB from 0 runs 0-5 and 15-20
+    assert share([(0.0, 0, 1e6, 0.0)], 1e8, {}, "l", 0.0, blocked=[(0.005, 0.015)]) == \
+        pytest.approx([0.0, 0.020])
+    # a token bucket of 0.5 MB, full at first: half the message passes at once; the
+    # bucket refills at the rate while the link idles (5-7.5 ms: 0.25 MB) and not while
+    # it sends
+    buckets: dict = {}
+    assert share([(0.0, 0, 1e6, 0.0)], 1e8, buckets, "l", 5e5)[1] == pytest.approx(0.005)
+    assert share([(0.0075, 0, 1e6, 0.0)], 1e8, buckets, "l", 5e5)[1] == \
+        pytest.approx(0.0075 + 0.0075)
+    assert list(buckets["l"]) == pytest.approx([0.0, 0.015], abs=1e-9)
+    # a message of no bytes ends at its start (plus its CPU); nothing to send, nothing back
+    assert share([(0.003, 2, 0.0, 0.001)], 1e8, {}, "l", 0.0) == pytest.approx([0.003, 0.004])
+    assert share([], 1e8, {}, "l", 0.0) == []
+    # E12: priorities on one connection. Free at 0: a (ready 0, priority 5) goes; at its end
+    # (10 ms) b (ready 2, priority 9) and c (ready 8, priority 1) are ready: c first. With 5
+    # ms of window, what was ready at 5 ms when the connection frees at 10 is b alone
+    jobs = [(0.0, 0, 1e6, 0.0), (0.002, 0, 1e6, 0.0), (0.008, 0, 1e6, 0.0)]
+    assert share(jobs, 1e8, {}, "l", 0.0, priority=[5, 9, 1]) == \
+        pytest.approx([0.0, 0.010, 0.020, 0.030, 0.010, 0.020])
+    assert share(jobs, 1e8, {}, "l", 0.0, priority=[5, 9, 1], ahead=0.005) == \
+        pytest.approx([0.0, 0.010, 0.010, 0.020, 0.020, 0.030])
+
+
 def test_e11_e12_a_shard_on_every_host_replies_between_its_hosts_pushes():
     """Two workers on two hosts, a shard beside each, the early pull (request at 31 ms).
     Placement: c (2 MB) on shard 0, a and b (1 MB each) on shard 1. By hand: backward c
