@@ -834,7 +834,9 @@ def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float 
             spans[i] = (t, t)
             left = jobs[i][2] - min(tokens, jobs[i][2])
             tokens -= jobs[i][2] - left
-            if left <= 0.0:
+            if left <= 0.0:               # through on tokens alone: the link idles on
+                if not sending:
+                    idle = t
                 finish(c, i, t)
             else:
                 sending[c] = [i, left]

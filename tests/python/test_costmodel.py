@@ -872,6 +872,10 @@ def test_e2e_connections_share_a_link_each_in_order():
     assert share([(0.0075, 0, 1e6, 0.0)], 1e8, buckets, "l", 5e5)[1] == \
         pytest.approx(0.0075 + 0.0075)
     assert list(buckets["l"]) == pytest.approx([0.0, 0.015], abs=1e-9)
+    # what passed on tokens alone is spent: of two 0.3 MB messages at once on a full 0.5 MB
+    # bucket, the first passes at once, the second has 0.2 MB of tokens left (1 ms more)
+    assert share([(0.0, 0, 3e5, 0.0), (0.0, 1, 3e5, 0.0)], 1e8, {}, "l", 5e5) == \
+        pytest.approx([0.0, 0.0, 0.0, 0.001])
     # a message of no bytes ends at its start (plus its CPU); nothing to send, nothing back
     assert share([(0.003, 2, 0.0, 0.001)], 1e8, {}, "l", 0.0) == pytest.approx([0.003, 0.004])
     assert share([], 1e8, {}, "l", 0.0) == []

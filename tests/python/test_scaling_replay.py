@@ -100,10 +100,13 @@ def test_the_stored_runs_keep_the_fit_the_docs_quote(validate, run):
 
 def test_the_replay_is_the_stored_run_s_own_prediction(validate):
     """Run 14 was measured with the model it is replayed with: what --json-out stored then
-    is what the model computes now."""
+    is what the model computes now. Since E2e (connections sharing a link) a point with
+    2 shards may move, by rounding here (its loopback links do not bind); one shard is one
+    connection, E2's FIFO exactly."""
     stored = json.loads((DATA / "scaling_validation_run14.json").read_text())["rows"]
     rows = replay(validate, 14)
     for old, new in zip(stored, rows):
-        assert new["predicted_formula"] == pytest.approx(old["predicted_formula"], rel=1e-9), \
+        rel = 1e-9 if new["servers"] == 1 else 1e-6
+        assert new["predicted_formula"] == pytest.approx(old["predicted_formula"], rel=rel), \
             point(new)
         assert new["bottleneck_formula"] == old["bottleneck_formula"], point(new)
