@@ -194,6 +194,12 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
     for step, label in enumerate(STEPS, 1):
         rows.append((label, costmodel.predict(layers, params, batch, costmodel.Cluster(
             **dict(base, **switches(step, calib))))))
+    # R pushed once is a choice: with a shard on every host the holders' relays of R wait
+    # for the host's uplink behind its pushes (E2e), so every row but it is shown too
+    every = switches(len(STEPS), calib)
+    rows.append(("every row but R pushed once (`transport.factor_right: every_shard`)",
+                 costmodel.predict(layers, params, batch, costmodel.Cluster(
+                     **dict(base, **{k: v for k, v in every.items() if k != "factor_right"})))))
     free = costmodel.predict(layers, params, batch, costmodel.Cluster(
         **dict(base, **dict(switches(len(STEPS), calib), server_byte_s=0.0,
                             server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0))))

@@ -750,7 +750,8 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
         mine = [i for i in early if link(("out", order[i][2].shard)) == name]
         spans = _share([(max(ins[i][1], ups[i][1] + cl.latency_s), order[i][2].shard,
                          remote(order[i][2].shard) * order[i][2].early_reply, 0.0)
-                        for i in mine], _server_link_bw(cl), buckets, name, cl.burst_bytes)
+                        for i in mine], _server_link_bw(cl), buckets, name, cl.burst_bytes,
+                       blocked=used.get(name, []) + (used.get("up", []) if beside else []))
         for i, span in zip(mine, spans):
             out_spans[i] = span
             used.setdefault(name, []).append(span)
@@ -786,8 +787,10 @@ def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float 
     TCP's fair share), in the gaps `blocked` leaves (intervals other traffic holds it: the
     pushes, E11/E12). The link's token bucket (E2b, `buckets[name]`: tokens and when the link
     last went idle) lets up to `burst` bytes pass at once after it idled, refilled at bw while
-    idle. A message ends max(wire end, start + CPU) when `pipelined` (E2c), else its CPU
-    after its last byte. One connection alone is E2's FIFO. With `priority` (E12: a reply's
+    idle. The messages' CPU (the worker's staging, E2d's wall time on its I/O threads) runs
+    one message at a time, in the order the messages start (`pipelined`, E2c: beside the
+    wire; a message ends when both are done) or their last bytes arrive (else: after the
+    wire). One connection alone is E2's FIFO. With `priority` (E12: a reply's
     forward position) a connection sends next, of its jobs ready `ahead` seconds before it is
     free (what waits in its window was chosen then), the one of lowest priority, else the one
     ready first. Returns (start, end) a job."""
@@ -815,11 +818,18 @@ def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float 
     tokens, idle = buckets.get(name, (burst, None))
     blocked = sorted(blocked)
     t = min((w[0] for w in waiting.values()), default=0.0)
+    cpu_free = [-math.inf]                # when the CPU is done with the messages so far
+    cpu_end: dict = {}                    # pipelined: when a message's CPU is done
+
+    def run_cpu(i: int, ready: float) -> float:
+        if jobs[i][3] <= 0.0:
+            return ready
+        cpu_free[0] = max(ready, cpu_free[0]) + jobs[i][3]
+        return cpu_free[0]
 
     def finish(c, i: int, wire_end: float) -> None:
         start = spans[i][0]
-        cpu = jobs[i][3]
-        end = max(wire_end, start + cpu) if pipelined else wire_end + cpu
+        end = max(wire_end, cpu_end.pop(i)) if pipelined else run_cpu(i, wire_end)
         spans[i] = (start, end)
         choose(c, end)
 
@@ -832,8 +842,11 @@ def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float 
                 tokens = burst if idle is None else \
                     min(burst, tokens + max(0.0, t - idle) * bw)
             spans[i] = (t, t)
-            left = jobs[i][2] - min(tokens, jobs[i][2])
-            tokens -= jobs[i][2] - left
+            if pipelined:
+                cpu_end[i] = run_cpu(i, t)
+            take = min(max(tokens, 0.0), jobs[i][2])
+            left = jobs[i][2] - take
+            tokens -= take
             if left <= 0.0:               # through on tokens alone: the link idles on
                 if not sending:
                     idle = t

@@ -879,6 +879,17 @@ def test_e2e_connections_share_a_link_each_in_order():
     # a message of no bytes ends at its start (plus its CPU); nothing to send, nothing back
     assert share([(0.003, 2, 0.0, 0.001)], 1e8, {}, "l", 0.0) == pytest.approx([0.003, 0.004])
     assert share([], 1e8, {}, "l", 0.0) == []
+    # the messages' CPU is one thread's, one message at a time: two connections' 1 MB share
+    # the wire until 20 ms, then their 4 ms of CPU run one after the other (in series), or
+    # from their starts, beside the wire (E2c)
+    two = [(0.0, 0, 1e6, 0.004), (0.0, 1, 1e6, 0.004)]
+    assert share(two, 1e8, {}, "l", 0.0) == pytest.approx([0.0, 0.024, 0.0, 0.028])
+    assert share(two, 1e8, {}, "l", 0.0, pipelined=True) == \
+        pytest.approx([0.0, 0.020, 0.0, 0.020])
+    # the bucket's count never goes below zero by rounding: a message of no bytes after a
+    # partial spend passes at once, even inside an interval other traffic holds
+    assert share([(0.0, 0, 1e6, 0.0), (0.001, 1, 0.0, 0.0)], 1e8, {}, "l", 0.3,
+                 blocked=[(0.001, 0.005)])[2:] == pytest.approx([0.001, 0.001])
     # E12: priorities on one connection. Free at 0: a (ready 0, priority 5) goes; at its end
     # (10 ms) b (ready 2, priority 9) and c (ready 8, priority 1) are ready: c first. With 5
     # ms of window, what was ready at 5 ms when the connection frees at 10 is b alone
