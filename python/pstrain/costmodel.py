@@ -658,8 +658,9 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                  cl.pipelined_nic)
     for (start, sent) in ups:
         used.setdefault(link("up"), []).append((start, sent))
+    used["pushes"] = list(used.get(link("up"), []))   # E11': every host's, as host 0's
     ins = [None] * len(order)
-    for name in {link(("in", piece.shard)) for _, _, piece, _ in order}:
+    for name in dict.fromkeys(link(("in", piece.shard)) for _, _, piece, _ in order):
         mine = [i for i, (_, _, piece, _) in enumerate(order)
                 if link(("in", piece.shard)) == name]
         spans = _share([(ups[i][0] + L, order[i][2].shard,
@@ -713,12 +714,12 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     # requested, then takes the worker's downlink (cut-through); the connections of a server
     # host's shards share its NIC, those to one worker its downlink
     outs: list = [None] * len(applied)
-    for name in {link(("out", k)) for _, k, _, _ in applied}:
+    for name in dict.fromkeys(link(("out", k)) for _, k, _, _ in applied):
         mine = [i for i, (_, k, _, _) in enumerate(applied) if link(("out", k)) == name]
         spans = _share([(max(applied[i][0], request), applied[i][1],
                          remote(applied[i][1]) * applied[i][2], 0.0) for i in mine],
                        server_bw, buckets, name, cl.burst_bytes, cl.message_s,
-                       blocked=used.get(name, []) + (used.get("up", []) if beside else []))
+                       blocked=_held(used, name, beside))
         for i, span in zip(mine, spans):
             outs[i] = span
     remote_replies = [i for i, (_, k, _, _) in enumerate(applied) if not (beside and k == 0)]
@@ -736,6 +737,13 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     return end + sum(replica)
 
 
+def _held(used: dict, name, beside: bool) -> list:
+    """E11': the intervals other traffic holds an outlink: what went on it before, and with
+    a shard on every host (where shard k's outlink is host k's uplink) that host's pushes,
+    taken to be this worker's host's (hosts alike)."""
+    return used.get(name, []) + (used.get("pushes", []) if beside and name != "up" else [])
+
+
 def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, link, remote,
                   own: int, cl: Cluster) -> dict:
     """E13 holder: a holder shard relays each R it receives to every worker ahead of the step
@@ -746,12 +754,12 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
     early = [i for i, (_, _, piece, _) in enumerate(order) if piece.early_reply > 0]
     beside = cl.servers_beside_workers
     out_spans: dict = {}
-    for name in {link(("out", order[i][2].shard)) for i in early}:
+    for name in dict.fromkeys(link(("out", order[i][2].shard)) for i in early):
         mine = [i for i in early if link(("out", order[i][2].shard)) == name]
         spans = _share([(max(ins[i][1], ups[i][1] + cl.latency_s), order[i][2].shard,
                          remote(order[i][2].shard) * order[i][2].early_reply, 0.0)
                         for i in mine], _server_link_bw(cl), buckets, name, cl.burst_bytes,
-                       blocked=used.get(name, []) + (used.get("up", []) if beside else []))
+                       blocked=_held(used, name, beside))
         for i, span in zip(mine, spans):
             out_spans[i] = span
             used.setdefault(name, []).append(span)
@@ -922,11 +930,11 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
         n = max(1, math.ceil(dense / cl.chunk_bytes))
         parts += [(max(ready, request), pos, k, nbytes / n, dense / n)] * n
     outs: list = [None] * len(parts)
-    for name in {link(("out", p[2])) for p in parts}:
+    for name in dict.fromkeys(link(("out", p[2])) for p in parts):
         mine = [i for i, p in enumerate(parts) if link(("out", p[2])) == name]
         spans = _share([(parts[i][0], parts[i][2], remote(parts[i][2]) * parts[i][3], 0.0)
                         for i in mine], server_bw, buckets, name, cl.burst_bytes, cl.message_s,
-                       blocked=used.get(name, []) + (used.get("up", []) if beside else []),
+                       blocked=_held(used, name, beside),
                        priority=[(parts[i][1], parts[i][0]) for i in mine], ahead=ahead)
         for i, span in zip(mine, spans):
             outs[i] = span

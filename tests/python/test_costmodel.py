@@ -958,3 +958,32 @@ def test_cli_takes_e12_and_e13(capsys):
                    dict(factor_value_bytes=4.0), dict(factor_broadcast=False)):
         other = predict(layers, params, 128, Cluster(**base, **dict(on, **change)))
         assert other.iteration_s != pytest.approx(want.iteration_s, rel=1e-6), change
+
+
+def test_e13_holder_relays_from_a_shard_beside_take_the_gaps_of_the_hosts_pushes(monkeypatch):
+    """Two hosts, a shard beside each, R pushed once, 100 MB/s links (E11', E13, E2e). conv
+    (4 MB) is cut over both shards, fc (1000 x 1000, batch 64) too. Host 0's uplink carries
+    this worker's pushes to shard 1: fc's factors 8-10.56 ms, conv's 2 MB 10.56-30.56 (shard
+    0's go through memory). Holder shard 0 has R at 11.56 and relays it (256 KB) to host 1
+    on the same uplink once the pushes leave it free: 30.56-33.12; on top of them
+    (11.56-14.12) the link would carry twice its rate. Shard 1's relay leaves host 1's
+    uplink the same way, once (not also behind shard 0's). The forwarder has R when the
+    other host's conv push to shard 0 is in on host 0's downlink, 34.12; the replies after
+    the steps end at 58.68."""
+    calls = []
+    share = costmodel._share
+
+    def spy(jobs, bw, buckets, name, *args, **kwargs):
+        spans = share(jobs, bw, buckets, name, *args, **kwargs)
+        calls.append((name, [j[2] for j in jobs], spans))
+        return spans
+    monkeypatch.setattr(costmodel, "_share", spy)
+    layers = [LayerTime("conv", 5.0, 1.0), LayerTime("fc", 2.0, 1.0)]
+    params = [Param("conv", "conv/w", 1_000_000), Param("fc", "fc/w", 1000 * 1000, (1000, 1000))]
+    cl = Cluster(workers=2, servers=2, servers_beside_workers=True, sufficient_factors=True,
+                 factor_broadcast=True, factor_right="holder",
+                 **dict(LINK, chunk_bytes=2_000_000))
+    assert predict(layers, params, 64, cl).iteration_s == pytest.approx(0.05868)
+    relays = [spans[0] for name, sizes, spans in calls if sizes == [256000.0] and
+              name in ("up", ("out", 1))]
+    assert relays[:2] == [pytest.approx((0.01156, 0.03312))] * 2
