@@ -13,7 +13,13 @@ Fashion-MNIST, 2 workers a host (8 in all), batch 16 each. Three layouts:
 Prints one JSON line per run (images/s from the train events after the first
 display, bytes pushed) and a table. Needs root (namespaces, tc, sshd).
 
+--predict JSON: no measuring; the cost model's figures for the three layouts
+(python/pstrain/costmodel.py, docs/scaling.md), with the CPU constants of a
+bench/scaling_validate.py run (its "calibration") and the layer times of `ps-net time`
+on the MLP here (one thread).
+
 usage: python3 bench/host_layout.py [--iters 14] [--rounds 2] [--layouts today,...]
+       python3 bench/host_layout.py --predict bench/data/scaling_validation_e2e_factors.json
 """
 from __future__ import annotations
 
@@ -113,13 +119,62 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
             "hosts": summary.get("hosts")}
 
 
+def predict(calibration: pathlib.Path, build: pathlib.Path) -> dict:
+    """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
+    them (one, or one a host), 1 Gbit/s links with the tbf burst `shape` sets, bsp, the
+    early pull, E8's CPU constants of the validation run on 2 cores."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from pstrain import costmodel
+    calib = json.loads(calibration.read_text())["calibration"]
+    with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
+        net = pathlib.Path(tmp) / "net.prototxt"
+        net.write_text(NET.split("layer {", 1)[0] + 'layer { name: "data" type: "Input" top: '
+                       f'"data" input_param {{ shape {{ dim: {BATCH} dim: 1 dim: 28 dim: 28 }} }} }}\n'
+                       'layer { name: "label" type: "Input" top: "label" input_param { shape { '
+                       f'dim: {BATCH} }} }} }}\nlayer {{' + NET.split("layer {", 2)[2])
+        out = subprocess.run([str(build / "bin/ps-net"), "time", "--model", str(net),
+                              "--iterations", "20", "--threads", "1", "--engine", "fast",
+                              "--json"], capture_output=True, text=True, check=True, timeout=600)
+        times = pathlib.Path(tmp) / "times.jsonl"
+        times.write_text(out.stdout)
+        layers = costmodel.load_layer_times(times)
+        params = costmodel.net_params(net)
+    cpu, f = calib["cpu_bsp"], calib.get("job_comm_factor", 1.0)
+    base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=1e9 / 8, server_bw=1e9 / 8,
+                latency_s=0.0, message_s=calib["message_us"] * 1e-6,
+                server_byte_s=cpu["server_ns_per_byte"] * 1e-9,
+                worker_byte_s=cpu["worker_ns_per_byte"] / 2 * 1e-9,
+                kernel_byte_s=1 / calib["wire_bytes_per_s"],
+                link_kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
+                burst_bytes=max(32 * 1024, 1e9 / 8 * 0.004), streamed_pulls=True,
+                worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
+                worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
+                server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
+                server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
+                refill_per_share=calib.get("refill_per_share", 0.0),
+                balance_s=calib.get("balance_ms", 0.0) * 1e-3,
+                workers_per_host=PER_HOST, servers_beside_workers=True)
+    layouts = {"today": dict(servers=1), "per_host": dict(servers=HOSTS),
+               "per_host+agg": dict(servers=HOSTS, host_aggregation=True)}
+    return {name: costmodel.predict(layers, params, BATCH, costmodel.Cluster(**base, **extra))
+            for name, extra in layouts.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=14)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--data", type=pathlib.Path, default=ROOT / "data" / "fashion-mnist")
+    ap.add_argument("--predict", type=pathlib.Path, metavar="JSON",
+                    help="the cost model's figures, with this validation run's calibration")
+    ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
     a = ap.parse_args()
+    if a.predict:
+        for name, p in predict(a.predict, a.build.resolve()).items():
+            print(f"{name:14} predicted {p.images_per_s:7.1f} images/s, "
+                  f"{p.iteration_s * 1e3:7.1f} ms an iteration, {p.bottleneck}")
+        return 0
     why = netns_hosts.unavailable()
     if why:
         print(f"host_layout: {why}", file=sys.stderr)
