@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import yaml
 
@@ -102,19 +103,56 @@ def write_job(tmp: pathlib.Path, hosts, layout: str, iters: int, data: pathlib.P
     return path
 
 
+def program_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds so far (user + system, /proc/PID/stat) of every ps-worker and ps-server."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = pathlib.Path(f"/proc/{entry.name}/comm").read_text().strip()
+            if name not in ("ps-worker", "ps-server"):
+                continue
+            fields = pathlib.Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1]
+            fields = fields.split()
+            out[int(entry.name)] = (name, (int(fields[11]) + int(fields[12]))
+                                    / os.sysconf("SC_CLK_TCK"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def run(hosts, job: pathlib.Path, timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT / "python")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
                                   else [])))
-    done = subprocess.run(["ip", "netns", "exec", hosts.head, sys.executable, "-m", "pstrain",
-                           str(job), "--quiet"], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    seen: dict[int, tuple[str, float]] = {}   # the programs' CPU, sampled until they exit
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.1):
+            seen.update(program_cpu())
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        done = subprocess.run(["ip", "netns", "exec", hosts.head, sys.executable, "-m",
+                               "pstrain", str(job), "--quiet"], env=env, capture_output=True,
+                              text=True, timeout=timeout)
+    finally:
+        stop.set()
+        sampler.join()
     summary, events = netns_hosts.finished_run(job, done)
     train = [e for e in events if e.get("event") == "train" and e.get("rank") == 0]
     first, last = train[0], train[-1]       # after the first display: warmed up
     steady = ((last["iter"] - first["iter"]) * HOSTS * PER_HOST * BATCH
               / (last["time"] - first["time"]))
+    iters = yaml.safe_load(job.read_text())["solver_overrides"]["max_iter"]
+    cpu = {who: sum(c for name, c in seen.values() if name == who) / iters
+           for who in ("ps-worker", "ps-server")}
     return {"images_per_s": round(steady, 2), "bytes_pushed": summary["bytes_pushed"],
+            # CPU seconds an iteration of all workers and of all shards (start-up included)
+            "worker_cpu_s_per_iter": round(cpu["ps-worker"], 4),
+            "server_cpu_s_per_iter": round(cpu["ps-server"], 4),
             "bytes_pulled": summary["bytes_pulled"], "servers": summary["servers"],
             "hosts": summary.get("hosts")}
 
