@@ -53,17 +53,8 @@ class RelayValidateTest : public ::testing::Test {
     frames_ = {2 * 4 * 4, 2 * 3 * 4, 2 * 4 * 4};
   }
   std::string Reason() {
-    transport::InMessage in;
-    in.header = h_;
-    for (size_t bytes : frames_) in.frames.emplace_back(bytes);
-    in.AlignPayloads();
-    transport::ValidationRules rules;
-    rules.receiver = pstrain::WORKER;
-    rules.num_workers = 2;
-    rules.num_servers = 2;
-    rules.placement = &placement_;
-    rules.shard = 0;
-    return transport::Validate(in, rules).message();
+    return server::test_support::FactorTwoShardsReason(h_, frames_, placement_, pstrain::WORKER,
+                                                       0);
   }
   KeyPlacement placement_;
   pstrain::Header h_;

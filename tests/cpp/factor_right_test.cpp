@@ -52,17 +52,7 @@ class RightValidateTest : public ::testing::Test {
     receiver_ = pstrain::SERVER;
   }
   std::string Reason() {
-    transport::InMessage in;
-    in.header = h_;
-    for (size_t bytes : frames_) in.frames.emplace_back(bytes);
-    in.AlignPayloads();
-    transport::ValidationRules rules;
-    rules.receiver = receiver_;
-    rules.num_workers = 2;
-    rules.num_servers = 2;
-    rules.placement = &placement_;
-    rules.shard = shard_;
-    return transport::Validate(in, rules).message();
+    return server::test_support::FactorTwoShardsReason(h_, frames_, placement_, receiver_, shard_);
   }
   KeyPlacement placement_;
   pstrain::Header h_;
@@ -286,14 +276,19 @@ TEST_F(ShardRightsAheadTest, RsAlreadyKeptGoWithThePullAndOnlyOnce) {
 
 class ForwardedRightsTest : public ::testing::Test {
  protected:
+  // A message of `type` from worker `sender` (peer "w<sender>") at `clock`.
+  static transport::InMessage FromWorker(pstrain::MessageType type, int sender, int64_t clock) {
+    transport::InMessage m;
+    m.peer = "w" + std::to_string(sender);
+    m.header.set_type(type);
+    m.header.set_role(pstrain::WORKER);
+    m.header.set_sender(sender);
+    m.header.set_clock(clock);
+    return m;
+  }
   // Worker 1's push of parameter 0 to shard 1 without R: chunk 1, L 2 x 2.
   transport::InMessage LeftOnly(int64_t clock) {
-    transport::InMessage m;
-    m.peer = "w1";
-    m.header.set_type(pstrain::PUSH);
-    m.header.set_role(pstrain::WORKER);
-    m.header.set_sender(1);
-    m.header.set_clock(clock);
+    transport::InMessage m = FromWorker(pstrain::PUSH, 1, clock);
     pstrain::FactorShape* f = m.header.mutable_factors();
     f->set_samples(2);
     f->set_row_begin(1);
@@ -310,12 +305,7 @@ class ForwardedRightsTest : public ::testing::Test {
   }
   // Worker 0 forwards worker 1's R of that step.
   transport::InMessage Right(int64_t clock, float first) {
-    transport::InMessage m;
-    m.peer = "w0";
-    m.header.set_type(pstrain::FACTOR_RIGHT);
-    m.header.set_role(pstrain::WORKER);
-    m.header.set_sender(0);
-    m.header.set_clock(clock);
+    transport::InMessage m = FromWorker(pstrain::FACTOR_RIGHT, 0, clock);
     pstrain::FactorRight* r = m.header.mutable_right();
     r->set_param(0);
     r->set_worker(1);

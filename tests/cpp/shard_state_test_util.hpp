@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/ps/key_placement.hpp"
+#include "common/transport/validate.hpp"
 #include "server/shard_state.hpp"
 #include "tests/cpp/data_test_util.hpp"
 
@@ -241,6 +242,26 @@ inline pstrain::Header FactorRelayReply(const std::function<bool(uint32_t)>& rig
     r->set_right(right(w));
   }
   return h;
+}
+
+// Validate's reason (empty when it passes) for a message of `header` with
+// frames of `frames` bytes, as `receiver` (on shard `shard`) of a job of 2
+// workers and 2 shards placed by `placement` sees it.
+inline std::string FactorTwoShardsReason(const pstrain::Header& header,
+                                         const std::vector<size_t>& frames,
+                                         const KeyPlacement& placement, pstrain::Role receiver,
+                                         int shard) {
+  transport::InMessage in;
+  in.header = header;
+  for (size_t bytes : frames) in.frames.emplace_back(bytes);
+  in.AlignPayloads();
+  transport::ValidationRules rules;
+  rules.receiver = receiver;
+  rules.num_workers = 2;
+  rules.num_servers = 2;
+  rules.placement = &placement;
+  rules.shard = shard;
+  return transport::Validate(in, rules).message();
 }
 
 }  // namespace pstrain::server::test_support

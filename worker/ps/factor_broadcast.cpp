@@ -46,22 +46,28 @@ void FactorBroadcast::AddToPull(pstrain::Header* pull) const {
   }
 }
 
-Status FactorBroadcast::AcceptRight(const std::string& server, const transport::InMessage& right) {
-  const pstrain::FactorRight& r = right.header.right();
-  if (!relay_ || right.header.clock() != clock_ - 1) return Status::Ok();
-  const int param = static_cast<int>(r.param());
+Result<size_t> FactorBroadcast::WeightIndex(int param, uint32_t cols, const std::string& what,
+                                            const std::string& what_rows) const {
   auto weight = std::find_if(weights_.begin(), weights_.end(),
                              [&](const Weight& w) { return w.param == param; });
   if (weight == weights_.end()) {
-    return Status::InvalidArgument(server + " sent the R of parameter " + std::to_string(param) +
-                                   ", which this worker does not broadcast");
+    return Status::InvalidArgument(what + ", which this worker does not broadcast");
   }
-  if (r.cols() != static_cast<uint32_t>(weight->cols)) {
-    return Status::InvalidArgument(server + " sent an R of parameter " + std::to_string(param) +
-                                   " with rows of " + std::to_string(r.cols()) +
+  if (cols != static_cast<uint32_t>(weight->cols)) {
+    return Status::InvalidArgument(what_rows + " with rows of " + std::to_string(cols) +
                                    ", its rows have " + std::to_string(weight->cols));
   }
-  std::vector<float>& values = rights_[static_cast<size_t>(weight - weights_.begin())][r.worker()];
+  return static_cast<size_t>(weight - weights_.begin());
+}
+
+Status FactorBroadcast::AcceptRight(const std::string& server, const transport::InMessage& right) {
+  const pstrain::FactorRight& r = right.header.right();
+  if (!relay_ || right.header.clock() != clock_ - 1) return Status::Ok();
+  const std::string of = " R of parameter " + std::to_string(r.param());
+  PSTRAIN_ASSIGN_OR_RETURN(const size_t weight,
+                           WeightIndex(static_cast<int>(r.param()), r.cols(),
+                                       server + " sent the" + of, server + " sent an" + of));
+  std::vector<float>& values = rights_[weight][r.worker()];
   const size_t count = static_cast<size_t>(r.samples()) * r.cols();
   const float* v = DecodeFactors(r.dtype(), right.payload(0), count, &values);
   if (v != values.data()) values.assign(v, v + count);
@@ -105,17 +111,9 @@ Status FactorBroadcast::Accept(int shard, const std::string& server,
   }
   for (const pstrain::RelayedFactors& r : h.relay()) {
     const int param = static_cast<int>(r.param());
-    auto weight = std::find_if(weights_.begin(), weights_.end(),
-                               [&](const Weight& w) { return w.param == param; });
-    if (weight == weights_.end()) {
-      return Status::InvalidArgument(server + " relayed parameter " + std::to_string(param) +
-                                     ", which this worker does not broadcast");
-    }
-    if (r.cols() != static_cast<uint32_t>(weight->cols)) {
-      return Status::InvalidArgument(server + " relayed parameter " + std::to_string(param) +
-                                     " with rows of " + std::to_string(r.cols()) + ", its rows have " +
-                                     std::to_string(weight->cols));
-    }
+    const std::string relayed = server + " relayed parameter " + std::to_string(param);
+    PSTRAIN_ASSIGN_OR_RETURN(const size_t weight,
+                             WeightIndex(param, r.cols(), relayed, relayed));
     auto relay = std::find_if(relays_.begin(), relays_.end(), [&](const ShardRelay& s) {
       return s.param == param && s.shard == shard;
     });
@@ -135,8 +133,7 @@ Status FactorBroadcast::Accept(int shard, const std::string& server,
     if (l != left.data()) left.assign(l, l + left_count);
     ++frame;
     if (r.right()) {
-      std::vector<float>& right =
-          rights_[static_cast<size_t>(weight - weights_.begin())][r.worker()];
+      std::vector<float>& right = rights_[weight][r.worker()];
       const size_t right_count = static_cast<size_t>(r.samples()) * r.cols();
       const float* v = DecodeFactors(r.dtype(), reply.payload(frame), right_count, &right);
       if (v != right.data()) right.assign(v, v + right_count);

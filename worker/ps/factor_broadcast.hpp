@@ -94,6 +94,11 @@ class FactorBroadcast {
                   FactorBroadcastOptions options)
       : replica_(std::move(replica)), weights_(std::move(weights)), options_(std::move(options)) {}
   bool Broadcast(int param) const { return replica_.Broadcast(param); }
+  // The index in weights_ of `param`'s weight when its rows have `cols` values; otherwise
+  // an error opening with `what` (the sender and what it sent of the parameter) for a
+  // weight this worker does not broadcast and with `what_rows` for rows that differ.
+  Result<size_t> WeightIndex(int param, uint32_t cols, const std::string& what,
+                               const std::string& what_rows) const;
 
   FactorReplica replica_;
   std::vector<Weight> weights_;

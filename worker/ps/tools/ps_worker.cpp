@@ -58,6 +58,17 @@ const pstrain::EnvironmentAliases kEnvironmentAliases = {
     {"WORLD_SIZE", "workers"},          {"DMLC_WORKER_ID", "rank"},
     {"DMLC_NUM_WORKER", "workers"},
 };
+
+// A whole number written in full ("2": not "2x", "-1" or ""), or -1.
+int WholeNumber(const std::string& text) {
+  try {
+    size_t used = 0;
+    const int n = std::stoi(text, &used);
+    return used == text.size() && n >= 0 ? n : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -241,13 +252,7 @@ int main(int argc, char** argv) {
     if (forward_shards != "none") boost::split(parts, forward_shards, boost::is_any_of(","));
     options.client.forward_shards.push_back(-1);  // given: none of its own unless listed
     for (const std::string& part : parts) {
-      int k = -1;
-      try {
-        size_t used = 0;
-        k = std::stoi(part, &used);
-        if (used != part.size()) k = -1;
-      } catch (const std::exception&) {
-      }
+      const int k = WholeNumber(part);
       if (k < 0) {
         return usage("--forward-shards: \"" + forward_shards + "\": shard numbers (0,2)");
       }
@@ -261,13 +266,7 @@ int main(int argc, char** argv) {
     std::vector<int> group_of;
     int groups = 0;
     for (const std::string& p : parts) {
-      int g = -1;
-      try {
-        size_t used = 0;
-        g = std::stoi(p, &used);
-        if (used != p.size()) g = -1;
-      } catch (const std::exception&) {
-      }
+      const int g = WholeNumber(p);
       if (g < 0 || g > groups) {
         return usage("--host-groups: \"" + host_groups + "\": groups are numbered 0, 1, ... " +
                      "in order of first appearance");
