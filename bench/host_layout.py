@@ -166,10 +166,13 @@ def predict(calibration: pathlib.Path, build: pathlib.Path) -> dict:
     calib = json.loads(calibration.read_text())["calibration"]
     with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
         net = pathlib.Path(tmp) / "net.prototxt"
-        net.write_text(NET.split("layer {", 1)[0] + 'layer { name: "data" type: "Input" top: '
-                       f'"data" input_param {{ shape {{ dim: {BATCH} dim: 1 dim: 28 dim: 28 }} }} }}\n'
-                       'layer { name: "label" type: "Input" top: "label" input_param { shape { '
-                       f'dim: {BATCH} }} }} }}\nlayer {{' + NET.split("layer {", 2)[2])
+        # the MLP with its Data layer replaced by inputs of the same shapes
+        data = NET[NET.index('layer { name: "data"'):NET.index('layer { name: "ip1"')]
+        net.write_text(NET.replace(data, (
+            'layer { name: "data" type: "Input" top: "data" input_param { shape { '
+            f'dim: {BATCH} dim: 1 dim: 28 dim: 28 }} }} }}\n'
+            'layer { name: "label" type: "Input" top: "label" input_param { shape { '
+            f'dim: {BATCH} }} }} }}\n')))
         out = subprocess.run([str(build / "bin/ps-net"), "time", "--model", str(net),
                               "--iterations", "20", "--threads", "1", "--engine", "fast",
                               "--json"], capture_output=True, text=True, check=True, timeout=600)

@@ -724,14 +724,15 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
             outs[i] = span
     remote_replies = [i for i, (_, k, _, _) in enumerate(applied) if not (beside and k == 0)]
     downs = dict(zip(remote_replies, _share(
-        [(outs[i][0] + L, applied[i][1], own * applied[i][2], _reply_staging(applied[i], cl, slow))
-         for i in remote_replies], cl.worker_bw, buckets, link("down"), cl.burst_bytes,
-        pipelined=cl.pipelined_nic, blocked=used.get("down", []))))
+        [(outs[i][0] + L, applied[i][1], own * applied[i][2],
+          _reply_staging(*applied[i][2:], cl, slow)) for i in remote_replies],
+        cl.worker_bw, buckets, link("down"), cl.burst_bytes, pipelined=cl.pipelined_nic,
+        blocked=used.get("down", []))))
     for i, reply in enumerate(applied):
         if i in downs:
             arrive = max(outs[i][1] + L, downs[i][1])
         else:   # the shard beside hands the reply over in memory, not after its NIC
-            arrive = outs[i][0] + _reply_staging(reply, cl, slow)
+            arrive = outs[i][0] + _reply_staging(*reply[2:], cl, slow)
         end = max(end, arrive + cl.message_s)
     # E13: the worker rebuilds the broadcast weights before the next forward reads them
     return end + sum(replica)
@@ -778,10 +779,10 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
     return rights
 
 
-def _reply_staging(reply: tuple, cl: Cluster, slow: float) -> float:
-    """E4: the worker's CPU for a reply (applied, shard, bytes, float32 bytes): its client's
-    copy per float32 byte and its stack per byte on the wire, at its share of the cores."""
-    _, _, nbytes, dense = reply
+def _reply_staging(nbytes: float, dense: float, cl: Cluster, slow: float) -> float:
+    """E4: the worker's CPU for a reply of `nbytes` on the wire and `dense` float32 bytes:
+    its client's copy per float32 byte and its stack per byte on the wire, at its share of
+    the cores."""
     return (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
 
 
@@ -941,8 +942,7 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
     # the downlink: each shard's parts in the order it sent them, the shards sharing it
     far = sorted((i for i, p in enumerate(parts) if not (beside and p[2] == 0)),
                  key=lambda i: outs[i][0])
-    staging = [(p[4] * cl.worker_wall_byte_s() + p[3] * cl.link_kernel_byte_s) * slow
-               for p in parts]
+    staging = [_reply_staging(p[3], p[4], cl, slow) for p in parts]
     downs = dict(zip(far, _share([(outs[i][0] + L, parts[i][2], own * parts[i][3], staging[i])
                                   for i in far], cl.worker_bw, buckets, link("down"),
                                  cl.burst_bytes, pipelined=cl.pipelined_nic,
