@@ -656,19 +656,14 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                    own * piece.push, staging(piece)) for _, _, piece, ready in order],
                  cl.worker_bw, buckets, link("up"), cl.burst_bytes, cl.message_s,
                  cl.pipelined_nic)
-    for (start, sent) in ups:
-        used.setdefault(link("up"), []).append((start, sent))
+    used.setdefault(link("up"), []).extend(ups)
     used["pushes"] = list(used.get(link("up"), []))   # E11': every host's, as host 0's
-    ins = [None] * len(order)
-    for name in dict.fromkeys(link(("in", piece.shard)) for _, _, piece, _ in order):
-        mine = [i for i, (_, _, piece, _) in enumerate(order)
-                if link(("in", piece.shard)) == name]
-        spans = _share([(ups[i][0] + L, order[i][2].shard,
-                         remote(order[i][2].shard) * order[i][2].push, 0.0) for i in mine],
-                       server_bw, buckets, name, cl.burst_bytes)
-        for i, span in zip(mine, spans):
-            ins[i] = span
-            used.setdefault(name, []).append(span)
+    inlinks = [link(("in", piece.shard)) for _, _, piece, _ in order]
+    ins = _share_links([(start + L, piece.shard, remote(piece.shard) * piece.push, 0.0)
+                        for (_, _, piece, _), (start, _) in zip(order, ups)], inlinks,
+                       server_bw, buckets, cl.burst_bytes)
+    for name, span in zip(inlinks, ins):
+        used.setdefault(name, []).append(span)
     rights_in = _rights_ahead(order, ups, ins, used, buckets, link, remote, own, cl)
     for (layer_index, layer, piece, _), (_, sent), (_, in_end) in zip(order, ups, ins):
         k = piece.shard
@@ -713,15 +708,10 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     # E4, E2e: a piece's reply leaves its shard's outlink (W copies) once applied and
     # requested, then takes the worker's downlink (cut-through); the connections of a server
     # host's shards share its NIC, those to one worker its downlink
-    outs: list = [None] * len(applied)
-    for name in dict.fromkeys(link(("out", k)) for _, k, _, _ in applied):
-        mine = [i for i, (_, k, _, _) in enumerate(applied) if link(("out", k)) == name]
-        spans = _share([(max(applied[i][0], request), applied[i][1],
-                         remote(applied[i][1]) * applied[i][2], 0.0) for i in mine],
-                       server_bw, buckets, name, cl.burst_bytes, cl.message_s,
-                       blocked=_held(used, name, beside))
-        for i, span in zip(mine, spans):
-            outs[i] = span
+    outs = _share_links([(max(ready, request), k, remote(k) * nbytes, 0.0)
+                         for ready, k, nbytes, _ in applied],
+                        [link(("out", k)) for _, k, _, _ in applied], server_bw, buckets,
+                        cl.burst_bytes, cl.message_s, held=lambda name: _held(used, name, beside))
     remote_replies = [i for i, (_, k, _, _) in enumerate(applied) if not (beside and k == 0)]
     downs = dict(zip(remote_replies, _share(
         [(outs[i][0] + L, applied[i][1], own * applied[i][2],
@@ -754,16 +744,14 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
     pusher's R."""
     early = [i for i, (_, _, piece, _) in enumerate(order) if piece.early_reply > 0]
     beside = cl.servers_beside_workers
-    out_spans: dict = {}
-    for name in dict.fromkeys(link(("out", order[i][2].shard)) for i in early):
-        mine = [i for i in early if link(("out", order[i][2].shard)) == name]
-        spans = _share([(max(ins[i][1], ups[i][1] + cl.latency_s), order[i][2].shard,
-                         remote(order[i][2].shard) * order[i][2].early_reply, 0.0)
-                        for i in mine], _server_link_bw(cl), buckets, name, cl.burst_bytes,
-                       blocked=_held(used, name, beside))
-        for i, span in zip(mine, spans):
-            out_spans[i] = span
-            used.setdefault(name, []).append(span)
+    outlinks = [link(("out", order[i][2].shard)) for i in early]
+    spans = _share_links([(max(ins[i][1], ups[i][1] + cl.latency_s), order[i][2].shard,
+                           remote(order[i][2].shard) * order[i][2].early_reply, 0.0)
+                          for i in early], outlinks, _server_link_bw(cl), buckets,
+                         cl.burst_bytes, held=lambda name: _held(used, name, beside))
+    out_spans = dict(zip(early, spans))
+    for name, span in zip(outlinks, spans):
+        used.setdefault(name, []).append(span)
     far = [i for i in early if not (beside and order[i][2].shard == 0)]
     down_spans = dict(zip(far, _share(
         [(out_spans[i][0] + cl.latency_s, order[i][2].shard, own * order[i][2].early_reply,
@@ -784,6 +772,24 @@ def _reply_staging(nbytes: float, dense: float, cl: Cluster, slow: float) -> flo
     its client's copy per float32 byte and its stack per byte on the wire, at its share of
     the cores."""
     return (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
+
+
+def _share_links(jobs: list, links: list, bw: float, buckets: dict, burst: float,
+                 gap: float = 0.0, held=None, priority: list | None = None,
+                 ahead: float = 0.0) -> list:
+    """E2e on several links at once: job i goes on link links[i], each link's jobs (in
+    their order) one _share, blocked where held(link) says other traffic holds it.
+    Returns (start, end) a job."""
+    spans: list = [None] * len(jobs)
+    for name in dict.fromkeys(links):   # first seen first: the order is the model's
+        mine = [i for i, n in enumerate(links) if n == name]
+        for i, span in zip(mine, _share(
+                [jobs[i] for i in mine], bw, buckets, name, burst, gap,
+                blocked=held(name) if held else (),
+                priority=None if priority is None else [priority[i] for i in mine],
+                ahead=ahead)):
+            spans[i] = span
+    return spans
 
 
 def _share(jobs: list, bw: float, buckets: dict, name, burst: float, gap: float = 0.0,
@@ -930,15 +936,10 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
     for (ready, k, nbytes, dense), pos in zip(applied, position):
         n = max(1, math.ceil(dense / cl.chunk_bytes))
         parts += [(max(ready, request), pos, k, nbytes / n, dense / n)] * n
-    outs: list = [None] * len(parts)
-    for name in dict.fromkeys(link(("out", p[2])) for p in parts):
-        mine = [i for i, p in enumerate(parts) if link(("out", p[2])) == name]
-        spans = _share([(parts[i][0], parts[i][2], remote(parts[i][2]) * parts[i][3], 0.0)
-                        for i in mine], server_bw, buckets, name, cl.burst_bytes, cl.message_s,
-                       blocked=_held(used, name, beside),
-                       priority=[(parts[i][1], parts[i][0]) for i in mine], ahead=ahead)
-        for i, span in zip(mine, spans):
-            outs[i] = span
+    outs = _share_links([(ready, k, remote(k) * nbytes, 0.0) for ready, _, k, nbytes, _ in parts],
+                        [link(("out", p[2])) for p in parts], server_bw, buckets,
+                        cl.burst_bytes, cl.message_s, held=lambda name: _held(used, name, beside),
+                        priority=[(pos, ready) for ready, pos, _, _, _ in parts], ahead=ahead)
     # the downlink: each shard's parts in the order it sent them, the shards sharing it
     far = sorted((i for i, p in enumerate(parts) if not (beside and p[2] == 0)),
                  key=lambda i: outs[i][0])
