@@ -157,6 +157,28 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
             "hosts": summary.get("hosts")}
 
 
+def calibrate(build: pathlib.Path, rounds: int) -> dict:
+    """E8's bsp constants (bench/scaling_validate.e8_constants) on the path the layouts'
+    bytes take: ps-bench with 2 worker threads on host 1, its server on host 2, the links
+    shaped as the job's (`shape`). The median of `rounds` runs of each constant."""
+    import statistics
+    sys.path.insert(0, str(ROOT / "bench"))
+    import scaling_validate
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="host-layout-cpu-"))
+    hosts = netns_hosts.NetnsHosts(tmp, 2)
+    try:
+        shape(hosts)
+        runs = [scaling_validate.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
+                                              server_ns=hosts.ns(2),
+                                              bind_host=hosts.address(2))
+                for _ in range(rounds)]
+    finally:
+        hosts.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"cpu_bsp": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
+            "path": "2 netns hosts, veth + bridge, tbf 1gbit both ends", "rounds": runs}
+
+
 def predict(calibration: pathlib.Path, build: pathlib.Path) -> dict:
     """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
     them (one, or one a host), 1 Gbit/s links with the tbf burst `shape` sets, bsp, the

@@ -4,7 +4,8 @@
 //   ps-bench --size 16M [--params 4] [--workers W] [--servers S]
 //            [--transport tcp|ipc] [--chunk-bytes B] [--mode asp|bsp|ssp]
 //            [--runs 5] [--run-seconds 1.5] [--server-bin build/bin/ps-server]
-//            [--server-wrapper "strace -c -f -o x"] [--curve] [--json]
+//            [--server-wrapper "strace -c -f -o x"] [--bind-host 127.0.0.1]
+//            [--curve] [--json]
 //            [--shared-memory-mb M]
 //
 // --shared-memory-mb (ipc only; 0: off): the size of the shared-memory rings
@@ -14,7 +15,7 @@
 // written into the private folder, the servers started with --keys).
 //
 // Starts S real `ps-server` processes (a generated solver: SGD, fixed lr,
-// momentum 0.9), each bound to 127.0.0.1 on a free port (tcp) or to a Unix
+// momentum 0.9), each bound to --bind-host (127.0.0.1) on a free port (tcp) or to a Unix
 // socket (ipc), and runs W workers as threads of this process, each with its
 // own ZeroMQ context and PsClient (the worker's real client: staging copies,
 // per-shard DEALERs, push window). A synthetic parameter set of --size bytes
@@ -80,8 +81,10 @@ struct Flags {
   int max_in_flight = 16;
   int shared_memory_mb = pstrain::transport::kSharedRingDefaultMb;
   int io_threads = 1;  // each worker thread's context's ZeroMQ I/O threads
+  int server_io_threads = 1;  // each server's (ps-server --io-threads)
   std::string server_bin;
   std::string server_wrapper;
+  std::string bind_host = "127.0.0.1";  // tcp: the servers' address
   bool json = false;
   bool verbose = false;
 };
@@ -219,12 +222,17 @@ int main(int argc, char** argv) {
                                           "ps-server program (default: next to ps-bench)")(
       "server-wrapper", po::value(&f.server_wrapper),
       "command the servers run under, e.g. \"perf record -g -o /tmp/p.data --\"")(
-      "verbose", po::bool_switch(&f.verbose), "echo the servers' output")(
+      "bind-host", po::value(&f.bind_host)->default_value(f.bind_host),
+      "tcp: the IPv4 address the servers bind (one of the host's own; with --server-wrapper \"ip "
+      "netns exec NS\", one of NS's)")("verbose", po::bool_switch(&f.verbose),
+                                        "echo the servers' output")(
       "curve", po::bool_switch(&f.curve), "CURVE on every socket (keys as ps-train makes them)")(
       "shared-memory-mb", po::value(&f.shared_memory_mb)->default_value(f.shared_memory_mb),
       "ipc: shared-memory ring size per connection (0: every byte through the socket)")(
       "io-threads", po::value(&f.io_threads)->default_value(f.io_threads),
       "ZeroMQ I/O threads of each worker thread's context (as ps-worker --io-threads)")(
+      "server-io-threads", po::value(&f.server_io_threads)->default_value(f.server_io_threads),
+      "ZeroMQ I/O threads of each server (ps-server --io-threads)")(
       "json", po::bool_switch(&f.json), "one JSON object for the result");
   po::variables_map vm;
   int64_t total_bytes = 0;
@@ -241,7 +249,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (f.workers < 1 || f.servers < 1 || f.params < 1 || f.runs < 1 || total_bytes < 4 * f.params ||
-      (f.transport != "tcp" && f.transport != "ipc")) {
+      (f.transport != "tcp" && f.transport != "ipc") || f.bind_host.empty() ||
+      f.bind_host.find_first_not_of("0123456789.") != std::string::npos) {
     std::fprintf(stderr, "ps-bench: bad arguments (see --help)\n");
     return 2;
   }
@@ -291,7 +300,7 @@ int main(int argc, char** argv) {
                                 boost::token_compress_on);
       }
       const std::string bind = f.transport == "tcp"
-                                   ? std::string("tcp://127.0.0.1:0")
+                                   ? "tcp://" + f.bind_host + ":0"
                                    : "ipc://" + (dir / ("s" + std::to_string(k))).string();
       for (const std::string& a : {f.server_bin,
                                    std::string("--shard"),
@@ -314,6 +323,8 @@ int main(int argc, char** argv) {
                                    std::to_string(f.chunk_bytes),
                                    std::string("--shared-memory-mb"),
                                    std::to_string(f.shared_memory_mb),
+                                   std::string("--io-threads"),
+                                   std::to_string(f.server_io_threads),
                                    std::string("--json")}) {
         cmd.push_back(a);
       }

@@ -180,13 +180,22 @@ def job_breakdown(build: pathlib.Path, solver: pathlib.Path, workers: int, iters
 
 
 def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 1,
-                    mode: str = "asp") -> dict:
+                    mode: str = "asp", client_ns: str | None = None,
+                    server_ns: str | None = None, bind_host: str = "127.0.0.1",
+                    curve: bool = False) -> dict:
     """ps-bench, 1 worker thread, 1 server, tcp, asp: CPU per round trip of the ps-bench
-    process (its worker thread and I/O thread) and of the server, over 30-90 % of its run."""
+    process (its worker thread and I/O thread) and of the server, over 30-90 % of its run.
+    client_ns, server_ns: network namespaces ps-bench and its server run in (`ip netns
+    exec`), the server bound to bind_host, an address of server_ns; curve: CURVE on every
+    socket, as a ps-train job over tcp by default (security: curve)."""
     sampler = ThreadSampler()
     cmd = [str(build / "bin/ps-bench"), "--size", size, "--params", str(params), "--runs", "4",
            "--run-seconds", "1.0", "--warmup", "3", "--workers", str(workers), "--mode", mode,
-           "--json"]
+           "--bind-host", bind_host, "--json"] + (["--curve"] if curve else [])
+    if server_ns is not None:
+        cmd += ["--server-wrapper", f"ip netns exec {server_ns}"]
+    if client_ns is not None:   # `ip` execs ps-bench: the pid stays the one sampled
+        cmd = ["ip", "netns", "exec", client_ns] + cmd
     start = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler.roots[p.pid] = "bench"

@@ -588,26 +588,28 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
     return row
 
 
-def cpu_calibration(build: pathlib.Path) -> dict:
-    """E8's constants: ps-bench (tcp, 1 server) at 4K and 16M in 4 parameters, every thread
-    of its process and of the server sampled (bench/scaling_cpu.py): per worker and push+pull
-    exchange, the CPU of the 4K run; per byte, the slope to 16M. bsp with 2 worker threads,
-    asp with 1."""
+def e8_constants(build: pathlib.Path, mode: str, workers: int, **where) -> dict:
+    """E8's constants of one mode: ps-bench (tcp, 1 server) at 4K and 16M in 4 parameters,
+    every thread of its process and of the server sampled (bench/scaling_cpu.py): per worker
+    and push+pull exchange, the CPU of the 4K run; per byte, the slope to 16M. `where`:
+    bench_breakdown's namespaces and address (default: loopback)."""
     import scaling_cpu
-    out = {}
-    for mode, workers in (("bsp", 2), ("asp", 1)):
-        small = scaling_cpu.bench_breakdown(build, "4K", 4, workers, mode)
-        big = scaling_cpu.bench_breakdown(build, "16M", 4, workers, mode)
-        res = {"round_trip_4k_us": small["round_trip_us"],
-               "round_trip_16m_us": big["round_trip_us"]}
-        for who in ("worker", "server"):
-            tag = "client" if who == "worker" else "server"
-            a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(tag))
-            b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(tag))
-            res[f"{who}_exchange_us"] = a / workers
-            res[f"{who}_ns_per_byte"] = max(0.0, (b - a) / workers / (16e6 - 4e3) * 1e3)
-        out[f"cpu_{mode}"] = res
-    return out
+    small = scaling_cpu.bench_breakdown(build, "4K", 4, workers, mode, **where)
+    big = scaling_cpu.bench_breakdown(build, "16M", 4, workers, mode, **where)
+    res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
+    for who in ("worker", "server"):
+        tag = "client" if who == "worker" else "server"
+        a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(tag))
+        b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(tag))
+        res[f"{who}_exchange_us"] = a / workers
+        res[f"{who}_ns_per_byte"] = max(0.0, (b - a) / workers / (16e6 - 4e3) * 1e3)
+    return res
+
+
+def cpu_calibration(build: pathlib.Path) -> dict:
+    """E8's constants over loopback: bsp with 2 worker threads, asp with 1."""
+    return {f"cpu_{mode}": e8_constants(build, mode, workers)
+            for mode, workers in (("bsp", 2), ("asp", 1))}
 
 
 def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,

@@ -111,9 +111,10 @@ class TransportConfig:
     interface: str = "127.0.0.1"       # tcp: the address servers bind
     chunk_bytes: int = 1 << 20
     shared_memory_mb: int = 16         # ipc: large payloads through shared-memory rings; 0 = off
-    # ZeroMQ I/O threads of each worker: its connection to shard k is served by thread
-    # k mod io_threads, so the kernel copies of the shards' bytes spread over that many cores
-    # (docs/config-reference.md, "I/O threads"). Only timing changes.
+    # ZeroMQ I/O threads of each worker and each shard: a worker's connection to shard k is
+    # served by its thread k mod io_threads, a shard's connections by the least busy of its
+    # threads when each connects, so the kernel copies and CURVE of the bytes spread over
+    # that many cores (docs/architecture.md, "I/O threads"). Only timing changes.
     io_threads: int = 1
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
     # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master

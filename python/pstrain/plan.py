@@ -226,6 +226,8 @@ class Plan:
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += ["--threads", self.server_threads(shard)]
+        if j.transport.io_threads != 1:
+            cmd += ["--io-threads", str(j.transport.io_threads)]
         if self.pull_overlap():
             cmd.append("--pull-overlap")
         cmd += self.method_flags()

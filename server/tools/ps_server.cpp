@@ -11,6 +11,8 @@
 //             [--step-gate]   (server/policies/step_gate.cpp: pulls wait for GATE)
 //             [--threads N|auto]  (threads applying a push, server/apply_threads.hpp;
 //                                  auto, the default: the cores this process may use)
+//             [--io-threads N]    (ZeroMQ I/O threads: the workers' connections, and
+//                                  their CURVE and kernel copies, spread over them)
 //
 // Every flag can also come from the environment: PSTRAIN_SHARD (or PSTRAIN_RANK),
 // PSTRAIN_NUM_SERVERS, PSTRAIN_NUM_WORKERS, PSTRAIN_BIND, PSTRAIN_ADVERTISE, ...
@@ -84,6 +86,7 @@ struct Flags {
   int shared_memory_mb = transport::kSharedRingDefaultMb;
   bool pull_overlap = false;
   int pull_window_kb = 2048;
+  int io_threads = 1;
 };
 
 class Printer {
@@ -314,6 +317,9 @@ int main(int argc, char** argv) try {
       "layers' (the workers run --pull-overlap)")(
       "pull-window-kb", po::value(&f.pull_window_kb)->default_value(2048),
       "with --pull-overlap: bytes of pull replies ZeroMQ may hold per worker connection")(
+      "io-threads", po::value(&f.io_threads)->default_value(1),
+      "ZeroMQ I/O threads (1-64): each worker's connection is served by one of them, the "
+      "least busy when it connects, so the shard's CURVE and kernel copies spread over them")(
       "threads", po::value(&f.threads)->default_value("auto"),
       "threads applying each push: a whole number >= 1, or auto (the cores this process may "
       "run on); the weights are the same bits for any count");
@@ -330,6 +336,10 @@ int main(int argc, char** argv) try {
     return pstrain::UsageError(spec, "--shared-memory-mb must be in [0, " +
                                          std::to_string(transport::kSharedRingMaxMb) + "], got " +
                                          std::to_string(f.shared_memory_mb));
+  }
+  if (f.io_threads < 1 || f.io_threads > 64) {
+    return pstrain::UsageError(spec,
+                               "--io-threads must be in [1, 64], got " + std::to_string(f.io_threads));
   }
   if (f.pull_window_kb < 1) {
     return pstrain::UsageError(spec, "--pull-window-kb must be at least 1, got " +
@@ -367,7 +377,7 @@ int main(int argc, char** argv) try {
   options.keys = f.keys;
   options.shared_memory_mb = f.shared_memory_mb;
   if (f.pull_overlap) options.pull_window_bytes = static_cast<size_t>(f.pull_window_kb) << 10;
-  transport::Context context;
+  transport::Context context(f.io_threads);
   auto created = ShardLoop::Create(context, std::move(made).value(), std::move(options));
   if (!created.ok()) return Fail(shard, created.status());
   ShardLoop& service = *created.value();

@@ -381,5 +381,60 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
   }
 }
 
+// A shard's context with several I/O threads (ps-server --io-threads,
+// transport.io_threads): ZeroMQ serves each accepted connection on the least
+// busy thread when it connects, so two workers that connect one after the
+// other are served by two threads (their kernel copies and CURVE apart).
+TEST(TransportTest, AcceptedConnectionsSpreadOverTheServersIoThreads) {
+  const auto named = [](const std::set<std::string>& skip, size_t n) {
+    std::map<std::string, std::pair<std::string, int64_t>> threads;
+    for (int i = 0; i < 200 && (threads = IoThreads(skip)).size() < n; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return threads;
+  };
+  transport::Context server_ctx(2);
+  auto router = transport::BindRouter(server_ctx, "tcp://127.0.0.1:*");
+  ASSERT_TRUE(router.ok()) << router.status().message();
+  const auto server_threads = named({}, 2);
+  ASSERT_EQ(server_threads.size(), 2u);
+  std::set<std::string> others;  // every I/O thread but the server's
+  transport::Context client_ctx;
+  std::vector<std::unique_ptr<Channel>> dealers;
+  constexpr size_t kValues = 1 << 20;  // 4 MiB a message
+  for (int k = 0; k < 2; ++k) {
+    transport::SocketOptions options;
+    options.identity = "w" + std::to_string(k);
+    auto dealer = transport::ConnectDealer(client_ctx, router.value()->endpoint(), options);
+    ASSERT_TRUE(dealer.ok()) << dealer.status().message();
+    dealers.push_back(std::move(dealer.value()));
+    // connected and served before the next one connects: a message through it
+    OutMessage hello{MakeHeader(PUSH, k, 0, {{0, 4}}), {Payload::Of(Ramp(4, 1.f))}};
+    ASSERT_TRUE(dealers[k]->Send("", std::move(hello)).ok());
+    EXPECT_EQ(MustReceive(*router.value()).payload_length(0), 4u);
+  }
+  for (const auto& [tid, thread] : IoThreads({})) {
+    if (!server_threads.count(tid)) others.insert(tid);
+  }
+  std::vector<std::string> busiest;
+  for (int k = 0; k < 2; ++k) {
+    const auto start = IoThreads(others);
+    for (int m = 1; m <= 50; ++m) {
+      OutMessage out{MakeHeader(PUSH, k, m, {{0, kValues}}), {Payload::Of(Ramp(kValues, 1.f))}};
+      ASSERT_TRUE(dealers[k]->Send("", std::move(out)).ok());
+      EXPECT_EQ(MustReceive(*router.value()).payload_length(0), kValues);
+    }
+    const auto end = IoThreads(others);
+    std::vector<std::pair<int64_t, std::string>> busy;  // CPU ns, tid
+    for (const auto& [tid, thread] : start) busy.emplace_back(end.at(tid).second - thread.second, tid);
+    ASSERT_EQ(busy.size(), 2u);
+    std::sort(busy.rbegin(), busy.rend());
+    EXPECT_GE(busy[0].first, 3 * busy[1].first)
+        << "connection " << k << ": " << busy[0].first << " ns and " << busy[1].first << " ns";
+    busiest.push_back(busy[0].second);
+  }
+  EXPECT_NE(busiest[0], busiest[1]) << "both connections on the server's I/O thread " << busiest[0];
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -53,9 +53,9 @@ def test_bad_shared_memory_size(capsys, tmp_path):
                      f"transport.shared_memory_mb: must be an integer in [0, 4096], got {bad!r}")
 
 
-def test_io_threads_reach_every_worker(capsys, tmp_path):
-    """transport.io_threads (default 1) is each ps-worker's --io-threads; the shards take
-    none (one ROUTER each); bad values are one error naming the key."""
+def test_io_threads_reach_every_worker_and_shard(capsys, tmp_path):
+    """transport.io_threads (default 1) is each ps-worker's and each ps-server's
+    --io-threads; bad values are one error naming the key."""
     assert "--io-threads" not in Job.from_yaml(
         write_job(tmp_path, base_job(tmp_path), "default.yaml")).dry_run()
     code, out, err = ps_train(capsys, write_job(tmp_path, base_job(
@@ -65,7 +65,7 @@ def test_io_threads_reach_every_worker(capsys, tmp_path):
     servers = [l for l in out.splitlines() if "/ps-server " in l]
     assert len(workers) == 2 and servers
     assert all("--io-threads 4" in c for c in workers), workers
-    assert not any("--io-threads" in c for c in servers)
+    assert all("--io-threads 4" in c for c in servers), servers
     for bad in (0, 65, 2.5, "4", True):
         expect_error(capsys, tmp_path, base_job(tmp_path, transport={"io_threads": bad}),
                      f"transport.io_threads: must be an integer in [1, 64], got {bad!r}")

@@ -91,6 +91,17 @@ def test_a_shared_memory_size_out_of_range_is_a_usage_error():
                                        f"got {bad}")
 
 
+def test_io_threads_out_of_range_is_a_usage_error():
+    solver = str(ROOT / "configs/nets/lenet_solver.prototxt")
+    for program, args, bad in (("ps-server", ["--solver", solver], "0"),
+                               ("ps-worker", ["--solver", "x", "--servers", "ipc:///tmp/x"],
+                                "65")):
+        done = subprocess.run([str(programs.find_program(program)), *args, "--io-threads", bad],
+                              env=clean_env(), capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"{program}: --io-threads must be in [1, 64], got {bad}"
+
+
 def test_ps_train_node_runs_the_role_from_the_environment():
     import sys
     cmd = [sys.executable, "-m", "pstrain", "node", "--version"]
