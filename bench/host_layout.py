@@ -160,7 +160,8 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
 def calibrate(build: pathlib.Path, rounds: int) -> dict:
     """E8's bsp constants (bench/scaling_validate.e8_constants) on the path the layouts'
     bytes take: ps-bench with 2 worker threads on host 1, its server on host 2, the links
-    shaped as the job's (`shape`). The median of `rounds` runs of each constant."""
+    shaped as the job's (`shape`), CURVE on as in the job (security: curve, which ps-train
+    requires between hosts). The median of `rounds` runs of each constant."""
     import statistics
     sys.path.insert(0, str(ROOT / "bench"))
     import scaling_validate
@@ -170,16 +171,19 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
         shape(hosts)
         runs = [scaling_validate.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
                                               server_ns=hosts.ns(2),
-                                              bind_host=hosts.address(2))
+                                              bind_host=hosts.address(2), curve=True)
                 for _ in range(rounds)]
     finally:
         hosts.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return {"cpu_bsp": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
-            "path": "2 netns hosts, veth + bridge, tbf 1gbit both ends", "rounds": runs}
+            "path": "2 netns hosts, veth + bridge, tbf 1gbit both ends, CURVE",
+            "date": __import__("datetime").datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "load_after": " ".join(open("/proc/loadavg").read().split()[:3]), "rounds": runs}
 
 
-def predict(calibration: pathlib.Path, build: pathlib.Path) -> dict:
+def predict(calibration: pathlib.Path, build: pathlib.Path,
+            cpu_from: pathlib.Path | None = None) -> dict:
     """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
     them (one, or one a host), 1 Gbit/s links with the tbf burst `shape` sets, bsp, the
     early pull, E8's CPU constants of the validation run on 2 cores."""
@@ -202,6 +206,8 @@ def predict(calibration: pathlib.Path, build: pathlib.Path) -> dict:
         times.write_text(out.stdout)
         layers = costmodel.load_layer_times(times)
         params = costmodel.net_params(net)
+    if cpu_from is not None:   # E8's constants from `calibrate` (this path, CURVE)
+        calib = dict(calib, cpu_bsp=json.loads(cpu_from.read_text())["cpu_bsp"])
     cpu, f = calib["cpu_bsp"], calib.get("job_comm_factor", 1.0)
     base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=1e9 / 8, server_bw=1e9 / 8,
                 latency_s=0.0, message_s=calib["message_us"] * 1e-6,
@@ -231,10 +237,24 @@ def main() -> int:
     ap.add_argument("--data", type=pathlib.Path, default=ROOT / "data" / "fashion-mnist")
     ap.add_argument("--predict", type=pathlib.Path, metavar="JSON",
                     help="the cost model's figures, with this validation run's calibration")
+    ap.add_argument("--cpu", type=pathlib.Path, metavar="JSON",
+                    help="with --predict: E8's constants from --calibrate's JSON")
+    ap.add_argument("--calibrate", type=pathlib.Path, metavar="JSON_OUT",
+                    help="no job: measure E8's constants on the layouts' path (2 hosts, "
+                         "CURVE) --rounds times and write them here")
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
     a = ap.parse_args()
+    if a.calibrate:
+        why = netns_hosts.unavailable()
+        if why:
+            print(f"host_layout: {why}", file=sys.stderr)
+            return 2
+        text = json.dumps(calibrate(a.build.resolve(), a.rounds), indent=1)
+        a.calibrate.write_text(text + "\n")
+        print(text)
+        return 0
     if a.predict:
-        for name, p in predict(a.predict, a.build.resolve()).items():
+        for name, p in predict(a.predict, a.build.resolve(), a.cpu).items():
             print(f"{name:14} predicted {p.images_per_s:7.1f} images/s, "
                   f"{p.iteration_s * 1e3:7.1f} ms an iteration, {p.bottleneck}")
         return 0

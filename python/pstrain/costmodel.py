@@ -171,6 +171,14 @@ class Cluster:
     # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
     # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
     server_io_byte_s: float = 0.0
+    # E14: CURVE (security: curve, which ps-train requires between hosts): CPU seconds a byte
+    # on the wire takes on the ZeroMQ I/O thread of each end (the sender encrypts, the
+    # receiver decrypts). A worker's spread over min(worker_io_threads, servers) threads as
+    # E2d's; a shard's over its server_io_threads (ps-server --io-threads), which also
+    # divide server_io_byte_s (E3). E8's constants are measured as the job runs, CURVE on or
+    # off, so E14 adds to the wall-time terms and to E6b, not to E8; 0: no CURVE
+    curve_byte_s: float = 0.0
+    server_io_threads: int = 1
     # E2c: a NIC moves a worker's bytes by DMA while its CPU (c_w, the stack) prepares the
     # next ones: per piece the worker's link takes max(wire, CPU), not their sum. False:
     # in series, as on loopback and the validation's veth links, where the CPU is the wire
@@ -188,6 +196,10 @@ class Cluster:
         n = max(1, min(self.worker_io_threads, self.servers))
         share = min(1.0, max(0.0, self.worker_io_share))
         return self.worker_byte_s * ((1.0 - share) + share / n)
+
+    def worker_curve_s(self) -> float:
+        """E14: the worker's CURVE seconds per wire byte on its critical path."""
+        return self.curve_byte_s / max(1, min(self.worker_io_threads, self.servers))
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -364,6 +376,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     if cl.pull_overlap and cl.mode != "bsp" and not cl.streamed_pulls:
         raise CostModelError("pull_overlap (E12) needs pulls answered chunk by chunk "
                              "(streamed_pulls) in ssp and asp")
+    if cl.server_io_threads < 1 or cl.curve_byte_s < 0:
+        raise CostModelError(f"server_io_threads must be >= 1 and curve_byte_s >= 0, got "
+                             f"{cl.server_io_threads} and {cl.curve_byte_s}")
     if cl.worker_io_threads < 1 or not 0.0 <= cl.worker_io_share <= 1.0:
         raise CostModelError(f"worker_io_threads must be >= 1 and worker_io_share in [0, 1], "
                              f"got {cl.worker_io_threads} and {cl.worker_io_share}")
@@ -420,7 +435,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     host_down = p * (pull_total - own_pull) + (P - p) * own_push
     # E5: per-iteration busy time of the shared resources (per direction of a link)
     host_wire, host_cpu = (max(host_up, host_down) / cl.worker_bw,
-                           p * staged * cl.worker_wall_byte_s())
+                           p * (staged * cl.worker_wall_byte_s()
+                                + max(push_total, pull_total) * cl.worker_curve_s()))
     busy = {
         "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
         + p * msgs * cl.message_s,
@@ -453,6 +469,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     comm_cpu = (2 * staged * cl.worker_byte_s
                 + (push_total + pull_total + forwarded) * cl.kernel_byte_s
                 + 4 * msgs * cl.message_s + total_bytes * cl.server_byte_s
+                + 2 * (push_total + pull_total) * cl.curve_byte_s    # E14: both ends
                 + (push_total + pull_total + forwarded) / 2 * cl.server_kernel_byte_s)
     sync = _lockstep(cl)
     # E8: the CPU one worker's communication costs, all threads of the worker and the servers
@@ -484,7 +501,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         if e8 and not cl.compute_in_job:
             cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale,
-                                    it)
+                                    it, total_bytes * cl.host_sum_byte_s)
         it = max(_bsp(path, busy, slow, cl) if sync else _mva(path, stations(slow), P),
                  cpu_bound)
     path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
@@ -505,7 +522,7 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
 
 
 def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
-                previous: float) -> float:
+                previous: float, summed: float = 0.0) -> float:
     """E8: the CPU of the whole job on `cores` shared cores. Every worker's compute (CPU
     seconds: the layer times less the contention they were timed under) and communication
     CPU (its threads and its share of the servers') must fit on the cores the job gets beside
@@ -514,13 +531,18 @@ def _cpu_budget(cl: Cluster, compute: float, comm_cpu: float, tail: float,
     and one server thread runs, so (C - 1)/C of the cores idle.
     E9: a training thread that shares its core loses CPU to cache refills, in proportion to
     the share phi of the core the job's other threads take (at the previous estimate of the
-    iteration time `previous`): compute x (1 + refill_per_share x phi)."""
+    iteration time `previous`): compute x (1 + refill_per_share x phi).
+    E11 with E8: with one push per host only the P pushers exchange with the shards (the
+    other members hand their gradients over in shared memory: host_sum_byte_s a byte,
+    `summed` CPU seconds each)."""
     W = cl.workers
+    P, _ = cl.pushers()
     share = cl.cores * (W + cl.servers) / (W + cl.servers + cl.background)
-    total = W * (compute + comm_cpu)
+    comm = P * comm_cpu + (W - P) * summed
+    total = W * compute + comm
     phi = min(1.0, max(0.0, (total - compute) / share / max(previous, 1e-9)))
     compute *= 1 + cl.refill_per_share * phi
-    bound = W * (compute + comm_cpu) / share
+    bound = (W * compute + comm) / share
     if _lockstep(cl):
         bound += max(0.0, tail) * (1 - 1 / cl.cores)
         bound += _balance_idle(W, cl.cores, compute, cl.balance_s) / cl.cores
@@ -569,9 +591,11 @@ def _server_host(cl: Cluster, k: int) -> int:
 
 
 def _server_link_bw(cl: Cluster) -> float:
-    """E3: the rate of a shard's link per direction: its NIC, or its I/O thread if slower."""
-    if cl.server_io_byte_s > 0:
-        return min(cl.server_bw, 1 / cl.server_io_byte_s)
+    """E3: the rate of a shard's link per direction: its NIC, or its I/O threads if slower
+    (their CPU per byte, CURVE's too: E14)."""
+    io = (cl.server_io_byte_s + cl.curve_byte_s) / max(1, cl.server_io_threads)   # E14
+    if io > 0:
+        return min(cl.server_bw, 1 / io)
     return cl.server_bw
 
 
@@ -647,7 +671,8 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                   for piece in by_layer[layer.name]]
 
     def staging(piece) -> float:
-        return (piece.staged * cl.worker_wall_byte_s() + piece.push * cl.link_kernel_byte_s
+        return (piece.staged * cl.worker_wall_byte_s()
+                + piece.push * (cl.link_kernel_byte_s + cl.worker_curve_s())
                 + 4.0 * piece.values * summing) * slow
     # E2, E2e: the worker's uplink, its connection to each shard sending in order, the
     # connections sharing the link; then each shard's inlink carrying W copies (cut-through),
@@ -769,9 +794,10 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
 
 def _reply_staging(nbytes: float, dense: float, cl: Cluster, slow: float) -> float:
     """E4: the worker's CPU for a reply of `nbytes` on the wire and `dense` float32 bytes:
-    its client's copy per float32 byte and its stack per byte on the wire, at its share of
-    the cores."""
-    return (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
+    its client's copy per float32 byte, its stack and CURVE (E14) per byte on the wire, at its
+    share of the cores."""
+    return (dense * cl.worker_wall_byte_s()
+            + nbytes * (cl.link_kernel_byte_s + cl.worker_curve_s())) * slow
 
 
 def _share_links(jobs: list, links: list, bw: float, buckets: dict, burst: float,
@@ -1047,6 +1073,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="E1b: the shard's CPU per flop of the factor rebuild GEMM")
     p.add_argument("--server-io-ns-per-byte", type=float, default=0.0,
                    help="E3: the shard's I/O thread and stack per wire byte and direction")
+    p.add_argument("--server-io-threads", type=int, default=1,
+                   help="E3, E14: a shard's ZeroMQ I/O threads (transport.io_threads)")
+    p.add_argument("--curve-ns-per-byte", type=float, default=0.0,
+                   help="E14: CURVE's CPU per wire byte at each end (security: curve, "
+                        "required between hosts; bench/scaling_calibrate.py measures it)")
     p.add_argument("--pipelined-nic", action="store_true",
                    help="E2c: the worker's CPU per byte overlaps its NIC's wire (DMA)")
     p.add_argument("--json", action="store_true", help="one JSON line per prediction")
@@ -1096,6 +1127,8 @@ def cluster_from_args(args: argparse.Namespace, w: int, s: int) -> Cluster:
                    pull_window_bytes=args.pull_window_kb * 1024,
                    server_flop_s=args.server_ns_per_flop * 1e-9,
                    server_io_byte_s=args.server_io_ns_per_byte * 1e-9,
+                   server_io_threads=args.server_io_threads,
+                   curve_byte_s=args.curve_ns_per_byte * 1e-9,
                    pipelined_nic=args.pipelined_nic)
 
 

@@ -811,6 +811,46 @@ def test_e2d_io_threads_spread_the_workers_cpu_per_byte():
         predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, worker_io_threads=0, **cpu))
 
 
+def test_e14_curve_costs_each_end_its_cpu_per_wire_byte():
+    # CURVE at 5 ns a wire byte: the worker encrypts its 4 MB push (20 ms) before the
+    # uplink's 40 and decrypts the reply (20 ms) after the downlink's: 30 + 60 + 1 + 60 + 1,
+    # the E2c test's 152 ms with 5 ns of worker CPU a byte in series
+    assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, curve_byte_s=5e-9,
+                                           **LINK)).iteration_s == pytest.approx(0.152)
+    # two shards, two I/O threads a worker: one connection on each, 10 ns a byte as 5
+    two = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=2, worker_io_threads=2,
+                                          curve_byte_s=10e-9, **LINK))
+    assert two.iteration_s == pytest.approx(predict(ONE, ONE_P, 64, Cluster(
+        workers=1, servers=2, curve_byte_s=5e-9, **LINK)).iteration_s)
+    # the shard's I/O thread: 20 ns a byte is 50 MB/s, below its 100 MB/s NIC, so 2 workers'
+    # 4 MB keep its link 160 ms a direction; 4 I/O threads a shard give it 200 MB/s, the
+    # NIC binds again (80 ms)
+    for threads, busy in ((1, 0.16), (4, 0.08)):
+        r = predict(ONE, ONE_P, 64, Cluster(workers=2, servers=1, curve_byte_s=20e-9,
+                                            server_io_threads=threads, **LINK))
+        assert r.busy_s["server link"] == pytest.approx(busy)
+    # E3's I/O cost is divided among the threads too: 15 + 15 ns on 2 threads is 15 ns a
+    # byte, 66.7 MB/s: 120 ms for the 8 MB
+    assert predict(ONE, ONE_P, 64, Cluster(
+        workers=2, servers=1, curve_byte_s=15e-9, server_io_byte_s=15e-9, server_io_threads=2,
+        **LINK)).busy_s["server link"] == pytest.approx(2 * 4 * MB4 * 15e-9)
+    with pytest.raises(CostModelError, match="server_io_threads must be >= 1"):
+        predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, server_io_threads=0, **LINK))
+
+
+def test_e8_with_one_push_per_host_counts_the_pushers_exchanges_only():
+    # 4 workers, 2 a host, on 2 cores, 30 ms of compute and 40 ms of E8 CPU (4 MB at 10 ns)
+    # an exchange: every worker exchanging, (4 x 30 + 4 x 40) / 2 = 140 ms; one push per
+    # host, 2 pushers exchange: (4 x 30 + 2 x 40) / 2 = 100 ms (the fast links add 16 us)
+    for agg, ms in ((False, 140), (True, 100)):
+        r = predict(ONE, ONE_P, 64, Cluster(
+            workers=4, servers=1, worker_bw=1e12, server_bw=1e12, latency_s=0.0, message_s=0.0,
+            chunk_bytes=1 << 30, cores=2, worker_cpu_byte_s=10e-9, workers_per_host=2,
+            host_aggregation=agg))
+        assert r.bottleneck == "shared cores"
+        assert r.iteration_s == pytest.approx(ms / 1e3, abs=2e-5)
+
+
 def test_shards_on_one_host_share_its_nic():
     # 4 MB in 1 MiB chunks over 2 shards, 2 workers: shard 0's link carries 2 workers x its
     # 2 chunks (2 x 4 x 524288 B: 41.9 ms at 100 MB/s) a direction, the one host's NIC both
