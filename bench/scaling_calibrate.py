@@ -16,11 +16,17 @@ predictions (bench/scaling_predict.py), measured on this machine (docs/scaling.m
     128): `shard-apply-bench --factor-product 29x128x9216`, CPU ns per flop. (Until
     2026-12-07 this was OpenBLAS's GEMM at fc6's whole shape, 0.0097 ns/flop, while the
     rebuild then ran 3.7 times slower than that; FactorProduct is now tiled per ISA.)
+  * CURVE (E14; security: curve, which ps-train requires between hosts): the same ps-bench
+    pair at 4K and 16M with --curve and without, in turns; CPU per byte on the wire, at each
+    end (the sender encrypts, the receiver decrypts), of the server's I/O thread and of the
+    client's threads: half the difference of the two runs' slopes per gradient byte.
 
 Rates are per CPU second, so a shared machine still gives comparable figures. Writes one
 JSON object (--json-out, default stdout).
 
 usage: python3 bench/scaling_calibrate.py [--build build] [--rounds 3] [--json-out FILE]
+       python3 bench/scaling_calibrate.py --only curve --update FILE   (CURVE's constants
+                                          measured and written into an earlier FILE)
 """
 from __future__ import annotations
 
@@ -58,12 +64,12 @@ def shard_apply(build: pathlib.Path) -> dict:
     return res
 
 
-def server_io(build: pathlib.Path) -> dict:
+def server_io(build: pathlib.Path, curve: bool = False) -> dict:
     """The server's threads' CPU per byte of one worker's gradient (push and pull: two
-    wire bytes a gradient byte), from ps-bench's 4K and 16M round trips."""
+    wire bytes a gradient byte), from ps-bench's 4K and 16M round trips; and the client's."""
     import scaling_cpu
-    small = scaling_cpu.bench_breakdown(build, "4K", 4, 1, "asp")
-    big = scaling_cpu.bench_breakdown(build, "16M", 4, 1, "asp")
+    small = scaling_cpu.bench_breakdown(build, "4K", 4, 1, "asp", curve=curve)
+    big = scaling_cpu.bench_breakdown(build, "16M", 4, 1, "asp", curve=curve)
 
     def slope(prefix: str) -> float:
         a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(prefix))
@@ -72,7 +78,23 @@ def server_io(build: pathlib.Path) -> dict:
     io = slope("server:zmq")
     return {"server_io_ns_per_wire_byte": io / 2, "server_other_ns_per_byte":
             slope("server:") - io, "server_total_ns_per_byte": slope("server:"),
+            "client_total_ns_per_byte": slope("client:"),
             "round_trip_16m_ms": big["round_trip_us"] / 1e3}
+
+
+def curve_cost(build: pathlib.Path, rounds: int) -> dict:
+    """E14: CURVE's CPU per wire byte at each end, the median of `rounds` pairs of runs
+    (without and with CURVE, in turns): the server's I/O thread's and the client's."""
+    pairs = [(server_io(build), server_io(build, curve=True)) for _ in range(rounds)]
+    server = [(on["server_io_ns_per_wire_byte"] - off["server_io_ns_per_wire_byte"])
+              for off, on in pairs]
+    client = [(on["client_total_ns_per_byte"] - off["client_total_ns_per_byte"]) / 2
+              for off, on in pairs]
+    return {"curve_ns_per_wire_byte": statistics.median(server),
+            "curve_client_ns_per_wire_byte": statistics.median(client),
+            "curve_rounds": [{"off": off, "on": on} for off, on in pairs],
+            "curve_date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "curve_load": " ".join(open("/proc/loadavg").read().split()[:3])}
 
 
 def factor_flop_ns(build: pathlib.Path, shape: str = FC6_CHUNK) -> float:
@@ -92,8 +114,20 @@ def main() -> int:
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json-out", type=pathlib.Path)
+    ap.add_argument("--only", choices=("curve",), help="measure these constants only")
+    ap.add_argument("--update", type=pathlib.Path, metavar="FILE",
+                    help="with --only: write them into this earlier output")
     args = ap.parse_args()
     build = (ROOT / args.build).resolve()
+    if args.only:
+        if args.update is None:
+            ap.error("--only needs --update FILE")
+        res = json.loads(args.update.read_text())
+        res.update(curve_cost(build, args.rounds))
+        args.update.write_text(json.dumps(res, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in res.items() if k.startswith("curve_ns")
+                          or k.startswith("curve_client")}, indent=1))
+        return 0
     load_before = " ".join(open("/proc/loadavg").read().split()[:3])
     applies = [shard_apply(build) for _ in range(args.rounds)]
     ios = [server_io(build) for _ in range(args.rounds)]
@@ -107,6 +141,7 @@ def main() -> int:
            "server_io_ns_per_byte": statistics.median(i["server_io_ns_per_wire_byte"]
                                                       for i in ios),
            "server_ns_per_flop": statistics.median(flops), "factor_shape": FC6_CHUNK,
+           **curve_cost(build, args.rounds),
            "rounds": {"apply": applies, "io": ios, "factor_ns_per_flop": flops}}
     text = json.dumps(res, indent=1)
     if args.json_out:

@@ -64,7 +64,8 @@ CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"
 # 25 GbE; the shard's apply threads when they are on (an H200 host has dozens of cores)
 ISSUE = dict(workers=8, servers=8, gbit=25)
 THREADS_ON = 8
-IO_THREADS_ON = 4     # E2d: a worker's ZeroMQ I/O threads (transport.io_threads)
+IO_THREADS_ON = 8     # E2d, E14: ZeroMQ I/O threads of a worker and a shard (io_threads):
+#                       one a connection of the 8 (a GPU host has dozens of cores)
 THREADS_MANY = 16     # a shard's apply threads on a many-core GPU host
 # E12: what a shard lets ZeroMQ hold a worker ahead of the wire (ps-server
 # --pull-window-kb, 2048 by default)
@@ -86,71 +87,80 @@ def gpu_flop_s() -> float:
 
 
 # The switch table, one row a step, each adding its switch to the rows above. The first
-# rows were in main before E12 and E13; the next two are E12 and E13 (in main since, E13 for
-# CPU workers); then early pulls on GPU workers (not built) and E2c (an assumption about the
-# hardware); the last, factors in 16 bits, is in main for CPU workers (a factor push takes
+# rows are in main (the I/O threads among them: with CURVE on every connection, E14, they
+# matter as much as the bytes); the next two are E12 and E13 (in main, E13 for CPU
+# workers); then early pulls on GPU workers (not built) and E2c (an assumption about the
+# hardware); factors in 16 bits are in main for CPU workers (a factor push takes
 # transport.compression's fp16/bf16, the relay forwards those bytes). In main the factors
 # follow the compression at once: the rows before it keep them float32 only to show
-# each switch's share. The last row, R pushed once (issue 32's push side,
-# costmodel.Cluster.factor_right), is built for CPU workers, as E13 is.
-STEPS = ["today's defaults: 8 shards on hosts of their own, float32, 1 apply thread",
-         "+ a shard on every worker host (`cluster.server_placement: per_host`)",
-         f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: {THREADS_ON}`)",
-         "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)",
-         "+ sufficient factors for fc weights (push side): every switch in main",
-         "+ pulls overlapping the next forward, in forward order (E12, "
-         "`transport.pull_overlap`: in main, CPU and GPU workers)",
-         "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: broadcast`: "
-         "in main, CPU workers; the rebuild on the GPU: not built)",
-         "+ the pull request before the last backward on GPU workers too, as on CPU workers "
-         "(early pull: not built for GPU workers)",
-         "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not validated)",
-         "+ factors in 16 bits both ways (E13: in main for CPU workers, following "
-         "`transport.compression: fp16`; the rebuild on the GPU: not built)",
-         "+ each worker's R factor pushed once, to its holder shard, the other shards taking "
-         "it from a worker on their host (E13, `transport.factor_right: holder`: built for "
-         "CPU workers, as E13 is)",
-         f"+ {IO_THREADS_ON} ZeroMQ I/O threads a worker, one shard's connection on each "
-         f"(E2d, `transport.io_threads: {IO_THREADS_ON}`: in main)",
-         f"+ {THREADS_MANY} apply threads a shard (`cluster.server_threads: {THREADS_MANY}`: "
-         "the rebuild of factor pushes runs on them too)"]
-MAIN_STEP = 5      # every switch in main
-BUILDING_STEP = 7  # and the two added since (E12, E13)
-ALL_STEP = 9       # and early pulls on GPU workers and E2c
+# each switch's share. R pushed once (issue 32's push side, costmodel.Cluster.factor_right)
+# is built for CPU workers, as E13 is. Every row has CURVE (security: curve), which
+# ps-train requires between hosts (E14).
+STEPS = [("today", "today's defaults: 8 shards on hosts of their own, float32, 1 apply "
+          "thread, 1 I/O thread, CURVE"),
+         ("per_host", "+ a shard on every worker host (`cluster.server_placement: per_host`)"),
+         ("threads", f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: "
+          f"{THREADS_ON}`)"),
+         ("fp16", "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)"),
+         ("io", f"+ {IO_THREADS_ON} ZeroMQ I/O threads a worker and a shard: a worker's "
+          "connection to each shard on one, a shard's connections spread over its own "
+          f"(E2d, E14, `transport.io_threads: {IO_THREADS_ON}`)"),
+         ("factors", "+ sufficient factors for fc weights (push side): every switch in main"),
+         ("overlap", "+ pulls overlapping the next forward, in forward order (E12, "
+          "`transport.pull_overlap`: in main, CPU and GPU workers)"),
+         ("broadcast", "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: "
+          "broadcast`: in main, CPU workers; the rebuild on the GPU: not built)"),
+         ("early", "+ the pull request before the last backward on GPU workers too, as on CPU "
+          "workers (early pull: not built for GPU workers)"),
+         ("dma", "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not "
+          "validated)"),
+         ("factor16", "+ factors in 16 bits both ways (E13: in main for CPU workers, following "
+          "`transport.compression: fp16`; the rebuild on the GPU: not built)"),
+         ("holder", "+ each worker's R factor pushed once, to its holder shard, the other "
+          "shards taking it from a worker on their host (E13, `transport.factor_right: "
+          "holder`: built for CPU workers, as E13 is)"),
+         ("many", f"+ {THREADS_MANY} apply threads a shard (`cluster.server_threads: "
+          f"{THREADS_MANY}`: the rebuild of factor pushes runs on them too)")]
+STEP = {key: i for i, (key, _) in enumerate(STEPS, 1)}
+MAIN_STEP = STEP["factors"]      # every switch in main
+BUILDING_STEP = STEP["broadcast"]  # and the two added since (E12, E13)
+ALL_STEP = STEP["dma"]           # and early pulls on GPU workers and E2c
 
 
 def switches(step: int, calib: dict) -> dict:
     """The Cluster inputs of step `step` of the switch table: each step adds one switch to
     the one before (docs/scaling.md, "Predictions")."""
-    fp16 = step >= 4
-    out = {"server_byte_s": calib["server_ns_per_byte_fp16" if fp16 else
+    on = {key for key, n in STEP.items() if n <= step}
+    # E14: CURVE on every row: ps-train requires it between hosts (security: curve)
+    out = {"server_byte_s": calib["server_ns_per_byte_fp16" if "fp16" in on else
                                   "server_ns_per_byte_fp32"] * 1e-9,
            "server_io_byte_s": calib["server_io_ns_per_byte"] * 1e-9,
-           "server_flop_s": calib["server_ns_per_flop"] * 1e-9}
-    if step >= 2:
+           "server_flop_s": calib["server_ns_per_flop"] * 1e-9,
+           "curve_byte_s": calib["curve_ns_per_wire_byte"] * 1e-9}
+    if "per_host" in on:
         out["servers_beside_workers"] = True
-    if step >= 3:
+    if "threads" in on:
         out["server_threads"] = THREADS_ON
-    if fp16:
+    if "fp16" in on:
         out.update(push_value_bytes=2.0, pull_value_bytes=2.0)
-    if step >= 5:
+    if "io" in on:
+        out.update(worker_io_threads=IO_THREADS_ON, server_io_threads=IO_THREADS_ON)
+    if "factors" in on:
         out["sufficient_factors"] = True
-    if step >= 6:
+    if "overlap" in on:
         out.update(pull_overlap=True, pull_window_bytes=float(PULL_WINDOW))
-    if step >= 7:
+    if "broadcast" in on:
         out.update(factor_broadcast=True, worker_flop_s=gpu_flop_s(),
                    worker_apply_byte_s=STEP_BYTES_PER_BYTE / HBM_BYTES_PER_S)
-    if step >= 8:
+    if "early" in on:
         out["early_pull"] = True
-    if step >= 9:
+    if "dma" in on:
         out["pipelined_nic"] = True
-    if step >= 10:
+    if "factor16" in on:
         out["factor_value_bytes"] = 2.0
-    if step >= 11:
+    if "holder" in on:
         out["factor_right"] = "holder"
-    if step >= 12:
-        out["worker_io_threads"] = IO_THREADS_ON
-    if step >= 13:
+    if "many" in on:
         out["server_threads"] = THREADS_MANY
     return out
 
@@ -191,7 +201,7 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
     old = costmodel.predict(layers, params, batch, costmodel.Cluster(
         **dict(base, server_byte_s=args.server_ns_per_byte * 1e-9)))
     rows.append(("the published model (c_s 1.25 ns/B, no I/O term), servers apart", old))
-    for step, label in enumerate(STEPS, 1):
+    for step, (_, label) in enumerate(STEPS, 1):
         rows.append((label, costmodel.predict(layers, params, batch, costmodel.Cluster(
             **dict(base, **switches(step, calib))))))
     # R pushed once is a choice: with a shard on every host the holders' relays of R wait
@@ -200,9 +210,14 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
     rows.append(("every row but R pushed once (`transport.factor_right: every_shard`)",
                  costmodel.predict(layers, params, batch, costmodel.Cluster(
                      **dict(base, **{k: v for k, v in every.items() if k != "factor_right"})))))
+    plain = costmodel.predict(layers, params, batch, costmodel.Cluster(
+        **dict(base, **dict(switches(len(STEPS), calib), curve_byte_s=0.0))))
+    rows.append(("every row, no CURVE (`security: none`: refused between hosts, E14)",
+                 plain))
     free = costmodel.predict(layers, params, batch, costmodel.Cluster(
         **dict(base, **dict(switches(len(STEPS), calib), server_byte_s=0.0,
-                            server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0))))
+                            server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0,
+                            curve_byte_s=0.0))))
     rows.append(("every row above, no CPU cost per byte (the NICs alone)", free))
     return [(label, r.iteration_s * 1e3, r.images_per_s,
              r.images_per_s / (ISSUE["workers"] * single), r.bottleneck) for label, r in rows]
@@ -301,7 +316,8 @@ def main() -> int:
     for key, (title, _, _, batch) in NETS.items():
         grids = {}
         for mode, cpu in (("bsp", 1), ("asp", 1), ("bsp-free", 0)):
-            extra = today if cpu else dict(today, server_byte_s=0.0, server_io_byte_s=0.0)
+            extra = today if cpu else dict(today, server_byte_s=0.0, server_io_byte_s=0.0,
+                                           curve_byte_s=0.0)
             grids[mode] = predict_grid(key, mode.split("-")[0], args.message_us * 1e-6,
                                        0.0, cpu * args.worker_ns_per_byte * 1e-9, extra)
         on = predict_grid(key, "bsp", args.message_us * 1e-6, 0.0,

@@ -173,10 +173,11 @@ class Cluster:
     server_io_byte_s: float = 0.0
     # E14: CURVE (security: curve, which ps-train requires between hosts): CPU seconds a byte
     # on the wire takes on the ZeroMQ I/O thread of each end (the sender encrypts, the
-    # receiver decrypts). A worker's spread over min(worker_io_threads, servers) threads as
-    # E2d's; a shard's over its server_io_threads (ps-server --io-threads), which also
-    # divide server_io_byte_s (E3). E8's constants are measured as the job runs, CURVE on or
-    # off, so E14 adds to the wall-time terms and to E6b, not to E8; 0: no CURVE
+    # receiver decrypts), message by message beside the wire: a rate the link cannot
+    # exceed. A worker's spread over min(worker_io_threads, servers) threads as E2d's; a
+    # shard's over its server_io_threads (ps-server --io-threads), which also divide
+    # server_io_byte_s (E3). E8's constants are measured as the job runs, CURVE on or off,
+    # so E14 adds to the links' rates and to E6b's CPU, not to E8; 0: no CURVE
     curve_byte_s: float = 0.0
     server_io_threads: int = 1
     # E2c: a NIC moves a worker's bytes by DMA while its CPU (c_w, the stack) prepares the
@@ -197,9 +198,13 @@ class Cluster:
         share = min(1.0, max(0.0, self.worker_io_share))
         return self.worker_byte_s * ((1.0 - share) + share / n)
 
-    def worker_curve_s(self) -> float:
-        """E14: the worker's CURVE seconds per wire byte on its critical path."""
-        return self.curve_byte_s / max(1, min(self.worker_io_threads, self.servers))
+    def worker_link_bw(self) -> float:
+        """E14: the rate of a worker's (its host's) link per direction: its NIC, or its
+        pushers' I/O threads encrypting and decrypting (CURVE) if slower."""
+        if self.curve_byte_s <= 0:
+            return self.worker_bw
+        threads = max(1, min(self.worker_io_threads, self.servers)) * self.pushers()[1]
+        return min(self.worker_bw, threads / self.curve_byte_s)
 
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
@@ -434,9 +439,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     host_up = p * (push_total - own_push) + (P - p) * own_pull
     host_down = p * (pull_total - own_pull) + (P - p) * own_push
     # E5: per-iteration busy time of the shared resources (per direction of a link)
-    host_wire, host_cpu = (max(host_up, host_down) / cl.worker_bw,
-                           p * (staged * cl.worker_wall_byte_s()
-                                + max(push_total, pull_total) * cl.worker_curve_s()))
+    host_wire, host_cpu = (max(host_up, host_down) / cl.worker_link_bw(),
+                           p * staged * cl.worker_wall_byte_s())
     busy = {
         "worker link": (max(host_wire, host_cpu) if cl.pipelined_nic else host_wire + host_cpu)
         + p * msgs * cl.message_s,
@@ -671,15 +675,14 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
                   for piece in by_layer[layer.name]]
 
     def staging(piece) -> float:
-        return (piece.staged * cl.worker_wall_byte_s()
-                + piece.push * (cl.link_kernel_byte_s + cl.worker_curve_s())
+        return (piece.staged * cl.worker_wall_byte_s() + piece.push * cl.link_kernel_byte_s
                 + 4.0 * piece.values * summing) * slow
     # E2, E2e: the worker's uplink, its connection to each shard sending in order, the
     # connections sharing the link; then each shard's inlink carrying W copies (cut-through),
     # the connections to the shards of one server host sharing its NIC
     ups = _share([(ready, piece.shard, 0.0 if beside and piece.shard == 0 else
                    own * piece.push, staging(piece)) for _, _, piece, ready in order],
-                 cl.worker_bw, buckets, link("up"), cl.burst_bytes, cl.message_s,
+                 cl.worker_link_bw(), buckets, link("up"), cl.burst_bytes, cl.message_s,
                  cl.pipelined_nic)
     used.setdefault(link("up"), []).extend(ups)
     used["pushes"] = list(used.get(link("up"), []))   # E11': every host's, as host 0's
@@ -741,7 +744,7 @@ def _path(layers, by_layer, cl: Cluster, scale: float, contended: bool,
     downs = dict(zip(remote_replies, _share(
         [(outs[i][0] + L, applied[i][1], own * applied[i][2],
           _reply_staging(*applied[i][2:], cl, slow)) for i in remote_replies],
-        cl.worker_bw, buckets, link("down"), cl.burst_bytes, pipelined=cl.pipelined_nic,
+        cl.worker_link_bw(), buckets, link("down"), cl.burst_bytes, pipelined=cl.pipelined_nic,
         blocked=used.get("down", []))))
     for i, reply in enumerate(applied):
         if i in downs:
@@ -780,7 +783,7 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
     far = [i for i in early if not (beside and order[i][2].shard == 0)]
     down_spans = dict(zip(far, _share(
         [(out_spans[i][0] + cl.latency_s, order[i][2].shard, own * order[i][2].early_reply,
-          0.0) for i in far], cl.worker_bw, buckets, link("down"), cl.burst_bytes,
+          0.0) for i in far], cl.worker_link_bw(), buckets, link("down"), cl.burst_bytes,
         blocked=used.get("down", []))))
     used.setdefault("down", []).extend(down_spans.values())
     rights: dict = {}
@@ -794,10 +797,9 @@ def _rights_ahead(order: list, ups: list, ins: list, used: dict, buckets: dict, 
 
 def _reply_staging(nbytes: float, dense: float, cl: Cluster, slow: float) -> float:
     """E4: the worker's CPU for a reply of `nbytes` on the wire and `dense` float32 bytes:
-    its client's copy per float32 byte, its stack and CURVE (E14) per byte on the wire, at its
-    share of the cores."""
-    return (dense * cl.worker_wall_byte_s()
-            + nbytes * (cl.link_kernel_byte_s + cl.worker_curve_s())) * slow
+    its client's copy per float32 byte and its stack per byte on the wire, at its share of
+    the cores."""
+    return (dense * cl.worker_wall_byte_s() + nbytes * cl.link_kernel_byte_s) * slow
 
 
 def _share_links(jobs: list, links: list, bw: float, buckets: dict, burst: float,
@@ -956,7 +958,7 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
     server_bw = _server_link_bw(cl)
     senders = S - (1 if beside else 0)
     fanout = max([remote(k) for k in range(S)] + [1])
-    drain = min(cl.worker_bw / max(1, senders), server_bw / fanout)
+    drain = min(cl.worker_link_bw() / max(1, senders), server_bw / fanout)
     ahead = cl.pull_window_bytes / drain
     parts = []   # (ready and requested, forward position, shard, bytes, float32 bytes)
     for (ready, k, nbytes, dense), pos in zip(applied, position):
@@ -971,7 +973,7 @@ def _overlapped_pull(layers, applied, position, replica, backward_end: float, fw
                  key=lambda i: outs[i][0])
     staging = [_reply_staging(p[3], p[4], cl, slow) for p in parts]
     downs = dict(zip(far, _share([(outs[i][0] + L, parts[i][2], own * parts[i][3], staging[i])
-                                  for i in far], cl.worker_bw, buckets, link("down"),
+                                  for i in far], cl.worker_link_bw(), buckets, link("down"),
                                  cl.burst_bytes, pipelined=cl.pipelined_nic,
                                  blocked=used.get("down", []))))
     arrival = [0.0] * len(layers)

@@ -811,17 +811,23 @@ def test_e2d_io_threads_spread_the_workers_cpu_per_byte():
         predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, worker_io_threads=0, **cpu))
 
 
-def test_e14_curve_costs_each_end_its_cpu_per_wire_byte():
-    # CURVE at 5 ns a wire byte: the worker encrypts its 4 MB push (20 ms) before the
-    # uplink's 40 and decrypts the reply (20 ms) after the downlink's: 30 + 60 + 1 + 60 + 1,
-    # the E2c test's 152 ms with 5 ns of worker CPU a byte in series
+def test_e14_curve_caps_each_end_at_its_io_threads_rate():
+    # CURVE at 5 ns a wire byte: 200 MB/s an I/O thread, above the 100 MB/s links and beside
+    # the wire (message by message): nothing changes, 30 + 40 + 1 + 40 + 1 ms
     assert predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, curve_byte_s=5e-9,
-                                           **LINK)).iteration_s == pytest.approx(0.152)
-    # two shards, two I/O threads a worker: one connection on each, 10 ns a byte as 5
+                                           **LINK)).iteration_s == pytest.approx(0.112)
+    # at 20 ns, 50 MB/s at each end: the 4 MB push leaves in 80 ms (30..110) and arrives
+    # at the shard by 111, its reply leaves by 191 and arrives (cut-through) at 192
+    slow = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=1, curve_byte_s=20e-9, **LINK))
+    assert slow.iteration_s == pytest.approx(0.192)
+    assert slow.busy_s["worker link"] == pytest.approx(0.080)
+    # two shards, two I/O threads a worker and a shard: 40 ns a byte on two threads is 20
+    # on one
     two = predict(ONE, ONE_P, 64, Cluster(workers=1, servers=2, worker_io_threads=2,
-                                          curve_byte_s=10e-9, **LINK))
+                                          server_io_threads=2, curve_byte_s=40e-9, **LINK))
     assert two.iteration_s == pytest.approx(predict(ONE, ONE_P, 64, Cluster(
-        workers=1, servers=2, curve_byte_s=5e-9, **LINK)).iteration_s)
+        workers=1, servers=2, curve_byte_s=20e-9, **LINK)).iteration_s)
+    assert two.iteration_s > 0.112
     # the shard's I/O thread: 20 ns a byte is 50 MB/s, below its 100 MB/s NIC, so 2 workers'
     # 4 MB keep its link 160 ms a direction; 4 I/O threads a shard give it 200 MB/s, the
     # NIC binds again (80 ms)
