@@ -771,6 +771,21 @@ def test_cli_takes_issue_32s_switches(capsys):
     # the shard's I/O thread at 1 GB/s is slower than the 25 GbE link: it sets the pace
     assert want.busy_s["worker link"] < want.iteration_s
     assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
+    # E14: CURVE at 0.6 ns a wire byte on 2 I/O threads a worker and a shard
+    code = costmodel.main(["--time", str(time_file), "--net", str(net), "--batch", "128",
+                           "--workers", "8", "--servers", "8", "--bandwidth-gbit", "25",
+                           "--curve-ns-per-byte", "0.6", "--worker-io-threads", "2",
+                           "--server-io-threads", "2", "--json"])
+    line = json.loads(capsys.readouterr().out)
+    curve = dict(workers=8, servers=8, worker_bw=25 * 1.25e8, server_bw=25 * 1.25e8,
+                 curve_byte_s=0.6e-9, worker_io_threads=2, server_io_threads=2)
+    want = predict(costmodel.load_layer_times(time_file), costmodel.net_params(net), 128,
+                   Cluster(**curve))
+    assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
+    # one thread a side (1.7 GB/s) is slower than the 3.1 GB/s link, two (3.3) are not
+    one = predict(costmodel.load_layer_times(time_file), costmodel.net_params(net), 128,
+                  Cluster(**dict(curve, worker_io_threads=1, server_io_threads=1)))
+    assert one.iteration_s > want.iteration_s
 
 
 def test_e2c_a_nics_dma_overlaps_the_workers_cpu_per_byte():
