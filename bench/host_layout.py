@@ -18,8 +18,16 @@ display, bytes pushed) and a table. Needs root (namespaces, tc, sshd).
 bench/scaling_validate.py run (its "calibration") and the layer times of `ps-net time`
 on the MLP here (one thread).
 
+--calibrate JSON_OUT: no job; E8's constants on the layouts' own path (ps-bench on host 1,
+its server on host 2, the links shaped, CURVE on as the jobs run), each thread's CPU and
+the whole machine's busy CPU per byte; --predict ... --cpu JSON_OUT then uses them for E8
+(the path keeps the validation run's c_s and c_w, CURVE as E14's cap).
+
 usage: python3 bench/host_layout.py [--iters 14] [--rounds 2] [--layouts today,...]
        python3 bench/host_layout.py --predict bench/data/scaling_validation_e2e_factors.json
+              [--cpu bench/data/host_layout_cpu_veth_curve.json]
+       python3 bench/host_layout.py --calibrate bench/data/host_layout_cpu_veth_curve.json
+              [--rounds 3]
 """
 from __future__ import annotations
 
@@ -55,6 +63,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip3" bottom: "label" top: 
 """
 PARAMS = 784 * 4096 + 4096 + 4096 * 2048 + 2048 + 2048 * 10 + 10
 HOSTS, PER_HOST, BATCH = 4, 2, 16
+CURVE_CALIBRATION = ROOT / "bench/data/scaling_calibration_gpu.json"   # E14's c_c
 LAYOUTS = {
     "today": {"server_placement": "first_slots", "servers": 1, "host_aggregation": False},
     "per_host": {"server_placement": "per_host", "servers": None, "host_aggregation": False},
@@ -206,13 +215,28 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
         times.write_text(out.stdout)
         layers = costmodel.load_layer_times(times)
         params = costmodel.net_params(net)
-    if cpu_from is not None:   # E8's constants from `calibrate` (this path, CURVE)
-        calib = dict(calib, cpu_bsp=json.loads(cpu_from.read_text())["cpu_bsp"])
+    # c_s and c_w of the path: the validation run's, ps-bench over loopback without CURVE
+    path = calib["cpu_bsp"]
+    curve = 0.0
+    if cpu_from is not None:
+        # E8's CPU from `calibrate` (this path, CURVE on, as the job runs); CURVE in the
+        # path as E14's cap on the I/O threads (bench/scaling_calibrate.py's constant)
+        measured = dict(json.loads(cpu_from.read_text())["cpu_bsp"])
+        # the machine's busy CPU per byte, the kernel's packet work in idle time with it,
+        # shared between the worker and the server as their threads' CPU is (on cores the
+        # job keeps busy that work is charged to the job's threads)
+        machine = measured.get("machine_ns_per_byte")
+        threads = measured["worker_ns_per_byte"] + measured["server_ns_per_byte"]
+        if machine and threads > 0:
+            for who in ("worker", "server"):
+                measured[f"{who}_ns_per_byte"] *= max(1.0, machine / threads)
+        calib = dict(calib, cpu_bsp=measured)
+        curve = json.loads(CURVE_CALIBRATION.read_text())["curve_ns_per_wire_byte"] * 1e-9
     cpu, f = calib["cpu_bsp"], calib.get("job_comm_factor", 1.0)
     base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=1e9 / 8, server_bw=1e9 / 8,
                 latency_s=0.0, message_s=calib["message_us"] * 1e-6,
-                server_byte_s=cpu["server_ns_per_byte"] * 1e-9,
-                worker_byte_s=cpu["worker_ns_per_byte"] / 2 * 1e-9,
+                server_byte_s=path["server_ns_per_byte"] * 1e-9,
+                worker_byte_s=path["worker_ns_per_byte"] / 2 * 1e-9, curve_byte_s=curve,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"],
                 link_kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
                 burst_bytes=max(32 * 1024, 1e9 / 8 * 0.004), streamed_pulls=True,

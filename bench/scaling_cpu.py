@@ -212,9 +212,13 @@ def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 
         who = "server" if role.endswith("/child") else "client"
         key = f"{who}:{kind}"
         per_rt[key] = per_rt.get(key, 0.0) + c / (seconds * rt_per_s)
+    # every CPU's busy time (/proc/stat, all but idle and iowait): also the kernel's packet
+    # work that ran in softirq while a core idled, which no thread's time counts
+    busy = max(0.0, (os.cpu_count() or 1) * seconds - sampler.idle)
     return {"size": size, "params": params, "workers": workers, "mode": mode,
             "round_trip_us": 1e6 / rt_per_s,
-            "cpu_us_per_round_trip": {k: 1e6 * v for k, v in sorted(per_rt.items())}}
+            "cpu_us_per_round_trip": {k: 1e6 * v for k, v in sorted(per_rt.items())},
+            "machine_busy_us_per_round_trip": 1e6 * busy / (seconds * rt_per_s)}
 
 
 def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int,

@@ -608,6 +608,10 @@ def e8_constants(build: pathlib.Path, mode: str, workers: int, **where) -> dict:
         b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(tag))
         res[f"{who}_exchange_us"] = a / workers
         res[f"{who}_ns_per_byte"] = max(0.0, (b - a) / workers / (16e6 - 4e3) * 1e3)
+    # the whole machine's busy CPU per byte (softirq work in idle time included)
+    res["machine_ns_per_byte"] = max(0.0, (big["machine_busy_us_per_round_trip"]
+                                           - small["machine_busy_us_per_round_trip"])
+                                     / workers / (16e6 - 4e3) * 1e3)
     return res
 
 

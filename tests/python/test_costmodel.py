@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from pstrain import caffe_schema, costmodel
+from pstrain import caffe_schema, costmodel, costmodel_links
 from pstrain.costmodel import Cluster, CostModelError, LayerTime, Param, place, predict
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -1039,6 +1039,7 @@ def test_e13_holder_relays_from_a_shard_beside_take_the_gaps_of_the_hosts_pushes
         calls.append((name, [j[2] for j in jobs], spans))
         return spans
     monkeypatch.setattr(costmodel, "_share", spy)
+    monkeypatch.setattr(costmodel_links, "_share", spy)   # _share_links' calls
     layers = [LayerTime("conv", 5.0, 1.0), LayerTime("fc", 2.0, 1.0)]
     params = [Param("conv", "conv/w", 1_000_000), Param("fc", "fc/w", 1000 * 1000, (1000, 1000))]
     cl = Cluster(workers=2, servers=2, servers_beside_workers=True, sufficient_factors=True,
