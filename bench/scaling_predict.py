@@ -96,15 +96,16 @@ def gpu_flop_s() -> float:
 # each switch's share. R pushed once (issue 32's push side, costmodel.Cluster.factor_right)
 # is built for CPU workers, as E13 is. Every row has CURVE (security: curve), which
 # ps-train requires between hosts (E14).
-STEPS = [("today", "today's defaults: 8 shards on hosts of their own, float32, 1 apply "
-          "thread, 1 I/O thread, CURVE"),
+STEPS = [("today", "the baseline: 8 shards on hosts of their own, float32, 1 apply thread, "
+          "1 I/O thread a process, CURVE"),
          ("per_host", "+ a shard on every worker host (`cluster.server_placement: per_host`)"),
          ("threads", f"+ {THREADS_ON} apply threads a shard (`cluster.server_threads: "
           f"{THREADS_ON}`)"),
          ("fp16", "+ 16-bit both ways (`transport.compression` and `pull_compression: fp16`)"),
          ("io", f"+ {IO_THREADS_ON} ZeroMQ I/O threads a worker and a shard: a worker's "
           "connection to each shard on one, a shard's connections spread over its own "
-          f"(E2d, E14, `transport.io_threads: {IO_THREADS_ON}`)"),
+          f"(E2d, E14; `transport.io_threads: auto`, the default over hosts: one a "
+          f"connection, {IO_THREADS_ON} at most)"),
          ("factors", "+ sufficient factors for fc weights (push side): every switch in main"),
          ("overlap", "+ pulls overlapping the next forward, in forward order (E12, "
           "`transport.pull_overlap`: in main, CPU and GPU workers)"),
@@ -279,7 +280,7 @@ def plot(key: str, grid: dict, free: dict, out: pathlib.Path, args, on: dict | N
                "networks; see docs/scaling.md)", title_fontsize=8)
     fig.suptitle(f"PSTrain cost model: {title}, per-layer times of an NVIDIA H200, "
                  f"{grid['mbytes']:.0f} MB of gradients per worker and iteration\ncircles: "
-                 f"today's defaults, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
+                 f"the baseline, servers apart (apply {args.calib['server_ns_per_byte_fp32']:.3g}"
                  f" ns/B, I/O {args.calib['server_io_ns_per_byte']:.2g} ns/B, worker "
                  f"{args.worker_ns_per_byte:g} ns/B), dotted: no CPU cost;\na shard on every "
                  f"host: orange triangles every switch in main, red squares + pulls under the "
@@ -329,7 +330,7 @@ def main() -> int:
         g = grids["bsp"]
         print(f"\n{title}, batch {batch} per worker: one H200 {g['single']:.0f} images/s, "
               f"{g['mbytes']:.1f} MB of gradients a worker pushes (and pulls) per iteration; "
-              f"today's defaults, servers on hosts of their own\n")
+              f"the baseline, servers on hosts of their own\n")
         print("| link | S | " + " | ".join(f"W={w} bsp" for w in WORKERS) + " | " +
               " | ".join(f"W={w} asp" for w in WORKERS) + " | bottleneck (W=64 bsp) |"
               " W=64 bsp, no CPU cost per byte | W=64 bsp, S = W per host, every switch in"

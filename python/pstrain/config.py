@@ -114,8 +114,10 @@ class TransportConfig:
     # ZeroMQ I/O threads of each worker and each shard: a worker's connection to shard k is
     # served by its thread k mod io_threads, a shard's connections by the least busy of its
     # threads when each connects, so the kernel copies and CURVE of the bytes spread over
-    # that many cores (docs/architecture.md, "I/O threads"). Only timing changes.
-    io_threads: int = 1
+    # that many cores (docs/architecture.md, "I/O threads"). auto: 1 on one machine; for
+    # a job over hosts (tcp), a worker one a shard and a shard one a worker, 8 at most.
+    # Only timing changes.
+    io_threads: Union[str, int] = "auto"
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)
     # the encoding of pulled weights: none (float32) | fp16 | bf16; the shards' master
     # weights and history stay float32 (docs/config-reference.md, "16-bit pulls")
@@ -504,7 +506,7 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_bounded(r, d, "shared_memory_mb", 16, 0, SHARED_MEMORY_MAX_MB),
-        io_threads=_bounded(r, d, "io_threads", 1, 1, IO_THREADS_MAX),
+        io_threads=_io_threads(r, d),
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
@@ -576,6 +578,16 @@ def _check_host_aggregation(job: JobConfig, source: str) -> None:
         why = "no consistency.easgd or local_sgd (their workers step on their own)"
     if why:
         raise JobError(f"{source}: transport.host_aggregation: true needs {why}")
+
+
+def _io_threads(r: _Reader, d: dict) -> str | int:
+    """transport.io_threads: auto (the default) or an integer in [1, IO_THREADS_MAX]."""
+    v = d.get("io_threads", "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool)
+                       and 1 <= v <= IO_THREADS_MAX):
+        return v
+    raise r.fail("transport.io_threads",
+                 f"must be auto or an integer in [1, {IO_THREADS_MAX}], got {v!r}")
 
 
 def _bounded(r: _Reader, d: dict, key: str, default: int, lo: int, hi: int) -> int:

@@ -27,6 +27,8 @@ WORKER_TIMEOUT_S = 120
 # seen by the orchestrator, which watches every process).
 GATED_WORKER_TIMEOUT_S = 7 * 24 * 3600
 SERVER_IDLE_EXIT_S = 300
+# transport.io_threads: auto over hosts: one ZeroMQ I/O thread a connection, at most this many
+AUTO_IO_THREADS = 8
 
 
 @dataclasses.dataclass
@@ -195,6 +197,20 @@ class Plan:
         number, so no two runs (nor a guessing local user) share a segment."""
         return f"/pstrain-{self.job_key:016x}"
 
+    def io_threads(self, role: str) -> int:
+        """ps-worker's and ps-server's --io-threads: transport.io_threads, or for auto 1 on
+        one machine (ipc, or loopback tcp: the cores compute) and, for a job over hosts,
+        one a connection up to AUTO_IO_THREADS: a worker's to each shard, a shard's from
+        each worker (CURVE, required there, takes about 0.6 ns a byte on a thread,
+        docs/scaling.md E14)."""
+        n = self.job.transport.io_threads
+        if n != "auto":
+            return n
+        c = self.job.cluster
+        if c.hosts == "local" or self.job.transport.kind != "tcp":
+            return 1
+        return max(1, min(AUTO_IO_THREADS, c.servers if role == "worker" else c.workers))
+
     def server_threads(self, shard: int) -> str:
         """ps-server --threads: cluster.server_threads, or for auto the cores of
         this machine shared by every process of the job here (at least 1); a
@@ -226,8 +242,8 @@ class Plan:
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += ["--threads", self.server_threads(shard)]
-        if j.transport.io_threads != 1:
-            cmd += ["--io-threads", str(j.transport.io_threads)]
+        if self.io_threads("server") != 1:
+            cmd += ["--io-threads", str(self.io_threads("server"))]
         if self.pull_overlap():
             cmd.append("--pull-overlap")
         cmd += self.method_flags()
@@ -288,8 +304,8 @@ class Plan:
                "--engine", j.engine, "--timeout-s",
                str(GATED_WORKER_TIMEOUT_S if self.step_gate else WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
-        if j.transport.io_threads != 1:
-            cmd += ["--io-threads", str(j.transport.io_threads)]
+        if self.io_threads("worker") != 1:
+            cmd += ["--io-threads", str(self.io_threads("worker"))]
         if rank == 0 and self.initial_weights and self.resume_manifest is None:
             # Caffe's -weights syntax: files loaded in order, a later one wins per layer.
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]

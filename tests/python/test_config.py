@@ -54,8 +54,8 @@ def test_bad_shared_memory_size(capsys, tmp_path):
 
 
 def test_io_threads_reach_every_worker_and_shard(capsys, tmp_path):
-    """transport.io_threads (default 1) is each ps-worker's and each ps-server's
-    --io-threads; bad values are one error naming the key."""
+    """transport.io_threads (default auto: 1 on one machine) is each ps-worker's and each
+    ps-server's --io-threads; bad values are one error naming the key."""
     assert "--io-threads" not in Job.from_yaml(
         write_job(tmp_path, base_job(tmp_path), "default.yaml")).dry_run()
     code, out, err = ps_train(capsys, write_job(tmp_path, base_job(
@@ -66,9 +66,9 @@ def test_io_threads_reach_every_worker_and_shard(capsys, tmp_path):
     assert len(workers) == 2 and servers
     assert all("--io-threads 4" in c for c in workers), workers
     assert all("--io-threads 4" in c for c in servers), servers
-    for bad in (0, 65, 2.5, "4", True):
+    for bad in (0, 65, 2.5, "4", "Auto", True):
         expect_error(capsys, tmp_path, base_job(tmp_path, transport={"io_threads": bad}),
-                     f"transport.io_threads: must be an integer in [1, 64], got {bad!r}")
+                     f"transport.io_threads: must be auto or an integer in [1, 64], got {bad!r}")
 
 
 def test_bad_server_threads(capsys, tmp_path):

@@ -220,7 +220,7 @@ def check(path: pathlib.Path, overrides: list[str] | None = None) -> None:
     assert isinstance(compression.error_feedback, bool)
     assert c.transport.pull_compression in config.PULL_COMPRESSIONS
     assert 0 <= c.transport.shared_memory_mb <= config.SHARED_MEMORY_MAX_MB
-    assert 1 <= c.transport.io_threads <= config.IO_THREADS_MAX
+    assert c.transport.io_threads == "auto" or 1 <= c.transport.io_threads <= config.IO_THREADS_MAX
     assert c.transport.sufficient_factors in (False, True, "broadcast")
     assert c.transport.pull_overlap in (True, False, "auto")
     m = c.consistency

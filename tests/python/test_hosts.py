@@ -197,6 +197,27 @@ def test_per_host_is_the_hostfile_default_and_the_dry_run_shows_it(tmp_path):
     assert "  servers: 2\n" in dry and "  server_placement: per_host\n" in dry
 
 
+def test_io_threads_auto_is_one_a_connection_over_hosts(tmp_path):
+    """transport.io_threads: auto (the default) gives a job over hosts one ZeroMQ I/O thread
+    a connection (CURVE's encryption and the kernel copies beside each other, docs/scaling.md
+    E14): a worker one a shard, a shard one a worker, at most 8; a number is taken as is."""
+    hosts = hostfile(tmp_path, "10.0.0.1 slots=4\n10.0.0.2 slots=4\n10.0.0.3 slots=4\n")
+    job = base_job(tmp_path)
+    del job["cluster"]["servers"]
+    job["cluster"].update(hosts="hostfile", hostfile=str(hosts), workers=12)
+    plan = Job.from_yaml(write_job(tmp_path, job)).plan()
+
+    def flag(cmd):
+        return int(cmd[cmd.index("--io-threads") + 1]) if "--io-threads" in cmd else 1
+    assert plan.job.cluster.servers == 3          # one a worker host
+    assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"] * 3)) == 3
+    assert flag(plan.server_command(0, None)) == 8    # 12 workers, 8 at most
+    job["transport"] = dict(job.get("transport") or {}, io_threads=2)
+    plan = Job.from_yaml(write_job(tmp_path, job, "two.yaml")).plan()
+    assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"] * 3)) == 2
+    assert flag(plan.server_command(0, None)) == 2
+
+
 def test_server_placement_key_errors(tmp_path):
     hosts = hostfile(tmp_path, "a slots=2\n")
     for cluster, message in [
