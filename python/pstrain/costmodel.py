@@ -503,7 +503,9 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # a core no compute of this job uses; else, on saturated cores, it adds to the
         # compute, in the share of the cores that are busy.
         spill = 0.0 if W < cl.cores else min(1.0, demand)
-        cpu_bound = 0.0 if cl.compute_in_job else scale * (fwd + bwd + comm_cpu * spill)
+        # (with one push per host only P of the W workers exchange: E11)
+        cpu_bound = 0.0 if cl.compute_in_job else \
+            scale * (fwd + bwd + comm_cpu * P / W * spill)
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         if e8 and not cl.compute_in_job:
             cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale,
