@@ -247,8 +247,15 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                 refill_per_share=calib.get("refill_per_share", 0.0),
                 balance_s=calib.get("balance_ms", 0.0) * 1e-3,
                 workers_per_host=PER_HOST, servers_beside_workers=True)
-    layouts = {"today": dict(servers=1), "per_host": dict(servers=HOSTS),
-               "per_host+agg": dict(servers=HOSTS, host_aggregation=True)}
+    # the I/O threads transport.io_threads: auto gives these jobs (python/pstrain/plan.py:
+    # a worker one a shard, a shard one a pusher, 8 at most)
+    layouts = {"today": dict(servers=1, worker_io_threads=1,
+                             server_io_threads=min(8, HOSTS * PER_HOST)),
+               "per_host": dict(servers=HOSTS, worker_io_threads=min(8, HOSTS),
+                                server_io_threads=min(8, HOSTS * PER_HOST)),
+               "per_host+agg": dict(servers=HOSTS, host_aggregation=True,
+                                    worker_io_threads=min(8, HOSTS),
+                                    server_io_threads=min(8, HOSTS))}
     return {name: costmodel.predict(layers, params, BATCH, costmodel.Cluster(**base, **extra))
             for name, extra in layouts.items()}
 
@@ -268,6 +275,8 @@ def main() -> int:
                          "CURVE) --rounds times and write them here")
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
     a = ap.parse_args()
+    if a.cpu and not a.predict:
+        ap.error("--cpu goes with --predict")
     if a.calibrate:
         why = netns_hosts.unavailable()
         if why:

@@ -29,6 +29,7 @@
 // and as the median over runs: iterations/s of one worker, push+pull payload
 // GB/s of one worker (2 x size x iterations/s) and in total (x W).
 // GB = 1e9 bytes.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -248,9 +249,11 @@ int main(int argc, char** argv) {
     std::cout << desc;
     return 0;
   }
+  in_addr bind_address{};
   if (f.workers < 1 || f.servers < 1 || f.params < 1 || f.runs < 1 || total_bytes < 4 * f.params ||
-      (f.transport != "tcp" && f.transport != "ipc") || f.bind_host.empty() ||
-      f.bind_host.find_first_not_of("0123456789.") != std::string::npos) {
+      (f.transport != "tcp" && f.transport != "ipc") || f.io_threads < 1 || f.io_threads > 64 ||
+      f.server_io_threads < 1 || f.server_io_threads > 64 ||
+      inet_pton(AF_INET, f.bind_host.c_str(), &bind_address) != 1) {
     std::fprintf(stderr, "ps-bench: bad arguments (see --help)\n");
     return 2;
   }
@@ -261,6 +264,13 @@ int main(int argc, char** argv) {
   }
   if (auto s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
     std::fprintf(stderr, "ps-bench: %s\n", s.message().c_str());
+  }
+  if (f.transport == "tcp" && !f.curve && (ntohl(bind_address.s_addr) >> 24) != 127) {
+    std::fprintf(stderr,
+                 "ps-bench: --bind-host %s can be reached from other hosts: add --curve "
+                 "(ps-server refuses it without keys)\n",
+                 f.bind_host.c_str());
+    return 2;
   }
   if (f.server_bin.empty()) f.server_bin = FindServerBin(argv[0]);
 

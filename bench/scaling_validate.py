@@ -497,9 +497,10 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
                 link_kernel_byte_s=0.0 if link == "loopback" else
                 1 / calib["wire_bytes_per_s"],
                 background=raw["background"],
-                # E14: CURVE on the shaped links (the jobs there run with --keys), at the
-                # worker's end; the shards' is in k_s, measured in the job. Runs before
-                # E14 have no constant: 0, as they were predicted
+                # E14: CURVE on the shaped links (the jobs there run with --keys): its cap
+                # on the I/O threads at both ends (far above these links) and its CPU in
+                # E6b (runs with E8 constants take theirs instead). Runs before E14 have no
+                # constant: 0, as they were predicted
                 curve_byte_s=0.0 if link == "loopback" else
                 calib.get("curve_ns_per_wire_byte", 0.0) * 1e-9,
                 # E4''/E7b: pulls beside the pushes (runs 12 on); earlier runs measured

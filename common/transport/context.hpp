@@ -16,10 +16,10 @@ namespace pstrain::transport {
 class Context {
  public:
   // io_threads >= 1: ZeroMQ's I/O threads (ZMQ_IO_THREADS). A connection is
-  // served by one of them (SocketOptions::io_thread): a worker's DEALERs, one
-  // per shard, take them in turn and so spread their kernel copies
-  // (transport.io_threads, docs/architecture.md); a shard's one ROUTER uses
-  // one whatever the count.
+  // served by one of them: a worker's DEALERs, one per shard, take them in
+  // turn (SocketOptions::io_thread), and a shard's ROUTER gives each accepted
+  // connection the least busy one when it connects, so their kernel copies
+  // and CURVE spread (transport.io_threads, docs/architecture.md).
   explicit Context(int io_threads = 1);
   int io_threads() const;
   ~Context();

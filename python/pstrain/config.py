@@ -24,7 +24,7 @@ MODES = ("bsp", "ssp", "asp")
 ENGINES = ("auto", "fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 SHARED_MEMORY_MAX_MB = 4096  # common/transport/shared_ring.hpp kSharedRingMaxMb
-IO_THREADS_MAX = 64          # ps-worker --io-threads
+IO_THREADS_MAX = 64          # ps-worker and ps-server --io-threads
 AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
@@ -351,12 +351,15 @@ def _weights(r: _Reader, value: Any) -> list[pathlib.Path]:
     return [r.path(n.strip(), "weights") for n in names]
 
 
-def _server_threads(r: _Reader, d: dict) -> Union[str, int]:
-    """cluster.server_threads: auto (the default) or a whole number >= 1."""
-    v = d.get("server_threads", "auto")
-    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+def _auto_int(r: _Reader, d: dict, key: str, dotted: str, hi: int | None = None
+              ) -> Union[str, int]:
+    """`key` of `d`: auto (the default) or a whole number in [1, hi] (hi None: >= 1)."""
+    v = d.get(key, "auto")
+    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                       and (hi is None or v <= hi)):
         return v
-    raise r.fail("cluster.server_threads", f"must be auto or an integer >= 1, got {v!r}")
+    bound = "an integer >= 1" if hi is None else f"an integer in [1, {hi}]"
+    raise r.fail(dotted, f"must be auto or {bound}, got {v!r}")
 
 
 def _cluster(r: _Reader, d: Any) -> ClusterConfig:
@@ -381,7 +384,7 @@ def _cluster(r: _Reader, d: Any) -> ClusterConfig:
         worker_devices=d.get("worker_devices", "cpu"),
         threads_per_worker=r.integer(d, "threads_per_worker", "cluster.threads_per_worker", 1,
                                      lo=0),
-        server_threads=_server_threads(r, d),
+        server_threads=_auto_int(r, d, "server_threads", "cluster.server_threads"),
         hosts=hosts,
     )
     hostfile = d.get("hostfile")
@@ -506,7 +509,7 @@ def _transport(r: _Reader, d: Any) -> TransportConfig:
         interface=r.string(d, "interface", "transport.interface", "127.0.0.1"),
         chunk_bytes=r.integer(d, "chunk_bytes", "transport.chunk_bytes", 1 << 20, lo=1024),
         shared_memory_mb=_bounded(r, d, "shared_memory_mb", 16, 0, SHARED_MEMORY_MAX_MB),
-        io_threads=_io_threads(r, d),
+        io_threads=_auto_int(r, d, "io_threads", "transport.io_threads", IO_THREADS_MAX),
         compression=compression,
         pull_compression=r.choice(d, "pull_compression", "transport.pull_compression", "none",
                                   PULL_COMPRESSIONS),
@@ -578,16 +581,6 @@ def _check_host_aggregation(job: JobConfig, source: str) -> None:
         why = "no consistency.easgd or local_sgd (their workers step on their own)"
     if why:
         raise JobError(f"{source}: transport.host_aggregation: true needs {why}")
-
-
-def _io_threads(r: _Reader, d: dict) -> str | int:
-    """transport.io_threads: auto (the default) or an integer in [1, IO_THREADS_MAX]."""
-    v = d.get("io_threads", "auto")
-    if v == "auto" or (isinstance(v, int) and not isinstance(v, bool)
-                       and 1 <= v <= IO_THREADS_MAX):
-        return v
-    raise r.fail("transport.io_threads",
-                 f"must be auto or an integer in [1, {IO_THREADS_MAX}], got {v!r}")
 
 
 def _bounded(r: _Reader, d: dict, key: str, default: int, lo: int, hi: int) -> int:

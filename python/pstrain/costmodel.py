@@ -22,7 +22,7 @@ import sys
 
 from . import engine
 # The inputs (re-exported: bench/ and the tests read them from here).
-from .costmodel_links import _fill, _share, _share_links  # noqa: F401 (tests use them here)
+from .costmodel_links import _fill, _share, _share_links  # noqa: F401 (_fill: the tests')
 from .costmodel_inputs import (CostModelError, LayerTime, Param, load_layer_times,  # noqa: F401
                                net_params)
 
@@ -170,8 +170,9 @@ class Cluster:
     factor_right: str = "every_shard"
     worker_flop_s: float = 0.0
     worker_apply_byte_s: float = 0.0
-    # E3: the shard's ZeroMQ I/O thread and its kernel, CPU per byte on the wire and
-    # direction: a rate its links cannot exceed (min(β_s, 1/this)); 0: the NIC sets it
+    # E3: the shard's ZeroMQ I/O threads and its kernel, CPU per byte on the wire and
+    # direction: a rate its links cannot exceed (min(β_s, n_s/(this + curve_byte_s)), n_s
+    # its server_io_threads serving its pushers, E14); 0: the NIC sets it
     server_io_byte_s: float = 0.0
     # E14: CURVE (security: curve, which ps-train requires between hosts): CPU seconds a byte
     # on the wire takes on the ZeroMQ I/O thread of each end (the sender encrypts, the
@@ -205,7 +206,10 @@ class Cluster:
         pushers' I/O threads encrypting and decrypting (CURVE) if slower."""
         if self.curve_byte_s <= 0:
             return self.worker_bw
-        threads = max(1, min(self.worker_io_threads, self.servers)) * self.pushers()[1]
+        # the connections whose bytes cross the NIC: not the one to the shard beside
+        remote = self.servers - 1 if self.servers_beside_workers and self.servers > 1 \
+            else self.servers
+        threads = max(1, min(self.worker_io_threads, remote)) * self.pushers()[1]
         return min(self.worker_bw, threads / self.curve_byte_s)
 
     def pushers(self) -> tuple[int, int]:
@@ -503,9 +507,11 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         # a core no compute of this job uses; else, on saturated cores, it adds to the
         # compute, in the share of the cores that are busy.
         spill = 0.0 if W < cl.cores else min(1.0, demand)
-        # (with one push per host only P of the W workers exchange: E11)
+        # (with one push per host only P of the W workers exchange, the others hand their
+        # gradients over in shared memory: E11)
+        handed = (W - P) / W * total_bytes * cl.host_sum_byte_s
         cpu_bound = 0.0 if cl.compute_in_job else \
-            scale * (fwd + bwd + comm_cpu * P / W * spill)
+            scale * (fwd + bwd + (comm_cpu * P / W + handed) * spill)
         path = _path(layers, by_layer, cl, scale, contended=sync, slow=slow)
         if e8 and not cl.compute_in_job:
             cpu_bound = _cpu_budget(cl, (fwd + bwd) / timed, e8_cpu, path - (fwd + bwd) * scale,
@@ -601,7 +607,9 @@ def _server_host(cl: Cluster, k: int) -> int:
 def _server_link_bw(cl: Cluster) -> float:
     """E3: the rate of a shard's link per direction: its NIC, or its I/O threads if slower
     (their CPU per byte, CURVE's too: E14)."""
-    io = (cl.server_io_byte_s + cl.curve_byte_s) / max(1, cl.server_io_threads)   # E14
+    # E14: a shard's connections, one a pusher, spread over its I/O threads
+    threads = max(1, min(cl.server_io_threads, cl.pushers()[0]))
+    io = (cl.server_io_byte_s + cl.curve_byte_s) / threads
     if io > 0:
         return min(cl.server_bw, 1 / io)
     return cl.server_bw

@@ -199,17 +199,26 @@ class Plan:
 
     def io_threads(self, role: str) -> int:
         """ps-worker's and ps-server's --io-threads: transport.io_threads, or for auto 1 on
-        one machine (ipc, or loopback tcp: the cores compute) and, for a job over hosts,
-        one a connection up to AUTO_IO_THREADS: a worker's to each shard, a shard's from
-        each worker (CURVE, required there, takes about 0.6 ns a byte on a thread,
-        docs/scaling.md E14)."""
+        one machine (ipc, loopback tcp, or every process on one host: the cores compute)
+        and, for a job over hosts, one a connection up to AUTO_IO_THREADS: a worker's to
+        each shard, a shard's from each pusher (with one push per host only the hosts'
+        leaders connect). CURVE, required between hosts, takes about 0.6 ns a byte on a
+        thread (docs/scaling.md E14)."""
         n = self.job.transport.io_threads
         if n != "auto":
             return n
         c = self.job.cluster
         if c.hosts == "local" or self.job.transport.kind != "tcp":
             return 1
-        return max(1, min(AUTO_IO_THREADS, c.servers if role == "worker" else c.workers))
+        hosts = set(self.layout.worker_hosts() or []) | set(self.layout.server_hosts() or [])
+        if len(hosts) <= 1 and self.layout.worker_hosts() is not None:
+            return 1
+        return max(1, min(AUTO_IO_THREADS, c.servers if role == "worker" else self.pushers()))
+
+    def pushers(self) -> int:
+        """The connections each shard serves: every worker, or one a host group."""
+        groups = self.host_groups()
+        return self.job.cluster.workers if groups is None else max(groups) + 1
 
     def server_threads(self, shard: int) -> str:
         """ps-server --threads: cluster.server_threads, or for auto the cores of
@@ -226,7 +235,7 @@ class Plan:
     def server_command(self, shard: int, coordinator: str | None) -> list[str]:
         j = self.job
         groups = self.host_groups()
-        pushers = j.cluster.workers if groups is None else max(groups) + 1
+        pushers = self.pushers()
         cmd = [str(self.server_bin), "--shard", str(shard), "--num-servers", str(j.cluster.servers),
                "--workers", str(pushers), "--bind", self.bind_address(shard),
                "--solver", str(self.solver_copy), "--mode", j.consistency.mode,

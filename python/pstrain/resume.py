@@ -17,7 +17,8 @@ MARKER = "job.resolved.yaml"
 ALLOWED = ("name", "output", "solver_overrides.max_iter", "solver_overrides.snapshot",
            "solver_overrides.snapshot_after_train", "solver_overrides.display",
            "solver_overrides.test_interval", "solver_overrides.test_iter",
-           "restart.max_worker_restarts", "cluster.threads_per_worker", "data",
+           "restart.max_worker_restarts", "cluster.threads_per_worker",
+           "transport.io_threads", "data",
            "data.prepare", "security.auth", "security.nonfinite", "weights")
 # Solver fields those keys set: their lines may differ in the solver copy.
 _SOLVER_FIELDS = ("max_iter", "snapshot", "snapshot_after_train", "display", "test_interval",

@@ -329,6 +329,17 @@ std::map<std::string, std::pair<std::string, int64_t>> IoThreads(
   return out;
 }
 
+// The I/O threads of this process but `skip`, once `n` of them have named
+// themselves (an I/O thread names itself once it runs; 2 s at most).
+std::map<std::string, std::pair<std::string, int64_t>> NamedIoThreads(
+    const std::set<std::string>& skip, size_t n) {
+  std::map<std::string, std::pair<std::string, int64_t>> threads;
+  for (int i = 0; i < 200 && (threads = IoThreads(skip)).size() < n; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  return threads;
+}
+
 TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
   transport::Context server_ctx;
   std::vector<std::unique_ptr<Channel>> routers;
@@ -337,16 +348,8 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
     ASSERT_TRUE(router.ok()) << router.status().message();
     routers.push_back(std::move(router.value()));
   }
-  // An I/O thread names itself once it runs: wait for the names (2 s at most).
-  const auto named = [](const std::set<std::string>& skip, size_t n) {
-    std::map<std::string, std::pair<std::string, int64_t>> threads;
-    for (int i = 0; i < 200 && (threads = IoThreads(skip)).size() < n; ++i) {
-      std::this_thread::sleep_for(10ms);
-    }
-    return threads;
-  };
   std::set<std::string> before;
-  for (const auto& [tid, thread] : named({}, 1)) before.insert(tid);  // the routers' context
+  for (const auto& [tid, thread] : NamedIoThreads({}, 1)) before.insert(tid);  // the routers' context
   transport::Context ctx(2);
   EXPECT_EQ(ctx.io_threads(), 2);
   std::vector<std::unique_ptr<Channel>> dealers;
@@ -358,7 +361,7 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
     ASSERT_TRUE(dealer.ok()) << dealer.status().message();
     dealers.push_back(std::move(dealer.value()));
   }
-  ASSERT_EQ(named(before, 2).size(), 2u);  // the client context's two I/O threads
+  ASSERT_EQ(NamedIoThreads(before, 2).size(), 2u);  // the client context's two I/O threads
   // 200 MB through one connection at a time: the thread that serves it does
   // the kernel copies, the other (heartbeats only) next to nothing.
   constexpr size_t kValues = 1 << 20;  // 4 MiB a message, 50 a connection
@@ -386,17 +389,10 @@ TEST(TransportTest, ConnectionsSpreadOverTheContextsIoThreads) {
 // busy thread when it connects, so two workers that connect one after the
 // other are served by two threads (their kernel copies and CURVE apart).
 TEST(TransportTest, AcceptedConnectionsSpreadOverTheServersIoThreads) {
-  const auto named = [](const std::set<std::string>& skip, size_t n) {
-    std::map<std::string, std::pair<std::string, int64_t>> threads;
-    for (int i = 0; i < 200 && (threads = IoThreads(skip)).size() < n; ++i) {
-      std::this_thread::sleep_for(10ms);
-    }
-    return threads;
-  };
   transport::Context server_ctx(2);
   auto router = transport::BindRouter(server_ctx, "tcp://127.0.0.1:*");
   ASSERT_TRUE(router.ok()) << router.status().message();
-  const auto server_threads = named({}, 2);
+  const auto server_threads = NamedIoThreads({}, 2);
   ASSERT_EQ(server_threads.size(), 2u);
   std::set<std::string> others;  // every I/O thread but the server's
   transport::Context client_ctx;

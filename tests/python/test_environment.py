@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 
 from ps_train_util import ROOT
@@ -100,6 +101,35 @@ def test_io_threads_out_of_range_is_a_usage_error():
                               env=clean_env(), capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip() == f"{program}: --io-threads must be in [1, 64], got {bad}"
+
+
+def test_ps_server_runs_as_many_io_threads_as_asked():
+    """--io-threads N (transport.io_threads): the shard's ZeroMQ context has N I/O threads,
+    each named ZMQbg/IO/k once it runs (docs/architecture.md, "I/O threads")."""
+    import time
+    solver = str(ROOT / "configs/nets/lenet_solver.prototxt")
+    for n in (1, 3):
+        server = subprocess.Popen([str(programs.find_program("ps-server")), "--solver", solver,
+                                   "--io-threads", str(n), "--idle-exit-s", "30", "--json"],
+                                  cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, text=True)
+        try:
+            assert json.loads(server.stdout.readline())["event"] == "listening"
+            names: list[str] = []
+            for _ in range(200):     # the threads name themselves once they run
+                names = []
+                for task in pathlib.Path(f"/proc/{server.pid}/task").iterdir():
+                    try:
+                        names.append((task / "comm").read_text().strip())
+                    except OSError:
+                        pass
+                if sum(x.startswith("ZMQbg/IO") for x in names) >= n:
+                    break
+                time.sleep(0.01)
+            assert sorted(x for x in names if x.startswith("ZMQbg/IO")) == \
+                [f"ZMQbg/IO/{k}" for k in range(n)], names
+        finally:
+            server.kill()
+            server.wait()
 
 
 def test_ps_train_node_runs_the_role_from_the_environment():

@@ -200,7 +200,8 @@ def test_per_host_is_the_hostfile_default_and_the_dry_run_shows_it(tmp_path):
 def test_io_threads_auto_is_one_a_connection_over_hosts(tmp_path):
     """transport.io_threads: auto (the default) gives a job over hosts one ZeroMQ I/O thread
     a connection (CURVE's encryption and the kernel copies beside each other, docs/scaling.md
-    E14): a worker one a shard, a shard one a worker, at most 8; a number is taken as is."""
+    E14): a worker one a shard, a shard one a pusher, at most 8; on one host 1; a number is
+    taken as is."""
     hosts = hostfile(tmp_path, "10.0.0.1 slots=4\n10.0.0.2 slots=4\n10.0.0.3 slots=4\n")
     job = base_job(tmp_path)
     del job["cluster"]["servers"]
@@ -212,10 +213,24 @@ def test_io_threads_auto_is_one_a_connection_over_hosts(tmp_path):
     assert plan.job.cluster.servers == 3          # one a worker host
     assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"] * 3)) == 3
     assert flag(plan.server_command(0, None)) == 8    # 12 workers, 8 at most
+    # bsp, one push per host (auto): a shard serves the 3 hosts' leaders only
+    job["consistency"] = {"mode": "bsp"}
+    plan = Job.from_yaml(write_job(tmp_path, job, "bsp.yaml")).plan()
+    assert plan.host_groups() == [0] * 4 + [1] * 4 + [2] * 4
+    assert flag(plan.server_command(0, None)) == 3
+    assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"] * 3)) == 3
     job["transport"] = dict(job.get("transport") or {}, io_threads=2)
     plan = Job.from_yaml(write_job(tmp_path, job, "two.yaml")).plan()
     assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"] * 3)) == 2
     assert flag(plan.server_command(0, None)) == 2
+    # every slot on one host: the cores compute, 1 thread
+    one = base_job(tmp_path)
+    del one["cluster"]["servers"]
+    one["cluster"].update(hosts="hostfile", workers=4,
+                          hostfile=str(hostfile(tmp_path, "10.0.0.1 slots=4\n")))
+    plan = Job.from_yaml(write_job(tmp_path, one, "one.yaml")).plan()
+    assert flag(plan.worker_command(0, ["tcp://10.0.0.1:5000"])) == 1
+    assert flag(plan.server_command(0, None)) == 1
 
 
 def test_server_placement_key_errors(tmp_path):

@@ -92,6 +92,7 @@ ALLOWED_CHANGES = {
     "solver_overrides.snapshot_after_train": False, "solver_overrides.display": 5,
     "solver_overrides.test_interval": 20, "solver_overrides.test_iter": 3,
     "restart.max_worker_restarts": 0, "cluster.threads_per_worker": 2,
+    "transport.io_threads": 2,    # runs before auto have 1 in their job.resolved.yaml
     "data": {"prepare": None}, "data.prepare": None, "security.auth": "none",
     "security.nonfinite": "drop",
 }
