@@ -32,6 +32,7 @@ usage: python3 bench/host_layout.py [--iters 14] [--rounds 2] [--layouts today,.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -45,7 +46,9 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "multihost"))
+sys.path.insert(0, str(ROOT / "bench"))
 import netns_hosts  # noqa: E402
+import scaling_validate  # noqa: E402
 
 NET = """name: "mlp_wide"
 layer { name: "data" type: "Data" top: "data" top: "label" include { phase: TRAIN }
@@ -120,14 +123,12 @@ def program_cpu() -> dict[int, tuple[str, float]]:
             continue
         try:
             name = pathlib.Path(f"/proc/{entry.name}/comm").read_text().strip()
-            if name not in ("ps-worker", "ps-server"):
-                continue
-            fields = pathlib.Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1]
-            fields = fields.split()
-            out[int(entry.name)] = (name, (int(fields[11]) + int(fields[12]))
-                                    / os.sysconf("SC_CLK_TCK"))
-        except (OSError, IndexError, ValueError):
+        except OSError:
             continue
+        seconds = scaling_validate.cpu_seconds(int(entry.name)) \
+            if name in ("ps-worker", "ps-server") else None
+        if seconds is not None:
+            out[int(entry.name)] = (name, seconds)
     return out
 
 
@@ -172,8 +173,6 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
     shaped as the job's (`shape`), CURVE on as in the job (security: curve, which ps-train
     requires between hosts). The median of `rounds` runs of each constant."""
     import statistics
-    sys.path.insert(0, str(ROOT / "bench"))
-    import scaling_validate
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="host-layout-cpu-"))
     hosts = netns_hosts.NetnsHosts(tmp, 2)
     try:
@@ -187,8 +186,8 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"cpu_bsp": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
             "path": "2 netns hosts, veth + bridge, tbf 1gbit both ends, CURVE",
-            "date": __import__("datetime").datetime.now().strftime("%Y-%m-%d %H:%M"),
-            "load_after": " ".join(open("/proc/loadavg").read().split()[:3]), "rounds": runs}
+            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "load_after": scaling_validate.loadavg(), "rounds": runs}
 
 
 def predict(calibration: pathlib.Path, build: pathlib.Path,
@@ -196,7 +195,6 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
     """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
     them (one, or one a host), 1 Gbit/s links with the tbf burst `shape` sets, bsp, the
     early pull, E8's CPU constants of the validation run on 2 cores."""
-    sys.path.insert(0, str(ROOT / "python"))
     from pstrain import costmodel
     calib = json.loads(calibration.read_text())["calibration"]
     with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
@@ -232,7 +230,6 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                 measured[f"{who}_ns_per_byte"] *= max(1.0, machine / threads)
         calib = dict(calib, cpu_bsp=measured)
         curve = json.loads(CURVE_CALIBRATION.read_text())["curve_ns_per_wire_byte"] * 1e-9
-    cpu, f = calib["cpu_bsp"], calib.get("job_comm_factor", 1.0)
     base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=1e9 / 8, server_bw=1e9 / 8,
                 latency_s=0.0, message_s=calib["message_us"] * 1e-6,
                 server_byte_s=path["server_ns_per_byte"] * 1e-9,
@@ -240,13 +237,8 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"],
                 link_kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
                 burst_bytes=max(32 * 1024, 1e9 / 8 * 0.004), streamed_pulls=True,
-                worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
-                worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
-                server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
-                server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
-                refill_per_share=calib.get("refill_per_share", 0.0),
-                balance_s=calib.get("balance_ms", 0.0) * 1e-3,
-                workers_per_host=PER_HOST, servers_beside_workers=True)
+                workers_per_host=PER_HOST, servers_beside_workers=True,
+                **scaling_validate.e8_inputs(calib["cpu_bsp"], calib))
     # the I/O threads transport.io_threads: auto gives these jobs (python/pstrain/plan.py:
     # a worker one a shard, a shard one a pusher, 8 at most)
     layouts = {"today": dict(servers=1, worker_io_threads=1,

@@ -56,6 +56,8 @@
 #include <vector>
 
 #include "common/blob.hpp"
+#include "common/transport/address.hpp"
+#include "common/transport/context.hpp"
 #include "common/transport/curve.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
@@ -251,8 +253,9 @@ int main(int argc, char** argv) {
   }
   in_addr bind_address{};
   if (f.workers < 1 || f.servers < 1 || f.params < 1 || f.runs < 1 || total_bytes < 4 * f.params ||
-      (f.transport != "tcp" && f.transport != "ipc") || f.io_threads < 1 || f.io_threads > 64 ||
-      f.server_io_threads < 1 || f.server_io_threads > 64 ||
+      (f.transport != "tcp" && f.transport != "ipc") || f.io_threads < 1 ||
+      f.io_threads > pstrain::transport::kIoThreadsMax || f.server_io_threads < 1 ||
+      f.server_io_threads > pstrain::transport::kIoThreadsMax ||
       inet_pton(AF_INET, f.bind_host.c_str(), &bind_address) != 1) {
     std::fprintf(stderr, "ps-bench: bad arguments (see --help)\n");
     return 2;
@@ -265,7 +268,8 @@ int main(int argc, char** argv) {
   if (auto s = pstrain::transport::TuneMallocForLargeFrames(); !s.ok()) {
     std::fprintf(stderr, "ps-bench: %s\n", s.message().c_str());
   }
-  if (f.transport == "tcp" && !f.curve && (ntohl(bind_address.s_addr) >> 24) != 127) {
+  if (f.transport == "tcp" && !f.curve &&
+      !pstrain::transport::IsLoopback("tcp://" + f.bind_host + ":0")) {
     std::fprintf(stderr,
                  "ps-bench: --bind-host %s can be reached from other hosts: add --curve "
                  "(ps-server refuses it without keys)\n",

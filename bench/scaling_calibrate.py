@@ -43,6 +43,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
+import scaling_validate  # noqa: E402
 
 # One 1 MiB chunk of AlexNet's fc6 (9216 columns: 28.4 rows, 29 touched), batch 128.
 FC6_CHUNK = "29x128x9216"
@@ -72,9 +73,7 @@ def server_io(build: pathlib.Path, curve: bool = False) -> dict:
     big = scaling_cpu.bench_breakdown(build, "16M", 4, 1, "asp", curve=curve)
 
     def slope(prefix: str) -> float:
-        a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(prefix))
-        b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(prefix))
-        return max(0.0, (b - a) / (16e6 - 4e3) * 1e3)   # ns per gradient byte
+        return scaling_cpu.cpu_slope_ns_per_byte(small, big, prefix)
     io = slope("server:zmq")
     return {"server_io_ns_per_wire_byte": io / 2, "server_other_ns_per_byte":
             slope("server:") - io, "server_total_ns_per_byte": slope("server:"),
@@ -94,7 +93,7 @@ def curve_cost(build: pathlib.Path, rounds: int) -> dict:
             "curve_client_ns_per_wire_byte": statistics.median(client),
             "curve_rounds": [{"off": off, "on": on} for off, on in pairs],
             "curve_date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-            "curve_load": " ".join(open("/proc/loadavg").read().split()[:3])}
+            "curve_load": scaling_validate.loadavg()}
 
 
 def factor_flop_ns(build: pathlib.Path, shape: str = FC6_CHUNK) -> float:
@@ -128,14 +127,14 @@ def main() -> int:
         print(json.dumps({k: v for k, v in res.items() if k.startswith("curve_ns")
                           or k.startswith("curve_client")}, indent=1))
         return 0
-    load_before = " ".join(open("/proc/loadavg").read().split()[:3])
+    load_before = scaling_validate.loadavg()
     applies = [shard_apply(build) for _ in range(args.rounds)]
     ios = [server_io(build) for _ in range(args.rounds)]
     flops = [factor_flop_ns(build) for _ in range(args.rounds)]
     res = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
            "cpu": applies[0].get("cpu"), "isa": applies[0].get("isa"),
            "cores": os.cpu_count(), "load_before": load_before,
-           "load_after": " ".join(open("/proc/loadavg").read().split()[:3]),
+           "load_after": scaling_validate.loadavg(),
            "server_ns_per_byte_fp32": statistics.median(a["fp32"] for a in applies),
            "server_ns_per_byte_fp16": statistics.median(a["fp16"] for a in applies),
            "server_io_ns_per_byte": statistics.median(i["server_io_ns_per_wire_byte"]

@@ -221,6 +221,17 @@ def bench_breakdown(build: pathlib.Path, size: str, params: int, workers: int = 
             "machine_busy_us_per_round_trip": 1e6 * busy / (seconds * rt_per_s)}
 
 
+def cpu_slope_ns_per_byte(small: dict, big: dict, prefix: str = "") -> float:
+    """CPU ns per byte of one worker's gradient between two bench_breakdown runs (4K and
+    16M) of the threads whose key starts with `prefix` ("client:", "server:zmq", ...); the
+    whole machine's busy CPU with prefix "machine". 0 if it fell."""
+    def us(run: dict) -> float:
+        if prefix == "machine":
+            return run["machine_busy_us_per_round_trip"]
+        return sum(v for k, v in run["cpu_us_per_round_trip"].items() if k.startswith(prefix))
+    return max(0.0, (us(big) - us(small)) / (16e6 - 4e3) * 1e3)
+
+
 def net_cpu_per_iter(build: pathlib.Path, net: str, iters: int,
                      pin: tuple[str, ...] = ()) -> tuple[float, float]:
     """(CPU s, median wall s) per iteration of `ps-net time --threads 1`: the CPU of a run of

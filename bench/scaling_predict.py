@@ -212,11 +212,11 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
                  costmodel.predict(layers, params, batch, costmodel.Cluster(
                      **dict(base, **{k: v for k, v in every.items() if k != "factor_right"})))))
     plain = costmodel.predict(layers, params, batch, costmodel.Cluster(
-        **dict(base, **dict(switches(len(STEPS), calib), curve_byte_s=0.0))))
+        **dict(base, **dict(every, curve_byte_s=0.0))))
     rows.append(("every row, no CURVE (`security: none`: refused between hosts, E14)",
                  plain))
     free = costmodel.predict(layers, params, batch, costmodel.Cluster(
-        **dict(base, **dict(switches(len(STEPS), calib), server_byte_s=0.0,
+        **dict(base, **dict(every, server_byte_s=0.0,
                             server_io_byte_s=0.0, server_flop_s=0.0, worker_byte_s=0.0,
                             curve_byte_s=0.0))))
     rows.append(("every row above, no CPU cost per byte (the NICs alone)", free))

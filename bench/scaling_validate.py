@@ -515,15 +515,7 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
         # trip is now as fast as two iperf3 transfers, so the old split of its slope gives 0.)
         base.update(server_byte_s=cpu["server_ns_per_byte"] * 1e-9,
                     worker_byte_s=cpu["worker_ns_per_byte"] / 2 * 1e-9)
-        # the job's communication CPU against ps-bench's for the same bytes (a W = 1 job
-        # measured thread by thread in the calibration); 1 for runs without it
-        f = calib.get("job_comm_factor", 1.0)
-        base.update(worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
-                    worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
-                    server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
-                    server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
-                    refill_per_share=calib.get("refill_per_share", 0.0),
-                    balance_s=calib.get("balance_ms", 0.0) * 1e-3)
+        base.update(e8_inputs(cpu, calib))
     # issue 32's switches the round ran with (docs/scaling.md, "Validation of the switches")
     if "threads" in switches:
         base["server_threads"] = switches["threads"]
@@ -575,6 +567,19 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     return formula, measured, in_job
 
 
+def e8_inputs(cpu: dict, calib: dict) -> dict:
+    """The Cluster inputs of E8-E10 from E8's constants `cpu` (e8_constants) and a run's
+    calibration: the job's communication CPU against ps-bench's for the same bytes (f, a
+    W = 1 job measured thread by thread; 1 for runs without it), E9's refill, E10's λ."""
+    f = calib.get("job_comm_factor", 1.0)
+    return dict(worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
+                worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
+                server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
+                server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
+                refill_per_share=calib.get("refill_per_share", 0.0),
+                balance_s=calib.get("balance_ms", 0.0) * 1e-3)
+
+
 def fill(row: dict, calib: dict, params, batch: int) -> dict:
     """Adds both predictions (medians over the row's rounds) and their errors to a row."""
     point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
@@ -605,14 +610,11 @@ def e8_constants(build: pathlib.Path, mode: str, workers: int, **where) -> dict:
     res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
     for who in ("worker", "server"):
         tag = "client" if who == "worker" else "server"
-        a = sum(v for k, v in small["cpu_us_per_round_trip"].items() if k.startswith(tag))
-        b = sum(v for k, v in big["cpu_us_per_round_trip"].items() if k.startswith(tag))
-        res[f"{who}_exchange_us"] = a / workers
-        res[f"{who}_ns_per_byte"] = max(0.0, (b - a) / workers / (16e6 - 4e3) * 1e3)
+        res[f"{who}_exchange_us"] = sum(v for k, v in small["cpu_us_per_round_trip"].items()
+                                        if k.startswith(tag)) / workers
+        res[f"{who}_ns_per_byte"] = scaling_cpu.cpu_slope_ns_per_byte(small, big, tag) / workers
     # the whole machine's busy CPU per byte (softirq work in idle time included)
-    res["machine_ns_per_byte"] = max(0.0, (big["machine_busy_us_per_round_trip"]
-                                           - small["machine_busy_us_per_round_trip"])
-                                     / workers / (16e6 - 4e3) * 1e3)
+    res["machine_ns_per_byte"] = scaling_cpu.cpu_slope_ns_per_byte(small, big, "machine") / workers
     return res
 
 

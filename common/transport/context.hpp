@@ -13,6 +13,9 @@
 
 namespace pstrain::transport {
 
+// The most ZeroMQ I/O threads a program takes (--io-threads; transport.io_threads).
+inline constexpr int kIoThreadsMax = 64;
+
 class Context {
  public:
   // io_threads >= 1: ZeroMQ's I/O threads (ZMQ_IO_THREADS). A connection is

@@ -24,7 +24,7 @@ MODES = ("bsp", "ssp", "asp")
 ENGINES = ("auto", "fast", "reference")
 TRANSPORTS = ("tcp", "ipc")
 SHARED_MEMORY_MAX_MB = 4096  # common/transport/shared_ring.hpp kSharedRingMaxMb
-IO_THREADS_MAX = 64          # ps-worker and ps-server --io-threads
+IO_THREADS_MAX = 64          # ps-worker and ps-server --io-threads (transport::kIoThreadsMax)
 AUTH = ("curve", "none")
 NONFINITE = ("stop", "drop")
 DATASETS = ("fashion-mnist",)
@@ -115,7 +115,7 @@ class TransportConfig:
     # served by its thread k mod io_threads, a shard's connections by the least busy of its
     # threads when each connects, so the kernel copies and CURVE of the bytes spread over
     # that many cores (docs/architecture.md, "I/O threads"). auto: 1 on one machine; for
-    # a job over hosts (tcp), a worker one a shard and a shard one a worker, 8 at most.
+    # a job over hosts (tcp), a worker one a shard and a shard one a pusher, 8 at most.
     # Only timing changes.
     io_threads: Union[str, int] = "auto"
     compression: CompressionConfig = dataclasses.field(default_factory=CompressionConfig)

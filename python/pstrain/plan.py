@@ -210,8 +210,8 @@ class Plan:
         c = self.job.cluster
         if c.hosts == "local" or self.job.transport.kind != "tcp":
             return 1
-        hosts = set(self.layout.worker_hosts() or []) | set(self.layout.server_hosts() or [])
-        if len(hosts) <= 1 and self.layout.worker_hosts() is not None:
+        workers = self.layout.worker_hosts()
+        if workers is not None and len(set(workers) | set(self.layout.server_hosts() or [])) <= 1:
             return 1
         return max(1, min(AUTO_IO_THREADS, c.servers if role == "worker" else self.pushers()))
 
@@ -251,8 +251,8 @@ class Plan:
         if j.cluster.server_device != "cpu":
             cmd += ["--device", j.cluster.server_device]
         cmd += ["--threads", self.server_threads(shard)]
-        if self.io_threads("server") != 1:
-            cmd += ["--io-threads", str(self.io_threads("server"))]
+        if (io := self.io_threads("server")) != 1:
+            cmd += ["--io-threads", str(io)]
         if self.pull_overlap():
             cmd.append("--pull-overlap")
         cmd += self.method_flags()
@@ -313,8 +313,8 @@ class Plan:
                "--engine", j.engine, "--timeout-s",
                str(GATED_WORKER_TIMEOUT_S if self.step_gate else WORKER_TIMEOUT_S), "--json"]
         cmd += self.security_args()
-        if self.io_threads("worker") != 1:
-            cmd += ["--io-threads", str(self.io_threads("worker"))]
+        if (io := self.io_threads("worker")) != 1:
+            cmd += ["--io-threads", str(io)]
         if rank == 0 and self.initial_weights and self.resume_manifest is None:
             # Caffe's -weights syntax: files loaded in order, a later one wins per layer.
             cmd += ["--weights", ",".join(str(w) for w in self.initial_weights)]

@@ -49,6 +49,7 @@
 #include "common/optim/update_rule_registry.hpp"
 #include "common/proto_io.hpp"
 #include "common/transport/address.hpp"
+#include "common/transport/context.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
 #include "proto/caffe.pb.h"
@@ -337,9 +338,10 @@ int main(int argc, char** argv) try {
                                          std::to_string(transport::kSharedRingMaxMb) + "], got " +
                                          std::to_string(f.shared_memory_mb));
   }
-  if (f.io_threads < 1 || f.io_threads > 64) {
-    return pstrain::UsageError(spec,
-                               "--io-threads must be in [1, 64], got " + std::to_string(f.io_threads));
+  if (f.io_threads < 1 || f.io_threads > transport::kIoThreadsMax) {
+    return pstrain::UsageError(spec, "--io-threads must be in [1, " +
+                                         std::to_string(transport::kIoThreadsMax) + "], got " +
+                                         std::to_string(f.io_threads));
   }
   if (f.pull_window_kb < 1) {
     return pstrain::UsageError(spec, "--pull-window-kb must be at least 1, got " +

@@ -44,6 +44,7 @@
 #include "common/json_line.hpp"
 #include "common/math_cpu.hpp"
 #include "common/proto_io.hpp"
+#include "common/transport/context.hpp"
 #include "common/transport/malloc_tuning.hpp"
 #include "common/transport/shared_ring.hpp"
 #include "worker/layers/memory_data_layer.hpp"
@@ -192,8 +193,9 @@ int main(int argc, char** argv) {
   if (!memory_data_files.ok()) return usage(memory_data_files.status().message());
   options.memory_data_files = std::move(memory_data_files.value());
   if (options.client.world_size < 1) return usage("--workers must be at least 1");
-  if (io_threads < 1 || io_threads > 64) {
-    return usage("--io-threads must be in [1, 64], got " + std::to_string(io_threads));
+  if (io_threads < 1 || io_threads > pstrain::transport::kIoThreadsMax) {
+    return usage("--io-threads must be in [1, " + std::to_string(pstrain::transport::kIoThreadsMax) +
+                 "], got " + std::to_string(io_threads));
   }
   if (options.client.rank < 0 || options.client.rank >= options.client.world_size) {
     return usage("--rank must be in [0, " + std::to_string(options.client.world_size) + ")");
