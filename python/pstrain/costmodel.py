@@ -22,7 +22,7 @@ import sys
 
 from . import engine
 # The inputs (re-exported: bench/ and the tests read them from here).
-from .costmodel_links import _fill, _share, _share_links  # noqa: F401 (_fill: the tests')
+from .costmodel_links import _share, _share_links
 from .costmodel_inputs import (CostModelError, LayerTime, Param, load_layer_times,  # noqa: F401
                                net_params)
 
