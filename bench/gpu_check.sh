@@ -10,7 +10,9 @@
 #      the workers held the GPU;
 #   3. trains LeNet on Fashion-MNIST with 2 GPU workers sharing GPU 0 and one
 #      server shard on GPU 0 (ps-server --device gpu:0, ps-worker --gpu 0;
-#      bsp) and checks the final test accuracy >= 0.89;
+#      bsp) and checks the final test accuracy >= 0.89; then 2 GPU workers pushing
+#      InnerProduct gradients as sufficient factors against the same job pushing them
+#      dense (tests/e2e/test_sufficient_factors.py -k gpu: within 1e-4, the factor bytes);
 #   4. times forward+backward of AlexNet (batch 128) and ResNet-50 (batch 32)
 #      with `ps-net time --gpu 0` (whole passes, one wait each: cuDNN's legacy
 #      calls, deterministic and not (--nondeterministic), its graph API
@@ -29,7 +31,7 @@
 #      GPU IPC against the socket path bit for bit: GpuIpcTest in step 2.
 # Everything goes under ${OUT:-bench/gpu_out}: summary.txt (the results, one
 # line each), build.log, gpu_tests.log, python_gpu_tests.log, distributed_solver.txt,
-# lenet_job.txt, time_*.json, torch_*.json, resnet_job.txt.
+# lenet_job.txt, gpu_factors.log, time_*.json, torch_*.json, resnet_job.txt.
 # Exit status: 0 when every check passed, 1 otherwise (summary.txt says which).
 #
 # Data: data/fashion-mnist/{train,test}_lmdb, made here from the IDX files in
@@ -303,6 +305,16 @@ PY
   rc=$?
   say "LeNet: $(grep '^RESULT' "$out/lenet_job.txt" || echo "no result") (exit $rc)"
   [[ $rc -eq 0 ]] || fail "LeNet job (accuracy < 0.89 or a process failed; see $out/lenet_job.txt)"
+  # Sufficient factors from GPU workers (issue 32): the same bsp job pushing dense
+  # gradients and factors ends within 1e-4, the shard having received the factor bytes.
+  if [[ "$dry" != 1 ]] && python3 -c 'import pytest' 2> /dev/null; then
+    PSTRAIN_BUILD_DIR="$build" PYTHONPATH="$root/python" timeout 300 python3 -m pytest -q -rs \
+      "$root/tests/e2e/test_sufficient_factors.py" -k gpu > "$out/gpu_factors.log" 2>&1
+    rc=$?
+    say "GPU workers pushing sufficient factors: $(tail -1 "$out/gpu_factors.log")"
+    grep -q ' skipped' "$out/gpu_factors.log" && fail "GPU factor test skipped on a GPU machine"
+    [[ $rc -eq 0 ]] || fail "GPU workers pushing sufficient factors (see $out/gpu_factors.log)"
+  fi
 fi
 
 # --- 4. forward+backward throughput: ps-net time vs PyTorch ------------------------

@@ -48,6 +48,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "multihost"))
 sys.path.insert(0, str(ROOT / "bench"))
 import netns_hosts  # noqa: E402
+import scaling_cpu  # noqa: E402
 import scaling_validate  # noqa: E402
 
 NET = """name: "mlp_wide"
@@ -168,7 +169,7 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
 
 
 def calibrate(build: pathlib.Path, rounds: int) -> dict:
-    """E8's bsp constants (bench/scaling_validate.e8_constants) on the path the layouts'
+    """E8's bsp constants (bench/scaling_cpu.e8_constants) on the path the layouts'
     bytes take: ps-bench with 2 worker threads on host 1, its server on host 2, the links
     shaped as the job's (`shape`), CURVE on as in the job (security: curve, which ps-train
     requires between hosts). The median of `rounds` runs of each constant."""
@@ -177,7 +178,7 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
     hosts = netns_hosts.NetnsHosts(tmp, 2)
     try:
         shape(hosts)
-        runs = [scaling_validate.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
+        runs = [scaling_cpu.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
                                               server_ns=hosts.ns(2),
                                               bind_host=hosts.address(2), curve=True)
                 for _ in range(rounds)]
@@ -238,7 +239,7 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                 link_kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
                 burst_bytes=max(32 * 1024, 1e9 / 8 * 0.004), streamed_pulls=True,
                 workers_per_host=PER_HOST, servers_beside_workers=True,
-                **scaling_validate.e8_inputs(calib["cpu_bsp"], calib))
+                **scaling_cpu.e8_inputs(calib["cpu_bsp"], calib))
     # the I/O threads transport.io_threads: auto gives these jobs (python/pstrain/plan.py:
     # a worker one a shard, a shard one a pusher, 8 at most)
     layouts = {"today": dict(servers=1, worker_io_threads=1,

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import subprocess
@@ -289,7 +290,6 @@ def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
     middle. Returns each CPU's idle time and, summed over the idle stretches, which thread
     went to sleep to start one and which woke to end it (by role: worker main, worker I/O,
     server main, server I/O)."""
-    import re as _re
     if shutil.which("perf") is None:
         raise SystemExit("bench/scaling_cpu.py --sched: perf not found (Debian: linux-perf, "
                          "scripts/setup.sh installs it with the bench packages)")
@@ -332,7 +332,7 @@ def sched_trace(build: pathlib.Path, solver: pathlib.Path, workers: int,
             return "other" if pid else "idle"
         kind = thread_kind(result["names"][pid])
         return f"{role[:6]} {kind}"
-    pat = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
+    pat = re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
                       r"prev_state=(\S+) ==> .*next_pid=(\d+)")
     idle_since: dict = {}
     idle = {}
@@ -434,11 +434,10 @@ def _balance(script: str, mains: set) -> dict:
     time, how long 0..W of them were runnable, on which CPU each ran, and their migrations.
     An idle CPU beside a waiting training thread is the load balancer's loss; with all CPUs
     busy the wait is plain sharing."""
-    import re as _re
-    sw = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
+    sw = re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*"
                      r"prev_state=(\S+) ==> .*next_pid=(\d+)")
-    wk = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_wakeup(?:_new)?:.*pid=(\d+)")
-    mg = _re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_migrate_task:.*pid=(\d+)")
+    wk = re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_wakeup(?:_new)?:.*pid=(\d+)")
+    mg = re.compile(r"\[(\d+)\]\s+([\d.]+):\s+sched:sched_migrate_task:.*pid=(\d+)")
     running: dict = {}
     waiting: set = set()
     acc = {"idle": 0.0, "idle_waiting": 0.0, "waiting": 0.0, "running": 0.0,
@@ -479,6 +478,80 @@ def _balance(script: str, mains: set) -> dict:
         elif int(m[3]) in mains:
             acc["migrations"] += 1
     return acc
+
+
+
+# ---------------------------------------------------------------- E8-E10 calibration
+# (bench/scaling_validate.py and bench/host_layout.py call these)
+
+def e8_inputs(cpu: dict, calib: dict) -> dict:
+    """The Cluster inputs of E8-E10 from E8's constants `cpu` (e8_constants) and a run's
+    calibration: the job's communication CPU against ps-bench's for the same bytes (f, a
+    W = 1 job measured thread by thread; 1 for runs without it), E9's refill, E10's λ."""
+    f = calib.get("job_comm_factor", 1.0)
+    return dict(worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
+                worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
+                server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
+                server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
+                refill_per_share=calib.get("refill_per_share", 0.0),
+                balance_s=calib.get("balance_ms", 0.0) * 1e-3)
+
+
+def e8_constants(build: pathlib.Path, mode: str, workers: int, **where) -> dict:
+    """E8's constants of one mode: ps-bench (tcp, 1 server) at 4K and 16M in 4 parameters,
+    every thread of its process and of the server sampled (bench/py): per worker
+    and push+pull exchange, the CPU of the 4K run; per byte, the slope to 16M. `where`:
+    bench_breakdown's namespaces and address (default: loopback)."""
+    small = bench_breakdown(build, "4K", 4, workers, mode, **where)
+    big = bench_breakdown(build, "16M", 4, workers, mode, **where)
+    res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
+    for who in ("worker", "server"):
+        tag = "client" if who == "worker" else "server"
+        res[f"{who}_exchange_us"] = sum(v for k, v in small["cpu_us_per_round_trip"].items()
+                                        if k.startswith(tag)) / workers
+        res[f"{who}_ns_per_byte"] = cpu_slope_ns_per_byte(small, big, tag) / workers
+    # the whole machine's busy CPU per byte (softirq work in idle time included)
+    res["machine_ns_per_byte"] = cpu_slope_ns_per_byte(small, big, "machine") / workers
+    return res
+
+
+def cpu_calibration(build: pathlib.Path) -> dict:
+    """E8's constants over loopback: bsp with 2 worker threads, asp with 1."""
+    return {f"cpu_{mode}": e8_constants(build, mode, workers)
+            for mode, workers in (("bsp", 2), ("asp", 1))}
+
+
+def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
+                    grad_bytes: float) -> dict:
+    """E8's factor and E9's constant, measured apart from the validation points:
+    * a LeNet W = 1 bsp job (240 iterations), every thread's CPU over its steady middle:
+      what the job's communication costs (all threads less the compute, `ps-net time`'s CPU
+      per iteration) against what ps-bench's threads spend on the same bytes (E8);
+    * `ps-net time` alone and pinned to one core beside another `ps-net time` and beside a
+      ps-bench loop: the training thread's extra CPU per unit of the core's share the
+      neighbour takes (E9);
+    * C and C + 1 processes spinning 9 ms of CPU between barriers, no PSTrain in them: the
+      load balancer's latency to fill a core that ran dry (E10)."""
+    net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
+    compute, _ = net_cpu_per_iter(build, net, 220)
+    job = job_breakdown(build, solver, 1, 240)
+    total = sum(job["cpu_ms_per_iter"].values()) / 1e3
+    cpu = calib["cpu_bsp"]
+    bench = ((cpu["worker_exchange_us"] + cpu["server_exchange_us"]) * 1e-6
+             + grad_bytes * (cpu["worker_ns_per_byte"] + cpu["server_ns_per_byte"]) * 1e-9)
+    refills = []
+    for neighbour in ("net", "bench"):
+        r = interference(build, net, f"{round(grad_bytes / 1e3)}K", 8,
+                                     ("taskset", "-c", "0"), neighbour)
+        refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
+    balance = balance_latency()
+    return {"streamed_pulls": True, "balance_ms": balance["balance_ms"],
+            "balance_idle_core_ms": [[r["idle_core_ms"] for r in balance[k]]
+                                     for k in ("even", "odd")],
+            "job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
+            "job_threads_ms": job["cpu_ms_per_iter"], "bench_comm_ms": 1e3 * bench,
+            "job_comm_factor": max(1.0, (total - compute) / bench),
+            "refills_per_share": refills, "refill_per_share": max(0.0, statistics.mean(refills))}
 
 
 def main() -> int:

@@ -13,7 +13,8 @@ Assumptions (docs/scaling.md, "Predictions"): one GPU worker per host and one se
 host, each with its own NIC; TCP goodput 94 % of the line rate; 25 us one-way latency;
 per-message cost and server CPU cost per byte as measured here by bench/scaling_validate.py
 (--message-us, --server-ns-per-byte, --worker-ns-per-byte); bsp GPU workers pull after
-their pushes (no early pull) except in the switch table's row that adds it. The switch
+their pushes (no early pull: built for GPU workers 2026-12-07, not yet run on a GPU)
+except in the switch table's row that adds it. The switch
 table of issue 32's configuration adds one switch a row (`STEPS`, `switches()`), E12 and
 E13 included, each row saying whether it is in main or not built.
 
@@ -89,7 +90,8 @@ def gpu_flop_s() -> float:
 # The switch table, one row a step, each adding its switch to the rows above. The first
 # rows are in main (the I/O threads among them: with CURVE on every connection, E14, they
 # matter as much as the bytes); the next two are E12 and E13 (in main, E13 for CPU
-# workers); then early pulls on GPU workers (not built) and E2c (an assumption about the
+# workers); then early pulls on GPU workers (in main since 2026-12-07, automatic in bsp,
+# not yet run on a GPU: a row of its own until one has) and E2c (an assumption about the
 # hardware); factors in 16 bits are in main for CPU workers (a factor push takes
 # transport.compression's fp16/bf16, the relay forwards those bytes). In main the factors
 # follow the compression at once: the rows before it keep them float32 only to show
@@ -112,7 +114,8 @@ STEPS = [("today", "the baseline: 8 shards on hosts of their own, float32, 1 app
          ("broadcast", "+ sufficient-factor broadcasting (E13, `transport.sufficient_factors: "
           "broadcast`: in main, CPU workers; the rebuild on the GPU: not built)"),
          ("early", "+ the pull request before the last backward on GPU workers too, as on CPU "
-          "workers (early pull: not built for GPU workers)"),
+          "workers (early pull: in main for GPU workers, automatic in bsp; not yet run "
+          "on a GPU)"),
          ("dma", "+ the worker's CPU per byte beside its NIC's DMA, not in series (E2c, not "
           "validated)"),
          ("factor16", "+ factors in 16 bits both ways (E13: in main for CPU workers, following "

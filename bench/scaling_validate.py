@@ -515,7 +515,8 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
         # trip is now as fast as two iperf3 transfers, so the old split of its slope gives 0.)
         base.update(server_byte_s=cpu["server_ns_per_byte"] * 1e-9,
                     worker_byte_s=cpu["worker_ns_per_byte"] / 2 * 1e-9)
-        base.update(e8_inputs(cpu, calib))
+        import scaling_cpu
+        base.update(scaling_cpu.e8_inputs(cpu, calib))
     # issue 32's switches the round ran with (docs/scaling.md, "Validation of the switches")
     if "threads" in switches:
         base["server_threads"] = switches["threads"]
@@ -567,19 +568,6 @@ def predict_point(point: tuple, raw: dict, calib: dict, params, batch: int):
     return formula, measured, in_job
 
 
-def e8_inputs(cpu: dict, calib: dict) -> dict:
-    """The Cluster inputs of E8-E10 from E8's constants `cpu` (e8_constants) and a run's
-    calibration: the job's communication CPU against ps-bench's for the same bytes (f, a
-    W = 1 job measured thread by thread; 1 for runs without it), E9's refill, E10's λ."""
-    f = calib.get("job_comm_factor", 1.0)
-    return dict(worker_cpu_exchange_s=f * cpu["worker_exchange_us"] * 1e-6,
-                worker_cpu_byte_s=f * cpu["worker_ns_per_byte"] * 1e-9,
-                server_cpu_exchange_s=f * cpu["server_exchange_us"] * 1e-6,
-                server_cpu_byte_s=f * cpu["server_ns_per_byte"] * 1e-9,
-                refill_per_share=calib.get("refill_per_share", 0.0),
-                balance_s=calib.get("balance_ms", 0.0) * 1e-3)
-
-
 def fill(row: dict, calib: dict, params, batch: int) -> dict:
     """Adds both predictions (medians over the row's rounds) and their errors to a row."""
     point = (row["link"], row["net"], row["workers"], row["servers"], row["mode"],
@@ -597,65 +585,6 @@ def fill(row: dict, calib: dict, params, batch: int) -> dict:
         row[f"error_{key}"] = (p - m) / m
         row[f"bottleneck_{key}"] = preds[len(preds) // 2][i].bottleneck
     return row
-
-
-def e8_constants(build: pathlib.Path, mode: str, workers: int, **where) -> dict:
-    """E8's constants of one mode: ps-bench (tcp, 1 server) at 4K and 16M in 4 parameters,
-    every thread of its process and of the server sampled (bench/scaling_cpu.py): per worker
-    and push+pull exchange, the CPU of the 4K run; per byte, the slope to 16M. `where`:
-    bench_breakdown's namespaces and address (default: loopback)."""
-    import scaling_cpu
-    small = scaling_cpu.bench_breakdown(build, "4K", 4, workers, mode, **where)
-    big = scaling_cpu.bench_breakdown(build, "16M", 4, workers, mode, **where)
-    res = {"round_trip_4k_us": small["round_trip_us"], "round_trip_16m_us": big["round_trip_us"]}
-    for who in ("worker", "server"):
-        tag = "client" if who == "worker" else "server"
-        res[f"{who}_exchange_us"] = sum(v for k, v in small["cpu_us_per_round_trip"].items()
-                                        if k.startswith(tag)) / workers
-        res[f"{who}_ns_per_byte"] = scaling_cpu.cpu_slope_ns_per_byte(small, big, tag) / workers
-    # the whole machine's busy CPU per byte (softirq work in idle time included)
-    res["machine_ns_per_byte"] = scaling_cpu.cpu_slope_ns_per_byte(small, big, "machine") / workers
-    return res
-
-
-def cpu_calibration(build: pathlib.Path) -> dict:
-    """E8's constants over loopback: bsp with 2 worker threads, asp with 1."""
-    return {f"cpu_{mode}": e8_constants(build, mode, workers)
-            for mode, workers in (("bsp", 2), ("asp", 1))}
-
-
-def job_calibration(build: pathlib.Path, solver: pathlib.Path, calib: dict,
-                    grad_bytes: float) -> dict:
-    """E8's factor and E9's constant, measured apart from the validation points:
-    * a LeNet W = 1 bsp job (240 iterations), every thread's CPU over its steady middle:
-      what the job's communication costs (all threads less the compute, `ps-net time`'s CPU
-      per iteration) against what ps-bench's threads spend on the same bytes (E8);
-    * `ps-net time` alone and pinned to one core beside another `ps-net time` and beside a
-      ps-bench loop: the training thread's extra CPU per unit of the core's share the
-      neighbour takes (E9);
-    * C and C + 1 processes spinning 9 ms of CPU between barriers, no PSTrain in them: the
-      load balancer's latency to fill a core that ran dry (E10)."""
-    import scaling_cpu
-    net = re.search(r'net: "([^"]+)"', solver.read_text()).group(1)
-    compute, _ = scaling_cpu.net_cpu_per_iter(build, net, 220)
-    job = scaling_cpu.job_breakdown(build, solver, 1, 240)
-    total = sum(job["cpu_ms_per_iter"].values()) / 1e3
-    cpu = calib["cpu_bsp"]
-    bench = ((cpu["worker_exchange_us"] + cpu["server_exchange_us"]) * 1e-6
-             + grad_bytes * (cpu["worker_ns_per_byte"] + cpu["server_ns_per_byte"]) * 1e-9)
-    refills = []
-    for neighbour in ("net", "bench"):
-        r = scaling_cpu.interference(build, net, f"{round(grad_bytes / 1e3)}K", 8,
-                                     ("taskset", "-c", "0"), neighbour)
-        refills.append((r["beside_cpu_ms"] / r["alone_cpu_ms"] - 1) / r["bench_cores"])
-    balance = scaling_cpu.balance_latency()
-    return {"streamed_pulls": True, "balance_ms": balance["balance_ms"],
-            "balance_idle_core_ms": [[r["idle_core_ms"] for r in balance[k]]
-                                     for k in ("even", "odd")],
-            "job_compute_ms": 1e3 * compute, "job_cpu_ms": 1e3 * total,
-            "job_threads_ms": job["cpu_ms_per_iter"], "bench_comm_ms": 1e3 * bench,
-            "job_comm_factor": max(1.0, (total - compute) / bench),
-            "refills_per_share": refills, "refill_per_share": max(0.0, statistics.mean(refills))}
 
 
 def recompute(path: pathlib.Path, cpu_from: pathlib.Path | None = None,
@@ -766,7 +695,8 @@ def main() -> int:
         server_byte = min(max(0.0, (srv_big - srv_small) / 16e6), max(0.0, per_byte - 2 / wire))
         worker_byte = max(0.0, (per_byte - 2.0 / wire - server_byte) / 2)
         message = rtt_small / 4                              # 4 message costs per round trip
-        cpu_calib = cpu_calibration(build)
+        import scaling_cpu
+        cpu_calib = scaling_cpu.cpu_calibration(build)
         # c_g at the job's shape: FactorProduct on one 1 MiB chunk of LeNet's ip1 (500 x
         # 800: 328 rows touched), batch 32, as the shard and the replicas rebuild it
         import scaling_calibrate
@@ -784,8 +714,9 @@ def main() -> int:
             "CIFAR-10 quick": (costmodel.load_layer_times(tmp / "cifar_time.jsonl"),
                                costmodel.net_params(CIFAR_NET), 50, cifar),
         }
-        calib.update(job_calibration(build, write_solver(tmp / "lenet_cal", 32, 240, 30), calib,
-                                     4.0 * sum(p.values for p in nets["LeNet"][1])))
+        calib.update(scaling_cpu.job_calibration(
+            build, write_solver(tmp / "lenet_cal", 32, 240, 30), calib,
+            4.0 * sum(p.values for p in nets["LeNet"][1])))
         calib["lenet_compute_ms"] = sum(l.forward_ms + l.backward_ms for l in nets["LeNet"][0])
         calib["cifar_compute_ms"] = sum(l.forward_ms + l.backward_ms
                                         for l in nets["CIFAR-10 quick"][0])

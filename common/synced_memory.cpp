@@ -43,7 +43,10 @@ float* SyncedMemory::mutable_host_data() {
 
 SyncedMemory::~SyncedMemory() {
   // Quietly: a destructor may run while a device failure is being reported.
-  if (upload_in_flight_) GpuContext::ForThisThread().SynchronizeQuietly();
+  if (upload_done_ != nullptr) {
+    if (upload_in_flight_) (void)cudaEventSynchronize(upload_done_);
+    (void)cudaEventDestroy(upload_done_);
+  }
   std::free(host_);
   DeviceFree(device_);
 }
@@ -58,7 +61,7 @@ void SyncedMemory::AllocateHost() {
 
 void SyncedMemory::WaitForUpload() {
   if (!upload_in_flight_) return;
-  GpuContext::ForThisThread().Synchronize();
+  PSTRAIN_CUDA_CHECK(cudaEventSynchronize(upload_done_));
   upload_in_flight_ = false;
 }
 
@@ -93,14 +96,19 @@ void SyncedMemory::ToDevice() {
       head_ = Head::kAtDevice;
       break;
     }
-    case Head::kAtHost:
+    case Head::kAtHost: {
       if (device_ == nullptr) device_ = static_cast<float*>(DeviceAlloc(count_ * sizeof(float)));
+      const cudaStream_t stream = GpuContext::ForThisThread().stream();
       PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(device_, host_, count_ * sizeof(float),
-                                         cudaMemcpyHostToDevice,
-                                         GpuContext::ForThisThread().stream()));
+                                         cudaMemcpyHostToDevice, stream));
+      if (upload_done_ == nullptr) {
+        PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&upload_done_, cudaEventDisableTiming));
+      }
+      PSTRAIN_CUDA_CHECK(cudaEventRecord(upload_done_, stream));
       upload_in_flight_ = true;
       head_ = Head::kSynced;
       break;
+    }
     case Head::kAtDevice:
     case Head::kSynced:
       break;

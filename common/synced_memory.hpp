@@ -10,7 +10,9 @@
 //   kSynced        -> both hold the same values
 // A mutable_ accessor makes its side the only current one. Copies run on
 // GpuContext::ForThisThread().stream(); a copy to the host waits for it, and
-// mutable_host_data() waits for an upload still reading the host buffer.
+// mutable_host_data() waits for an upload still reading the host buffer (that
+// upload's own event, not the whole stream: a parameter-server worker writes
+// pulled weights into host memory while the backward pass is still queued).
 // Host memory is plain 64-byte-aligned memory.
 //
 // Memory is allocated on first access. When the host or the device has no
@@ -20,6 +22,10 @@
 #pragma once
 
 #include <cstddef>
+
+#ifdef PSTRAIN_HAVE_CUDA
+struct CUevent_st;  // cudaEvent_t's struct (cuda_runtime_api.h)
+#endif
 
 namespace pstrain {
 
@@ -54,6 +60,7 @@ class SyncedMemory {
   float* device_ = nullptr;  // from DeviceAlloc, owned
   Head head_ = Head::kUninitialized;
   bool upload_in_flight_ = false;  // an async host -> device copy may still read host_
+  CUevent_st* upload_done_ = nullptr;  // recorded after the last upload; made on the first
 #endif
 };
 

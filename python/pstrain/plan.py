@@ -508,8 +508,8 @@ def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
         why.append("an elastic method pushes weight deltas")
     if c.mode != "bsp" and clip and float(clip[-1]) >= 0:
         why.append(f"{c.mode} with clip_gradients pushes every gradient with its norm")
-    if any(g is not None for g in layout.worker_gpus):
-        why.append("GPU workers push dense gradients")
+    if job.transport.gpu_ipc is True:
+        why.append("GPU IPC pushes hand every gradient over in device memory")
     for reason in why:
         warnings.append(f"{source}: transport.sufficient_factors: off ({reason})")
     if not job.transport.factor_broadcast:
@@ -527,6 +527,8 @@ def _factor_warnings(job: JobConfig, source: str, solver: SolverText, layout,
                       "whole pull is in; auto leaves it off)")
     if job.cluster.server_device != "cpu":
         refuse.append("the relay needs CPU shards (cluster.server_device: cpu)")
+    if any(g is not None for g in layout.worker_gpus):
+        refuse.append("GPU workers (the replica's rebuild and step run on CPU workers only)")
     if refuse:
         raise JobError(f"{source}: transport.sufficient_factors: broadcast is not possible here "
                        f"({'; '.join(refuse)}); use push")

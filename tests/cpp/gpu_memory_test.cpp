@@ -139,6 +139,36 @@ TEST(GpuMemoryTest, HostDeviceRoundTrip) {
   EXPECT_EQ(v, -1.f);
 }
 
+// A host write waits for the upload still reading the host buffer, and for
+// nothing queued after it: a parameter-server worker writes pulled weights
+// while its backward pass is still queued (worker/ps/ps_worker.cpp, early pull).
+TEST(GpuMemoryTest, HostWriteWaitsForItsUploadOnlyNotTheWholeStream) {
+  PSTRAIN_SKIP_WITHOUT_GPU();
+  SyncedMemory m(1000);
+  float* h = m.mutable_host_data();
+  for (int i = 0; i < 1000; ++i) h[i] = static_cast<float>(i);
+  const float* d = m.device_data();  // the upload, queued
+  // Then tens of milliseconds of other work on the same stream.
+  GpuContext& gpu = GpuContext::ForThisThread();
+  const size_t bytes = size_t{1} << 30;
+  void* big = DeviceAlloc(bytes);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(cudaMemsetAsync(big, i, bytes, gpu.stream()), cudaSuccess);
+  }
+  float* again = m.mutable_host_data();
+  EXPECT_EQ(cudaStreamQuery(gpu.stream()), cudaErrorNotReady)
+      << "the host write waited for the whole stream";
+  (void)cudaGetLastError();  // NotReady is recorded as the thread's last error
+  again[7] = -1.f;           // the upload has read the buffer: the device keeps 7
+  gpu.Synchronize();
+  DeviceFree(big);
+  float v = 0;
+  ASSERT_EQ(cudaMemcpy(&v, d + 7, sizeof(v), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(v, 7.f);
+  ASSERT_EQ(cudaMemcpy(&v, m.device_data() + 7, sizeof(v), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(v, -1.f);
+}
+
 TEST(GpuMemoryTest, FirstDeviceAccessIsZeroed) {
   PSTRAIN_SKIP_WITHOUT_GPU();
   SyncedMemory m(300);

@@ -3,8 +3,13 @@ workers on an fc-heavy MLP (784 -> 1024 -> 1024 -> 10, batch 16) ends within
 1e-5 of the same job pushing dense gradients (momentum and weight decay apply
 on the shard to the rebuilt gradients), and the shard receives exactly the
 factor bytes; also across 2 shards with chunks ending mid-row, and with
-iter_size 2 (the factors of both passes stacked), and through ipc shared memory."""
+iter_size 2 (the factors of both passes stacked), through ipc shared memory, and
+from GPU workers (bench/gpu_check.sh runs that one on a GPU; it skips elsewhere)."""
+import json
 import re
+import subprocess
+
+import pytest
 
 from conftest import ROOT
 from ps_job import run_job
@@ -27,10 +32,12 @@ def server_bytes(result) -> int:
     return sum(e["bytes_received"] for e in done)
 
 
-def run_pair(build_dir, data, tmp_path, *, servers=1, chunk_bytes=1 << 20, extra=""):
-    """The same bsp job pushing dense gradients and pushing factors."""
+def run_pair(build_dir, data, tmp_path, *, servers=1, chunk_bytes=1 << 20, extra="",
+             worker=()):
+    """The same bsp job pushing dense gradients and pushing factors (`worker`: more
+    ps-worker flags for both)."""
     results, solvers = [], []
-    for name, args in (("dense", []), ("factors", ["--sufficient-factors"])):
+    for name, args in (("dense", [*worker]), ("factors", [*worker, "--sufficient-factors"])):
         solver = write_job(tmp_path, name, WIDE_NET, data, BATCH, ITERS, extra=extra)
         results.append(ok(run_job(build_dir, solver, workers=WORKERS, servers=servers,
                                   chunk_bytes=chunk_bytes, worker_args={0: args, 1: args},
@@ -39,9 +46,9 @@ def run_pair(build_dir, data, tmp_path, *, servers=1, chunk_bytes=1 << 20, extra
     return results, solvers
 
 
-def test_bsp_factors_equal_dense_and_push_the_factor_bytes(build_dir, fashion_mnist, tmp_path):
-    (dense, factors), (a, b) = run_pair(build_dir, fashion_mnist, tmp_path)
-    report = assert_same(build_dir, final_model(a, ITERS), final_model(b, ITERS), max_rel=1e-5)
+def assert_factors_equal_dense(build_dir, runs, solvers, max_rel):
+    (dense, factors), (a, b) = runs, solvers
+    report = assert_same(build_dir, final_model(a, ITERS), final_model(b, ITERS), max_rel=max_rel)
     assert report["max_abs"] > 0  # a different summation order: not bit-identical
     # Worker 0's init push, then per worker and iteration every gradient:
     init = ALL_VALUES * 4
@@ -52,6 +59,31 @@ def test_bsp_factors_equal_dense_and_push_the_factor_bytes(build_dir, fashion_mn
     assert per_push == 295976
     assert server_bytes(factors) == init + ITERS * WORKERS * per_push
     assert "ip2 (1024 -> 1024): 131072 bytes instead of 4194304" in factors.stderr["worker-1"]
+
+
+def test_bsp_factors_equal_dense_and_push_the_factor_bytes(build_dir, fashion_mnist, tmp_path):
+    runs, solvers = run_pair(build_dir, fashion_mnist, tmp_path)
+    assert_factors_equal_dense(build_dir, runs, solvers, max_rel=1e-5)
+
+
+def cuda_devices(build_dir) -> int:
+    """CUDA devices ps-net sees (0 in a build without CUDA)."""
+    out = subprocess.run([str(build_dir / "bin/ps-net"), "devices", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    return json.loads(out.stdout.splitlines()[-1])["cuda_devices"] if out.returncode == 0 else 0
+
+
+def test_gpu_workers_push_factors_equal_dense(build_dir, fashion_mnist, tmp_path):
+    if cuda_devices(build_dir) == 0:
+        pytest.skip("no GPU (needs a CUDA build and a CUDA device)")
+    # Both workers on GPU 0, the shard on the CPU: the factors come off the device
+    # (the layer's top diff and bottom data), the other gradients through the
+    # overlapped copies; cuBLAS's products against the shard's rebuild.
+    runs, solvers = run_pair(build_dir, fashion_mnist, tmp_path, worker=("--gpu", "0"))
+    for result in runs:  # the GPU engine ran (only it speaks of the GPU IPC path)
+        assert "GPU IPC pushes off" in result.stderr["worker-0"]
+    assert "sufficient factors: off" not in runs[1].stderr["worker-0"]
+    assert_factors_equal_dense(build_dir, runs, solvers, max_rel=1e-4)
 
 
 def test_factors_across_shards_mid_row_chunks_and_iter_size_2(build_dir, fashion_mnist,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ps_train_util import base_job, write_job
-from pstrain import Job, JobError
+from pstrain import Job, JobError, programs
 from pstrain.localrun import LocalLauncher
 from pstrain.plan import make_plan
 
@@ -58,3 +58,38 @@ def test_the_plan_warns_where_every_gradient_goes_dense(tmp_path, build_dir):
     assert factor_warnings(grouped) == [
         "job.yaml: transport.sufficient_factors: off (host aggregation pushes each host's dense "
         "sum; transport.host_aggregation: false pushes factors)"]
+
+
+def test_gpu_workers_push_factors_and_gpu_ipc_true_turns_them_off(tmp_path, build_dir,
+                                                                   monkeypatch):
+    # The plan of a GPU job, made on any machine: a CUDA build with one GPU, as far as the
+    # device checks can tell.
+    monkeypatch.setattr(programs, "cuda_build", lambda: True)
+    monkeypatch.setattr(programs, "gpu_count", lambda: 1)
+    gpus = {"worker_devices": [0, 0], "workers": 2}
+    _, plan = plan_of(tmp_path, cluster=gpus, consistency={"mode": "bsp"},
+                      transport={"kind": "tcp", "sufficient_factors": True,
+                                 "host_aggregation": False})
+    assert all("--sufficient-factors" in plan.worker_command(r, ["e"]) for r in (0, 1))
+    assert factor_warnings(plan) == []
+    # GPU IPC pushes (same host, a GPU shard) hand every gradient over on the device.
+    _, ipc = plan_of(tmp_path, cluster={**gpus, "server_device": "gpu:0"},
+                     consistency={"mode": "bsp"},
+                     transport={"kind": "ipc", "sufficient_factors": True, "gpu_ipc": True,
+                                "host_aggregation": False})
+    assert factor_warnings(ipc) == [
+        "job.yaml: transport.sufficient_factors: off (GPU IPC pushes hand every gradient over "
+        "in device memory)"]
+
+
+def test_broadcast_with_gpu_workers_is_refused_naming_them(tmp_path, build_dir, monkeypatch):
+    monkeypatch.setattr(programs, "cuda_build", lambda: True)
+    monkeypatch.setattr(programs, "gpu_count", lambda: 1)
+    with pytest.raises(JobError) as e:
+        plan_of(tmp_path, cluster={"worker_devices": [0, 0], "workers": 2},
+                consistency={"mode": "bsp"},
+                transport={"kind": "tcp", "sufficient_factors": "broadcast",
+                           "host_aggregation": False})
+    assert str(e.value) == (
+        "job.yaml: transport.sufficient_factors: broadcast is not possible here (GPU workers "
+        "(the replica's rebuild and step run on CPU workers only)); use push")

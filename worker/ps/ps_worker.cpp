@@ -90,10 +90,12 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
       solver.clip_gradients() >= 0 && options.client.mode != ConsistencyMode::kBsp;
   // bsp: the next pull goes out before the last backward, so that the weights
   // of the layers pushed first travel while backward still runs. GPU workers
-  // keep the pull after the pushes: pulled weights land in host memory while
-  // backward still runs on the device.
-  worker->early_pull_ =
-      options.client.mode == ConsistencyMode::kBsp && !worker->device_gradients_ && !elastic;
+  // too: a reply lands in the host copy of a weight whose gradient was pushed,
+  // so its layer's backward has run on the device (the push followed the
+  // copy of its gradient), and the device copy is replaced only at the next
+  // forward's upload. The host write waits for that weight's last upload
+  // alone (SyncedMemory), not for the backward still queued.
+  worker->early_pull_ = options.client.mode == ConsistencyMode::kBsp && !elastic;
   if (elastic) {
     std::vector<Blob*> blobs;
     for (const auto& p : net.learnable_params()) {
@@ -132,12 +134,15 @@ void PsWorker::SetUpFactors() {
   auto notice = [this](char level, const std::string& text) {
     if (options_.on_notice) options_.on_notice(level, "sufficient factors: " + text);
   };
-  const char* why_not = group_              ? "off with host aggregation (a host's sum goes dense)"
-                        : device_gradients_ ? "off on the GPU engine (every gradient goes dense)"
-                        : exchange_         ? "off with an elastic method (it pushes weight deltas)"
-                        : clip_at_end_      ? "off in ssp/asp with clip_gradients (every gradient "
-                                              "goes dense with its norm)"
-                                            : nullptr;
+  // GPU workers push factors too: the capture reads the layer's top diff and
+  // bottom data back from the device (SyncedMemory), the rest goes through
+  // DeviceGradients. GPU IPC pushes, when the shards take them, turn it off
+  // (UseGpuPath).
+  const char* why_not = group_         ? "off with host aggregation (a host's sum goes dense)"
+                        : exchange_    ? "off with an elastic method (it pushes weight deltas)"
+                        : clip_at_end_ ? "off in ssp/asp with clip_gradients (every gradient "
+                                         "goes dense with its norm)"
+                                       : nullptr;
   if (why_not != nullptr) {
     notice('W', why_not);
     return;
@@ -208,6 +213,11 @@ Status PsWorker::SetUpBroadcast() {
   };
   if (!factors_) {
     notice('W', "off: no weight is pushed as factors (pulls go dense)");
+    return Status::Ok();
+  }
+  if (device_gradients_) {
+    notice('W', "off on the GPU engine: the replica's rebuild and step run on CPU workers "
+                "only (pulls go dense)");
     return Status::Ok();
   }
   const caffe::SolverParameter& solver = trainer_->solver();
@@ -345,8 +355,12 @@ Status PsWorker::OnLastForward(int iter) {
 Status PsWorker::AfterBackward(int iter, int layer) {
   const std::vector<int>& ids = push_after_layer_[layer];
   if (clip_at_end_ || ids.empty() || exchange_ || group_) return Status::Ok();
+  if (gpu_region_) {  // GPU IPC: the shards read the values from the region
+    PSTRAIN_RETURN_IF_ERROR(gpu_region_->Start(ids));
+    return client_->PushIpc(ids, iter, gpu_region_->offsets());
+  }
+  std::vector<int> dense;
   if (factors_) {
-    std::vector<int> dense;
     for (int id : ids) {
       const GradientFactors f = factors_->factors(id);
       if (f.samples == 0) {
@@ -356,16 +370,13 @@ Status PsWorker::AfterBackward(int iter, int layer) {
             client_->PushFactors(id, iter, f, broadcast_ && broadcast_->Broadcasts(id)));
       }
     }
-    return dense.empty() ? Status::Ok() : client_->Push(dense, iter, -1.0);
+    if (dense.empty()) return Status::Ok();
   }
-  if (gpu_region_) {  // GPU IPC: the shards read the values from the region
-    PSTRAIN_RETURN_IF_ERROR(gpu_region_->Start(ids));
-    return client_->PushIpc(ids, iter, gpu_region_->offsets());
-  }
-  if (!device_gradients_) return client_->Push(ids, iter, -1.0);
+  const std::vector<int>& rest = factors_ ? dense : ids;
+  if (!device_gradients_) return client_->Push(rest, iter, -1.0);
   // Copy the layer's gradients out on the side stream; push the ones whose
   // copies are done as backward goes on, the rest in OnGradientsReady.
-  device_gradients_->Start(ids);
+  device_gradients_->Start(rest);
   return PushCopied(iter, /*wait=*/false);
 }
 

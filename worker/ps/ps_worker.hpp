@@ -69,12 +69,12 @@ struct PsWorkerOptions {
   // iterations (elastic_exchange.hpp); clocks then count exchanges.
   ElasticOptions elastic;
   // Push qualifying InnerProduct weight gradients as sufficient factors
-  // (worker/ps/sufficient_factors.hpp): CPU engine, no elastic method, not
-  // ssp/asp with clip_gradients; otherwise every gradient goes dense and
-  // on_notice says why.
+  // (worker/ps/sufficient_factors.hpp): no host aggregation, no elastic
+  // method, not ssp/asp with clip_gradients, not with GPU IPC pushes;
+  // otherwise every gradient goes dense and on_notice says why.
   bool sufficient_factors = false;
   // Sufficient-factor broadcasting (worker/ps/factor_broadcast.hpp; needs
-  // sufficient_factors, bsp, no clip_gradients): the factored weights whose
+  // sufficient_factors, bsp, no clip_gradients, the CPU engine): the factored weights whose
   // relay is fewer bytes than the weight come back as every worker's factors
   // instead of values. verify_interval > 0: every that many iterations the
   // replica is compared with the shards' values (a difference: an error when
@@ -182,7 +182,7 @@ class PsWorker : public Trainer::Callback {
   std::vector<int> all_params_;                        // 0..P-1
   int start_iter_ = 0;
   bool clip_at_end_ = false;  // ssp/asp with clip_gradients: every push at the end
-  bool early_pull_ = false;   // bsp on the CPU: pull t+1 before the last backward
+  bool early_pull_ = false;   // bsp: pull t+1 before the last backward
   bool overlap_ = false;      // options_.pull_overlap where it applies
   LayerHooks hooks_;          // the train net's hooks (factors, overlap)
   std::vector<std::vector<int>> params_of_layer_;  // layer index -> PS params it reads

@@ -42,6 +42,15 @@ void PsWorker::UseGpuPath() {
   const transport::GpuPathDecision& path = client_->gpu_path();
   if (path.ipc) {
     Notice('I', "GPU IPC pushes on: gradients stay in device memory (" + path.reason + ")");
+    if (factors_) {
+      // Every gradient goes through the region: the capture's reads from the
+      // device would be for nothing. No forward has run yet.
+      Notice('I', "sufficient factors: off, GPU IPC pushes hand every gradient over in "
+                  "device memory");
+      hooks_.after_backward = nullptr;
+      trainer_->net().set_layer_hooks(hooks_);
+      factors_.reset();
+    }
     return;
   }
   Notice('W', "GPU IPC pushes off, gradients go through the socket: " + path.reason);

@@ -88,7 +88,8 @@ void FactorCapture::Captured(int layer) {
   if (index < 0) return;
   Weight& w = weights_[static_cast<size_t>(index)];
   // Caffe's gradient: non-transposed W [out, in] gets top_diff^T bottom;
-  // transposed W [in, out] gets bottom^T top_diff.
+  // transposed W [in, out] gets bottom^T top_diff. On the GPU engine these
+  // copy the blobs back from the device after the layer's backward.
   const float* top_diff = w.top->cpu_diff();
   const float* bottom = w.bottom->cpu_data();
   const float* left = w.transpose ? bottom : top_diff;

@@ -1,4 +1,4 @@
-// FactorCapture: the InnerProduct weights a CPU worker pushes as sufficient
+// FactorCapture: the InnerProduct weights a worker pushes as sufficient
 // factors (common/ps/sufficient_factors.hpp) instead of their gradients, and
 // the factors themselves, stacked over the iteration's iter_size passes.
 //
@@ -14,8 +14,10 @@
 //
 // After every backward pass of the training net (the net's after_backward
 // hook), Captured copies each qualifying layer's top diff and bottom data
-// into the stack; StartIteration empties it. Used by the training loop's
-// thread only.
+// into the stack; StartIteration empties it. On the GPU engine those reads
+// copy the two blobs back from the device (SyncedMemory: one wait on the
+// compute stream per factored layer and pass, which the dense path's
+// overlapped copies do not have). Used by the training loop's thread only.
 #pragma once
 
 #include <memory>

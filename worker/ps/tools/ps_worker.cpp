@@ -148,10 +148,11 @@ int main(int argc, char** argv) {
       "server (0: through the socket; the servers must agree)")(
       "sufficient-factors", po::bool_switch(&options.sufficient_factors),
       "push an InnerProduct weight's gradient as its factors (top diff, bottom data) where "
-      "those are fewer bytes (CPU engine)")(
+      "those are fewer bytes (not with GPU IPC pushes)")(
       "factor-broadcast", po::bool_switch(&options.factor_broadcast),
       "with --sufficient-factors, bsp: pull such a weight as every worker's factors of the step "
-      "where those are fewer bytes, applied to a replica exactly as the servers apply them")(
+      "where those are fewer bytes, applied to a replica exactly as the servers apply them "
+      "(CPU engine)")(
       "factor-right", po::value(&factor_right)->default_value("every_shard"),
       "--factor-broadcast: every_shard (a factor push carries R to every shard of the weight) "
       "or holder (R only to the worker's holder shard; the other shards get it forwarded by "
