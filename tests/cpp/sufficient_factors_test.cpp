@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -307,6 +308,70 @@ TEST(FactorCaptureTest, TwoPassesRebuildTheAccumulatedGradient) {
 }
 
 TEST(FactorCaptureTest, TransposedWeightTwoPasses) { CheckCaptureOverTwoPasses(true); }
+
+// SkipDenseGradients: the layer no longer computes the weight's gradient (its
+// diff stays zero) while the factors, the bias gradient and the bottom diff
+// are what they were; destroying the capture brings the weight gradient back.
+TEST(FactorCaptureTest, SkippingTheDenseGradientKeepsFactorsBiasAndBottomDiff) {
+  auto net = testing::BuildNet(R"(
+    force_backward: true
+    layer { name: "in" type: "Input" top: "data" top: "target"
+      input_param { shape { dim: 3 dim: 4 } shape { dim: 3 dim: 5 } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
+      inner_product_param { num_output: 5
+        weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "constant" value: 0.1 } } }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "target" top: "loss" })");
+  ASSERT_NE(net, nullptr);
+  const Blob* weight = net->learnable_params()[0].blob;
+  const Blob* bias = net->learnable_params()[1].blob;
+  auto placement = KeyPlacement::Create({weight->count(), 5}, 1, 28);
+  ASSERT_TRUE(placement.ok());
+  Blob* data = net->blob_by_name("data");
+  Blob* target = net->blob_by_name("target");
+  for (int i = 0; i < data->count(); ++i) data->mutable_cpu_data()[i] = std::sin(1.f + i);
+  for (int i = 0; i < target->count(); ++i) target->mutable_cpu_data()[i] = std::cos(2.f * i);
+  struct Pass {
+    std::vector<float> weight_diff, bias_diff, bottom_diff, left, right;
+  };
+  auto run = [&](FactorCapture* capture) {
+    net->ClearParamDiffs();
+    capture->StartIteration();
+    net->Forward();
+    net->Backward();
+    const GradientFactors f = capture->factors(0);
+    Pass p;
+    p.weight_diff.assign(weight->cpu_diff(), weight->cpu_diff() + weight->count());
+    p.bias_diff.assign(bias->cpu_diff(), bias->cpu_diff() + bias->count());
+    p.bottom_diff.assign(data->cpu_diff(), data->cpu_diff() + data->count());
+    p.left.assign(f.left, f.left + f.samples * weight->shape(0));
+    p.right.assign(f.right, f.right + f.samples * weight->shape(1));
+    return p;
+  };
+  auto capture = FactorCapture::Create(*net, {0, 1}, 1, placement.value(), pstrain::FLOAT32,
+                                       /*fewer_bytes=*/false);
+  ASSERT_NE(capture, nullptr);
+  LayerHooks hooks;
+  hooks.after_backward = [&](int layer) { capture->Captured(layer); };
+  net->set_layer_hooks(hooks);
+  const Pass dense = run(capture.get());
+  capture->SkipDenseGradients(net.get());
+  const Pass skipped = run(capture.get());
+  EXPECT_GT(*std::max_element(dense.weight_diff.begin(), dense.weight_diff.end()), 0.01f);
+  EXPECT_EQ(skipped.weight_diff, std::vector<float>(dense.weight_diff.size(), 0.f));
+  EXPECT_EQ(skipped.bias_diff, dense.bias_diff);
+  EXPECT_EQ(skipped.bottom_diff, dense.bottom_diff);
+  EXPECT_EQ(skipped.left, dense.left);
+  EXPECT_EQ(skipped.right, dense.right);
+  net->set_layer_hooks({});
+  capture.reset();
+  const Layer& ip = *net->layers()[1];
+  EXPECT_TRUE(ip.param_propagate_down(0));
+  net->ClearParamDiffs();
+  net->Forward();
+  net->Backward();
+  EXPECT_EQ(std::vector<float>(weight->cpu_diff(), weight->cpu_diff() + weight->count()),
+            dense.weight_diff);
+}
 
 }  // namespace
 }  // namespace pstrain

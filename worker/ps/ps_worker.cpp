@@ -155,6 +155,7 @@ void PsWorker::SetUpFactors() {
     return;
   }
   for (const std::string& line : factors_->summary()) notice('I', line);
+  factors_->SkipDenseGradients(&net);
   hooks_.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
 }
 

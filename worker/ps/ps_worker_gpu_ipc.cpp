@@ -49,7 +49,7 @@ void PsWorker::UseGpuPath() {
                   "device memory");
       hooks_.after_backward = nullptr;
       trainer_->net().set_layer_hooks(hooks_);
-      factors_.reset();
+      factors_.reset();  // the layers compute their weight gradients again
     }
     return;
   }

@@ -79,6 +79,23 @@ std::unique_ptr<FactorCapture> FactorCapture::Create(const Net& net,
   return capture;
 }
 
+FactorCapture::~FactorCapture() {
+  if (skipping_ == nullptr) return;
+  // Create took only weights that learn (PS parameters), whose layers
+  // propagated to them before.
+  for (const Weight& w : weights_) {
+    skipping_->layers()[static_cast<size_t>(w.layer)]->set_param_propagate_down(0, true);
+  }
+}
+
+void FactorCapture::SkipDenseGradients(Net* net) {
+  PSTRAIN_CHECK(net == net_);
+  skipping_ = net;
+  for (const Weight& w : weights_) {
+    net->layers()[static_cast<size_t>(w.layer)]->set_param_propagate_down(0, false);
+  }
+}
+
 void FactorCapture::StartIteration() {
   for (Weight& w : weights_) w.samples = 0;
 }

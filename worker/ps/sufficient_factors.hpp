@@ -43,8 +43,17 @@ class FactorCapture {
                                                const std::vector<int>& ps_param_of_learnable,
                                                int iter_size, const KeyPlacement& placement,
                                                pstrain::DataType dtype, bool fewer_bytes = true);
+  ~FactorCapture();
   FactorCapture(const FactorCapture&) = delete;
   FactorCapture& operator=(const FactorCapture&) = delete;
+
+  // The qualifying weights' layers stop computing the dense weight gradient
+  // (Layer::set_param_propagate_down(0, false)): it is never pushed, and its
+  // GEMM costs as much as the layer's forward. Their bias and bottom diffs,
+  // and the top diff the capture reads, are computed as before; the weight's
+  // diff stays as ClearParamDiffs left it (zero). Undone when the capture is
+  // destroyed. REQUIRES: `net` is the net Create saw.
+  void SkipDenseGradients(Net* net);
 
   // A new iteration: the stacks are emptied.
   void StartIteration();
@@ -83,6 +92,7 @@ class FactorCapture {
   FactorCapture() = default;
 
   const Net* net_ = nullptr;
+  Net* skipping_ = nullptr;  // SkipDenseGradients's net, restored by the destructor
   std::vector<Weight> weights_;
   std::vector<int> weight_of_layer_;  // layer -> weights_ index, or -1
   std::vector<int> weight_of_param_;  // PS param -> weights_ index, or -1
