@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Issue 32's host switches measured: a bandwidth-bound bsp job on 4 hosts (network
 namespaces with sshd, tests/multihost/netns_hosts.py) whose links are shaped to
-1 Gbit/s each way (tbf on both ends of every host's veth), through ps-train with a
-hostfile. An MLP 784-4096-2048-10 (11.6 M parameters, 46.5 MB of float32) on
-Fashion-MNIST, 2 workers a host (8 in all), batch 16 each. Three layouts:
+1 Gbit/s each way (tbf on both ends of every host's veth; --rate-mbit: another
+rate), through ps-train with a hostfile. An MLP 784-4096-2048-10 (11.6 M parameters,
+46.5 MB of float32) on Fashion-MNIST, 2 workers a host (8 in all), batch 16 each.
+Three layouts:
 
   today       cluster.server_placement first_slots, 1 server (host 1's first slot),
               transport.host_aggregation false
@@ -75,9 +76,14 @@ LAYOUTS = {
 }
 
 
-def shape(hosts: netns_hosts.NetnsHosts, rate: str = "1gbit") -> None:
+def burst_bytes(rate_mbit: int) -> int:
+    """The tbf burst `shape` sets: 4 ms of the rate, at least 32 KiB."""
+    return max(32 * 1024, int(rate_mbit * 1e6 / 8 * 0.004))
+
+
+def shape(hosts: netns_hosts.NetnsHosts, rate_mbit: int = 1000) -> None:
     """tbf on each host's eth0 (its egress) and on its bridge port (its ingress)."""
-    burst = str(max(32 * 1024, int(1e9 / 8 * 0.004)))
+    burst, rate = str(burst_bytes(rate_mbit)), f"{rate_mbit}mbit"
     for i in range(1, hosts.count + 1):
         for ns, dev in ((hosts.ns(i), "eth0"), (hosts.head, f"{hosts.prefix}b{i}")):
             subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
@@ -177,7 +183,7 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="host-layout-cpu-"))
     hosts = netns_hosts.NetnsHosts(tmp, 2)
     try:
-        shape(hosts)
+        shape(hosts, a.rate_mbit)
         runs = [scaling_cpu.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
                                               server_ns=hosts.ns(2),
                                               bind_host=hosts.address(2), curve=True)
@@ -192,10 +198,10 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
 
 
 def predict(calibration: pathlib.Path, build: pathlib.Path,
-            cpu_from: pathlib.Path | None = None) -> dict:
+            cpu_from: pathlib.Path | None = None, rate_mbit: int = 1000) -> dict:
     """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
-    them (one, or one a host), 1 Gbit/s links with the tbf burst `shape` sets, bsp, the
-    early pull, E8's CPU constants of the validation run on 2 cores."""
+    them (one, or one a host), links of `rate_mbit` with the tbf burst `shape` sets, bsp,
+    the early pull, E8's CPU constants of the validation run on 2 cores."""
     from pstrain import costmodel
     calib = json.loads(calibration.read_text())["calibration"]
     with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
@@ -231,13 +237,14 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                 measured[f"{who}_ns_per_byte"] *= max(1.0, machine / threads)
         calib = dict(calib, cpu_bsp=measured)
         curve = json.loads(CURVE_CALIBRATION.read_text())["curve_ns_per_wire_byte"] * 1e-9
-    base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=1e9 / 8, server_bw=1e9 / 8,
+    bw = rate_mbit * 1e6 / 8
+    base = dict(workers=HOSTS * PER_HOST, mode="bsp", worker_bw=bw, server_bw=bw,
                 latency_s=0.0, message_s=calib["message_us"] * 1e-6,
                 server_byte_s=path["server_ns_per_byte"] * 1e-9,
                 worker_byte_s=path["worker_ns_per_byte"] / 2 * 1e-9, curve_byte_s=curve,
                 kernel_byte_s=1 / calib["wire_bytes_per_s"],
                 link_kernel_byte_s=1 / calib["wire_bytes_per_s"], early_pull=True, cores=2,
-                burst_bytes=max(32 * 1024, 1e9 / 8 * 0.004), streamed_pulls=True,
+                burst_bytes=burst_bytes(rate_mbit), streamed_pulls=True,
                 workers_per_host=PER_HOST, servers_beside_workers=True,
                 **scaling_cpu.e8_inputs(calib["cpu_bsp"], calib))
     # the I/O threads transport.io_threads: auto gives these jobs (python/pstrain/plan.py:
@@ -267,6 +274,8 @@ def main() -> int:
                     help="no job: measure E8's constants on the layouts' path (2 hosts, "
                          "CURVE) --rounds times and write them here")
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
+    ap.add_argument("--rate-mbit", type=int, default=1000,
+                    help="every link's rate each way (tbf), measured and predicted")
     a = ap.parse_args()
     if a.cpu and not a.predict:
         ap.error("--cpu goes with --predict")
@@ -280,7 +289,7 @@ def main() -> int:
         print(text)
         return 0
     if a.predict:
-        for name, p in predict(a.predict, a.build.resolve(), a.cpu).items():
+        for name, p in predict(a.predict, a.build.resolve(), a.cpu, a.rate_mbit).items():
             print(f"{name:14} predicted {p.images_per_s:7.1f} images/s, "
                   f"{p.iteration_s * 1e3:7.1f} ms an iteration, {p.bottleneck}")
         return 0
@@ -293,7 +302,7 @@ def main() -> int:
     hosts = netns_hosts.NetnsHosts(tmp / "hosts", HOSTS)
     results: dict[str, list[dict]] = {}
     try:
-        shape(hosts)
+        shape(hosts, a.rate_mbit)
         for r in range(a.rounds):
             for layout in a.layouts.split(","):
                 job = write_job(tmp / f"round{r}", hosts, layout, a.iters, a.data.resolve())
