@@ -309,6 +309,35 @@ TEST(FactorCaptureTest, TwoPassesRebuildTheAccumulatedGradient) {
 
 TEST(FactorCaptureTest, TransposedWeightTwoPasses) { CheckCaptureOverTwoPasses(true); }
 
+// A weight shared by name between two InnerProduct layers (each layer has its
+// own Blob on the owner's memory) sums both layers' products: it does not
+// qualify. The unshared one does.
+TEST(FactorCaptureTest, AWeightSharedByNameIsNotCaptured) {
+  auto net = testing::BuildNet(R"(
+    layer { name: "in" type: "Input" top: "a" top: "b" top: "target"
+      input_param { shape { dim: 3 dim: 4 } shape { dim: 3 dim: 4 } shape { dim: 3 dim: 5 } } }
+    layer { name: "ip_a" type: "InnerProduct" bottom: "a" top: "ya"
+      param { name: "w" } inner_product_param { num_output: 5 bias_term: false
+        weight_filler { type: "gaussian" std: 0.5 } } }
+    layer { name: "ip_b" type: "InnerProduct" bottom: "b" top: "yb"
+      param { name: "w" } inner_product_param { num_output: 5 bias_term: false } }
+    layer { name: "sum" type: "Eltwise" bottom: "ya" bottom: "yb" top: "y" }
+    layer { name: "ip_c" type: "InnerProduct" bottom: "y" top: "z"
+      inner_product_param { num_output: 5 bias_term: false
+        weight_filler { type: "gaussian" std: 0.5 } } }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "z" bottom: "target" top: "loss" })");
+  ASSERT_NE(net, nullptr);
+  ASSERT_EQ(net->learnable_params().size(), 2u);  // w (owned by ip_a) and ip_c's weight
+  auto placement = KeyPlacement::Create({20, 25}, 1, 28);
+  ASSERT_TRUE(placement.ok());
+  auto capture = FactorCapture::Create(*net, {0, 1}, 1, placement.value(), pstrain::FLOAT32,
+                                       /*fewer_bytes=*/false);
+  ASSERT_NE(capture, nullptr);
+  const std::vector<FactorCapture::WeightShape> shapes = capture->shapes();
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0].param, 1);
+}
+
 // SkipDenseGradients: the layer no longer computes the weight's gradient (its
 // diff stays zero) while the factors, the bias gradient and the bottom diff
 // are what they were; destroying the capture brings the weight gradient back.

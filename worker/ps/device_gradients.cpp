@@ -54,6 +54,10 @@ Result<std::unique_ptr<DeviceGradients>> DeviceGradients::Create(const std::vect
   auto state = std::make_unique<State>();
   state->blobs = blobs;
   for (Blob* blob : blobs) {
+    if (blob == nullptr) {
+      state->pinned.push_back(nullptr);
+      continue;
+    }
     PSTRAIN_ASSIGN_OR_RETURN(void* p,
                              TryPinnedAlloc(static_cast<size_t>(blob->count()) * sizeof(float)));
     state->pinned.push_back(static_cast<float*>(p));
@@ -73,7 +77,9 @@ DeviceGradients::~DeviceGradients() {
   }
   for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
   if (s.backward_done != nullptr) cudaEventDestroy(s.backward_done);
-  for (float* p : s.pinned) PinnedFree(p);
+  for (float* p : s.pinned) {
+    if (p != nullptr) PinnedFree(p);
+  }
 }
 
 void DeviceGradients::Start(const std::vector<int>& ids) {
@@ -86,7 +92,10 @@ void DeviceGradients::Start(const std::vector<int>& ids) {
   // come after that upload too.
   std::vector<const float*> sources;
   sources.reserve(ids.size());
-  for (int id : ids) sources.push_back(s.blobs[static_cast<size_t>(id)]->gpu_diff());
+  for (int id : ids) {
+    PSTRAIN_CHECK(s.blobs[static_cast<size_t>(id)] != nullptr);
+    sources.push_back(s.blobs[static_cast<size_t>(id)]->gpu_diff());
+  }
   // The copies follow everything queued so far on the compute stream (this
   // layer's backward, which wrote the diffs, and those uploads).
   PSTRAIN_CUDA_CHECK(cudaEventRecord(s.backward_done, gpu.stream()));

@@ -24,7 +24,8 @@ class DeviceGradients {
   using PushFn =
       std::function<Status(const std::vector<int>& ids, const std::vector<const float*>& diffs)>;
 
-  // One pinned buffer per blob (blobs[id]'s diff count() floats).
+  // One pinned buffer per blob (blobs[id]'s diff count() floats); none for a
+  // null blob (a weight pushed as sufficient factors), which Start must not name.
   static Result<std::unique_ptr<DeviceGradients>> Create(const std::vector<Blob*>& blobs);
   ~DeviceGradients();
   DeviceGradients(const DeviceGradients&) = delete;

@@ -72,13 +72,6 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
     for (const Blob* b : worker->ps_blobs_) values += b->count();
     PSTRAIN_ASSIGN_OR_RETURN(worker->group_, HostGroup::Open(options.host_group, values));
   }
-  // Grouped workers hand whole gradients over through host memory (the blobs'
-  // lazy sync), not per layer.
-  if (worker->trainer_->engine() == Engine::kGpu && !grouped) {
-    std::vector<Blob*> blobs;
-    for (const PsParam& p : params) blobs.push_back(p.blob);
-    PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
-  }
   PsClientOptions client_options = options.client;
   if (!worker->member()) PSTRAIN_RETURN_IF_ERROR(worker->OfferGpuIpc(&client_options));
   if (!worker->member()) {
@@ -111,6 +104,17 @@ Result<std::unique_ptr<PsWorker>> PsWorker::Create(transport::Context& context,
         });
   }
   worker->SetUpFactors();
+  // Grouped workers hand whole gradients over through host memory (the blobs'
+  // lazy sync), not per layer. A weight pushed as factors needs no copy.
+  if (worker->trainer_->engine() == Engine::kGpu && !grouped) {
+    std::vector<Blob*> blobs = worker->ps_blobs_;
+    if (worker->factors_) {
+      for (const FactorCapture::WeightShape& s : worker->factors_->shapes()) {
+        blobs[static_cast<size_t>(s.param)] = nullptr;
+      }
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(worker->device_gradients_, DeviceGradients::Create(blobs));
+  }
   PSTRAIN_RETURN_IF_ERROR(worker->SetUpBroadcast());
   // GPU workers too: a pulled blob is copied to the device when its layer first
   // reads it (SyncedMemory's lazy upload), after that layer's wait. Not with
@@ -156,6 +160,16 @@ void PsWorker::SetUpFactors() {
   }
   for (const std::string& line : factors_->summary()) notice('I', line);
   factors_->SkipDenseGradients(&net);
+#ifdef PSTRAIN_HAVE_CUDA
+  // Nothing writes such a weight's diff any more: on the GPU engine keep it on
+  // the device, where ClearParamDiffs zeroes it with a device fill rather than
+  // a host memset of the whole weight every iteration.
+  if (trainer_->engine() == Engine::kGpu) {
+    for (const FactorCapture::WeightShape& s : factors_->shapes()) {
+      ps_blobs_[static_cast<size_t>(s.param)]->mutable_gpu_diff();
+    }
+  }
+#endif
   hooks_.after_backward = [capture = factors_.get()](int layer) { capture->Captured(layer); };
 }
 
@@ -216,7 +230,7 @@ Status PsWorker::SetUpBroadcast() {
     notice('W', "off: no weight is pushed as factors (pulls go dense)");
     return Status::Ok();
   }
-  if (device_gradients_) {
+  if (trainer_->engine() == Engine::kGpu) {
     notice('W', "off on the GPU engine: the replica's rebuild and step run on CPU workers "
                 "only (pulls go dense)");
     return Status::Ok();

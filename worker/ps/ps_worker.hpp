@@ -7,7 +7,7 @@
 // Per iteration t, as hooks of the loop:
 //   OnStart(t)            wait for the weights of t (pulled during t-1); at a
 //                         snapshot barrier worker 0 writes the checkpoint
-//   OnLastForward(t)      bsp on the CPU: ask for the weights of t+1 already
+//   OnLastForward(t)      bsp: ask for the weights of t+1 already
 //                         (each shard answers a chunk once this worker pushed
 //                         its gradient and the step is applied)
 //   AfterBackward(t, l)   push the gradients layer l owns the moment backward

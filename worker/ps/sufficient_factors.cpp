@@ -24,11 +24,13 @@ int64_t FactorPushBytes(const KeyPlacement& placement, int param, int64_t sample
   return bytes;
 }
 
-// The number of layers of `net` holding `blob` among their own blobs.
+// The number of layers of `net` holding `blob`'s values among their own
+// blobs. A layer sharing a weight by name has a Blob of its own on the
+// owner's memory (Net::AppendParams), so the memory is compared.
 int LayersHolding(const Net& net, const Blob* blob) {
   int n = 0;
   for (const auto& layer : net.layers()) {
-    for (const auto& b : layer->blobs()) n += b.get() == blob ? 1 : 0;
+    for (const auto& b : layer->blobs()) n += b->data_memory() == blob->data_memory() ? 1 : 0;
   }
   return n;
 }
