@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from pstrain import caffe_schema, costmodel, costmodel_cli, costmodel_links
+from pstrain import caffe_schema, costmodel, costmodel_links
 from pstrain.costmodel import Cluster, CostModelError, LayerTime, Param, place, predict
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -934,22 +934,22 @@ def test_cli_takes_e12_and_e13(capsys):
                 servers_beside_workers=True)
     on = dict(pull_overlap=True, pull_window_bytes=512 * 1024, factor_broadcast=True,
               factor_value_bytes=2.0, worker_flop_s=1e-12, worker_apply_byte_s=1e-11)
-    args = costmodel_cli._parser().parse_args(flags)
-    cl = costmodel_cli.cluster_from_args(args, 8, 8)
+    args = costmodel._parser().parse_args(flags)
+    cl = costmodel.cluster_from_args(args, 8, 8)
     assert {k: getattr(cl, k) for k in on} == pytest.approx(on)
     # the defaults are today's behaviour: no overlap, ps-server's 2048 KiB window, float32
-    plain = costmodel_cli.cluster_from_args(costmodel_cli._parser().parse_args(flags[:6]), 8, 8)
+    plain = costmodel.cluster_from_args(costmodel._parser().parse_args(flags[:6]), 8, 8)
     assert (plain.pull_overlap, plain.pull_window_bytes, plain.factor_broadcast,
             plain.factor_value_bytes) == (False, 2048 * 1024, False, 4.0)
     # the factors' bytes follow the pushes' encoding as ps-worker sends them: 16-bit with
     # fp16 and bf16, float32 otherwise; --factor-bytes overrides
     for compression, expected in (("fp16", 2.0), ("bf16", 2.0), ("topk", 4.0), ("sign", 4.0)):
-        got = costmodel_cli.cluster_from_args(costmodel_cli._parser().parse_args(
+        got = costmodel.cluster_from_args(costmodel._parser().parse_args(
             flags[:6] + ["--compression", compression]), 8, 8)
         assert got.factor_value_bytes == expected, compression
-    forced = costmodel_cli._parser().parse_args(flags[:6] + ["--compression", "fp16",
+    forced = costmodel._parser().parse_args(flags[:6] + ["--compression", "fp16",
                                                          "--factor-bytes", "4"])
-    assert costmodel_cli.cluster_from_args(forced, 8, 8).factor_value_bytes == 4.0
+    assert costmodel.cluster_from_args(forced, 8, 8).factor_value_bytes == 4.0
     want = predict(layers, params, 128, Cluster(**base, **on))
     assert code == 0 and line["iteration_ms"] == pytest.approx(want.iteration_s * 1e3)
     # the flags count: without the overlap, the rebuild, 16-bit factors or the broadcast
