@@ -108,10 +108,14 @@ Status SetInt(zmq::socket_t& socket, int option, int value, const char* name) {
   return SetOption(socket, option, &value, sizeof(value), name);
 }
 
-// Milliseconds left until `deadline`, at least 0.
+// Milliseconds left until `deadline`, rounded up; 0 once it has passed.
+// Rounded down, a wait of 1 ms was 0 from its first poll (less than a whole
+// millisecond is left by then), and zmq_poll(0) does not wait: the shard's
+// loop spun while replies waited for their window (ShardLoop::Serve).
 long RemainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? static_cast<long>(left.count()) : 0;
+  const auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  return static_cast<long>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
 class ZmqChannel : public Channel {

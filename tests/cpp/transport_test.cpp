@@ -248,6 +248,33 @@ TEST(TransportTest, PollAnyFindsTheDealerWithAMessage) {
   EXPECT_EQ(transport::PollAny(both, 0ms).value(), -1);
 }
 
+// A poll of 1 ms with nothing to read waits that millisecond: rounded down to
+// 0 it returned at once, and the shard's loop, which polls 1 ms while replies
+// wait for their window, spun on a core. A lower bound only: the kernel may
+// wake a poll late, never early.
+TEST(TransportTest, AOneMillisecondPollWaitsAMillisecond) {
+  transport::Context ctx;
+  auto router = transport::BindRouter(ctx, "inproc://poll-ms");
+  auto dealer = transport::ConnectDealer(ctx, "inproc://poll-ms");
+  ASSERT_TRUE(router.ok() && dealer.ok());
+  std::vector<Channel*> one = {dealer.value().get()};
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto none = transport::PollAny(one, 1ms);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none.value(), -1);
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 20ms);
+  // A single channel's receive the same.
+  const auto again = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto got = dealer.value()->Receive(1ms);
+    ASSERT_TRUE(got.ok());
+    EXPECT_FALSE(got.value().has_value());
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - again, 20ms);
+}
+
 TEST(TransportTest, MakeAddressForEachKind) {
   EXPECT_EQ(transport::MakeAddress("tcp", "127.0.0.1", 5555).value(), "tcp://127.0.0.1:5555");
   EXPECT_EQ(transport::MakeAddress("tcp", "127.0.0.1", 0).value(), "tcp://127.0.0.1:*");
