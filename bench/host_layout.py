@@ -174,7 +174,7 @@ def run(hosts, job: pathlib.Path, timeout: float) -> dict:
             "hosts": summary.get("hosts")}
 
 
-def calibrate(build: pathlib.Path, rounds: int) -> dict:
+def calibrate(build: pathlib.Path, rounds: int, rate_mbit: int = 1000) -> dict:
     """E8's bsp constants (bench/scaling_cpu.e8_constants) on the path the layouts'
     bytes take: ps-bench with 2 worker threads on host 1, its server on host 2, the links
     shaped as the job's (`shape`), CURVE on as in the job (security: curve, which ps-train
@@ -183,7 +183,7 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="host-layout-cpu-"))
     hosts = netns_hosts.NetnsHosts(tmp, 2)
     try:
-        shape(hosts, a.rate_mbit)
+        shape(hosts, rate_mbit)
         runs = [scaling_cpu.e8_constants(build, "bsp", 2, client_ns=hosts.ns(1),
                                               server_ns=hosts.ns(2),
                                               bind_host=hosts.address(2), curve=True)
@@ -192,7 +192,7 @@ def calibrate(build: pathlib.Path, rounds: int) -> dict:
         hosts.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return {"cpu_bsp": {k: statistics.median(r[k] for r in runs) for k in runs[0]},
-            "path": "2 netns hosts, veth + bridge, tbf 1gbit both ends, CURVE",
+            "path": f"2 netns hosts, veth + bridge, tbf {rate_mbit}mbit both ends, CURVE",
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "load_after": scaling_validate.loadavg(), "rounds": runs}
 
@@ -284,7 +284,7 @@ def main() -> int:
         if why:
             print(f"host_layout: {why}", file=sys.stderr)
             return 2
-        text = json.dumps(calibrate(a.build.resolve(), a.rounds), indent=1)
+        text = json.dumps(calibrate(a.build.resolve(), a.rounds, a.rate_mbit), indent=1)
         a.calibrate.write_text(text + "\n")
         print(text)
         return 0
