@@ -24,9 +24,15 @@ its server on host 2, the links shaped, CURVE on as the jobs run), each thread's
 the whole machine's busy CPU per byte; --predict ... --cpu JSON_OUT then uses them for E8
 (the path keeps the validation run's c_s and c_w, CURVE as E14's cap).
 
+--exchange JSON (with --predict): E15, each layout's links at the share of their rate that
+bench/exchange_probe.py measured for its pushers a host. --sysctl KEY=VALUE: set in every
+host's namespace before the jobs (e.g. net.ipv4.tcp_congestion_control=cubic).
+
 usage: python3 bench/host_layout.py [--iters 14] [--rounds 2] [--layouts today,...]
+           [--rate-mbit 1000] [--sysctl KEY=VALUE]
        python3 bench/host_layout.py --predict bench/data/scaling_validation_e2e_factors.json
               [--cpu bench/data/host_layout_cpu_veth_curve.json]
+              [--exchange bench/data/exchange_probe_200mbit.json --rate-mbit 200]
        python3 bench/host_layout.py --calibrate bench/data/host_layout_cpu_veth_curve.json
               [--rounds 3]
 """
@@ -88,6 +94,14 @@ def shape(hosts: netns_hosts.NetnsHosts, rate_mbit: int = 1000) -> None:
         for ns, dev in ((hosts.ns(i), "eth0"), (hosts.head, f"{hosts.prefix}b{i}")):
             subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
                             "tbf", "rate", rate, "burst", burst, "latency", "50ms"],
+                           check=True, capture_output=True, timeout=30)
+
+
+def set_sysctls(hosts: netns_hosts.NetnsHosts, settings: list[str]) -> None:
+    """`sysctl -w KEY=VALUE` in every host's namespace (the net.* keys are per namespace)."""
+    for i in range(1, hosts.count + 1):
+        for setting in settings:
+            subprocess.run(["ip", "netns", "exec", hosts.ns(i), "sysctl", "-q", "-w", setting],
                            check=True, capture_output=True, timeout=30)
 
 
@@ -198,10 +212,13 @@ def calibrate(build: pathlib.Path, rounds: int, rate_mbit: int = 1000) -> dict:
 
 
 def predict(calibration: pathlib.Path, build: pathlib.Path,
-            cpu_from: pathlib.Path | None = None, rate_mbit: int = 1000) -> dict:
+            cpu_from: pathlib.Path | None = None, rate_mbit: int = 1000,
+            exchange_from: pathlib.Path | None = None) -> dict:
     """The cost model's images/s for each layout: 8 workers, 2 a host, the shards beside
     them (one, or one a host), links of `rate_mbit` with the tbf burst `shape` sets, bsp,
-    the early pull, E8's CPU constants of the validation run on 2 cores."""
+    the early pull, E8's CPU constants of the validation run on 2 cores. `exchange_from`:
+    bench/exchange_probe.py's JSON, E15's efficiency for each layout's pushers a host
+    (one with host_aggregation, PER_HOST without); None: 1."""
     from pstrain import costmodel
     calib = json.loads(calibration.read_text())["calibration"]
     with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
@@ -256,6 +273,16 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                "per_host+agg": dict(servers=HOSTS, host_aggregation=True,
                                     worker_io_threads=min(8, HOSTS),
                                     server_io_threads=min(8, HOSTS))}
+    if exchange_from is not None:
+        measured = {r["per_host"]: r["efficiency"]
+                    for r in json.loads(exchange_from.read_text())["results"]}
+        for name, extra in layouts.items():
+            pushers = 1 if extra.get("host_aggregation") else PER_HOST
+            if pushers not in measured:
+                raise SystemExit(f"host_layout: {exchange_from} has no efficiency for "
+                                 f"{pushers} pusher(s) a host (bench/exchange_probe.py "
+                                 f"--per-host {pushers})")
+            extra["exchange_efficiency"] = measured[pushers]
     return {name: costmodel.predict(layers, params, BATCH, costmodel.Cluster(**base, **extra))
             for name, extra in layouts.items()}
 
@@ -273,12 +300,17 @@ def main() -> int:
     ap.add_argument("--calibrate", type=pathlib.Path, metavar="JSON_OUT",
                     help="no job: measure E8's constants on the layouts' path (2 hosts, "
                          "CURVE) --rounds times and write them here")
+    ap.add_argument("--exchange", type=pathlib.Path, metavar="JSON",
+                    help="with --predict: E15's efficiencies from bench/exchange_probe.py")
     ap.add_argument("--build", type=pathlib.Path, default=ROOT / "build")
     ap.add_argument("--rate-mbit", type=int, default=1000,
                     help="every link's rate each way (tbf), measured and predicted")
+    ap.add_argument("--sysctl", action="append", default=[], metavar="KEY=VALUE",
+                    help="set in every host's namespace before the jobs (repeatable), e.g. "
+                         "net.ipv4.tcp_slow_start_after_idle=0")
     a = ap.parse_args()
-    if a.cpu and not a.predict:
-        ap.error("--cpu goes with --predict")
+    if (a.cpu or a.exchange) and not a.predict:
+        ap.error("--cpu and --exchange go with --predict")
     if a.calibrate:
         why = netns_hosts.unavailable()
         if why:
@@ -289,7 +321,8 @@ def main() -> int:
         print(text)
         return 0
     if a.predict:
-        for name, p in predict(a.predict, a.build.resolve(), a.cpu, a.rate_mbit).items():
+        for name, p in predict(a.predict, a.build.resolve(), a.cpu, a.rate_mbit,
+                                 a.exchange).items():
             print(f"{name:14} predicted {p.images_per_s:7.1f} images/s, "
                   f"{p.iteration_s * 1e3:7.1f} ms an iteration, {p.bottleneck}")
         return 0
@@ -303,6 +336,7 @@ def main() -> int:
     results: dict[str, list[dict]] = {}
     try:
         shape(hosts, a.rate_mbit)
+        set_sysctls(hosts, a.sysctl)
         for r in range(a.rounds):
             for layout in a.layouts.split(","):
                 job = write_job(tmp / f"round{r}", hosts, layout, a.iters, a.data.resolve())

@@ -20,6 +20,7 @@ E13 included, each row saying whether it is in main or not built.
 
 usage: python3 bench/scaling_predict.py [--message-us 20] [--server-ns-per-byte 1.25]
                                         [--worker-ns-per-byte 0.3] [--out docs/img] [--markdown]
+                                        [--exchange-efficiency 1]
 
 The defaults are the calibration of validation run 1, which docs/scaling.md's predictions
 use (bench/data/scaling_validation_run1.json: message_us, server_ns_per_byte,
@@ -200,7 +201,8 @@ def issue_table(key: str, args, calib: dict) -> list[tuple]:
     bw = ISSUE["gbit"] * 1e9 / 8 * GOODPUT
     base = dict(workers=ISSUE["workers"], servers=ISSUE["servers"], worker_bw=bw, server_bw=bw,
                 latency_s=25e-6, message_s=args.message_us * 1e-6,
-                worker_byte_s=args.worker_ns_per_byte * 1e-9)
+                worker_byte_s=args.worker_ns_per_byte * 1e-9,
+                exchange_efficiency=args.exchange_efficiency)
     rows = []
     old = costmodel.predict(layers, params, batch, costmodel.Cluster(
         **dict(base, server_byte_s=args.server_ns_per_byte * 1e-9)))
@@ -305,6 +307,9 @@ def main() -> int:
                     help="bench/scaling_calibrate.py's JSON: c_s, the shard's I/O, GEMM")
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs/img")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--exchange-efficiency", type=float, default=1.0,
+                    help="E15 in the switch tables: each link at this share of its rate in "
+                         "bsp (bench/exchange_probe.py); 1: links kept busy")
     args = ap.parse_args()
     calib = args.calib = json.loads(args.calibration.read_text())
     today = switches(1, calib)

@@ -1,4 +1,4 @@
-"""The cost model's inputs (costmodel.py, docs/scaling.md): per-layer compute
+"""The cost model's inputs (costmodel_iteration.py, docs/scaling.md): per-layer compute
 times from `ps-net time --json` and the learnable parameters of a net, as the
 engine builds it (engine.py)."""
 from __future__ import annotations

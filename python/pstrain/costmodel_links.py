@@ -1,4 +1,4 @@
-"""The cost model's link stations (costmodel.py, docs/scaling.md E2e): one direction of a
+"""The cost model's link stations (costmodel_iteration.py, docs/scaling.md E2e): one direction of a
 link carrying messages from several TCP connections, each sending in order, the connections
 with bytes in flight sharing its rate equally, with a token bucket (E2b), the messages' CPU
 beside or after the wire (E2c, E2d), intervals other traffic holds (E11', E12) and E12's

@@ -8,7 +8,7 @@ import pathlib
 
 import pytest
 
-from pstrain import caffe_schema, costmodel, costmodel_links
+from pstrain import caffe_schema, costmodel, costmodel_iteration, costmodel_links
 from pstrain.costmodel import Cluster, CostModelError, LayerTime, Param, place, predict
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -60,6 +60,35 @@ def test_bsp_server_link_carries_every_workers_copy():
     assert r.bottleneck == "server link"
     assert r.busy_s["server link"] == pytest.approx(0.160)
     assert r.images_per_s == pytest.approx(4 * 64 / 0.352)
+
+
+def test_e15_a_bsp_exchange_gets_its_share_of_every_links_rate():
+    """E15: in bsp with a shard on every host and more than one pusher every link runs at
+    exchange_efficiency of its rate (bench/exchange_probe.py). E11's two hosts at 0.8
+    (80 MB/s): out 30..80 (pushes to shard 1), in 31..81; replies 81..131 out, 82..132 in.
+    Shards apart or one shard beside (a star, not the probe's all-to-all), one worker, or
+    asp: as they were."""
+    params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
+    beside = dict(LINK, workers_per_host=2, servers_beside_workers=True)
+    r = predict(ONE, params, 64, Cluster(workers=4, servers=2, exchange_efficiency=0.8,
+                                         **beside))
+    assert r.iteration_s == pytest.approx(0.132)
+    assert r.busy_s["worker link"] == pytest.approx(0.100)
+    for kw in (dict(LINK, workers=4, servers=1), dict(LINK, workers=1, servers=1),
+               dict(beside, workers=4, servers=2, mode="asp"),
+               dict(beside, workers=4, servers=1)):   # one shard beside, on host 0 only
+        assert predict(ONE, params, 64, Cluster(exchange_efficiency=0.8, **kw)) == \
+            predict(ONE, params, 64, Cluster(**kw))
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(CostModelError, match=r"exchange_efficiency must be in \(0, 1\], "
+                                                 f"got {bad}"):
+            predict(ONE, ONE_P, 64, Cluster(workers=4, servers=1, exchange_efficiency=bad,
+                                            **LINK))
+    flags = ["--time", str(ROOT / "bench/data/h200_alexnet_time.json"), "--net",
+             str(ROOT / "configs/nets/alexnet_deploy.prototxt"), "--batch", "128"]
+    for extra, expected in (([], 1.0), (["--exchange-efficiency", "0.8"], 0.8)):
+        args = costmodel._parser().parse_args(flags + extra)
+        assert costmodel.cluster_from_args(args, 8, 8).exchange_efficiency == expected
 
 
 def test_two_servers_split_the_server_link_load():
@@ -976,7 +1005,7 @@ def test_e13_holder_relays_from_a_shard_beside_take_the_gaps_of_the_hosts_pushes
         spans = share(jobs, bw, buckets, name, *args, **kwargs)
         calls.append((name, [j[2] for j in jobs], spans))
         return spans
-    monkeypatch.setattr(costmodel, "_share", spy)
+    monkeypatch.setattr(costmodel_iteration, "_share", spy)
     monkeypatch.setattr(costmodel_links, "_share", spy)   # _share_links' calls
     layers = [LayerTime("conv", 5.0, 1.0), LayerTime("fc", 2.0, 1.0)]
     params = [Param("conv", "conv/w", 1_000_000), Param("fc", "fc/w", 1000 * 1000, (1000, 1000))]
