@@ -215,9 +215,12 @@ def main() -> int:
     if a.json:
         a.json.write_text(json.dumps({
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-            "congestion_control": subprocess.run(
-                ["sysctl", "-n", "net.ipv4.tcp_congestion_control"], capture_output=True,
-                text=True).stdout.strip(),
+            # the hosts' own: a --sysctl's, else the one they inherit from this namespace
+            "congestion_control": next(
+                (x.split("=", 1)[1] for x in a.sysctl
+                 if x.startswith("net.ipv4.tcp_congestion_control=")),
+                subprocess.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                               capture_output=True, text=True).stdout.strip()),
             "results": results}, indent=1) + "\n")
     return 0
 
