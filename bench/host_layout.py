@@ -218,7 +218,8 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
     them (one, or one a host), links of `rate_mbit` with the tbf burst `shape` sets, bsp,
     the early pull, E8's CPU constants of the validation run on 2 cores. `exchange_from`:
     bench/exchange_probe.py's JSON, E15's efficiency for each layout's pushers a host
-    (one with host_aggregation, PER_HOST without); None: 1."""
+    (one with host_aggregation, PER_HOST without) on HOSTS hosts at `rate_mbit`, of the
+    shaped rate the model gives the links here (`efficiency_of_rate`); None: 1."""
     from pstrain import costmodel
     calib = json.loads(calibration.read_text())["calibration"]
     with tempfile.TemporaryDirectory(prefix="host-layout-model-") as tmp:
@@ -274,14 +275,16 @@ def predict(calibration: pathlib.Path, build: pathlib.Path,
                                     worker_io_threads=min(8, HOSTS),
                                     server_io_threads=min(8, HOSTS))}
     if exchange_from is not None:
-        measured = {r["per_host"]: r["efficiency"]
-                    for r in json.loads(exchange_from.read_text())["results"]}
+        measured = {r["per_host"]: r["efficiency_of_rate"]
+                    for r in json.loads(exchange_from.read_text())["results"]
+                    if r["rate_mbit"] == rate_mbit and r["hosts"] == HOSTS}
         for name, extra in layouts.items():
             pushers = 1 if extra.get("host_aggregation") else PER_HOST
             if pushers not in measured:
                 raise SystemExit(f"host_layout: {exchange_from} has no efficiency for "
-                                 f"{pushers} pusher(s) a host (bench/exchange_probe.py "
-                                 f"--per-host {pushers})")
+                                 f"{pushers} pusher(s) a host on {HOSTS} hosts at "
+                                 f"{rate_mbit} Mbit/s (bench/exchange_probe.py --hosts "
+                                 f"{HOSTS} --per-host {pushers} --rate-mbit {rate_mbit})")
             extra["exchange_efficiency"] = measured[pushers]
     return {name: costmodel.predict(layers, params, BATCH, costmodel.Cluster(**base, **extra))
             for name, extra in layouts.items()}
@@ -311,6 +314,8 @@ def main() -> int:
     a = ap.parse_args()
     if (a.cpu or a.exchange) and not a.predict:
         ap.error("--cpu and --exchange go with --predict")
+    if a.sysctl and (a.predict or a.calibrate):
+        ap.error("--sysctl goes with a measuring run, not --predict or --calibrate")
     if a.calibrate:
         why = netns_hosts.unavailable()
         if why:
@@ -341,7 +346,7 @@ def main() -> int:
             for layout in a.layouts.split(","):
                 job = write_job(tmp / f"round{r}", hosts, layout, a.iters, a.data.resolve())
                 res = run(hosts, job, timeout=900)
-                res.update(layout=layout, round=r, params=PARAMS)
+                res.update(layout=layout, round=r, params=PARAMS, sysctl=a.sysctl)
                 print(json.dumps(res), flush=True)
                 results.setdefault(layout, []).append(res)
     finally:

@@ -24,8 +24,8 @@ import sys
 from .costmodel_inputs import (CostModelError, LayerTime, Param, load_layer_times,  # noqa: F401
                                net_params)
 from .costmodel_iteration import (FACTOR_RIGHTS, Chunk, Cluster, Piece,  # noqa: F401
-                                  Prediction, _balance_idle, _bsp, _share, _share_links,
-                                  pieces, place, predict, value_bytes)
+                                  Prediction, _balance_idle, _share, pieces, place,
+                                  predict, value_bytes)
 
 
 # ---------------------------------------------------------------- command line

@@ -1,7 +1,7 @@
 """The cost model of one PSTrain iteration: the servers' placement of the chunks, a job's
 shape and constants (Cluster), the messages of one worker's exchange (pieces) and the
 iteration time with its bottleneck (predict). docs/scaling.md derives and documents every
-equation; the comments below name them (E1..E14). The link stations (E2e) are in
+equation; the comments below name them (E1..E15). The link stations (E2e) are in
 costmodel_links.py, the inputs (layer times, parameters) in costmodel_inputs.py, the
 command line (python3 -m pstrain.costmodel) in costmodel.py, which re-exports these names.
 """
@@ -186,10 +186,11 @@ class Cluster:
     # flows of an iteration do not share the links evenly, a chunk's step waits for its
     # slowest push and the next iteration for the slowest reply, so a link idles while its
     # host waits. Measured on the network with the exchange's own pattern and no PSTrain
-    # program (bench/exchange_probe.py: 0.75 and 0.76 on the validation's 200 Mbit/s
-    # links). bsp with a shard on every host (the probe's all-to-all; not one shard beside
-    # some hosts' workers, a star) and more than one pusher takes every link at this share
-    # of its rate. 1: links kept busy (the model before E15)
+    # program (bench/exchange_probe.py; on the validation's 200 Mbit/s links with BBR, of
+    # TCP's rate and of the shaped rate: docs/scaling.md E15). bsp over more than one host
+    # with a shard on every host (the probe's all-to-all; not one shard beside some hosts'
+    # workers, a star) takes every link at this share of its rate. 1: links kept busy
+    # (the model before E15)
     exchange_efficiency: float = 1.0
 
     def worker_wall_byte_s(self) -> float:
@@ -403,8 +404,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
         raise CostModelError(f"exchange_efficiency must be in (0, 1], got "
                              f"{cl.exchange_efficiency}")
     hosts = math.ceil(cl.workers / max(1, cl.workers_per_host))
-    if (cl.mode == "bsp" and cl.servers_beside_workers and cl.servers >= hosts
-            and cl.pushers()[0] > 1 and cl.exchange_efficiency < 1.0):
+    if (cl.mode == "bsp" and cl.servers_beside_workers and hosts > 1
+            and cl.servers >= hosts and cl.exchange_efficiency < 1.0):
         # E15: every link at the share of its rate TCP's flows get in the hosts' exchange
         cl = dataclasses.replace(cl, worker_bw=cl.worker_bw * cl.exchange_efficiency,
                                  server_bw=cl.server_bw * cl.exchange_efficiency,

@@ -1,8 +1,8 @@
-"""The cost model's link stations (costmodel_iteration.py, docs/scaling.md E2e): one direction of a
-link carrying messages from several TCP connections, each sending in order, the connections
-with bytes in flight sharing its rate equally, with a token bucket (E2b), the messages' CPU
-beside or after the wire (E2c, E2d), intervals other traffic holds (E11', E12) and E12's
-priorities; and the plain busy-interval fill the replies of E11' use."""
+"""The cost model's link stations (costmodel_iteration.py, docs/scaling.md E2e): one
+direction of a link carrying messages from several TCP connections, each sending in order,
+the connections with bytes in flight sharing its rate equally, with a token bucket (E2b),
+the messages' CPU beside or after the wire (E2c, E2d), intervals other traffic holds (E11',
+E12) and E12's priorities; and the plain busy-interval fill the replies of E11' use."""
 from __future__ import annotations
 
 import math

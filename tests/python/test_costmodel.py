@@ -63,11 +63,11 @@ def test_bsp_server_link_carries_every_workers_copy():
 
 
 def test_e15_a_bsp_exchange_gets_its_share_of_every_links_rate():
-    """E15: in bsp with a shard on every host and more than one pusher every link runs at
+    """E15: in bsp over more than one host with a shard on every host every link runs at
     exchange_efficiency of its rate (bench/exchange_probe.py). E11's two hosts at 0.8
     (80 MB/s): out 30..80 (pushes to shard 1), in 31..81; replies 81..131 out, 82..132 in.
-    Shards apart or one shard beside (a star, not the probe's all-to-all), one worker, or
-    asp: as they were."""
+    Shards apart or one shard beside (a star, not the probe's all-to-all), one worker, one
+    host, or asp: as they were."""
     params = [Param("fc", "fc/weight", MB4 // 2), Param("fc", "fc/bias", MB4 // 2)]
     beside = dict(LINK, workers_per_host=2, servers_beside_workers=True)
     r = predict(ONE, params, 64, Cluster(workers=4, servers=2, exchange_efficiency=0.8,
@@ -76,7 +76,8 @@ def test_e15_a_bsp_exchange_gets_its_share_of_every_links_rate():
     assert r.busy_s["worker link"] == pytest.approx(0.100)
     for kw in (dict(LINK, workers=4, servers=1), dict(LINK, workers=1, servers=1),
                dict(beside, workers=4, servers=2, mode="asp"),
-               dict(beside, workers=4, servers=1)):   # one shard beside, on host 0 only
+               dict(beside, workers=4, servers=1),    # one shard beside, on host 0 only
+               dict(beside, workers=2, servers=1)):   # one host: no exchange between hosts
         assert predict(ONE, params, 64, Cluster(exchange_efficiency=0.8, **kw)) == \
             predict(ONE, params, 64, Cluster(**kw))
     for bad in (0.0, 1.5, float("nan")):
