@@ -210,12 +210,15 @@ class Cluster:
         threads = max(1, min(self.worker_io_threads, remote)) * self.pushers()[1]
         return min(self.worker_bw, threads / self.curve_byte_s)
 
+    def hosts(self) -> int:
+        """E11: the worker hosts, workers_per_host workers on each."""
+        return math.ceil(self.workers / max(1, self.workers_per_host))
+
     def pushers(self) -> tuple[int, int]:
         """E11: (the pushers every shard serves, the pushers on one host)."""
-        m = max(1, self.workers_per_host)
         if self.host_aggregation and self.mode == "bsp":
-            return math.ceil(self.workers / m), 1
-        return self.workers, min(m, self.workers)
+            return self.hosts(), 1
+        return self.workers, min(max(1, self.workers_per_host), self.workers)
 
 
 FACTOR_RIGHTS = ("every_shard", "holder")   # E13: where a worker pushes its R factor
@@ -403,9 +406,8 @@ def predict(layers: list[LayerTime], params: list[Param], batch: int, cl: Cluste
     if not 0.0 < cl.exchange_efficiency <= 1.0:
         raise CostModelError(f"exchange_efficiency must be in (0, 1], got "
                              f"{cl.exchange_efficiency}")
-    hosts = math.ceil(cl.workers / max(1, cl.workers_per_host))
-    if (cl.mode == "bsp" and cl.servers_beside_workers and hosts > 1
-            and cl.servers >= hosts and cl.exchange_efficiency < 1.0):
+    if (cl.mode == "bsp" and cl.servers_beside_workers and cl.hosts() > 1
+            and cl.servers >= cl.hosts() and cl.exchange_efficiency < 1.0):
         # E15: every link at the share of its rate TCP's flows get in the hosts' exchange
         cl = dataclasses.replace(cl, worker_bw=cl.worker_bw * cl.exchange_efficiency,
                                  server_bw=cl.server_bw * cl.exchange_efficiency,
